@@ -1,0 +1,1 @@
+//! tierkv-bench: workloads, key distributions, the runner and reports.

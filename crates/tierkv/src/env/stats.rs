@@ -1,0 +1,187 @@
+//! I/O counters by tier and cause. Lock-free (relaxed atomics): counters are statistics,
+//! never used to decide correctness.
+
+use super::Tier;
+use serde::{Deserialize, Serialize};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Why the engine touched a disk. Every read and write is charged to exactly one cause.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum IoCause {
+    /// Point lookups (`get`).
+    #[default]
+    UserGet,
+    /// Iterators and scans.
+    UserScan,
+    /// Memtable flush to L0.
+    Flush,
+    /// Compaction reads and writes.
+    Compaction,
+    /// Write-ahead log.
+    Wal,
+    /// Manifest and CURRENT.
+    Manifest,
+    /// Promotion of hot records from the slow tier.
+    Promotion,
+    /// The RALT hotness tracker.
+    Ralt,
+    /// Recovery at open (WAL replay).
+    Recovery,
+    /// Integrity checks (`tierkv check`) and other tools.
+    Check,
+}
+
+impl IoCause {
+    /// Every cause, in reporting order.
+    pub const ALL: [IoCause; 10] = [
+        IoCause::UserGet,
+        IoCause::UserScan,
+        IoCause::Flush,
+        IoCause::Compaction,
+        IoCause::Wal,
+        IoCause::Manifest,
+        IoCause::Promotion,
+        IoCause::Ralt,
+        IoCause::Recovery,
+        IoCause::Check,
+    ];
+
+    /// Stable snake_case name used in stats output.
+    pub fn name(self) -> &'static str {
+        match self {
+            IoCause::UserGet => "get",
+            IoCause::UserScan => "scan",
+            IoCause::Flush => "flush",
+            IoCause::Compaction => "compaction",
+            IoCause::Wal => "wal",
+            IoCause::Manifest => "manifest",
+            IoCause::Promotion => "promotion",
+            IoCause::Ralt => "ralt",
+            IoCause::Recovery => "recovery",
+            IoCause::Check => "check",
+        }
+    }
+
+    fn index(self) -> usize {
+        IoCause::ALL.iter().position(|c| *c == self).expect("listed")
+    }
+}
+
+const CAUSES: usize = IoCause::ALL.len();
+
+#[derive(Default)]
+struct Counters {
+    read_bytes: AtomicU64,
+    read_ops: AtomicU64,
+    write_bytes: AtomicU64,
+    write_ops: AtomicU64,
+}
+
+/// Live counters; take a [`IoStatsSnapshot`] to read them.
+#[derive(Default)]
+pub struct IoStats {
+    counters: [[Counters; CAUSES]; 2],
+}
+
+impl IoStats {
+    pub(crate) fn record_read(&self, tier: Tier, cause: IoCause, bytes: u64) {
+        let c = &self.counters[tier.index()][cause.index()];
+        c.read_bytes.fetch_add(bytes, Relaxed);
+        c.read_ops.fetch_add(1, Relaxed);
+    }
+
+    pub(crate) fn record_write(&self, tier: Tier, cause: IoCause, bytes: u64) {
+        let c = &self.counters[tier.index()][cause.index()];
+        c.write_bytes.fetch_add(bytes, Relaxed);
+        c.write_ops.fetch_add(1, Relaxed);
+    }
+
+    /// A consistent-enough copy of every counter.
+    pub fn snapshot(&self) -> IoStatsSnapshot {
+        let tier = |t: usize| TierIo {
+            causes: IoCause::ALL
+                .iter()
+                .map(|&cause| {
+                    let c = &self.counters[t][cause.index()];
+                    CauseIo {
+                        cause,
+                        read_bytes: c.read_bytes.load(Relaxed),
+                        read_ops: c.read_ops.load(Relaxed),
+                        write_bytes: c.write_bytes.load(Relaxed),
+                        write_ops: c.write_ops.load(Relaxed),
+                    }
+                })
+                .collect(),
+        };
+        IoStatsSnapshot {
+            fast: tier(0),
+            slow: tier(1),
+        }
+    }
+}
+
+/// Counters of one cause on one tier.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CauseIo {
+    /// The cause.
+    pub cause: IoCause,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Read operations (one per `pread` of a block or file).
+    pub read_ops: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Write operations (one per `write` syscall).
+    pub write_ops: u64,
+}
+
+/// Counters of one tier.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TierIo {
+    /// One entry per cause, in [`IoCause::ALL`] order.
+    pub causes: Vec<CauseIo>,
+}
+
+impl TierIo {
+    /// Counters of one cause.
+    pub fn cause(&self, cause: IoCause) -> CauseIo {
+        self.causes
+            .iter()
+            .copied()
+            .find(|c| c.cause == cause)
+            .unwrap_or(CauseIo {
+                cause,
+                ..Default::default()
+            })
+    }
+
+    /// Sum over all causes.
+    pub fn total(&self) -> CauseIo {
+        self.causes.iter().fold(CauseIo::default(), |a, c| CauseIo {
+            cause: a.cause,
+            read_bytes: a.read_bytes + c.read_bytes,
+            read_ops: a.read_ops + c.read_ops,
+            write_bytes: a.write_bytes + c.write_bytes,
+            write_ops: a.write_ops + c.write_ops,
+        })
+    }
+}
+
+/// A copy of all I/O counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IoStatsSnapshot {
+    /// Fast tier.
+    pub fast: TierIo,
+    /// Slow tier.
+    pub slow: TierIo,
+}
+
+impl IoStatsSnapshot {
+    /// Counters of one tier.
+    pub fn tier(&self, tier: Tier) -> &TierIo {
+        match tier {
+            Tier::Fast => &self.fast,
+            Tier::Slow => &self.slow,
+        }
+    }
+}

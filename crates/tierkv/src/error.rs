@@ -1,0 +1,103 @@
+//! The one error type of tierkv. Every fallible operation returns [`Result`].
+//!
+//! Errors carry the context a user needs to act on them: the file and offset of
+//! a corruption, the size and limit of an oversized key, the tier that is full.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Result alias used throughout tierkv.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can go wrong in tierkv.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An operating-system I/O error on a named file or directory.
+    #[error("I/O error on {path}: {source}")]
+    Io {
+        /// The file or directory involved.
+        path: PathBuf,
+        /// The underlying error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Stored data failed a checksum or structural check (invariant 3: detect, never invent).
+    #[error("corruption in {path} at offset {offset}: {reason}")]
+    Corruption {
+        /// The file that holds the bad bytes.
+        path: PathBuf,
+        /// Byte offset of the bad record or block inside the file.
+        offset: u64,
+        /// What check failed.
+        reason: String,
+    },
+    /// A caller passed an argument or option that cannot be honoured.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A key longer than the configured limit.
+    #[error("key of {size} bytes exceeds the limit of {limit} bytes")]
+    KeyTooLarge {
+        /// Size of the offending key.
+        size: usize,
+        /// Configured limit (`Options::max_key_size`).
+        limit: usize,
+    },
+    /// A value longer than the configured limit.
+    #[error("value of {size} bytes exceeds the limit of {limit} bytes")]
+    ValueTooLarge {
+        /// Size of the offending value.
+        size: usize,
+        /// Configured limit (`Options::max_value_size`).
+        limit: usize,
+    },
+    /// Both tiers are full: the write cannot be placed anywhere.
+    #[error("no space left: {0}")]
+    NoSpace(String),
+    /// Another process (or another `Db` in this process) holds the store's lock.
+    #[error("store at {0} is in use by another process")]
+    Locked(PathBuf),
+    /// A background flush or compaction failed; the store refuses writes until reopened.
+    #[error("store is read-only after a background error: {0}")]
+    Background(Arc<Error>),
+    /// The store is shutting down.
+    #[error("store is closed")]
+    Closed,
+}
+
+impl Error {
+    /// Wraps an `io::Error` with the path it happened on.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    /// Builds a corruption error.
+    pub fn corruption(path: impl Into<PathBuf>, offset: u64, reason: impl Into<String>) -> Self {
+        Error::Corruption {
+            path: path.into(),
+            offset,
+            reason: reason.into(),
+        }
+    }
+
+    /// True for a corruption error (directly or behind a background error).
+    pub fn is_corruption(&self) -> bool {
+        match self {
+            Error::Corruption { .. } => true,
+            Error::Background(inner) => inner.is_corruption(),
+            _ => false,
+        }
+    }
+
+    /// True when the error means the disk is full (ENOSPC or [`Error::NoSpace`]).
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            Error::NoSpace(_) => true,
+            Error::Io { source, .. } => source.raw_os_error() == Some(libc::ENOSPC),
+            Error::Background(inner) => inner.is_no_space(),
+            _ => false,
+        }
+    }
+}

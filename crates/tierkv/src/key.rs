@@ -1,0 +1,191 @@
+//! Internal keys: a user key tagged with a sequence number and a kind.
+//!
+//! Encoding (used in memtables, SSTables and iterators): `user_key ++ trailer`, where the
+//! trailer is 8 little-endian bytes of `(seq << 8) | kind`. Ordering: user key ascending
+//! (bytewise), then trailer **descending**, so the newest version of a key comes first
+//! (invariant 1 is built on this order). This module owns the encoding and the order only.
+
+use std::cmp::Ordering;
+
+/// Sequence number of a write. Only the low 56 bits are usable.
+pub type SeqNo = u64;
+
+/// Largest sequence number that fits the trailer.
+pub const MAX_SEQ: SeqNo = (1 << 56) - 1;
+
+/// Bytes of the trailer appended to every user key.
+pub const TRAILER_LEN: usize = 8;
+
+/// What an internal entry records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ValueKind {
+    /// A tombstone: the key was deleted at this sequence number.
+    Delete = 0,
+    /// A value.
+    Value = 1,
+}
+
+impl ValueKind {
+    /// Decodes a kind byte; `None` for an unknown kind (a corruption).
+    pub fn from_u8(b: u8) -> Option<ValueKind> {
+        match b {
+            0 => Some(ValueKind::Delete),
+            1 => Some(ValueKind::Value),
+            _ => None,
+        }
+    }
+}
+
+/// The kind byte used to build seek keys: the largest kind, so that a seek key with
+/// sequence `s` sorts before every entry of the same user key with sequence `<= s`.
+const KIND_FOR_SEEK: u8 = ValueKind::Value as u8;
+
+/// Packs a sequence number and kind into a trailer value.
+pub fn pack_trailer(seq: SeqNo, kind: ValueKind) -> u64 {
+    debug_assert!(seq <= MAX_SEQ);
+    (seq << 8) | kind as u64
+}
+
+/// Builds an internal key.
+pub fn make_internal_key(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + TRAILER_LEN);
+    append_internal_key(&mut k, user_key, seq, kind);
+    k
+}
+
+/// Appends an internal key to `dst`.
+pub fn append_internal_key(dst: &mut Vec<u8>, user_key: &[u8], seq: SeqNo, kind: ValueKind) {
+    dst.extend_from_slice(user_key);
+    dst.extend_from_slice(&pack_trailer(seq, kind).to_le_bytes());
+}
+
+/// The internal key to seek to for reading `user_key` as of snapshot `seq`: the first entry
+/// at or after it is the newest version of `user_key` visible at `seq` (if any).
+pub fn seek_key(user_key: &[u8], seq: SeqNo) -> Vec<u8> {
+    let mut k = Vec::with_capacity(user_key.len() + TRAILER_LEN);
+    k.extend_from_slice(user_key);
+    k.extend_from_slice(&((seq << 8) | KIND_FOR_SEEK as u64).to_le_bytes());
+    k
+}
+
+/// A decoded view of an internal key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ParsedKey<'a> {
+    /// The user key.
+    pub user_key: &'a [u8],
+    /// Sequence number of the write.
+    pub seq: SeqNo,
+    /// Value or tombstone.
+    pub kind: ValueKind,
+}
+
+/// Parses an internal key; `None` if it is shorter than a trailer or its kind is unknown.
+pub fn parse_internal_key(ikey: &[u8]) -> Option<ParsedKey<'_>> {
+    if ikey.len() < TRAILER_LEN {
+        return None;
+    }
+    let split = ikey.len() - TRAILER_LEN;
+    let trailer = u64::from_le_bytes(ikey[split..].try_into().ok()?);
+    Some(ParsedKey {
+        user_key: &ikey[..split],
+        seq: trailer >> 8,
+        kind: ValueKind::from_u8(trailer as u8)?,
+    })
+}
+
+/// The user-key part of an internal key (the whole slice if it is too short to hold a trailer).
+pub fn user_key(ikey: &[u8]) -> &[u8] {
+    &ikey[..ikey.len().saturating_sub(TRAILER_LEN)]
+}
+
+fn trailer(ikey: &[u8]) -> u64 {
+    if ikey.len() < TRAILER_LEN {
+        return 0;
+    }
+    let split = ikey.len() - TRAILER_LEN;
+    u64::from_le_bytes(ikey[split..].try_into().expect("8 bytes"))
+}
+
+/// The total order on internal keys: user key ascending, then trailer descending.
+pub fn compare_internal(a: &[u8], b: &[u8]) -> Ordering {
+    match user_key(a).cmp(user_key(b)) {
+        Ordering::Equal => trailer(b).cmp(&trailer(a)),
+        o => o,
+    }
+}
+
+/// An owned internal key whose `Ord` is [`compare_internal`]; used as the memtable's key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InternalKey(pub bytes::Bytes);
+
+impl InternalKey {
+    /// Builds an owned internal key.
+    pub fn new(user_key: &[u8], seq: SeqNo, kind: ValueKind) -> Self {
+        InternalKey(make_internal_key(user_key, seq, kind).into())
+    }
+
+    /// The encoded bytes.
+    pub fn encoded(&self) -> &[u8] {
+        &self.0
+    }
+
+    /// The user-key part.
+    pub fn user_key(&self) -> &[u8] {
+        user_key(&self.0)
+    }
+}
+
+impl Ord for InternalKey {
+    fn cmp(&self, other: &Self) -> Ordering {
+        compare_internal(&self.0, &other.0)
+    }
+}
+
+impl PartialOrd for InternalKey {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn newer_versions_sort_first() {
+        let a1 = make_internal_key(b"a", 1, ValueKind::Value);
+        let a2 = make_internal_key(b"a", 2, ValueKind::Value);
+        let b1 = make_internal_key(b"b", 1, ValueKind::Value);
+        assert_eq!(compare_internal(&a2, &a1), Ordering::Less);
+        assert_eq!(compare_internal(&a1, &b1), Ordering::Less);
+        // "a\xff" with a trailer must still sort after "a" with any trailer.
+        let aff = make_internal_key(b"a\xff", 0, ValueKind::Delete);
+        assert_eq!(compare_internal(&a1, &aff), Ordering::Less);
+    }
+
+    #[test]
+    fn seek_key_precedes_visible_versions() {
+        let seek = seek_key(b"k", 5);
+        for seq in 0..=5 {
+            for kind in [ValueKind::Delete, ValueKind::Value] {
+                let k = make_internal_key(b"k", seq, kind);
+                assert_ne!(compare_internal(&seek, &k), Ordering::Greater, "seq {seq}");
+            }
+        }
+        let newer = make_internal_key(b"k", 6, ValueKind::Delete);
+        assert_eq!(compare_internal(&newer, &seek), Ordering::Less);
+    }
+
+    #[test]
+    fn parse_round_trip_and_rejects_garbage() {
+        let k = make_internal_key(b"key", 42, ValueKind::Delete);
+        let p = parse_internal_key(&k).unwrap();
+        assert_eq!((p.user_key, p.seq, p.kind), (&b"key"[..], 42, ValueKind::Delete));
+        assert!(parse_internal_key(b"short").is_none());
+        let mut bad = k.clone();
+        let n = bad.len();
+        bad[n - 8] = 7; // unknown kind
+        assert!(parse_internal_key(&bad).is_none());
+    }
+}
