@@ -2,13 +2,36 @@
 //!
 //! A leveled LSM-tree whose upper levels live on a fast disk and whose lower levels live on
 //! a slow disk. See `docs/ARCHITECTURE.md` for the map of modules and the data flow.
+//!
+//! ```no_run
+//! use tierkv::{Db, Options};
+//! let db = Db::open("/tmp/my-store", Options::default())?;
+//! db.put(b"hello", b"world")?;
+//! assert_eq!(db.get(b"hello")?.as_deref(), Some(&b"world"[..]));
+//! # Ok::<(), tierkv::Error>(())
+//! ```
 
 #![warn(missing_docs)]
 
+mod batch;
+pub mod cache;
 pub mod coding;
+pub mod compaction;
+mod db;
 pub mod env;
 mod error;
 pub mod iter;
 pub mod key;
+pub mod memtable;
+mod options;
+pub mod sst;
+pub mod version;
+pub mod wal;
 
+pub use batch::{BatchEntry, WriteBatch};
+pub use db::{CacheStats, Db, DbIterator, DbStats, GetSources, LevelStats, Snapshot, SuperVersion};
+pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};
+pub use options::{LevelLayout, Options, ReadOptions, SlowTier, WriteOptions};
+pub use sst::Compression;
+pub use wal::RecoveryMode;

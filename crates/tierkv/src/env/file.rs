@@ -16,6 +16,16 @@ const DIRECT_ALIGN: usize = 4096;
 
 static WARNED_NO_DIRECT: AtomicBool = AtomicBool::new(false);
 
+thread_local! {
+    static THREAD_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Disk reads issued by the calling thread so far. A caller compares two values to learn
+/// whether an operation touched a disk at all (a get served from the block cache did not).
+pub fn thread_read_count() -> u64 {
+    THREAD_READS.with(|c| c.get())
+}
+
 fn warn_no_direct(path: &Path, why: &std::io::Error) {
     if !WARNED_NO_DIRECT.swap(true, Ordering::Relaxed) {
         tracing::warn!(
@@ -122,6 +132,7 @@ impl RandomAccessFile {
             None => self.read_buffered(offset, len)?,
         };
         self.tier.charge_read(cause, len as u64);
+        THREAD_READS.with(|c| c.set(c.get() + 1));
         Ok(data)
     }
 

@@ -10,7 +10,7 @@ mod file;
 mod stats;
 
 pub use device::{DeviceModel, DeviceProfile};
-pub use file::{RandomAccessFile, WritableFile};
+pub use file::{thread_read_count, RandomAccessFile, WritableFile};
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};
 
 use crate::{Error, Result};

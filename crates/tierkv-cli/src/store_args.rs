@@ -1,0 +1,34 @@
+//! Flags that locate a store (its tier directories) shared by every store subcommand.
+
+use std::path::PathBuf;
+
+/// Where the store lives.
+#[derive(clap::Args, Debug)]
+pub struct StoreArgs {
+    /// The store's (fast tier) directory.
+    #[arg(long)]
+    pub db: PathBuf,
+    /// The slow tier directory of a two-tier store.
+    #[arg(long, requires = "fd_budget")]
+    pub slow_dir: Option<PathBuf>,
+    /// Fast tier budget of a two-tier store (e.g. 256MiB, 1GiB).
+    #[arg(long, value_parser = tierkv_bench::parse_size)]
+    pub fd_budget: Option<u64>,
+}
+
+impl StoreArgs {
+    /// Opens the store; only `put` may create it.
+    pub fn open(&self, create: bool) -> tierkv::Result<tierkv::Db> {
+        let opts = tierkv::Options {
+            create_if_missing: create,
+            fd_budget: self.fd_budget,
+            slow: self.slow_dir.as_ref().map(|dir| tierkv::SlowTier {
+                dir: dir.clone(),
+                budget: None,
+                device: tierkv::DeviceProfile::none(),
+            }),
+            ..Default::default()
+        };
+        tierkv::Db::open(&self.db, opts)
+    }
+}

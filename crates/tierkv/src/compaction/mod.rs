@@ -1,0 +1,62 @@
+//! Leveled compaction: what to compact ([`picker`]) and how ([`job`]). The picker reads a
+//! version and claims files; the job merges them into new files and returns the version
+//! edit. Neither installs anything: the database applies the edit under its lock.
+
+pub mod job;
+pub mod picker;
+
+use crate::env::Tier;
+use crate::version::FileMeta;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// A chosen compaction: input files of two adjacent levels, claimed until released.
+#[derive(Debug)]
+pub struct Compaction {
+    /// The level compacted from.
+    pub level: usize,
+    /// The level written to.
+    pub output_level: usize,
+    /// Files of `level`.
+    pub inputs: Vec<Arc<FileMeta>>,
+    /// Files of `output_level` overlapping the inputs.
+    pub output_inputs: Vec<Arc<FileMeta>>,
+    /// Tier the outputs are written to.
+    pub output_tier: Tier,
+    /// Why it was picked (for logs and stats).
+    pub reason: &'static str,
+}
+
+impl Compaction {
+    /// Every input file.
+    pub fn all_inputs(&self) -> impl Iterator<Item = &Arc<FileMeta>> {
+        self.inputs.iter().chain(self.output_inputs.iter())
+    }
+
+    /// Total bytes of the inputs.
+    pub fn input_bytes(&self) -> u64 {
+        self.all_inputs().map(|f| f.size()).sum()
+    }
+
+    /// True when the single input can be re-linked to the output level without rewriting:
+    /// nothing overlaps it there and it stays on the same tier.
+    pub fn is_trivial_move(&self) -> bool {
+        self.inputs.len() == 1
+            && self.output_inputs.is_empty()
+            && self.inputs[0].tier == self.output_tier
+    }
+
+    /// Marks the inputs as claimed.
+    pub(crate) fn claim(&self) {
+        for f in self.all_inputs() {
+            f.being_compacted.store(true, Relaxed);
+        }
+    }
+
+    /// Releases the inputs (after success the files are obsolete anyway).
+    pub(crate) fn release(&self) {
+        for f in self.all_inputs() {
+            f.being_compacted.store(false, Relaxed);
+        }
+    }
+}

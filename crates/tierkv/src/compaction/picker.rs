@@ -1,0 +1,137 @@
+//! Choosing the next compaction: the level whose size most exceeds its target (L0 by file
+//! count), then within it the file with the least overlapping bytes in the next level per
+//! byte of its own (RocksDB's "min overlapping ratio"), skipping files already claimed.
+
+use super::Compaction;
+use crate::key::user_key;
+use crate::options::Options;
+use crate::version::{FileMeta, Version};
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// Per-level pressure: L0 by file count, deeper levels by bytes over target. >= 1 needs work.
+pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
+    (0..v.num_levels() - 1)
+        .map(|level| {
+            if level == 0 {
+                v.levels[0].len() as f64 / opts.level0_compaction_trigger as f64
+            } else {
+                v.level_bytes(level) as f64 / v.layout.targets[level].max(1) as f64
+            }
+        })
+        .collect()
+}
+
+/// The user-key range covered by `files`.
+pub fn key_range(files: &[Arc<FileMeta>]) -> Option<(Vec<u8>, Vec<u8>)> {
+    let lo = files.iter().map(|f| user_key(f.smallest())).min()?;
+    let hi = files.iter().map(|f| user_key(f.largest())).max()?;
+    Some((lo.to_vec(), hi.to_vec()))
+}
+
+fn claimed(files: &[Arc<FileMeta>]) -> bool {
+    files.iter().any(|f| f.being_compacted.load(Relaxed))
+}
+
+/// Picks and claims the most urgent compaction, if any level needs one.
+pub fn pick(v: &Version, opts: &Options) -> Option<Compaction> {
+    let scores = level_scores(v, opts);
+    let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
+    order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+    for level in order {
+        let picked = if level == 0 {
+            pick_level0(v)
+        } else {
+            pick_level(v, level)
+        };
+        if let Some(c) = picked {
+            c.claim();
+            return Some(c);
+        }
+    }
+    None
+}
+
+/// L0 -> L1: every L0 file (they overlap each other) plus the L1 files they overlap.
+fn pick_level0(v: &Version) -> Option<Compaction> {
+    let inputs = v.levels[0].clone();
+    if inputs.is_empty() || claimed(&inputs) {
+        return None;
+    }
+    let (lo, hi) = key_range(&inputs)?;
+    let output_inputs = v.overlapping(1, Some(&lo), Some(&hi));
+    if claimed(&output_inputs) {
+        return None;
+    }
+    Some(Compaction {
+        level: 0,
+        output_level: 1,
+        inputs,
+        output_inputs,
+        output_tier: v.layout.tiers[1],
+        reason: "L0 file count",
+    })
+}
+
+/// Ln -> Ln+1: the unclaimed file with the smallest overlap-to-size ratio.
+fn pick_level(v: &Version, level: usize) -> Option<Compaction> {
+    let mut best: Option<(f64, Arc<FileMeta>, Vec<Arc<FileMeta>>)> = None;
+    for f in &v.levels[level] {
+        if f.being_compacted.load(Relaxed) {
+            continue;
+        }
+        let lo = user_key(f.smallest());
+        let hi = user_key(f.largest());
+        let overlap = v.overlapping(level + 1, Some(lo), Some(hi));
+        if claimed(&overlap) {
+            continue;
+        }
+        let overlap_bytes: u64 = overlap.iter().map(|o| o.size()).sum();
+        let ratio = overlap_bytes as f64 / f.size().max(1) as f64;
+        if best.as_ref().is_none_or(|(r, _, _)| ratio < *r) {
+            best = Some((ratio, f.clone(), overlap));
+        }
+    }
+    let (_, file, output_inputs) = best?;
+    Some(Compaction {
+        level,
+        output_level: level + 1,
+        inputs: vec![file],
+        output_inputs,
+        output_tier: v.layout.tiers[level + 1],
+        reason: "level size",
+    })
+}
+
+/// Claims a compaction of `level`'s files overlapping `[lo, hi]` into the next level
+/// (manual compaction). `None` if nothing overlaps or a file is already claimed.
+pub fn pick_range(
+    v: &Version,
+    level: usize,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+) -> Option<Compaction> {
+    let inputs = if level == 0 {
+        v.levels[0].clone()
+    } else {
+        v.overlapping(level, lo, hi)
+    };
+    if inputs.is_empty() || claimed(&inputs) || level + 1 >= v.num_levels() {
+        return None;
+    }
+    let (klo, khi) = key_range(&inputs)?;
+    let output_inputs = v.overlapping(level + 1, Some(&klo), Some(&khi));
+    if claimed(&output_inputs) {
+        return None;
+    }
+    let c = Compaction {
+        level,
+        output_level: level + 1,
+        inputs,
+        output_inputs,
+        output_tier: v.layout.tiers[level + 1],
+        reason: "manual",
+    };
+    c.claim();
+    Some(c)
+}

@@ -1,0 +1,113 @@
+//! The user-facing iterator: a merge of the memtables and every level of one SuperVersion,
+//! filtered to one snapshot, holding that SuperVersion so no file it reads is deleted.
+
+use super::{DbInner, SuperVersion};
+use crate::env::IoCause;
+use crate::iter::{InternalIterator, MergingIterator, UserIterator};
+use crate::options::ReadOptions;
+use crate::version::LevelIterator;
+use crate::Result;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// A cursor over the store's keys in order, forward or backward, at one snapshot.
+/// Starts unpositioned: call `seek_to_first`, `seek_to_last`, `seek` or `seek_for_prev`.
+pub struct DbIterator {
+    inner: UserIterator<MergingIterator>,
+    _sv: Arc<SuperVersion>,
+}
+
+pub(crate) fn new_iterator(db: &DbInner, ropts: &ReadOptions) -> Result<DbIterator> {
+    let seq = ropts
+        .snapshot
+        .unwrap_or_else(|| db.visible_seq.load(Ordering::Acquire));
+    let sv = db.sv.load_full();
+    let lo = ropts.lower_bound.as_deref();
+    let hi = ropts.upper_bound.as_deref();
+    let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
+    children.push(Box::new(sv.mem.iter()));
+    for m in &sv.imms {
+        children.push(Box::new(m.iter()));
+    }
+    for (level, files) in sv.version.levels.iter().enumerate() {
+        // Files entirely outside the bounds cannot contribute.
+        let files: Vec<_> = files
+            .iter()
+            .filter(|f| f.overlaps(lo, None) && hi.is_none_or(|hi| crate::key::user_key(f.smallest()) < hi))
+            .cloned()
+            .collect();
+        if files.is_empty() {
+            continue;
+        }
+        if level == 0 {
+            for f in files {
+                let t = db.tables.get(&f, IoCause::UserScan)?;
+                children.push(Box::new(t.iter(IoCause::UserScan, ropts.fill_cache)));
+            }
+        } else {
+            children.push(Box::new(LevelIterator::new(
+                files,
+                db.tables.clone(),
+                IoCause::UserScan,
+                ropts.fill_cache,
+            )));
+        }
+    }
+    let merged = MergingIterator::new(children);
+    Ok(DbIterator {
+        inner: UserIterator::new(
+            merged,
+            seq,
+            ropts.lower_bound.clone(),
+            ropts.upper_bound.clone(),
+        ),
+        _sv: sv,
+    })
+}
+
+impl DbIterator {
+    /// True when positioned at a key.
+    pub fn valid(&self) -> bool {
+        self.inner.valid()
+    }
+
+    /// Positions at the first key (at or after the lower bound).
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        self.inner.seek_to_first()
+    }
+
+    /// Positions at the last key (before the upper bound).
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.inner.seek_to_last()
+    }
+
+    /// Positions at the first key `>= key`.
+    pub fn seek(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.seek(key.as_ref())
+    }
+
+    /// Positions at the last key `<= key`.
+    pub fn seek_for_prev(&mut self, key: impl AsRef<[u8]>) -> Result<()> {
+        self.inner.seek_for_prev(key.as_ref())
+    }
+
+    /// Moves to the next key.
+    pub fn next(&mut self) -> Result<()> {
+        self.inner.next()
+    }
+
+    /// Moves to the previous key.
+    pub fn prev(&mut self) -> Result<()> {
+        self.inner.prev()
+    }
+
+    /// The current key. Requires `valid()`.
+    pub fn key(&self) -> &[u8] {
+        self.inner.key()
+    }
+
+    /// The current value. Requires `valid()`.
+    pub fn value(&self) -> &[u8] {
+        self.inner.value()
+    }
+}

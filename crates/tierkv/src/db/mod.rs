@@ -1,0 +1,438 @@
+//! The database: open and recovery, the write path (WAL group commit, memtables, write
+//! stalls), the read path (memtables, then table levels), snapshots, iterators, and the
+//! background threads that flush and compact.
+//!
+//! Concurrency in one paragraph: readers take no lock; they load the visible sequence
+//! number, then the current [`SuperVersion`] (memtables + version) through an `ArcSwap`.
+//! Writers queue; the writer at the head becomes leader, takes `write_lock`, commits the
+//! whole group to the WAL and the memtable, then publishes the new sequence number.
+//! Structural changes (memtable switch, flush, compaction install) happen under the
+//! `state` mutex and publish a new SuperVersion. Lock order: writers -> write_lock -> state.
+
+mod background;
+mod iterator;
+mod open;
+mod stats;
+mod write;
+
+pub use iterator::DbIterator;
+pub use stats::{CacheStats, DbStats, GetSources, LevelStats};
+
+use crate::batch::WriteBatch;
+use crate::cache::BlockCache;
+use crate::env::{thread_read_count, Env, IoCause, Tier};
+use crate::key::{seek_key, SeqNo};
+use crate::memtable::{MemGet, MemTable};
+use crate::options::{LevelLayout, Options, ReadOptions, WriteOptions};
+use crate::version::{LevelGet, TableCache, Version, VersionSet};
+use crate::wal::LogWriter;
+use crate::{Error, Result};
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+use stats::Counters;
+use std::collections::{BTreeMap, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+/// What a reader needs to see one consistent state: the memtables and the version.
+pub struct SuperVersion {
+    /// The mutable memtable.
+    pub mem: Arc<MemTable>,
+    /// Immutable memtables awaiting flush, newest first.
+    pub imms: Vec<Arc<MemTable>>,
+    /// Table files.
+    pub version: Arc<Version>,
+}
+
+/// State changed only under the `state` mutex.
+pub(crate) struct State {
+    pub versions: VersionSet,
+    pub mem: Arc<MemTable>,
+    pub imms: Vec<Arc<MemTable>>,
+    pub flush_running: bool,
+    pub running_compactions: usize,
+    pub manual_compaction: bool,
+    pub bg_error: Option<Arc<Error>>,
+}
+
+pub(crate) struct Wal {
+    pub writer: LogWriter,
+    pub number: u64,
+}
+
+pub(crate) struct DbInner {
+    pub env: Arc<Env>,
+    pub opts: Options,
+    pub layout: Arc<LevelLayout>,
+    pub state: Mutex<State>,
+    /// Wakes background threads.
+    pub bg_cv: Condvar,
+    /// Signals finished background work (stalled writers, `flush`, `compact_range`).
+    pub done_cv: Condvar,
+    pub sv: ArcSwap<SuperVersion>,
+    pub writers: Mutex<VecDeque<Arc<write::PendingWrite>>>,
+    pub writers_cv: Condvar,
+    pub write_lock: Mutex<()>,
+    pub wal: Mutex<Wal>,
+    pub visible_seq: AtomicU64,
+    pub tables: Arc<TableCache>,
+    pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
+    pub shutting_down: AtomicBool,
+    pub counters: Counters,
+    _lock_file: std::fs::File,
+}
+
+/// An open store. Cheap to share across threads (`&Db` is `Sync`); closes cleanly on drop.
+pub struct Db {
+    inner: Arc<DbInner>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+/// A consistent read view. Reads through it see the store as it was when it was taken;
+/// compactions keep every version it needs until it is dropped.
+pub struct Snapshot {
+    seq: SeqNo,
+    inner: Arc<DbInner>,
+}
+
+impl Snapshot {
+    /// The sequence number the snapshot reads at.
+    pub fn seq(&self) -> SeqNo {
+        self.seq
+    }
+}
+
+impl Drop for Snapshot {
+    fn drop(&mut self) {
+        let mut snaps = self.inner.snapshots.lock();
+        if let Some(n) = snaps.get_mut(&self.seq) {
+            *n -= 1;
+            if *n == 0 {
+                snaps.remove(&self.seq);
+            }
+        }
+    }
+}
+
+impl Db {
+    /// Opens (or creates) the store whose fast-tier directory is `path`.
+    pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
+        open::open(path.as_ref(), opts)
+    }
+
+    /// Reads the latest value of `key`.
+    pub fn get(&self, key: impl AsRef<[u8]>) -> Result<Option<Vec<u8>>> {
+        self.get_opt(key, &ReadOptions::new())
+    }
+
+    /// Reads `key` with options (e.g. at a snapshot).
+    pub fn get_opt(&self, key: impl AsRef<[u8]>, ropts: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        self.inner.get(key.as_ref(), ropts)
+    }
+
+    /// Writes one key.
+    pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write(b)
+    }
+
+    /// Writes one key with options.
+    pub fn put_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        wopts: &WriteOptions,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put(key, value);
+        self.write_opt(b, wopts)
+    }
+
+    /// Deletes one key.
+    pub fn delete(&self, key: impl AsRef<[u8]>) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write(b)
+    }
+
+    /// Deletes one key with options.
+    pub fn delete_opt(&self, key: impl AsRef<[u8]>, wopts: &WriteOptions) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.delete(key);
+        self.write_opt(b, wopts)
+    }
+
+    /// Applies a batch atomically.
+    pub fn write(&self, batch: WriteBatch) -> Result<()> {
+        self.write_opt(batch, &WriteOptions::default())
+    }
+
+    /// Applies a batch atomically with options.
+    pub fn write_opt(&self, batch: WriteBatch, wopts: &WriteOptions) -> Result<()> {
+        self.inner.write(batch, wopts.sync)
+    }
+
+    /// Takes a snapshot of the current state.
+    pub fn snapshot(&self) -> Snapshot {
+        let mut snaps = self.inner.snapshots.lock();
+        // Read the sequence under the lock so compaction never misses a new snapshot.
+        let seq = self.inner.visible_seq.load(Ordering::Acquire);
+        *snaps.entry(seq).or_insert(0) += 1;
+        Snapshot {
+            seq,
+            inner: self.inner.clone(),
+        }
+    }
+
+    /// An iterator over the latest state (unpositioned: call a seek first).
+    pub fn iter(&self) -> Result<DbIterator> {
+        self.iter_opt(&ReadOptions::new())
+    }
+
+    /// An iterator with options (snapshot, bounds).
+    pub fn iter_opt(&self, ropts: &ReadOptions) -> Result<DbIterator> {
+        iterator::new_iterator(&self.inner, ropts)
+    }
+
+    /// Collects up to `limit` key-value pairs with `from <= key < to`.
+    pub fn scan(
+        &self,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let ropts = ReadOptions {
+            lower_bound: from.map(|k| k.to_vec()),
+            upper_bound: to.map(|k| k.to_vec()),
+            ..ReadOptions::new()
+        };
+        let mut it = self.iter_opt(&ropts)?;
+        it.seek_to_first()?;
+        let mut out = Vec::new();
+        while it.valid() && out.len() < limit {
+            out.push((it.key().to_vec(), it.value().to_vec()));
+            it.next()?;
+        }
+        Ok(out)
+    }
+
+    /// Flushes every memtable to L0 and waits for it.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.flush_and_wait()
+    }
+
+    /// Compacts every level's files overlapping `[from, to]` (None = unbounded) down to the
+    /// deepest level that holds data in the range, then returns.
+    pub fn compact_range(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<()> {
+        background::compact_range(&self.inner, from, to)
+    }
+
+    /// Waits until no flush or compaction is pending or running.
+    pub fn wait_for_background(&self) -> Result<()> {
+        background::wait_idle(&self.inner)
+    }
+
+    /// Everything the store counts.
+    pub fn stats(&self) -> DbStats {
+        self.inner.stats()
+    }
+
+    /// The directory of a tier.
+    pub fn tier_dir(&self, tier: Tier) -> &Path {
+        self.inner.env.dir(tier)
+    }
+
+    /// Verifies every checksum of every live table; returns the number of entries checked.
+    pub fn verify_checksums(&self) -> Result<u64> {
+        let v = self.inner.sv.load().version.clone();
+        let mut entries = 0;
+        for (_, f) in v.all_files() {
+            entries += self.inner.tables.get(f, IoCause::Check)?.verify(IoCause::Check)?;
+        }
+        Ok(entries)
+    }
+
+    /// The level layout in force (targets and tiers).
+    pub fn layout(&self) -> &LevelLayout {
+        &self.inner.layout
+    }
+
+    /// Stops background work, syncs the WAL and closes the store. Dropping the `Db` does
+    /// the same but cannot report errors.
+    pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    fn shutdown(&self) -> Result<()> {
+        if self.inner.shutting_down.swap(true, Ordering::AcqRel) {
+            return Ok(());
+        }
+        {
+            let _st = self.inner.state.lock();
+            self.inner.bg_cv.notify_all();
+            self.inner.done_cv.notify_all();
+        }
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+        // Serialize with any in-flight leader, then make the log durable.
+        let _w = self.inner.write_lock.lock();
+        self.inner.wal.lock().writer.sync()
+    }
+}
+
+impl Drop for Db {
+    fn drop(&mut self) {
+        if let Err(e) = self.shutdown() {
+            tracing::warn!("error while closing the store: {e}");
+        }
+    }
+}
+
+impl DbInner {
+    fn check_bg_error(&self) -> Result<()> {
+        match &self.state.lock().bg_error {
+            Some(e) => Err(Error::Background(e.clone())),
+            None => Ok(()),
+        }
+    }
+
+    pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) -> Arc<Error> {
+        let e = match e {
+            Error::Background(inner) => inner,
+            e => Arc::new(e),
+        };
+        if st.bg_error.is_none() {
+            tracing::error!("background error, store is now read-only: {e}");
+            st.bg_error = Some(e.clone());
+        }
+        self.done_cv.notify_all();
+        e
+    }
+
+    /// Publishes the memtables and version in `st` to readers.
+    pub(crate) fn install_super_version(&self, st: &State) {
+        self.sv.store(Arc::new(SuperVersion {
+            mem: st.mem.clone(),
+            imms: st.imms.clone(),
+            version: st.versions.current(),
+        }));
+    }
+
+    /// The oldest sequence number any reader may still read at.
+    pub(crate) fn smallest_snapshot(&self) -> SeqNo {
+        let snaps = self.snapshots.lock();
+        let latest = self.visible_seq.load(Ordering::Acquire);
+        snaps.keys().next().copied().unwrap_or(latest).min(latest)
+    }
+
+    fn get(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        Counters::add(&self.counters.gets, 1);
+        // Sequence first, then the SuperVersion: every write at or below `seq` is already
+        // in a memtable or table that this SuperVersion (or a later one) contains.
+        let seq = ropts
+            .snapshot
+            .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
+        let sv = self.sv.load();
+        for mem in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
+            match mem.get(key, seq) {
+                MemGet::Found(v) => {
+                    Counters::add(&self.counters.get_memtable, 1);
+                    return Ok(Some(v.to_vec()));
+                }
+                MemGet::Deleted => {
+                    Counters::add(&self.counters.get_memtable, 1);
+                    return Ok(None);
+                }
+                MemGet::NotFound => {}
+            }
+        }
+        let reads_before = thread_read_count();
+        let lookup = seek_key(key, seq);
+        let last = sv.version.num_levels() - 1;
+        let hit = sv
+            .version
+            .get(&self.tables, &lookup, 0..=last, IoCause::UserGet)?;
+        let touched_disk = thread_read_count() != reads_before;
+        let Some(hit) = hit else {
+            Counters::add(&self.counters.get_not_found, 1);
+            return Ok(None);
+        };
+        let counter = match (touched_disk, hit.tier) {
+            (false, _) => &self.counters.get_block_cache,
+            (true, Tier::Fast) => &self.counters.get_fast,
+            (true, Tier::Slow) => &self.counters.get_slow,
+        };
+        Counters::add(counter, 1);
+        Ok(match hit.result {
+            LevelGet::Found(v) => Some(v),
+            LevelGet::Deleted => None,
+        })
+    }
+
+    fn stats(&self) -> DbStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.counters;
+        let get_sources = GetSources {
+            memtable: c.get_memtable.load(Relaxed),
+            block_cache: c.get_block_cache.load(Relaxed),
+            fast: c.get_fast.load(Relaxed),
+            slow: c.get_slow.load(Relaxed),
+            not_found: c.get_not_found.load(Relaxed),
+        };
+        let sv = self.sv.load();
+        let v = &sv.version;
+        let levels = (0..v.num_levels())
+            .map(|l| LevelStats {
+                level: l,
+                tier: self.layout.tiers[l],
+                files: v.levels[l].len(),
+                bytes: v.level_bytes(l),
+                target_bytes: self.layout.targets[l],
+            })
+            .collect();
+        let block_cache = self
+            .tables
+            .block_cache()
+            .map(|bc: &Arc<BlockCache>| CacheStats {
+                capacity: bc.capacity(),
+                usage: bc.usage(),
+                hits: bc.hits(),
+                misses: bc.misses(),
+            })
+            .unwrap_or_default();
+        DbStats {
+            puts: c.puts.load(Relaxed),
+            deletes: c.deletes.load(Relaxed),
+            write_batches: c.write_batches.load(Relaxed),
+            write_groups: c.write_groups.load(Relaxed),
+            user_bytes_written: c.user_bytes_written.load(Relaxed),
+            gets: c.gets.load(Relaxed),
+            fd_hit_rate: get_sources.fd_hit_rate(),
+            get_sources,
+            flushes: c.flushes.load(Relaxed),
+            flush_bytes_written: c.flush_bytes_written.load(Relaxed),
+            compactions: c.compactions.load(Relaxed),
+            trivial_moves: c.trivial_moves.load(Relaxed),
+            compaction_bytes_read: c.compaction_bytes_read.load(Relaxed),
+            compaction_bytes_written: c.compaction_bytes_written.load(Relaxed),
+            compaction_entries_dropped: c.compaction_entries_dropped.load(Relaxed),
+            write_stalls: c.write_stalls.load(Relaxed),
+            write_stall_micros: c.write_stall_micros.load(Relaxed),
+            write_slowdowns: c.write_slowdowns.load(Relaxed),
+            levels,
+            fast_tier_bytes: v.tier_bytes(Tier::Fast),
+            slow_tier_bytes: v.tier_bytes(Tier::Slow),
+            fd_budget: self.opts.fd_budget,
+            block_cache,
+            table_memory: self.tables.memory_usage(),
+            memtable_bytes: sv.mem.approximate_size(),
+            immutable_memtables: sv.imms.len(),
+            last_sequence: self.visible_seq.load(Relaxed),
+            io: self.env.stats().snapshot(),
+        }
+    }
+}

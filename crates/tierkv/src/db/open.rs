@@ -1,0 +1,216 @@
+//! Opening a store: tier directories and their lock, manifest recovery, WAL replay into
+//! L0 tables, a fresh WAL, removal of files no version references, background threads.
+
+use super::background::{thread_loop, write_level0_table};
+use super::stats::Counters;
+use super::{Db, DbInner, State, SuperVersion, Wal};
+use crate::batch::DecodedBatch;
+use crate::cache::BlockCache;
+use crate::env::{DeviceProfile, Env, IoCause, Tier};
+use crate::memtable::MemTable;
+use crate::options::{LevelLayout, Options};
+use crate::version::{
+    manifest_file_name, parse_file_number, wal_file_name, TableCache, VersionEdit, VersionSet,
+};
+use crate::wal::{LogReader, LogWriter};
+use crate::{Error, Result};
+use arc_swap::ArcSwap;
+use parking_lot::{Condvar, Mutex};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::Arc;
+
+const LOCK: &str = "LOCK";
+
+pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
+    opts.validate()?;
+    let layout = Arc::new(LevelLayout::new(&opts));
+    let (slow_dir, slow_device) = match &opts.slow {
+        Some(s) => (s.dir.clone(), s.device),
+        None => (path.to_path_buf(), DeviceProfile::none()),
+    };
+    if opts.slow.is_some() && same_dir(path, &slow_dir) {
+        return Err(Error::InvalidArgument(format!(
+            "the slow tier directory {} is the fast tier directory",
+            slow_dir.display()
+        )));
+    }
+    let env = Env::new(path, &slow_dir, opts.fast_device, slow_device, opts.use_direct_io)?;
+    let lock_path = env.path(Tier::Fast, LOCK);
+    let lock_file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| Error::io(&lock_path, e))?;
+    match lock_file.try_lock() {
+        Ok(()) => {}
+        Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(path.to_path_buf())),
+        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
+    }
+    let (mut versions, _created) = VersionSet::open(
+        env.clone(),
+        layout.clone(),
+        opts.create_if_missing,
+        opts.error_if_exists,
+    )?;
+    let block_cache = (opts.block_cache_size > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_size)));
+    let tables = Arc::new(TableCache::new(env.clone(), opts.max_open_files, block_cache));
+
+    let counters = Counters::default();
+    let last_seq = replay_wals(&env, &opts, &mut versions, &counters)?;
+
+    let wal_number = versions.new_file_number();
+    let wal_file = env.create_writable(Tier::Fast, &wal_file_name(wal_number), IoCause::Wal)?;
+    versions.log_and_apply(VersionEdit {
+        log_number: Some(wal_number),
+        last_sequence: Some(last_seq),
+        ..Default::default()
+    })?;
+    env.sync_dir(Tier::Fast)?;
+    remove_obsolete_files(&env, &versions, wal_number)?;
+
+    let mem = Arc::new(MemTable::new(wal_number));
+    let sv = SuperVersion {
+        mem: mem.clone(),
+        imms: Vec::new(),
+        version: versions.current(),
+    };
+    let inner = Arc::new(DbInner {
+        env,
+        layout,
+        state: Mutex::new(State {
+            versions,
+            mem,
+            imms: Vec::new(),
+            flush_running: false,
+            running_compactions: 0,
+            manual_compaction: false,
+            bg_error: None,
+        }),
+        bg_cv: Condvar::new(),
+        done_cv: Condvar::new(),
+        sv: ArcSwap::from_pointee(sv),
+        writers: Mutex::new(VecDeque::new()),
+        writers_cv: Condvar::new(),
+        write_lock: Mutex::new(()),
+        wal: Mutex::new(Wal {
+            writer: LogWriter::new(wal_file),
+            number: wal_number,
+        }),
+        visible_seq: AtomicU64::new(last_seq),
+        tables,
+        snapshots: Mutex::new(BTreeMap::new()),
+        shutting_down: AtomicBool::new(false),
+        counters,
+        _lock_file: lock_file,
+        opts,
+    });
+    let threads = (0..inner.opts.background_threads)
+        .map(|i| {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name(format!("tierkv-bg-{i}"))
+                .spawn(move || thread_loop(inner))
+                .map_err(|e| Error::io("<spawning a background thread>", e))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    // Work may be pending right away (e.g. L0 full after recovery).
+    inner.bg_cv.notify_all();
+    Ok(Db {
+        inner,
+        threads: Mutex::new(threads),
+    })
+}
+
+fn same_dir(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
+/// Replays every WAL the manifest does not cover into L0 tables. Returns the last sequence
+/// number recovered.
+fn replay_wals(
+    env: &Arc<Env>,
+    opts: &Options,
+    versions: &mut VersionSet,
+    counters: &Counters,
+) -> Result<u64> {
+    let mut logs: Vec<u64> = env
+        .list(Tier::Fast)?
+        .iter()
+        .filter_map(|n| parse_file_number(n, "log"))
+        .filter(|&n| n >= versions.log_number)
+        .collect();
+    logs.sort_unstable();
+    let mut last_seq = versions.last_sequence;
+    let mut edit = VersionEdit::default();
+    let mut mem = Arc::new(MemTable::new(0));
+    let flush = |mem: &Arc<MemTable>, versions: &mut VersionSet, edit: &mut VersionEdit| -> Result<()> {
+        let number = versions.new_file_number();
+        if let Some(f) = write_level0_table(env, opts, counters, mem, number)? {
+            edit.added.push(f);
+        }
+        Ok(())
+    };
+    for number in logs {
+        let name = wal_file_name(number);
+        let path = env.path(Tier::Fast, &name);
+        let data = env.read_all(Tier::Fast, &name, IoCause::Recovery)?;
+        let mut reader = LogReader::new(data, path.clone(), opts.wal_recovery_mode);
+        while let Some(rec) = reader.next_record()? {
+            let batch = DecodedBatch::decode(&rec, &path, reader.last_record_offset())?;
+            let mut seq = batch.seq;
+            for e in batch.entries() {
+                mem.add(seq, e.kind, e.key, e.value);
+                seq += 1;
+            }
+            if batch.count > 0 {
+                last_seq = last_seq.max(seq - 1);
+            }
+            if mem.approximate_size() >= opts.write_buffer_size {
+                flush(&mem, versions, &mut edit)?;
+                mem = Arc::new(MemTable::new(0));
+            }
+        }
+        if let Some((offset, bytes)) = reader.dropped_tail() {
+            tracing::warn!(
+                "dropped a torn tail of {bytes} bytes at offset {offset} of {}",
+                path.display()
+            );
+        }
+    }
+    flush(&mem, versions, &mut edit)?;
+    if !edit.added.is_empty() {
+        edit.last_sequence = Some(last_seq);
+        versions.log_and_apply(edit)?;
+    }
+    Ok(last_seq)
+}
+
+/// Deletes files no longer referenced: old WALs, old manifests, tables outside the version.
+fn remove_obsolete_files(env: &Arc<Env>, versions: &VersionSet, wal_number: u64) -> Result<()> {
+    let live: HashSet<u64> = versions.current().all_files().map(|(_, f)| f.number).collect();
+    let manifest = manifest_file_name(versions.manifest_number());
+    for tier in Tier::ALL {
+        if tier == Tier::Slow && env.is_single_dir() {
+            continue;
+        }
+        for name in env.list(tier)? {
+            let obsolete = if let Some(n) = parse_file_number(&name, "sst") {
+                !live.contains(&n)
+            } else if let Some(n) = parse_file_number(&name, "log") {
+                tier == Tier::Fast && n < wal_number
+            } else {
+                (name.starts_with("MANIFEST-") && name != manifest) || name == "CURRENT.tmp"
+            };
+            if obsolete {
+                env.remove(tier, &name)?;
+            }
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,168 @@
+//! Database counters and the [`DbStats`] report. Counters are relaxed atomics: they
+//! describe the store, they never steer it.
+
+use crate::env::{IoStatsSnapshot, Tier};
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// Live counters, bumped on the hot paths.
+#[derive(Default)]
+pub(crate) struct Counters {
+    pub puts: AtomicU64,
+    pub deletes: AtomicU64,
+    pub write_batches: AtomicU64,
+    pub write_groups: AtomicU64,
+    pub user_bytes_written: AtomicU64,
+    pub gets: AtomicU64,
+    pub get_memtable: AtomicU64,
+    pub get_block_cache: AtomicU64,
+    pub get_fast: AtomicU64,
+    pub get_slow: AtomicU64,
+    pub get_not_found: AtomicU64,
+    pub flushes: AtomicU64,
+    pub flush_bytes_written: AtomicU64,
+    pub compactions: AtomicU64,
+    pub trivial_moves: AtomicU64,
+    pub compaction_bytes_read: AtomicU64,
+    pub compaction_bytes_written: AtomicU64,
+    pub compaction_entries_dropped: AtomicU64,
+    pub write_stalls: AtomicU64,
+    pub write_stall_micros: AtomicU64,
+    pub write_slowdowns: AtomicU64,
+}
+
+impl Counters {
+    pub fn add(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+}
+
+/// Where gets found their answer.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct GetSources {
+    /// Answered by a memtable.
+    pub memtable: u64,
+    /// Answered by table files without any disk read (block cache).
+    pub block_cache: u64,
+    /// Answered by a table on the fast tier, reading the disk.
+    pub fast: u64,
+    /// Answered by a table on the slow tier, reading the disk.
+    pub slow: u64,
+    /// The key was not found anywhere.
+    pub not_found: u64,
+}
+
+impl GetSources {
+    /// Share of found gets that did not read the slow disk: (memtable + cache + fast) /
+    /// (memtable + cache + fast + slow). Misses are left out: they say nothing about placement.
+    pub fn fd_hit_rate(&self) -> f64 {
+        let fd = self.memtable + self.block_cache + self.fast;
+        let all = fd + self.slow;
+        if all == 0 {
+            0.0
+        } else {
+            fd as f64 / all as f64
+        }
+    }
+}
+
+/// One level's shape.
+#[derive(Clone, Debug, Serialize)]
+pub struct LevelStats {
+    /// Level number.
+    pub level: usize,
+    /// Tier of its files.
+    pub tier: Tier,
+    /// Number of files.
+    pub files: usize,
+    /// Total bytes.
+    pub bytes: u64,
+    /// Target bytes (0 for L0, which is triggered by file count).
+    pub target_bytes: u64,
+}
+
+/// Block cache figures.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct CacheStats {
+    /// Capacity in bytes.
+    pub capacity: usize,
+    /// Bytes in use.
+    pub usage: usize,
+    /// Lookups that found the block.
+    pub hits: u64,
+    /// Lookups that read the disk.
+    pub misses: u64,
+}
+
+impl CacheStats {
+    /// hits / (hits + misses).
+    pub fn hit_rate(&self) -> f64 {
+        let all = self.hits + self.misses;
+        if all == 0 {
+            0.0
+        } else {
+            self.hits as f64 / all as f64
+        }
+    }
+}
+
+/// A snapshot of everything the store counts, from [`crate::Db::stats`].
+#[derive(Clone, Debug, Serialize)]
+pub struct DbStats {
+    /// Put operations (batch entries included).
+    pub puts: u64,
+    /// Delete operations (batch entries included).
+    pub deletes: u64,
+    /// Write calls (each `put`, `delete` or `write` is one).
+    pub write_batches: u64,
+    /// WAL records written (one per group commit).
+    pub write_groups: u64,
+    /// Key plus value bytes written by users.
+    pub user_bytes_written: u64,
+    /// Point lookups.
+    pub gets: u64,
+    /// Where they were answered.
+    pub get_sources: GetSources,
+    /// Share of found gets that did not read the slow disk.
+    pub fd_hit_rate: f64,
+    /// Memtable flushes.
+    pub flushes: u64,
+    /// Bytes written by flushes.
+    pub flush_bytes_written: u64,
+    /// Compactions run (trivial moves included).
+    pub compactions: u64,
+    /// Compactions that only re-linked a file.
+    pub trivial_moves: u64,
+    /// Bytes read by compactions.
+    pub compaction_bytes_read: u64,
+    /// Bytes written by compactions.
+    pub compaction_bytes_written: u64,
+    /// Entries compactions dropped (shadowed versions, dead tombstones).
+    pub compaction_entries_dropped: u64,
+    /// Times a write waited for flush or compaction to catch up.
+    pub write_stalls: u64,
+    /// Total time writes spent stalled, in microseconds.
+    pub write_stall_micros: u64,
+    /// Writes delayed by 1 ms because L0 is filling up.
+    pub write_slowdowns: u64,
+    /// Per-level shape.
+    pub levels: Vec<LevelStats>,
+    /// Bytes of table files on the fast tier.
+    pub fast_tier_bytes: u64,
+    /// Bytes of table files on the slow tier.
+    pub slow_tier_bytes: u64,
+    /// Configured fast-tier budget.
+    pub fd_budget: Option<u64>,
+    /// Block cache figures.
+    pub block_cache: CacheStats,
+    /// Bytes of index and filter blocks held by open tables.
+    pub table_memory: usize,
+    /// Bytes in the mutable memtable.
+    pub memtable_bytes: usize,
+    /// Immutable memtables awaiting flush.
+    pub immutable_memtables: usize,
+    /// Last sequence number visible to readers.
+    pub last_sequence: u64,
+    /// I/O by tier and cause.
+    pub io: IoStatsSnapshot,
+}

@@ -1,0 +1,246 @@
+//! The write path: validation, group commit through the WAL, memtable inserts, memtable
+//! switches, and write stalls when flush or L0 compaction falls behind.
+
+use super::stats::Counters;
+use super::{DbInner, Wal};
+use crate::batch::WriteBatch;
+use crate::env::{IoCause, Tier};
+use crate::memtable::MemTable;
+use crate::version::wal_file_name;
+use crate::wal::LogWriter;
+use crate::{Error, Result};
+use parking_lot::Mutex;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Upper bound of a commit group's encoded size.
+const MAX_GROUP_BYTES: usize = 1 << 20;
+
+/// A writer waiting in the queue.
+pub(crate) struct PendingWrite {
+    batch: Mutex<Option<WriteBatch>>,
+    sync: bool,
+    /// `Some` once the group holding this write has committed (or failed).
+    result: Mutex<Option<Result<(), Arc<Error>>>>,
+}
+
+impl DbInner {
+    fn validate(&self, batch: &WriteBatch) -> Result<()> {
+        for e in batch.iter() {
+            if e.key.len() > self.opts.max_key_size {
+                return Err(Error::KeyTooLarge {
+                    size: e.key.len(),
+                    limit: self.opts.max_key_size,
+                });
+            }
+            if e.value.len() > self.opts.max_value_size {
+                return Err(Error::ValueTooLarge {
+                    size: e.value.len(),
+                    limit: self.opts.max_value_size,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        self.validate(&batch)?;
+        if self.shutting_down.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let me = Arc::new(PendingWrite {
+            batch: Mutex::new(Some(batch)),
+            sync,
+            result: Mutex::new(None),
+        });
+        let mut queue = self.writers.lock();
+        queue.push_back(me.clone());
+        loop {
+            if let Some(r) = me.result.lock().take() {
+                return r.map_err(Error::Background);
+            }
+            if Arc::ptr_eq(&queue[0], &me) {
+                break;
+            }
+            self.writers_cv.wait(&mut queue);
+        }
+        drop(queue);
+        // Leader: commit a group that starts with this write.
+        let guard = self.write_lock.lock();
+        let outcome = self.make_room_for_write(false).and_then(|_| self.commit_group());
+        drop(guard);
+        let (group_len, result) = match outcome {
+            Ok(n) => (n, Ok(())),
+            Err(e) => (1, Err(e)),
+        };
+        let mut queue = self.writers.lock();
+        let mut mine = Ok(());
+        for (i, w) in queue.drain(..group_len).enumerate() {
+            let r = result.clone();
+            if i == 0 {
+                mine = r;
+            } else {
+                *w.result.lock() = Some(r);
+            }
+        }
+        self.writers_cv.notify_all();
+        drop(queue);
+        mine.map_err(|e: Arc<Error>| match Arc::try_unwrap(e) {
+            Ok(e) => e,
+            Err(shared) => Error::Background(shared),
+        })
+    }
+
+    /// Writes the queue's head group to the WAL and the memtable. Returns the group size.
+    /// Called by the leader holding `write_lock`.
+    fn commit_group(&self) -> Result<usize, Arc<Error>> {
+        let group: Vec<Arc<PendingWrite>> = {
+            let queue = self.writers.lock();
+            let leader_sync = queue[0].sync;
+            let mut size = 0;
+            let mut group = Vec::new();
+            for w in queue.iter() {
+                // A sync write never rides in a group whose leader would not fsync.
+                if w.sync && !leader_sync && !group.is_empty() {
+                    break;
+                }
+                let len = w.batch.lock().as_ref().map_or(0, |b| b.approximate_size());
+                if !group.is_empty() && size + len > MAX_GROUP_BYTES {
+                    break;
+                }
+                size += len;
+                group.push(w.clone());
+            }
+            group
+        };
+        let mut batch = group[0].batch.lock().take().expect("leader's batch");
+        for w in &group[1..] {
+            batch.append(w.batch.lock().as_ref().expect("queued batch"));
+        }
+        let sync = group.iter().any(|w| w.sync);
+        let first_seq = self.visible_seq.load(Ordering::Acquire) + 1;
+        {
+            let mut wal = self.wal.lock();
+            let r = wal
+                .writer
+                .add_record(batch.encode_with_seq(first_seq))
+                .and_then(|_| wal.writer.flush())
+                .and_then(|_| if sync { wal.writer.sync() } else { Ok(()) });
+            if let Err(e) = r {
+                let mut st = self.state.lock();
+                return Err(self.set_bg_error(&mut st, e));
+            }
+        }
+        let mem = self.sv.load().mem.clone();
+        let mut seq = first_seq;
+        let (mut puts, mut dels, mut bytes) = (0, 0, 0);
+        for e in batch.iter() {
+            mem.add(seq, e.kind, e.key, e.value);
+            seq += 1;
+            match e.kind {
+                crate::key::ValueKind::Value => puts += 1,
+                crate::key::ValueKind::Delete => dels += 1,
+            }
+            bytes += (e.key.len() + e.value.len()) as u64;
+        }
+        self.visible_seq.store(seq - 1, Ordering::Release);
+        let c = &self.counters;
+        Counters::add(&c.puts, puts);
+        Counters::add(&c.deletes, dels);
+        Counters::add(&c.user_bytes_written, bytes);
+        Counters::add(&c.write_batches, group.len() as u64);
+        Counters::add(&c.write_groups, 1);
+        Ok(group.len())
+    }
+
+    /// Ensures the memtable has room, switching to a new one (and WAL) when it is full or
+    /// `force` is set, and stalling while too much awaits flush or compaction. Called with
+    /// `write_lock` held.
+    pub(crate) fn make_room_for_write(&self, mut force: bool) -> Result<(), Arc<Error>> {
+        let mut delayed = false;
+        let mut st = self.state.lock();
+        loop {
+            if let Some(e) = &st.bg_error {
+                return Err(e.clone());
+            }
+            if self.shutting_down.load(Ordering::Acquire) {
+                return Err(Arc::new(Error::Closed));
+            }
+            let l0 = st.versions.current().levels[0].len();
+            if !delayed && l0 >= self.opts.level0_slowdown_trigger {
+                // Spread the delay over many writes instead of one long stall.
+                delayed = true;
+                Counters::add(&self.counters.write_slowdowns, 1);
+                drop(st);
+                std::thread::sleep(Duration::from_millis(1));
+                st = self.state.lock();
+                continue;
+            }
+            if !force && st.mem.approximate_size() < self.opts.write_buffer_size {
+                return Ok(());
+            }
+            if force && st.mem.is_empty() {
+                return Ok(());
+            }
+            if st.imms.len() >= self.opts.max_immutable_memtables
+                || l0 >= self.opts.level0_stop_trigger
+            {
+                let start = Instant::now();
+                Counters::add(&self.counters.write_stalls, 1);
+                self.bg_cv.notify_all();
+                self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+                Counters::add(
+                    &self.counters.write_stall_micros,
+                    start.elapsed().as_micros() as u64,
+                );
+                continue;
+            }
+            // Switch to a new WAL and memtable.
+            let number = st.versions.new_file_number();
+            let file = self
+                .env
+                .create_writable(Tier::Fast, &wal_file_name(number), IoCause::Wal)
+                .map_err(|e| self.set_bg_error(&mut st, e))?;
+            {
+                let mut wal = self.wal.lock();
+                // The old log's tail must be durable before later writes are, or a power cut
+                // could lose a middle of the history (invariant 2).
+                wal.writer.sync().map_err(|e| self.set_bg_error(&mut st, e))?;
+                *wal = Wal {
+                    writer: LogWriter::new(file),
+                    number,
+                };
+            }
+            let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
+            st.imms.insert(0, old);
+            self.install_super_version(&st);
+            self.bg_cv.notify_all();
+            force = false;
+        }
+    }
+
+    /// Switches the memtable (if it holds anything) and waits until every immutable
+    /// memtable is flushed.
+    pub(crate) fn flush_and_wait(&self) -> Result<()> {
+        {
+            let _w = self.write_lock.lock();
+            self.make_room_for_write(true).map_err(Error::Background)?;
+        }
+        let mut st = self.state.lock();
+        while !st.imms.is_empty() {
+            if let Some(e) = &st.bg_error {
+                return Err(Error::Background(e.clone()));
+            }
+            if self.shutting_down.load(Ordering::Acquire) {
+                return Err(Error::Closed);
+            }
+            self.bg_cv.notify_all();
+            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,349 @@
+//! User-facing configuration: [`Options`] for opening a store, [`ReadOptions`] and
+//! [`WriteOptions`] per call. Owns validation of option values and the level layout
+//! derived from them (targets and tier placement); it never opens files.
+
+use crate::env::{DeviceProfile, Tier};
+use crate::sst::{Compression, TableOptions};
+use crate::wal::RecoveryMode;
+use crate::{Error, Result};
+use std::path::PathBuf;
+
+const KIB: usize = 1024;
+const MIB: usize = 1024 * KIB;
+
+/// The slow tier of a two-tier store.
+#[derive(Clone, Debug)]
+pub struct SlowTier {
+    /// Directory on the slow disk.
+    pub dir: PathBuf,
+    /// Capacity of the slow tier in bytes (`None`: unlimited).
+    pub budget: Option<u64>,
+    /// Device model applied to every I/O on this tier.
+    pub device: DeviceProfile,
+}
+
+/// Options for [`crate::Db::open`].
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// Create the store if it does not exist (default true).
+    pub create_if_missing: bool,
+    /// Fail if the store already exists (default false).
+    pub error_if_exists: bool,
+    /// Memtable size that triggers a switch to a new memtable (default 64 MiB).
+    pub write_buffer_size: usize,
+    /// Immutable memtables allowed to wait for flush before writes stall (default 2).
+    pub max_immutable_memtables: usize,
+    /// Target uncompressed size of a data block (default 16 KiB).
+    pub block_size: usize,
+    /// Keys between restart points in a data block (default 16).
+    pub block_restart_interval: usize,
+    /// Bloom filter bits per key, 0 disables filters (default 10).
+    pub bloom_bits_per_key: u32,
+    /// Block compression (default none).
+    pub compression: Compression,
+    /// Target size of a table file written by compaction (default 64 MiB).
+    pub target_file_size: u64,
+    /// L0 file count that triggers an L0 compaction (default 4).
+    pub level0_compaction_trigger: usize,
+    /// L0 file count at which each write is delayed by 1 ms (default 20).
+    pub level0_slowdown_trigger: usize,
+    /// L0 file count at which writes stop until compaction catches up (default 36).
+    pub level0_stop_trigger: usize,
+    /// Target size of L1 (default 256 MiB).
+    pub max_bytes_for_level_base: u64,
+    /// Size ratio between adjacent levels (default 10).
+    pub level_size_ratio: u64,
+    /// Number of levels including L0 (default 7).
+    pub num_levels: usize,
+    /// Background threads for flushes and compactions (default 2).
+    pub background_threads: usize,
+    /// Block cache capacity in bytes, 0 disables it (default 64 MiB).
+    pub block_cache_size: usize,
+    /// Table files kept open (default 1000).
+    pub max_open_files: usize,
+    /// Read table data with O_DIRECT so the page cache cannot hide a slow tier (default true;
+    /// falls back to buffered reads, with a warning, where the filesystem refuses it).
+    pub use_direct_io: bool,
+    /// Largest accepted key (default 64 KiB).
+    pub max_key_size: usize,
+    /// Largest accepted value (default 256 MiB).
+    pub max_value_size: usize,
+    /// How WAL replay treats damaged records (default: tolerate only a torn tail).
+    pub wal_recovery_mode: RecoveryMode,
+    /// Device model of the fast tier (default none).
+    pub fast_device: DeviceProfile,
+    /// Budget of the fast tier in bytes: the levels kept on it are sized to fill it. A soft
+    /// limit: compaction pushes data down when it is exceeded. `None` with a slow tier set
+    /// is an error; without a slow tier it only sizes the levels.
+    pub fd_budget: Option<u64>,
+    /// The slow tier; `None` keeps everything in the store's one directory.
+    pub slow: Option<SlowTier>,
+    /// Keep every level on the fast tier even when a slow tier is configured (the
+    /// "all on FD" upper bound used in comparisons). Level sizes stay the same.
+    pub all_on_fast: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            create_if_missing: true,
+            error_if_exists: false,
+            write_buffer_size: 64 * MIB,
+            max_immutable_memtables: 2,
+            block_size: 16 * KIB,
+            block_restart_interval: 16,
+            bloom_bits_per_key: 10,
+            compression: Compression::None,
+            target_file_size: 64 * MIB as u64,
+            level0_compaction_trigger: 4,
+            level0_slowdown_trigger: 20,
+            level0_stop_trigger: 36,
+            max_bytes_for_level_base: 256 * MIB as u64,
+            level_size_ratio: 10,
+            num_levels: 7,
+            background_threads: 2,
+            block_cache_size: 64 * MIB,
+            max_open_files: 1000,
+            use_direct_io: true,
+            max_key_size: 64 * KIB,
+            max_value_size: 256 * MIB,
+            wal_recovery_mode: RecoveryMode::default(),
+            fast_device: DeviceProfile::none(),
+            fd_budget: None,
+            slow: None,
+            all_on_fast: false,
+        }
+    }
+}
+
+impl Options {
+    /// Checks every value; a clear error names the first bad one.
+    pub fn validate(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::InvalidArgument(msg));
+        if self.write_buffer_size < 4 * KIB {
+            return bad(format!("write_buffer_size {} is below 4 KiB", self.write_buffer_size));
+        }
+        if self.max_immutable_memtables == 0 {
+            return bad("max_immutable_memtables must be at least 1".into());
+        }
+        if !(256..=64 * MIB).contains(&self.block_size) {
+            return bad(format!("block_size {} is outside 256 B..64 MiB", self.block_size));
+        }
+        if self.block_restart_interval == 0 {
+            return bad("block_restart_interval must be at least 1".into());
+        }
+        if self.bloom_bits_per_key > 64 {
+            return bad(format!("bloom_bits_per_key {} exceeds 64", self.bloom_bits_per_key));
+        }
+        if self.target_file_size < 4 * KIB as u64 {
+            return bad(format!("target_file_size {} is below 4 KiB", self.target_file_size));
+        }
+        if self.level0_compaction_trigger == 0
+            || self.level0_slowdown_trigger < self.level0_compaction_trigger
+            || self.level0_stop_trigger < self.level0_slowdown_trigger
+        {
+            return bad(format!(
+                "L0 triggers must satisfy 0 < compaction ({}) <= slowdown ({}) <= stop ({})",
+                self.level0_compaction_trigger, self.level0_slowdown_trigger, self.level0_stop_trigger
+            ));
+        }
+        if self.level_size_ratio < 2 {
+            return bad(format!("level_size_ratio {} must be at least 2", self.level_size_ratio));
+        }
+        if !(2..=20).contains(&self.num_levels) {
+            return bad(format!("num_levels {} is outside 2..20", self.num_levels));
+        }
+        if self.background_threads == 0 {
+            return bad("background_threads must be at least 1".into());
+        }
+        if self.max_open_files < 10 {
+            return bad(format!("max_open_files {} is below 10", self.max_open_files));
+        }
+        if self.max_key_size == 0 || self.max_key_size > 16 * MIB {
+            return bad(format!("max_key_size {} is outside 1 B..16 MiB", self.max_key_size));
+        }
+        if self.max_value_size > u32::MAX as usize {
+            return bad(format!("max_value_size {} exceeds 4 GiB", self.max_value_size));
+        }
+        if self.max_bytes_for_level_base == 0 {
+            return bad("max_bytes_for_level_base must be positive".into());
+        }
+        if self.slow.is_some() && self.fd_budget.is_none() {
+            return bad("a slow tier needs fd_budget: the fast tier's levels are sized to it".into());
+        }
+        if self.fd_budget == Some(0) {
+            return bad("fd_budget must be positive".into());
+        }
+        Ok(())
+    }
+
+    pub(crate) fn table_options(&self) -> TableOptions {
+        TableOptions {
+            block_size: self.block_size,
+            restart_interval: self.block_restart_interval,
+            bloom_bits_per_key: self.bloom_bits_per_key,
+            compression: self.compression,
+        }
+    }
+}
+
+/// Per-read options.
+#[derive(Clone, Debug, Default)]
+pub struct ReadOptions {
+    /// Read as of this snapshot instead of the latest state.
+    pub snapshot: Option<crate::key::SeqNo>,
+    /// Insert blocks read by this call into the block cache (default true via
+    /// [`ReadOptions::new`]; long scans may turn it off).
+    pub fill_cache: bool,
+    /// Iterator lower bound on user keys (inclusive).
+    pub lower_bound: Option<Vec<u8>>,
+    /// Iterator upper bound on user keys (exclusive).
+    pub upper_bound: Option<Vec<u8>>,
+}
+
+impl ReadOptions {
+    /// Default read options (latest state, fill the cache, no bounds).
+    pub fn new() -> Self {
+        ReadOptions {
+            fill_cache: true,
+            ..Default::default()
+        }
+    }
+}
+
+/// Per-write options.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOptions {
+    /// Fsync the WAL before acknowledging (group-committed with concurrent writers).
+    pub sync: bool,
+}
+
+/// The level layout derived from [`Options`]: target size and tier of every level.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LevelLayout {
+    /// Target bytes per level (index 0 is unused: L0 is triggered by file count).
+    pub targets: Vec<u64>,
+    /// Tier of each level's files.
+    pub tiers: Vec<Tier>,
+    /// Deepest level kept on the fast tier.
+    pub last_fast_level: usize,
+}
+
+impl LevelLayout {
+    /// Computes the layout. With an FD budget, L1..Lk stay on the fast tier where `k` is the
+    /// deepest level whose cumulative target fits the budget, and Lk is enlarged so the fast
+    /// levels add up to the budget (the HotRAP paper's "RocksDB-fat" placement); deeper levels
+    /// grow by the size ratio from there and live on the slow tier.
+    pub fn new(opts: &Options) -> Self {
+        let n = opts.num_levels;
+        let ratio = opts.level_size_ratio;
+        let mut targets = vec![0u64; n];
+        let mut size = opts.max_bytes_for_level_base;
+        for t in targets.iter_mut().skip(1) {
+            *t = size;
+            size = size.saturating_mul(ratio);
+        }
+        let mut last_fast = n - 1;
+        if let Some(budget) = opts.fd_budget {
+            // L0 lives on the fast tier too: reserve what it holds before it is compacted
+            // (at most half the budget, so a tiny budget still has levels).
+            let l0_share = (opts.level0_compaction_trigger as u64)
+                .saturating_mul(opts.write_buffer_size as u64)
+                .min(budget / 2);
+            let budget = budget - l0_share;
+            let mut sum = 0u64;
+            let mut k = 1;
+            while k + 1 < n && sum + targets[k] + targets[k + 1] <= budget {
+                sum += targets[k];
+                k += 1;
+            }
+            // L1..L(k-1) keep their geometric sizes; Lk takes the rest of the budget.
+            targets[k] = budget.saturating_sub(sum).max(1);
+            let mut size = targets[k];
+            for t in targets.iter_mut().skip(k + 1) {
+                size = size.saturating_mul(ratio);
+                *t = size;
+            }
+            if opts.slow.is_some() && !opts.all_on_fast {
+                last_fast = k;
+            }
+        }
+        let tiers = (0..n)
+            .map(|l| if l <= last_fast { Tier::Fast } else { Tier::Slow })
+            .collect();
+        LevelLayout {
+            targets,
+            tiers,
+            last_fast_level: last_fast,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        Options::default().validate().unwrap();
+    }
+
+    #[test]
+    fn bad_values_are_named() {
+        let o = Options {
+            level0_stop_trigger: 1,
+            ..Default::default()
+        };
+        let e = o.validate().unwrap_err().to_string();
+        assert!(e.contains("L0 triggers"), "{e}");
+        let o = Options {
+            slow: Some(SlowTier {
+                dir: "/x".into(),
+                budget: None,
+                device: DeviceProfile::none(),
+            }),
+            ..Default::default()
+        };
+        assert!(o.validate().unwrap_err().to_string().contains("fd_budget"));
+    }
+
+    #[test]
+    fn fat_layout_fills_the_fd_budget() {
+        let o = Options {
+            max_bytes_for_level_base: 10,
+            write_buffer_size: 100,
+            level0_compaction_trigger: 2,
+            fd_budget: Some(1200),
+            slow: Some(SlowTier {
+                dir: "/x".into(),
+                budget: None,
+                device: DeviceProfile::none(),
+            }),
+            ..Default::default()
+        };
+        let l = LevelLayout::new(&o);
+        // L0 reserves 2 x 100, leaving 1000 for L1..Lk. L1 = 10 and L2 = 100 fit, but
+        // 10 + 100 + 1000 does not, so L2 is the last fast level, enlarged to 1000 - 10.
+        assert_eq!(l.last_fast_level, 2);
+        assert_eq!(&l.targets[1..4], &[10, 990, 9900]);
+        assert_eq!(l.tiers[2], Tier::Fast);
+        assert_eq!(l.tiers[3], Tier::Slow);
+        let fast_sum: u64 = l.targets[1..=l.last_fast_level].iter().sum();
+        assert_eq!(fast_sum + 200, 1200);
+        // The same sizes, all on the fast tier, for the upper-bound configuration.
+        let all = LevelLayout::new(&Options {
+            all_on_fast: true,
+            ..o
+        });
+        assert_eq!(all.targets, l.targets);
+        assert!(all.tiers.iter().all(|t| *t == Tier::Fast));
+    }
+
+    #[test]
+    fn single_dir_layout_is_all_fast() {
+        let l = LevelLayout::new(&Options::default());
+        assert!(l.tiers.iter().all(|t| *t == Tier::Fast));
+        assert_eq!(l.targets[1], 256 << 20);
+        assert_eq!(l.targets[2], 2560 << 20);
+    }
+}

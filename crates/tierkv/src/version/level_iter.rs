@@ -1,0 +1,136 @@
+//! An iterator over one sorted, disjoint level: it walks the level's files in key order and
+//! opens each table only when the cursor reaches it.
+
+use super::{FileMeta, TableCache, Version};
+use crate::env::IoCause;
+use crate::iter::InternalIterator;
+use crate::sst::TableIterator;
+use crate::Result;
+use std::sync::Arc;
+
+/// Concatenates the tables of one level (L1 and deeper, or a single L0 file).
+pub struct LevelIterator {
+    files: Vec<Arc<FileMeta>>,
+    tables: Arc<TableCache>,
+    cause: IoCause,
+    fill_cache: bool,
+    index: usize,
+    current: Option<TableIterator>,
+}
+
+impl LevelIterator {
+    /// `files` must be sorted by key and disjoint.
+    pub fn new(
+        files: Vec<Arc<FileMeta>>,
+        tables: Arc<TableCache>,
+        cause: IoCause,
+        fill_cache: bool,
+    ) -> Self {
+        LevelIterator {
+            index: files.len(),
+            files,
+            tables,
+            cause,
+            fill_cache,
+            current: None,
+        }
+    }
+
+    fn open(&mut self, index: usize) -> Result<()> {
+        self.index = index;
+        self.current = match self.files.get(index) {
+            Some(f) => Some(self.tables.get(f, self.cause)?.iter(self.cause, self.fill_cache)),
+            None => None,
+        };
+        Ok(())
+    }
+
+    /// Moves forward past exhausted tables.
+    fn skip_forward(&mut self) -> Result<()> {
+        while self.current.as_ref().is_some_and(|c| !c.valid()) {
+            if self.index + 1 >= self.files.len() {
+                self.current = None;
+                self.index = self.files.len();
+                return Ok(());
+            }
+            self.open(self.index + 1)?;
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_first()?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves backward past exhausted tables.
+    fn skip_backward(&mut self) -> Result<()> {
+        while self.current.as_ref().is_some_and(|c| !c.valid()) {
+            if self.index == 0 {
+                self.current = None;
+                self.index = self.files.len();
+                return Ok(());
+            }
+            self.open(self.index - 1)?;
+            if let Some(c) = self.current.as_mut() {
+                c.seek_to_last()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl InternalIterator for LevelIterator {
+    fn valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|c| c.valid())
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.open(0)?;
+        if let Some(c) = self.current.as_mut() {
+            c.seek_to_first()?;
+        }
+        self.skip_forward()
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        if self.files.is_empty() {
+            self.current = None;
+            return Ok(());
+        }
+        self.open(self.files.len() - 1)?;
+        if let Some(c) = self.current.as_mut() {
+            c.seek_to_last()?;
+        }
+        self.skip_backward()
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let i = Version::find_file(&self.files, target);
+        self.open(i)?;
+        if let Some(c) = self.current.as_mut() {
+            c.seek(target)?;
+        }
+        self.skip_forward()
+    }
+
+    fn next(&mut self) -> Result<()> {
+        if let Some(c) = self.current.as_mut() {
+            c.next()?;
+        }
+        self.skip_forward()
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        if let Some(c) = self.current.as_mut() {
+            c.prev()?;
+        }
+        self.skip_backward()
+    }
+
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().expect("valid").key()
+    }
+
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().expect("valid").value()
+    }
+}

@@ -1,0 +1,284 @@
+//! Versions: which table files make up each level at a point in time, and the manifest
+//! that records every change to them. A [`Version`] is immutable; readers hold an `Arc` to
+//! the version they started with, so files stay alive until no reader needs them.
+//!
+//! File lifetime: a [`FileMeta`] is shared by every version containing it. When a
+//! compaction removes a file, the file is marked obsolete; the file is unlinked when the
+//! last version (or iterator) holding it drops its reference. Owns file metadata, level
+//! lookups and the manifest; it does not decide what to compact.
+
+mod edit;
+mod level_iter;
+mod set;
+mod table_cache;
+
+pub use edit::{NewFile, VersionEdit};
+pub use level_iter::LevelIterator;
+pub use set::VersionSet;
+pub use table_cache::TableCache;
+
+use crate::env::{Env, IoCause, Tier};
+use crate::key::{compare_internal, user_key, SeqNo};
+use crate::options::LevelLayout;
+use crate::Result;
+use std::cmp::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Name of a table file.
+pub fn table_file_name(number: u64) -> String {
+    format!("{number:06}.sst")
+}
+
+/// Name of a WAL file.
+pub fn wal_file_name(number: u64) -> String {
+    format!("{number:06}.log")
+}
+
+/// Name of a manifest file.
+pub fn manifest_file_name(number: u64) -> String {
+    format!("MANIFEST-{number:06}")
+}
+
+/// Parses the number of a `NNNNNN.ext` file name with the given extension.
+pub fn parse_file_number(name: &str, ext: &str) -> Option<u64> {
+    name.strip_suffix(ext)?.strip_suffix('.')?.parse().ok()
+}
+
+/// A live table file.
+pub struct FileMeta {
+    /// The recorded metadata.
+    pub info: NewFile,
+    /// File number (same as `info.number`; kept at top level for brevity).
+    pub number: u64,
+    /// Tier whose directory holds the file.
+    pub tier: Tier,
+    /// Claimed by a running compaction.
+    pub(crate) being_compacted: AtomicBool,
+    /// Removed from the current version; unlink once unreferenced.
+    obsolete: AtomicBool,
+    env: Arc<Env>,
+}
+
+impl FileMeta {
+    pub(crate) fn new(info: NewFile, env: Arc<Env>) -> Self {
+        FileMeta {
+            number: info.number,
+            tier: info.tier,
+            info,
+            being_compacted: AtomicBool::new(false),
+            obsolete: AtomicBool::new(false),
+            env,
+        }
+    }
+
+    /// Smallest internal key.
+    pub fn smallest(&self) -> &[u8] {
+        &self.info.smallest
+    }
+
+    /// Largest internal key.
+    pub fn largest(&self) -> &[u8] {
+        &self.info.largest
+    }
+
+    /// File size in bytes.
+    pub fn size(&self) -> u64 {
+        self.info.size
+    }
+
+    /// True once a compaction has removed this file from the current version.
+    pub fn is_obsolete(&self) -> bool {
+        self.obsolete.load(Relaxed)
+    }
+
+    /// True while a compaction is reading this file or after one removed it.
+    pub fn is_being_or_been_compacted(&self) -> bool {
+        self.being_compacted.load(Relaxed) || self.is_obsolete()
+    }
+
+    pub(crate) fn mark_obsolete(&self) {
+        self.obsolete.store(true, Relaxed);
+    }
+
+    /// True if the user key lies within the file's key range.
+    pub fn contains_user_key(&self, key: &[u8]) -> bool {
+        user_key(self.smallest()) <= key && key <= user_key(self.largest())
+    }
+
+    /// True if the file's user-key range intersects `[lo, hi]` (None = unbounded).
+    pub fn overlaps(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+        !(hi.is_some_and(|hi| user_key(self.smallest()) > hi)
+            || lo.is_some_and(|lo| user_key(self.largest()) < lo))
+    }
+}
+
+impl Drop for FileMeta {
+    fn drop(&mut self) {
+        if self.is_obsolete() {
+            if let Err(e) = self.env.remove(self.tier, &table_file_name(self.number)) {
+                tracing::warn!("could not delete obsolete table: {e}");
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for FileMeta {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileMeta")
+            .field("number", &self.number)
+            .field("tier", &self.tier)
+            .field("size", &self.info.size)
+            .finish()
+    }
+}
+
+/// What a version lookup found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LevelGet {
+    /// A value at this level.
+    Found(Vec<u8>),
+    /// A tombstone at this level.
+    Deleted,
+}
+
+/// Where a version lookup found its answer.
+#[derive(Debug)]
+pub struct LevelHit {
+    /// The value or tombstone.
+    pub result: LevelGet,
+    /// Level of the file that held it.
+    pub level: usize,
+    /// Tier of that file.
+    pub tier: Tier,
+    /// Sequence number of the entry found.
+    pub seq: SeqNo,
+}
+
+/// An immutable set of files per level.
+pub struct Version {
+    /// Files per level: L0 newest first; deeper levels sorted by smallest key, disjoint.
+    pub levels: Vec<Vec<Arc<FileMeta>>>,
+    /// Level targets and tiers.
+    pub layout: Arc<LevelLayout>,
+}
+
+impl Version {
+    pub(crate) fn empty(layout: Arc<LevelLayout>) -> Self {
+        Version {
+            levels: vec![Vec::new(); layout.targets.len()],
+            layout,
+        }
+    }
+
+    /// Number of levels.
+    pub fn num_levels(&self) -> usize {
+        self.levels.len()
+    }
+
+    /// Total bytes of a level.
+    pub fn level_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.size()).sum()
+    }
+
+    /// Total bytes of table files on a tier.
+    pub fn tier_bytes(&self, tier: Tier) -> u64 {
+        self.levels
+            .iter()
+            .flatten()
+            .filter(|f| f.tier == tier)
+            .map(|f| f.size())
+            .sum()
+    }
+
+    /// Every file, all levels.
+    pub fn all_files(&self) -> impl Iterator<Item = (usize, &Arc<FileMeta>)> {
+        self.levels
+            .iter()
+            .enumerate()
+            .flat_map(|(l, files)| files.iter().map(move |f| (l, f)))
+    }
+
+    /// Files of `level` overlapping the user-key range `[lo, hi]`.
+    pub fn overlapping(
+        &self,
+        level: usize,
+        lo: Option<&[u8]>,
+        hi: Option<&[u8]>,
+    ) -> Vec<Arc<FileMeta>> {
+        self.levels[level]
+            .iter()
+            .filter(|f| f.overlaps(lo, hi))
+            .cloned()
+            .collect()
+    }
+
+    /// True if no level deeper than `level` holds a file that may contain `key`: a tombstone
+    /// written at `level` then hides nothing and may be dropped.
+    pub fn is_base_level_for_key(&self, level: usize, key: &[u8]) -> bool {
+        self.levels
+            .iter()
+            .skip(level + 1)
+            .all(|files| !files.iter().any(|f| f.contains_user_key(key)))
+    }
+
+    /// In a sorted, disjoint level, the index of the first file whose largest key is `>= ikey`.
+    pub fn find_file(files: &[Arc<FileMeta>], ikey: &[u8]) -> usize {
+        files.partition_point(|f| compare_internal(f.largest(), ikey) == Ordering::Less)
+    }
+
+    /// Looks `seek_key` (see [`crate::key::seek_key`]) up in the table files, newest level
+    /// first, stopping at the first level that holds the user key. `max_level` bounds the
+    /// search (levels deeper than it are skipped) so callers can split FD and SD lookups.
+    pub fn get(
+        &self,
+        tables: &TableCache,
+        seek_key: &[u8],
+        levels: std::ops::RangeInclusive<usize>,
+        cause: IoCause,
+    ) -> Result<Option<LevelHit>> {
+        let ukey = user_key(seek_key);
+        for level in levels {
+            let Some(files) = self.levels.get(level) else {
+                break;
+            };
+            let candidates: Vec<&Arc<FileMeta>> = if level == 0 {
+                files.iter().filter(|f| f.contains_user_key(ukey)).collect()
+            } else {
+                let i = Self::find_file(files, seek_key);
+                files
+                    .get(i)
+                    .filter(|f| user_key(f.smallest()) <= ukey)
+                    .into_iter()
+                    .collect()
+            };
+            for f in candidates {
+                let table = tables.get(f, cause)?;
+                if let Some((ikey, value)) = table.get(seek_key, cause)? {
+                    let parsed = crate::key::parse_internal_key(&ikey).ok_or_else(|| {
+                        crate::Error::corruption(
+                            tables_path(tables, f),
+                            0,
+                            "table returned a malformed internal key",
+                        )
+                    })?;
+                    let result = match parsed.kind {
+                        crate::key::ValueKind::Value => LevelGet::Found(value),
+                        crate::key::ValueKind::Delete => LevelGet::Deleted,
+                    };
+                    return Ok(Some(LevelHit {
+                        result,
+                        level,
+                        tier: f.tier,
+                        seq: parsed.seq,
+                    }));
+                }
+            }
+        }
+        Ok(None)
+    }
+}
+
+fn tables_path(_tables: &TableCache, f: &FileMeta) -> std::path::PathBuf {
+    f.env.path(f.tier, &table_file_name(f.number))
+}

@@ -1,0 +1,343 @@
+//! The version set: the current [`Version`], the manifest log that makes every change
+//! durable, the `CURRENT` pointer, and the counters persisted with them (next file
+//! number, last sequence, oldest live WAL).
+//!
+//! Installing a change is atomic: the edit is appended and fsynced to the manifest before
+//! the new version becomes current; a torn manifest tail is dropped at recovery, so a crash
+//! mid-install leaves the previous version in force.
+
+use super::{manifest_file_name, table_file_name, FileMeta, NewFile, Version, VersionEdit};
+use crate::env::{Env, IoCause, Tier};
+use crate::key::{compare_internal, SeqNo};
+use crate::options::LevelLayout;
+use crate::wal::{LogReader, LogWriter, RecoveryMode};
+use crate::{Error, Result};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+const CURRENT: &str = "CURRENT";
+/// A manifest larger than this is rewritten as a fresh snapshot.
+const MAX_MANIFEST_BYTES: u64 = 64 << 20;
+
+/// The current version plus the manifest that records how it came to be.
+pub struct VersionSet {
+    env: Arc<Env>,
+    layout: Arc<LevelLayout>,
+    current: Arc<Version>,
+    manifest: Option<LogWriter>,
+    manifest_number: u64,
+    /// Next unused file number (tables, WALs, manifests share the space).
+    pub next_file_number: u64,
+    /// Largest sequence number known to be persisted in tables or WALs.
+    pub last_sequence: SeqNo,
+    /// WALs numbered below this are fully flushed and may be deleted.
+    pub log_number: u64,
+}
+
+impl VersionSet {
+    /// Opens the version set of the store in `env`: recovers it from `CURRENT` and the
+    /// manifest, or creates an empty one. Returns whether the store was created.
+    pub fn open(
+        env: Arc<Env>,
+        layout: Arc<LevelLayout>,
+        create_if_missing: bool,
+        error_if_exists: bool,
+    ) -> Result<(VersionSet, bool)> {
+        let fast_dir = env.dir(Tier::Fast).to_path_buf();
+        if env.exists(Tier::Fast, CURRENT) {
+            if error_if_exists {
+                return Err(Error::InvalidArgument(format!(
+                    "store at {} already exists (error_if_exists is set)",
+                    fast_dir.display()
+                )));
+            }
+            let vs = Self::recover(env, layout)?;
+            vs.check_files_present()?;
+            Ok((vs, false))
+        } else {
+            if !create_if_missing {
+                return Err(Error::InvalidArgument(format!(
+                    "no store at {} (create_if_missing is off)",
+                    fast_dir.display()
+                )));
+            }
+            let mut vs = VersionSet {
+                current: Arc::new(Version::empty(layout.clone())),
+                env,
+                layout,
+                manifest: None,
+                manifest_number: 0,
+                next_file_number: 1,
+                last_sequence: 0,
+                log_number: 0,
+            };
+            vs.write_new_manifest()?;
+            Ok((vs, true))
+        }
+    }
+
+    fn recover(env: Arc<Env>, layout: Arc<LevelLayout>) -> Result<VersionSet> {
+        let current_path = env.path(Tier::Fast, CURRENT);
+        let raw = env.read_all(Tier::Fast, CURRENT, IoCause::Manifest)?;
+        let name = std::str::from_utf8(&raw)
+            .ok()
+            .and_then(|s| s.strip_suffix('\n'))
+            .filter(|s| s.starts_with("MANIFEST-"))
+            .ok_or_else(|| Error::corruption(&current_path, 0, "CURRENT does not name a manifest"))?
+            .to_string();
+        let manifest_number: u64 = name["MANIFEST-".len()..]
+            .parse()
+            .map_err(|_| Error::corruption(&current_path, 0, "bad manifest number in CURRENT"))?;
+        let path = env.path(Tier::Fast, &name);
+        let data = env.read_all(Tier::Fast, &name, IoCause::Manifest)?;
+        let mut reader = LogReader::new(data, path.clone(), RecoveryMode::TolerateTornTail);
+        let num_levels = layout.targets.len();
+        let mut levels: Vec<BTreeMap<u64, NewFile>> = vec![BTreeMap::new(); num_levels];
+        let (mut next_file, mut last_seq, mut log_number) = (None, None, None);
+        while let Some(rec) = reader.next_record()? {
+            let offset = reader.last_record_offset();
+            let edit = VersionEdit::decode(&rec, &path, offset)?;
+            let bad = |what: String| Error::corruption(&path, offset, what);
+            for (level, number) in edit.deleted {
+                let removed = levels.get_mut(level).and_then(|l| l.remove(&number));
+                if removed.is_none() {
+                    return Err(bad(format!("deletes unknown file {number} from level {level}")));
+                }
+            }
+            for f in edit.added {
+                if f.level >= num_levels {
+                    return Err(bad(format!(
+                        "file {} is at level {} but the store is opened with {num_levels} levels",
+                        f.number, f.level
+                    )));
+                }
+                levels[f.level].insert(f.number, f);
+            }
+            next_file = edit.next_file_number.or(next_file);
+            last_seq = edit.last_sequence.or(last_seq);
+            log_number = edit.log_number.or(log_number);
+        }
+        let (Some(next_file_number), Some(last_sequence)) = (next_file, last_seq) else {
+            return Err(Error::corruption(
+                &path,
+                0,
+                "manifest lacks the next file number or last sequence",
+            ));
+        };
+        let mut version = Version::empty(layout.clone());
+        for (level, files) in levels.into_iter().enumerate() {
+            version.levels[level] = files
+                .into_values()
+                .map(|f| Arc::new(FileMeta::new(f, env.clone())))
+                .collect();
+        }
+        sort_and_check(&mut version).map_err(|why| Error::corruption(&path, 0, why))?;
+        let max_number = version.all_files().map(|(_, f)| f.number).max().unwrap_or(0);
+        let mut vs = VersionSet {
+            env,
+            layout,
+            current: Arc::new(version),
+            manifest: None,
+            manifest_number,
+            next_file_number: next_file_number.max(max_number + 1).max(manifest_number + 1),
+            last_sequence,
+            log_number: log_number.unwrap_or(0),
+        };
+        // Start a fresh manifest: it compacts the old one and drops any torn tail for good.
+        vs.write_new_manifest()?;
+        Ok(vs)
+    }
+
+    /// Every live file must be where the manifest says, with the recorded size: a store
+    /// reopened with another fast or slow directory fails here, clearly.
+    fn check_files_present(&self) -> Result<()> {
+        for (level, f) in self.current.all_files() {
+            let name = table_file_name(f.number);
+            match self.env.file_size(f.tier, &name) {
+                Ok(size) if size == f.size() => {}
+                Ok(size) => {
+                    return Err(Error::corruption(
+                        self.env.path(f.tier, &name),
+                        size,
+                        format!("table of level {level} has {size} bytes, manifest says {}", f.size()),
+                    ))
+                }
+                Err(_) => {
+                    let other = match f.tier {
+                        Tier::Fast => Tier::Slow,
+                        Tier::Slow => Tier::Fast,
+                    };
+                    let hint = if self.env.exists(other, &name) {
+                        format!(
+                            "; it is in the {} tier directory {} instead: was the store opened with its tier directories swapped or changed?",
+                            other.name(),
+                            self.env.dir(other).display()
+                        )
+                    } else {
+                        "; was the store opened with a different tier directory?".to_string()
+                    };
+                    return Err(Error::corruption(
+                        self.env.path(f.tier, &name),
+                        0,
+                        format!(
+                            "table of level {level} is missing from the {} tier directory{hint}",
+                            f.tier.name()
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The current version.
+    pub fn current(&self) -> Arc<Version> {
+        self.current.clone()
+    }
+
+    /// The level layout.
+    pub fn layout(&self) -> &Arc<LevelLayout> {
+        &self.layout
+    }
+
+    /// Allocates a file number.
+    pub fn new_file_number(&mut self) -> u64 {
+        let n = self.next_file_number;
+        self.next_file_number += 1;
+        n
+    }
+
+    /// Number of the manifest being appended to.
+    pub fn manifest_number(&self) -> u64 {
+        self.manifest_number
+    }
+
+    /// Makes `edit` durable in the manifest, then installs the resulting version. Files the
+    /// edit deletes are marked obsolete (unlinked when no reader holds them).
+    pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<Arc<Version>> {
+        if let Some(n) = edit.log_number {
+            self.log_number = self.log_number.max(n);
+        }
+        if let Some(s) = edit.last_sequence {
+            self.last_sequence = self.last_sequence.max(s);
+        }
+        edit.log_number = Some(self.log_number);
+        edit.next_file_number = Some(self.next_file_number);
+        edit.last_sequence = Some(self.last_sequence);
+        let version = self.apply(&edit)?;
+        let removed: Vec<Arc<FileMeta>> = edit
+            .deleted
+            .iter()
+            .filter_map(|&(level, number)| {
+                self.current.levels.get(level)?.iter().find(|f| f.number == number).cloned()
+            })
+            .collect();
+        if self.manifest.as_ref().is_none_or(|m| m.len() > MAX_MANIFEST_BYTES) {
+            // The snapshot written by a new manifest must already include this edit.
+            let old = std::mem::replace(&mut self.current, Arc::new(version));
+            if let Err(e) = self.write_new_manifest() {
+                self.current = old;
+                return Err(e);
+            }
+        } else {
+            let m = self.manifest.as_mut().expect("checked above");
+            let r = m.add_record(&edit.encode()).and_then(|_| m.sync());
+            if let Err(e) = r {
+                // The manifest may now end in a partial record: start a new one next time.
+                self.manifest = None;
+                return Err(e);
+            }
+            self.current = Arc::new(version);
+        }
+        // A file moved between levels (deleted and re-added) stays live.
+        for f in removed {
+            if !edit.added.iter().any(|a| a.number == f.number) {
+                f.mark_obsolete();
+            }
+        }
+        Ok(self.current.clone())
+    }
+
+    /// The version that results from applying `edit` to the current one.
+    fn apply(&self, edit: &VersionEdit) -> Result<Version> {
+        let mut v = Version::empty(self.layout.clone());
+        for (level, files) in self.current.levels.iter().enumerate() {
+            v.levels[level] = files
+                .iter()
+                .filter(|f| !edit.deleted.contains(&(level, f.number)))
+                .cloned()
+                .collect();
+        }
+        for f in &edit.added {
+            // A trivially moved file keeps its FileMeta, so every version shares one
+            // lifetime (and one being-compacted flag) for it.
+            let moved = edit.deleted.iter().find(|d| d.1 == f.number).and_then(|&(l, n)| {
+                self.current.levels.get(l)?.iter().find(|m| m.number == n).cloned()
+            });
+            let meta = moved.unwrap_or_else(|| Arc::new(FileMeta::new(f.clone(), self.env.clone())));
+            v.levels[f.level].push(meta);
+        }
+        sort_and_check(&mut v).map_err(|why| {
+            Error::InvalidArgument(format!("internal error: version edit would break the LSM shape: {why}"))
+        })?;
+        Ok(v)
+    }
+
+    /// Writes a new manifest holding a snapshot of the current state, then points CURRENT at it.
+    fn write_new_manifest(&mut self) -> Result<()> {
+        let number = self.new_file_number();
+        let name = manifest_file_name(number);
+        let file = self.env.create_writable(Tier::Fast, &name, IoCause::Manifest)?;
+        let mut writer = LogWriter::new(file);
+        let snapshot = VersionEdit {
+            log_number: Some(self.log_number),
+            next_file_number: Some(self.next_file_number),
+            last_sequence: Some(self.last_sequence),
+            deleted: Vec::new(),
+            added: self
+                .current
+                .all_files()
+                .map(|(level, f)| NewFile {
+                    level,
+                    ..f.info.clone()
+                })
+                .collect(),
+        };
+        writer.add_record(&snapshot.encode())?;
+        writer.sync()?;
+        let tmp = "CURRENT.tmp";
+        let mut cur = self.env.create_writable(Tier::Fast, tmp, IoCause::Manifest)?;
+        cur.append(format!("{name}\n").as_bytes())?;
+        cur.sync()?;
+        drop(cur);
+        self.env.rename(Tier::Fast, tmp, CURRENT)?;
+        let old = std::mem::replace(&mut self.manifest_number, number);
+        self.manifest = Some(writer);
+        if old != 0 && old != number {
+            self.env.remove(Tier::Fast, &manifest_file_name(old))?;
+        }
+        Ok(())
+    }
+}
+
+/// Sorts L0 newest first and deeper levels by key; checks that deeper levels are disjoint.
+fn sort_and_check(v: &mut Version) -> std::result::Result<(), String> {
+    for (level, files) in v.levels.iter_mut().enumerate() {
+        if level == 0 {
+            files.sort_by(|a, b| {
+                (b.info.largest_seq, b.number).cmp(&(a.info.largest_seq, a.number))
+            });
+            continue;
+        }
+        files.sort_by(|a, b| compare_internal(a.smallest(), b.smallest()));
+        for pair in files.windows(2) {
+            if compare_internal(pair[0].largest(), pair[1].smallest()).is_ge() {
+                return Err(format!(
+                    "files {} and {} of level {level} overlap",
+                    pair[0].number, pair[1].number
+                ));
+            }
+        }
+    }
+    Ok(())
+}

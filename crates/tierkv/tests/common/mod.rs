@@ -1,0 +1,27 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use tierkv::Options;
+
+/// Options that make flushes and compactions happen after a few KiB, so small tests
+/// exercise every path: many L0 files, several levels, file splits.
+pub fn tiny_options() -> Options {
+    Options {
+        write_buffer_size: 16 * 1024,
+        block_size: 1024,
+        target_file_size: 16 * 1024,
+        max_bytes_for_level_base: 64 * 1024,
+        level0_compaction_trigger: 2,
+        level0_slowdown_trigger: 8,
+        level0_stop_trigger: 12,
+        block_cache_size: 64 * 1024,
+        max_open_files: 20,
+        num_levels: 5,
+        ..Options::default()
+    }
+}
+
+/// Deterministic key for index `i` in a key space.
+pub fn key(i: u64) -> Vec<u8> {
+    format!("key{i:06}").into_bytes()
+}

@@ -1,0 +1,196 @@
+//! Model-based randomized test: random puts, deletes, batches, gets, scans (both
+//! directions, with bounds), snapshots, flushes, compactions and reopens, checked after
+//! every step against a `BTreeMap` model.
+//!
+//! Checks invariant 1 (newest version wins, snapshots see exactly their state) and
+//! invariant 2 for clean reopens (nothing acknowledged is lost across close/open).
+
+mod common;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use tierkv::{Db, Options, ReadOptions, WriteBatch};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn value(rng: &mut StdRng) -> Vec<u8> {
+    let len = match rng.gen_range(0..10) {
+        0 => 0,
+        1 => rng.gen_range(500..3000),
+        _ => rng.gen_range(1..64),
+    };
+    (0..len).map(|_| rng.gen()).collect()
+}
+
+fn expected_range(model: &Model, lo: &Option<Vec<u8>>, hi: &Option<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
+    model
+        .iter()
+        .filter(|(k, _)| lo.as_ref().is_none_or(|lo| *k >= lo) && hi.as_ref().is_none_or(|hi| *k < hi))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn check_scan(db: &Db, model: &Model, snapshot: Option<u64>, rng: &mut StdRng, keyspace: u64) {
+    let lo = rng.gen_bool(0.5).then(|| common::key(rng.gen_range(0..keyspace)));
+    let hi = rng.gen_bool(0.5).then(|| common::key(rng.gen_range(0..keyspace)));
+    let ropts = ReadOptions {
+        snapshot,
+        lower_bound: lo.clone(),
+        upper_bound: hi.clone(),
+        ..ReadOptions::new()
+    };
+    let want = expected_range(model, &lo, &hi);
+    let mut it = db.iter_opt(&ropts).unwrap();
+    if rng.gen_bool(0.5) {
+        it.seek_to_first().unwrap();
+        let mut got = Vec::new();
+        while it.valid() {
+            got.push((it.key().to_vec(), it.value().to_vec()));
+            it.next().unwrap();
+        }
+        assert_eq!(got.len(), want.len(), "forward scan length, bounds {lo:?}..{hi:?}");
+        assert!(got == want, "forward scan content differs");
+    } else {
+        it.seek_to_last().unwrap();
+        let mut got = Vec::new();
+        while it.valid() {
+            got.push((it.key().to_vec(), it.value().to_vec()));
+            it.prev().unwrap();
+        }
+        got.reverse();
+        assert_eq!(got.len(), want.len(), "reverse scan length, bounds {lo:?}..{hi:?}");
+        assert!(got == want, "reverse scan content differs");
+    }
+    // A seek lands on the first key >= target; then one step each way stays consistent.
+    let target = common::key(rng.gen_range(0..keyspace));
+    it.seek(&target).unwrap();
+    let first = want.iter().find(|(k, _)| *k >= target);
+    match first {
+        Some((k, v)) => {
+            assert!(it.valid(), "seek to {target:?} found nothing, want {k:?}");
+            assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()));
+            it.prev().unwrap();
+            let before = want.iter().rev().find(|(k2, _)| k2 < k);
+            assert_eq!(it.valid(), before.is_some());
+            if let Some((k2, _)) = before {
+                assert_eq!(it.key(), k2.as_slice());
+                it.next().unwrap();
+                assert_eq!(it.key(), k.as_slice(), "next after prev returns to the seek target");
+            }
+        }
+        None => assert!(!it.valid(), "seek past the end must be invalid"),
+    }
+}
+
+fn run(seed: u64, steps: usize, opts: Options) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let keyspace = 400;
+    let mut db = Db::open(dir.path(), opts.clone()).unwrap();
+    let mut model = Model::new();
+    let mut snapshots: Vec<(tierkv::Snapshot, Model)> = Vec::new();
+    for step in 0..steps {
+        let op = rng.gen_range(0..100);
+        match op {
+            0..=39 => {
+                let k = common::key(rng.gen_range(0..keyspace));
+                let v = value(&mut rng);
+                db.put(&k, &v).unwrap();
+                model.insert(k, v);
+            }
+            40..=49 => {
+                let k = common::key(rng.gen_range(0..keyspace));
+                db.delete(&k).unwrap();
+                model.remove(&k);
+            }
+            50..=56 => {
+                let mut b = WriteBatch::new();
+                for _ in 0..rng.gen_range(1..20) {
+                    let k = common::key(rng.gen_range(0..keyspace));
+                    if rng.gen_bool(0.7) {
+                        let v = value(&mut rng);
+                        b.put(&k, &v);
+                        model.insert(k, v);
+                    } else {
+                        b.delete(&k);
+                        model.remove(&k);
+                    }
+                }
+                db.write(b).unwrap();
+            }
+            57..=76 => {
+                let k = common::key(rng.gen_range(0..keyspace));
+                assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "seed {seed} step {step} get {k:?}");
+            }
+            77..=83 => check_scan(&db, &model, None, &mut rng, keyspace),
+            84..=86 => {
+                if snapshots.len() < 4 {
+                    snapshots.push((db.snapshot(), model.clone()));
+                } else {
+                    snapshots.remove(rng.gen_range(0..snapshots.len()));
+                }
+            }
+            87..=90 => {
+                if !snapshots.is_empty() {
+                    let i = rng.gen_range(0..snapshots.len());
+                    let (snap, old) = &snapshots[i];
+                    let k = common::key(rng.gen_range(0..keyspace));
+                    let ropts = ReadOptions {
+                        snapshot: Some(snap.seq()),
+                        ..ReadOptions::new()
+                    };
+                    assert_eq!(db.get_opt(&k, &ropts).unwrap(), old.get(&k).cloned(), "snapshot get");
+                    check_scan(&db, old, Some(snap.seq()), &mut rng, keyspace);
+                }
+            }
+            91..=93 => db.flush().unwrap(),
+            94..=95 => {
+                let a = common::key(rng.gen_range(0..keyspace));
+                let b = common::key(rng.gen_range(0..keyspace));
+                let (lo, hi) = if a <= b { (a, b) } else { (b, a) };
+                if rng.gen_bool(0.3) {
+                    db.compact_range(None, None).unwrap();
+                } else {
+                    db.compact_range(Some(&lo), Some(&hi)).unwrap();
+                }
+            }
+            _ => {
+                // Reopen: snapshots do not survive it.
+                snapshots.clear();
+                drop(db);
+                db = Db::open(dir.path(), opts.clone()).unwrap();
+            }
+        }
+    }
+    // Final full check, after letting background work finish.
+    db.wait_for_background().unwrap();
+    let got = db.scan(None, None, usize::MAX).unwrap();
+    assert!(got == expected_range(&model, &None, &None), "final state differs");
+    db.verify_checksums().unwrap();
+}
+
+#[test]
+fn model_small_buffers() {
+    for seed in 0..4 {
+        run(seed, 3000, common::tiny_options());
+    }
+}
+
+#[test]
+fn model_default_buffers() {
+    // Everything in the memtable and few flushes: exercises the memtable paths.
+    run(100, 2000, Options::default());
+}
+
+#[test]
+fn model_lz4_no_filter_no_cache() {
+    let opts = Options {
+        compression: tierkv::Compression::Lz4,
+        bloom_bits_per_key: 0,
+        block_cache_size: 0,
+        use_direct_io: false,
+        ..common::tiny_options()
+    };
+    run(200, 2500, opts);
+}
