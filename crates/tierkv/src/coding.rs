@@ -98,11 +98,25 @@ mod tests {
 
     #[test]
     fn varint_round_trip() {
-        for v in [0u64, 1, 127, 128, 300, 16383, 16384, u32::MAX as u64, u64::MAX] {
+        for v in [
+            0u64,
+            1,
+            127,
+            128,
+            300,
+            16383,
+            16384,
+            u32::MAX as u64,
+            u64::MAX,
+        ] {
             let mut buf = Vec::new();
             put_varint64(&mut buf, v);
             assert_eq!(get_varint64(&buf), Some((v, buf.len())));
-            assert_eq!(get_varint64(&buf[..buf.len() - 1]), None, "truncated varint must fail");
+            assert_eq!(
+                get_varint64(&buf[..buf.len() - 1]),
+                None,
+                "truncated varint must fail"
+            );
         }
     }
 
@@ -123,7 +137,10 @@ mod tests {
 
     #[test]
     fn crc_parts_equals_whole() {
-        assert_eq!(masked_crc(b"helloworld"), masked_crc_parts(&[b"hello", b"world"]));
+        assert_eq!(
+            masked_crc(b"helloworld"),
+            masked_crc_parts(&[b"hello", b"world"])
+        );
         assert_ne!(masked_crc(b"a"), masked_crc(b"b"));
     }
 }

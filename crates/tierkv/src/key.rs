@@ -181,7 +181,10 @@ mod tests {
     fn parse_round_trip_and_rejects_garbage() {
         let k = make_internal_key(b"key", 42, ValueKind::Delete);
         let p = parse_internal_key(&k).unwrap();
-        assert_eq!((p.user_key, p.seq, p.kind), (&b"key"[..], 42, ValueKind::Delete));
+        assert_eq!(
+            (p.user_key, p.seq, p.kind),
+            (&b"key"[..], 42, ValueKind::Delete)
+        );
         assert!(parse_internal_key(b"short").is_none());
         let mut bad = k.clone();
         let n = bad.len();

@@ -79,7 +79,11 @@ impl FromStr for DeviceProfile {
             "gp3-max" => Ok(Self::gp3_max()),
             "hdd" => Ok(Self::hdd()),
             _ => {
-                let parts: Vec<&str> = s.strip_prefix("custom:").ok_or_else(bad)?.split(':').collect();
+                let parts: Vec<&str> = s
+                    .strip_prefix("custom:")
+                    .ok_or_else(bad)?
+                    .split(':')
+                    .collect();
                 if !(2..=3).contains(&parts.len()) {
                     return Err(bad());
                 }
@@ -166,7 +170,10 @@ mod tests {
     fn parses_profiles() {
         assert_eq!("gp3".parse::<DeviceProfile>().unwrap().iops, Some(3000));
         let c: DeviceProfile = "custom:500:10:100".parse().unwrap();
-        assert_eq!((c.iops, c.bandwidth, c.latency_us), (Some(500), Some(10 * MIB), 100));
+        assert_eq!(
+            (c.iops, c.bandwidth, c.latency_us),
+            (Some(500), Some(10 * MIB), 100)
+        );
         assert!("custom:1".parse::<DeviceProfile>().is_err());
         assert!("ssd".parse::<DeviceProfile>().is_err());
         assert!("none".parse::<DeviceProfile>().unwrap().is_none());
@@ -189,7 +196,10 @@ mod tests {
             }
         });
         let iops = n as f64 / start.elapsed().as_secs_f64();
-        assert!((1400.0..=2300.0).contains(&iops), "delivered {iops} IOPS, want ~2000");
+        assert!(
+            (1400.0..=2300.0).contains(&iops),
+            "delivered {iops} IOPS, want ~2000"
+        );
     }
 
     /// The model delivers its configured bandwidth.
@@ -206,6 +216,9 @@ mod tests {
             model.charge(MIB);
         }
         let mibps = 20.0 / start.elapsed().as_secs_f64();
-        assert!((35.0..=52.0).contains(&mibps), "delivered {mibps} MiB/s, want ~50");
+        assert!(
+            (35.0..=52.0).contains(&mibps),
+            "delivered {mibps} MiB/s, want ~50"
+        );
     }
 }

@@ -117,7 +117,10 @@ impl RandomAccessFile {
             return Err(Error::corruption(
                 &self.path,
                 offset,
-                format!("read of {len} bytes past the end of a {}-byte file", self.size),
+                format!(
+                    "read of {len} bytes past the end of a {}-byte file",
+                    self.size
+                ),
             ));
         }
         let data = match &self.direct {
@@ -260,8 +263,6 @@ impl WritableFile {
     /// Flushes and fsyncs the data (survives a power cut).
     pub fn sync(&mut self) -> Result<()> {
         self.flush()?;
-        self.file
-            .sync_data()
-            .map_err(|e| Error::io(&self.path, e))
+        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
     }
 }

@@ -151,7 +151,11 @@ impl Env {
 
     /// Opens a file for positional reads (direct I/O when enabled and supported).
     pub fn open_random(&self, tier: Tier, name: &str) -> Result<RandomAccessFile> {
-        RandomAccessFile::open(self.tier(tier).clone(), self.path(tier, name), self.direct_io)
+        RandomAccessFile::open(
+            self.tier(tier).clone(),
+            self.path(tier, name),
+            self.direct_io,
+        )
     }
 
     /// Creates (truncating) a file for appending; writes are charged to `cause`.
@@ -229,7 +233,9 @@ mod tests {
     fn write_then_read_back_is_accounted() {
         let dir = tempfile::tempdir().unwrap();
         let env = Env::single(dir.path(), true).unwrap();
-        let mut w = env.create_writable(Tier::Fast, "f", IoCause::Flush).unwrap();
+        let mut w = env
+            .create_writable(Tier::Fast, "f", IoCause::Flush)
+            .unwrap();
         let data: Vec<u8> = (0..20_000u32).map(|i| (i % 251) as u8).collect();
         w.append(&data).unwrap();
         w.sync().unwrap();
@@ -239,8 +245,14 @@ mod tests {
         let got = r.read_at(4097, 5000, IoCause::UserGet).unwrap();
         assert_eq!(&got[..], &data[4097..9097]);
         let snap = env.stats().snapshot();
-        assert_eq!(snap.tier(Tier::Fast).cause(IoCause::Flush).write_bytes, 20_000);
-        assert_eq!(snap.tier(Tier::Fast).cause(IoCause::UserGet).read_bytes, 5000);
+        assert_eq!(
+            snap.tier(Tier::Fast).cause(IoCause::Flush).write_bytes,
+            20_000
+        );
+        assert_eq!(
+            snap.tier(Tier::Fast).cause(IoCause::UserGet).read_bytes,
+            5000
+        );
         assert_eq!(snap.tier(Tier::Fast).cause(IoCause::UserGet).read_ops, 1);
     }
 
@@ -248,7 +260,9 @@ mod tests {
     fn reading_past_eof_is_corruption() {
         let dir = tempfile::tempdir().unwrap();
         let env = Env::single(dir.path(), true).unwrap();
-        let mut w = env.create_writable(Tier::Fast, "f", IoCause::Flush).unwrap();
+        let mut w = env
+            .create_writable(Tier::Fast, "f", IoCause::Flush)
+            .unwrap();
         w.append(b"short").unwrap();
         w.sync().unwrap();
         let r = env.open_random(Tier::Fast, "f").unwrap();

@@ -63,7 +63,10 @@ impl IoCause {
     }
 
     fn index(self) -> usize {
-        IoCause::ALL.iter().position(|c| *c == self).expect("listed")
+        IoCause::ALL
+            .iter()
+            .position(|c| *c == self)
+            .expect("listed")
     }
 }
 

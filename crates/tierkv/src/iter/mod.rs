@@ -1,11 +1,19 @@
 //! The internal iterator contract shared by memtables, blocks, tables, levels and the
 //! merging iterator. Keys are internal keys (see [`crate::key`]) in [`compare_internal`]
 //! order. Positioning calls return `Err` on I/O or corruption; after an error the iterator
-//! is invalid. This module owns the trait and the generic merging iterator only.
+//! is invalid. This module owns the trait and the generic iterators built on it: the
+//! merging iterator (many sorted sources into one) and the user iterator (internal
+//! versions into one visible value per user key at a snapshot).
 //!
 //! [`compare_internal`]: crate::key::compare_internal
 
 use crate::Result;
+
+mod merging;
+mod user;
+
+pub use merging::MergingIterator;
+pub use user::UserIterator;
 
 /// A bidirectional cursor over internal entries.
 pub trait InternalIterator: Send {
@@ -78,7 +86,11 @@ impl InternalIterator for VecIterator {
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        self.pos = if self.entries.is_empty() { 0 } else { self.entries.len() - 1 };
+        self.pos = if self.entries.is_empty() {
+            0
+        } else {
+            self.entries.len() - 1
+        };
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
@@ -92,7 +104,11 @@ impl InternalIterator for VecIterator {
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
-        self.pos = if self.pos == 0 { self.entries.len() } else { self.pos - 1 };
+        self.pos = if self.pos == 0 {
+            self.entries.len()
+        } else {
+            self.pos - 1
+        };
         Ok(())
     }
     fn key(&self) -> &[u8] {
@@ -102,3 +118,6 @@ impl InternalIterator for VecIterator {
         &self.entries[self.pos].1
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,235 @@
+//! Turns a stream of internal versions into what a user sees at one snapshot: for each
+//! user key its newest version at or below the snapshot, deletions hidden, within bounds
+//! (LevelDB's DBIter). It owns visibility rules only, not where the versions come from.
+
+use super::InternalIterator;
+use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
+use crate::{Error, Result};
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Direction {
+    /// The inner iterator is at the entry currently exposed.
+    Forward,
+    /// The inner iterator is just before every entry of the exposed user key.
+    Reverse,
+}
+
+/// A user-level cursor at a snapshot over an internal iterator.
+pub struct UserIterator<I> {
+    inner: I,
+    snapshot: SeqNo,
+    lower: Option<Vec<u8>>,
+    upper: Option<Vec<u8>>,
+    direction: Direction,
+    valid: bool,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+fn malformed() -> Error {
+    Error::corruption("(iterator)", 0, "malformed internal key")
+}
+
+impl<I: InternalIterator> UserIterator<I> {
+    /// Reads `inner` at `snapshot`, limited to user keys in `[lower, upper)`.
+    pub fn new(inner: I, snapshot: SeqNo, lower: Option<Vec<u8>>, upper: Option<Vec<u8>>) -> Self {
+        UserIterator {
+            inner,
+            snapshot,
+            lower,
+            upper,
+            direction: Direction::Forward,
+            valid: false,
+            key: Vec::new(),
+            value: Vec::new(),
+        }
+    }
+
+    /// True when positioned at a key.
+    pub fn valid(&self) -> bool {
+        self.valid
+    }
+
+    /// The current user key. Requires `valid()`.
+    pub fn key(&self) -> &[u8] {
+        &self.key
+    }
+
+    /// The current value. Requires `valid()`.
+    pub fn value(&self) -> &[u8] {
+        &self.value
+    }
+
+    /// Positions at the first visible key.
+    pub fn seek_to_first(&mut self) -> Result<()> {
+        match self.lower.clone() {
+            Some(lower) => self.seek(&lower),
+            None => self.guard(|s| {
+                s.inner.seek_to_first()?;
+                s.direction = Direction::Forward;
+                s.find_next(None)
+            }),
+        }
+    }
+
+    /// Positions at the last visible key.
+    pub fn seek_to_last(&mut self) -> Result<()> {
+        self.guard(|s| {
+            match s.upper.clone() {
+                Some(upper) => s.position_before(&upper)?,
+                None => s.inner.seek_to_last()?,
+            }
+            s.find_prev()
+        })
+    }
+
+    /// Positions at the first visible key `>= target`.
+    pub fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let target = match &self.lower {
+            Some(lower) if lower.as_slice() > target => lower.clone(),
+            _ => target.to_vec(),
+        };
+        self.guard(|s| {
+            s.inner.seek(&seek_key(&target, s.snapshot))?;
+            s.direction = Direction::Forward;
+            s.find_next(None)
+        })
+    }
+
+    /// Positions at the last visible key `<= target`.
+    pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.guard(|s| {
+            match s.upper.clone() {
+                Some(upper) if target >= upper.as_slice() => s.position_before(&upper)?,
+                _ => {
+                    // Step past every version of `target`, then back onto the last one.
+                    s.inner.seek(&seek_key(target, MAX_SEQ))?;
+                    while s.inner.valid() && user_key_of(s.inner.key())? == target {
+                        s.inner.next()?;
+                    }
+                    s.step_back()?;
+                }
+            }
+            s.find_prev()
+        })
+    }
+
+    /// Moves to the next visible key.
+    // Fallible and positioned (not a std Iterator), like the cursor it wraps.
+    #[allow(clippy::should_implement_trait)]
+    pub fn next(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        self.guard(|s| {
+            let current = std::mem::take(&mut s.key);
+            if s.direction == Direction::Reverse {
+                s.inner.seek(&seek_key(&current, MAX_SEQ))?;
+                s.direction = Direction::Forward;
+            }
+            s.find_next(Some(&current))
+        })
+    }
+
+    /// Moves to the previous visible key.
+    pub fn prev(&mut self) -> Result<()> {
+        if !self.valid {
+            return Ok(());
+        }
+        self.guard(|s| {
+            if s.direction == Direction::Forward {
+                let current = s.key.clone();
+                s.position_before(&current)?;
+            }
+            s.find_prev()
+        })
+    }
+
+    /// Runs a positioning step; any error leaves the iterator invalid.
+    fn guard(&mut self, f: impl FnOnce(&mut Self) -> Result<()>) -> Result<()> {
+        let r = f(self);
+        if r.is_err() {
+            self.valid = false;
+        }
+        r
+    }
+
+    /// Puts the inner iterator on the last entry whose user key is `< key`.
+    fn position_before(&mut self, key: &[u8]) -> Result<()> {
+        self.inner.seek(&seek_key(key, MAX_SEQ))?;
+        self.step_back()
+    }
+
+    fn step_back(&mut self) -> Result<()> {
+        if self.inner.valid() {
+            self.inner.prev()
+        } else {
+            self.inner.seek_to_last()
+        }
+    }
+
+    /// From the inner position forward: the first user key (other than `skip`) whose
+    /// newest visible version is a value.
+    fn find_next(&mut self, skip: Option<&[u8]>) -> Result<()> {
+        let mut skip: Option<Vec<u8>> = skip.map(<[u8]>::to_vec);
+        self.valid = false;
+        while self.inner.valid() {
+            let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
+            if self.upper.as_deref().is_some_and(|u| p.user_key >= u) {
+                return Ok(());
+            }
+            let hidden = p.seq > self.snapshot || skip.as_deref() == Some(p.user_key);
+            if !hidden {
+                match p.kind {
+                    ValueKind::Delete => skip = Some(p.user_key.to_vec()),
+                    ValueKind::Value => {
+                        self.key.clear();
+                        self.key.extend_from_slice(p.user_key);
+                        self.value.clear();
+                        self.value.extend_from_slice(self.inner.value());
+                        self.valid = true;
+                        return Ok(());
+                    }
+                }
+            }
+            self.inner.next()?;
+        }
+        Ok(())
+    }
+
+    /// From the inner position backward: the nearest user key whose newest visible
+    /// version is a value. Leaves the inner iterator before all of that key's entries.
+    fn find_prev(&mut self) -> Result<()> {
+        self.direction = Direction::Reverse;
+        self.valid = false;
+        // Versions of one user key arrive oldest first; the last visible one wins.
+        let mut saved: Option<ValueKind> = None;
+        while self.inner.valid() {
+            let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
+            if self.lower.as_deref().is_some_and(|l| p.user_key < l) {
+                break;
+            }
+            if p.seq <= self.snapshot {
+                if saved == Some(ValueKind::Value) && p.user_key < self.key.as_slice() {
+                    break;
+                }
+                self.key.clear();
+                self.key.extend_from_slice(p.user_key);
+                self.value.clear();
+                if p.kind == ValueKind::Value {
+                    self.value.extend_from_slice(self.inner.value());
+                }
+                saved = Some(p.kind);
+            }
+            self.inner.prev()?;
+        }
+        self.valid = saved == Some(ValueKind::Value);
+        Ok(())
+    }
+}
+
+fn user_key_of(ikey: &[u8]) -> Result<&[u8]> {
+    parse_internal_key(ikey)
+        .map(|p| p.user_key)
+        .ok_or_else(malformed)
+}

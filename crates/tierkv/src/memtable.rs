@@ -1,0 +1,231 @@
+//! The memtable: recent writes in a lock-free skiplist ordered by internal key, readable
+//! while written. It owns the in-memory ordering and size accounting only; when it is
+//! frozen, flushed and dropped is decided by the write path (`db::write`, `db::background`).
+
+use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, seek_key, InternalKey, SeqNo, ValueKind};
+use crate::Result;
+use bytes::Bytes;
+use crossbeam_skiplist::SkipMap;
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Per-entry bookkeeping charged on top of key and value bytes (skiplist node, Bytes
+/// headers), so `approximate_size` tracks real memory rather than payload only.
+const ENTRY_OVERHEAD: usize = 64;
+
+/// What a memtable knows about a key at a snapshot.
+#[derive(Debug, PartialEq, Eq)]
+pub enum MemGet {
+    /// The newest visible version is a value.
+    Found(Bytes),
+    /// The newest visible version is a deletion.
+    Deleted,
+    /// No visible version here: look in older data.
+    NotFound,
+}
+
+/// A sorted, concurrent, in-memory write buffer.
+pub struct MemTable {
+    id: u64,
+    map: SkipMap<InternalKey, Bytes>,
+    size: AtomicUsize,
+    smallest_seq: AtomicU64,
+    largest_seq: AtomicU64,
+}
+
+impl MemTable {
+    /// An empty memtable; `id` is the number of the WAL that backs it.
+    pub fn new(id: u64) -> Self {
+        MemTable {
+            id,
+            map: SkipMap::new(),
+            size: AtomicUsize::new(0),
+            smallest_seq: AtomicU64::new(u64::MAX),
+            largest_seq: AtomicU64::new(0),
+        }
+    }
+
+    /// The number of the WAL whose records this memtable holds.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Inserts one version. Sequence numbers are unique, so entries never collide.
+    pub fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
+        let ikey = InternalKey::new(key, seq, kind);
+        let charge = ikey.encoded().len() + value.len() + ENTRY_OVERHEAD;
+        self.map.insert(ikey, Bytes::copy_from_slice(value));
+        self.size.fetch_add(charge, Ordering::Relaxed);
+        self.smallest_seq.fetch_min(seq, Ordering::Relaxed);
+        self.largest_seq.fetch_max(seq, Ordering::Relaxed);
+    }
+
+    /// The newest version of `key` with sequence number `<= snapshot`.
+    pub fn get(&self, key: &[u8], snapshot: SeqNo) -> MemGet {
+        let target = InternalKey(Bytes::from(seek_key(key, snapshot)));
+        let Some(entry) = self.map.lower_bound(Bound::Included(&target)) else {
+            return MemGet::NotFound;
+        };
+        match parse_internal_key(entry.key().encoded()) {
+            Some(p) if p.user_key == key => match p.kind {
+                ValueKind::Value => MemGet::Found(entry.value().clone()),
+                ValueKind::Delete => MemGet::Deleted,
+            },
+            _ => MemGet::NotFound,
+        }
+    }
+
+    /// True when any version of `key` is here.
+    pub fn contains_user_key(&self, key: &[u8]) -> bool {
+        !matches!(self.get(key, crate::key::MAX_SEQ), MemGet::NotFound)
+    }
+
+    /// Bytes of memory used, approximately.
+    pub fn approximate_size(&self) -> usize {
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// Number of versions held.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when nothing was written.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Smallest sequence number held (`u64::MAX` when empty).
+    pub fn smallest_seq(&self) -> SeqNo {
+        self.smallest_seq.load(Ordering::Relaxed)
+    }
+
+    /// Largest sequence number held (0 when empty).
+    pub fn largest_seq(&self) -> SeqNo {
+        self.largest_seq.load(Ordering::Relaxed)
+    }
+
+    /// A cursor over every version, in internal-key order. It sees entries added after
+    /// its creation too; readers filter by sequence number.
+    pub fn iter(self: &Arc<Self>) -> MemTableIterator {
+        MemTableIterator {
+            mem: self.clone(),
+            current: None,
+        }
+    }
+}
+
+/// Cursor over a memtable. Holds the current entry by value (cheap `Bytes` clones) and
+/// re-seeks the skiplist to step, so it needs no borrow of the map.
+pub struct MemTableIterator {
+    mem: Arc<MemTable>,
+    current: Option<(InternalKey, Bytes)>,
+}
+
+impl MemTableIterator {
+    fn set(&mut self, entry: Option<crossbeam_skiplist::map::Entry<'_, InternalKey, Bytes>>) {
+        self.current = entry.map(|e| (e.key().clone(), e.value().clone()));
+    }
+}
+
+impl InternalIterator for MemTableIterator {
+    fn valid(&self) -> bool {
+        self.current.is_some()
+    }
+    fn seek_to_first(&mut self) -> Result<()> {
+        let mem = self.mem.clone();
+        self.set(mem.map.front());
+        Ok(())
+    }
+    fn seek_to_last(&mut self) -> Result<()> {
+        let mem = self.mem.clone();
+        self.set(mem.map.back());
+        Ok(())
+    }
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let mem = self.mem.clone();
+        let t = InternalKey(Bytes::copy_from_slice(target));
+        self.set(mem.map.lower_bound(Bound::Included(&t)));
+        Ok(())
+    }
+    fn next(&mut self) -> Result<()> {
+        let mem = self.mem.clone();
+        if let Some((k, _)) = self.current.take() {
+            self.set(mem.map.lower_bound(Bound::Excluded(&k)));
+        }
+        Ok(())
+    }
+    fn prev(&mut self) -> Result<()> {
+        let mem = self.mem.clone();
+        if let Some((k, _)) = self.current.take() {
+            self.set(mem.map.upper_bound(Bound::Excluded(&k)));
+        }
+        Ok(())
+    }
+    fn key(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |(k, _)| k.encoded())
+    }
+    fn value(&self) -> &[u8] {
+        self.current.as_ref().map_or(&[], |(_, v)| v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::key::compare_internal;
+
+    #[test]
+    fn get_sees_newest_version_at_or_below_snapshot() {
+        let m = MemTable::new(1);
+        m.add(1, ValueKind::Value, b"k", b"v1");
+        m.add(3, ValueKind::Delete, b"k", b"");
+        m.add(5, ValueKind::Value, b"k", b"v5");
+        m.add(2, ValueKind::Value, b"j", b"j2");
+        assert_eq!(m.get(b"k", 0), MemGet::NotFound);
+        assert_eq!(m.get(b"k", 1), MemGet::Found(Bytes::from_static(b"v1")));
+        assert_eq!(m.get(b"k", 4), MemGet::Deleted);
+        assert_eq!(m.get(b"k", 9), MemGet::Found(Bytes::from_static(b"v5")));
+        assert_eq!(m.get(b"ka", 9), MemGet::NotFound);
+        assert_eq!(m.get(b"", 9), MemGet::NotFound);
+        assert!(m.contains_user_key(b"j"));
+        assert_eq!((m.smallest_seq(), m.largest_seq(), m.len()), (1, 5, 4));
+        assert!(m.approximate_size() >= 4 * ENTRY_OVERHEAD);
+    }
+
+    #[test]
+    fn iterator_walks_both_ways_in_internal_order() {
+        let m = Arc::new(MemTable::new(1));
+        let mut expected = Vec::new();
+        for i in 0..50u64 {
+            let k = format!("key{:03}", i % 17);
+            m.add(i + 1, ValueKind::Value, k.as_bytes(), &i.to_le_bytes());
+            expected.push(InternalKey::new(k.as_bytes(), i + 1, ValueKind::Value));
+        }
+        expected.sort();
+        let mut it = m.iter();
+        it.seek_to_first().unwrap();
+        let mut fwd = Vec::new();
+        while it.valid() {
+            fwd.push(it.key().to_vec());
+            it.next().unwrap();
+        }
+        let exp: Vec<Vec<u8>> = expected.iter().map(|k| k.encoded().to_vec()).collect();
+        assert_eq!(fwd, exp);
+        it.seek_to_last().unwrap();
+        let mut back = Vec::new();
+        while it.valid() {
+            back.push(it.key().to_vec());
+            it.prev().unwrap();
+        }
+        back.reverse();
+        assert_eq!(back, exp);
+        it.seek(&seek_key(b"key005", MAX)).unwrap();
+        assert_eq!(crate::key::user_key(it.key()), b"key005");
+        assert!(compare_internal(it.key(), &exp[0]).is_gt());
+    }
+
+    const MAX: SeqNo = crate::key::MAX_SEQ;
+}
