@@ -37,8 +37,11 @@ fn readers_never_see_versions_go_backwards() {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(dir.path(), common::tiny_options()).unwrap());
     // acked[w * KEYS + k] = newest version whose put has returned.
-    let acked: Arc<Vec<AtomicU64>> =
-        Arc::new((0..WRITERS * KEYS_PER_WRITER).map(|_| AtomicU64::new(0)).collect());
+    let acked: Arc<Vec<AtomicU64>> = Arc::new(
+        (0..WRITERS * KEYS_PER_WRITER)
+            .map(|_| AtomicU64::new(0))
+            .collect(),
+    );
     let stop = Arc::new(AtomicBool::new(false));
     let deadline = Instant::now() + Duration::from_secs(6);
     let mut handles = Vec::new();
@@ -65,13 +68,20 @@ fn readers_never_see_versions_go_backwards() {
                 match rng.gen_range(0..10) {
                     0..=5 => {
                         let (w, k) = (rng.gen_range(0..WRITERS), rng.gen_range(0..KEYS_PER_WRITER));
-                        let floor = acked[(w * KEYS_PER_WRITER + k) as usize].load(Ordering::SeqCst);
+                        let floor =
+                            acked[(w * KEYS_PER_WRITER + k) as usize].load(Ordering::SeqCst);
                         let got = db.get(key(w, k)).unwrap().map(|v| decode(&v)).unwrap_or(0);
-                        assert!(got >= floor, "get {w}/{k}: version {got} older than acknowledged {floor}");
+                        assert!(
+                            got >= floor,
+                            "get {w}/{k}: version {got} older than acknowledged {floor}"
+                        );
                     }
                     6..=7 => {
                         let snap = db.snapshot();
-                        let ropts = ReadOptions { snapshot: Some(snap.seq()), ..ReadOptions::new() };
+                        let ropts = ReadOptions {
+                            snapshot: Some(snap.seq()),
+                            ..ReadOptions::new()
+                        };
                         let (w, k) = (rng.gen_range(0..WRITERS), rng.gen_range(0..KEYS_PER_WRITER));
                         let first = db.get_opt(key(w, k), &ropts).unwrap();
                         std::thread::sleep(Duration::from_millis(rng.gen_range(0..5)));
@@ -79,7 +89,8 @@ fn readers_never_see_versions_go_backwards() {
                         assert_eq!(first, again, "a snapshot read changed");
                     }
                     _ => {
-                        let floors: Vec<u64> = acked.iter().map(|a| a.load(Ordering::SeqCst)).collect();
+                        let floors: Vec<u64> =
+                            acked.iter().map(|a| a.load(Ordering::SeqCst)).collect();
                         let mut it = db.iter().unwrap();
                         let forward = rng.gen_bool(0.5);
                         if forward {
@@ -99,9 +110,16 @@ fn readers_never_see_versions_go_backwards() {
                             let kk: u64 = s[4..].parse().unwrap();
                             let got = decode(it.value());
                             let floor = floors[(w * KEYS_PER_WRITER + kk) as usize];
-                            assert!(got >= floor, "iterator {s}: version {got} older than acknowledged {floor}");
+                            assert!(
+                                got >= floor,
+                                "iterator {s}: version {got} older than acknowledged {floor}"
+                            );
                             last = Some(k);
-                            if forward { it.next().unwrap() } else { it.prev().unwrap() }
+                            if forward {
+                                it.next().unwrap()
+                            } else {
+                                it.prev().unwrap()
+                            }
                         }
                     }
                 }
@@ -116,9 +134,14 @@ fn readers_never_see_versions_go_backwards() {
     stop.store(true, Ordering::Relaxed);
     let mut total = 0;
     for h in handles {
-        total += h.join().expect("a thread panicked: see its assertion above");
+        total += h
+            .join()
+            .expect("a thread panicked: see its assertion above");
     }
     assert!(total > 1000, "too little work done: {total}");
     let stats = db.stats();
-    assert!(stats.flushes > 0 && stats.compactions > 0, "the stress must overlap flushes and compactions: {stats:?}");
+    assert!(
+        stats.flushes > 0 && stats.compactions > 0,
+        "the stress must overlap flushes and compactions: {stats:?}"
+    );
 }

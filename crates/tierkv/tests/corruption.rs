@@ -94,7 +94,10 @@ fn flipped_table_bytes_are_detected() {
         let name = target.file_name().unwrap().to_str().unwrap().to_string();
         match Db::open(&dir, common::tiny_options()) {
             Err(e) => {
-                assert!(e.to_string().contains(&name), "open error must name {name}: {e}");
+                assert!(
+                    e.to_string().contains(&name),
+                    "open error must name {name}: {e}"
+                );
                 detected += 1;
             }
             Ok(db) => {
@@ -126,7 +129,9 @@ fn flipped_wal_bytes_fail_loudly_or_drop_only_the_tail() {
         }
         db.close().unwrap();
     }
-    let wal = files_with(&pristine, |n| n.ends_with(".log")).pop().unwrap();
+    let wal = files_with(&pristine, |n| n.ends_with(".log"))
+        .pop()
+        .unwrap();
     let len = std::fs::metadata(&wal).unwrap().len();
     let mut rng = StdRng::seed_from_u64(5);
     for trial in 0..30 {
@@ -134,7 +139,11 @@ fn flipped_wal_bytes_fail_loudly_or_drop_only_the_tail() {
         copy_dir(&pristine, &dir);
         let target = dir.join(wal.file_name().unwrap());
         // Half the trials hit the last record, half anywhere.
-        let offset = if trial % 2 == 0 { rng.gen_range(len.saturating_sub(20)..len) } else { rng.gen_range(0..len) };
+        let offset = if trial % 2 == 0 {
+            rng.gen_range(len.saturating_sub(20)..len)
+        } else {
+            rng.gen_range(0..len)
+        };
         flip(&target, offset);
         match Db::open(&dir, opts.clone()) {
             Err(e) => {
@@ -149,8 +158,14 @@ fn flipped_wal_bytes_fail_loudly_or_drop_only_the_tail() {
                     assert_eq!(v, format!("v{n}").into_bytes());
                     n += 1;
                 }
-                assert!(db.scan(Some(&common::key(n)), None, 1).unwrap().is_empty(), "a middle write was lost");
-                assert!(n >= 299, "only the damaged last record may be dropped, kept {n}");
+                assert!(
+                    db.scan(Some(&common::key(n)), None, 1).unwrap().is_empty(),
+                    "a middle write was lost"
+                );
+                assert!(
+                    n >= 299,
+                    "only the damaged last record may be dropped, kept {n}"
+                );
             }
         }
     }
@@ -161,7 +176,9 @@ fn flipped_manifest_bytes_fail_loudly_or_recover_exactly() {
     let base = tempfile::tempdir().unwrap();
     let pristine = base.path().join("pristine");
     let model = build(&pristine, 600, true);
-    let manifest = files_with(&pristine, |n| n.starts_with("MANIFEST-")).pop().unwrap();
+    let manifest = files_with(&pristine, |n| n.starts_with("MANIFEST-"))
+        .pop()
+        .unwrap();
     let len = std::fs::metadata(&manifest).unwrap().len();
     for offset in (0..len).step_by((len as usize / 25).max(1)) {
         let dir = base.path().join(format!("m{offset}"));
@@ -182,7 +199,9 @@ fn missing_current_or_garbage_current_is_a_clear_error() {
     let dir = base.path().join("db");
     build(&dir, 50, true);
     std::fs::write(dir.join("CURRENT"), b"garbage").unwrap();
-    let e = Db::open(&dir, common::tiny_options()).err().expect("must fail");
+    let e = Db::open(&dir, common::tiny_options())
+        .err()
+        .expect("must fail");
     assert!(e.to_string().contains("CURRENT"), "{e}");
 }
 

@@ -48,8 +48,12 @@ fn crash_child() {
     let mut next = surviving_prefix(&db);
     let mut out = std::io::stdout().lock();
     loop {
-        db.put_opt(crash_key(next), crash_value(next), &WriteOptions { sync: true })
-            .unwrap();
+        db.put_opt(
+            crash_key(next),
+            crash_value(next),
+            &WriteOptions { sync: true },
+        )
+        .unwrap();
         writeln!(out, "ACK {next}").unwrap();
         out.flush().unwrap();
         next += 1;
@@ -68,7 +72,13 @@ fn crash_kill_and_recover() {
     let mut total_acked = 0;
     for round in 0..rounds {
         let mut child = Command::new(&exe)
-            .args(["crash_child", "--exact", "--ignored", "--nocapture", "--test-threads=1"])
+            .args([
+                "crash_child",
+                "--exact",
+                "--ignored",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ENV, dir.path())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -92,14 +102,27 @@ fn crash_kill_and_recover() {
         let db = Db::open(dir.path(), common::tiny_options()).unwrap();
         let prefix = surviving_prefix(&db);
         if let Some(last) = last_acked {
-            assert!(prefix > last, "round {round}: acknowledged write {last} lost (prefix {prefix})");
-            assert!(prefix <= last + 2, "round {round}: {prefix} keys survived but only {last} acknowledged");
+            assert!(
+                prefix > last,
+                "round {round}: acknowledged write {last} lost (prefix {prefix})"
+            );
+            assert!(
+                prefix <= last + 2,
+                "round {round}: {prefix} keys survived but only {last} acknowledged"
+            );
             total_acked = last;
         }
         // Nothing beyond the prefix may exist: a gap would mean a middle write was lost.
         let stray = db.scan(Some(&crash_key(prefix)), None, 1).unwrap();
-        assert!(stray.is_empty(), "round {round}: key after a gap survived: {:?}", stray[0].0);
+        assert!(
+            stray.is_empty(),
+            "round {round}: key after a gap survived: {:?}",
+            stray[0].0
+        );
         drop(db);
     }
-    assert!(total_acked > 20, "the child made too little progress to test anything: {total_acked}");
+    assert!(
+        total_acked > 20,
+        "the child made too little progress to test anything: {total_acked}"
+    );
 }

@@ -23,17 +23,27 @@ fn value(rng: &mut StdRng) -> Vec<u8> {
     (0..len).map(|_| rng.gen()).collect()
 }
 
-fn expected_range(model: &Model, lo: &Option<Vec<u8>>, hi: &Option<Vec<u8>>) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn expected_range(
+    model: &Model,
+    lo: &Option<Vec<u8>>,
+    hi: &Option<Vec<u8>>,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     model
         .iter()
-        .filter(|(k, _)| lo.as_ref().is_none_or(|lo| *k >= lo) && hi.as_ref().is_none_or(|hi| *k < hi))
+        .filter(|(k, _)| {
+            lo.as_ref().is_none_or(|lo| *k >= lo) && hi.as_ref().is_none_or(|hi| *k < hi)
+        })
         .map(|(k, v)| (k.clone(), v.clone()))
         .collect()
 }
 
 fn check_scan(db: &Db, model: &Model, snapshot: Option<u64>, rng: &mut StdRng, keyspace: u64) {
-    let lo = rng.gen_bool(0.5).then(|| common::key(rng.gen_range(0..keyspace)));
-    let hi = rng.gen_bool(0.5).then(|| common::key(rng.gen_range(0..keyspace)));
+    let lo = rng
+        .gen_bool(0.5)
+        .then(|| common::key(rng.gen_range(0..keyspace)));
+    let hi = rng
+        .gen_bool(0.5)
+        .then(|| common::key(rng.gen_range(0..keyspace)));
     let ropts = ReadOptions {
         snapshot,
         lower_bound: lo.clone(),
@@ -49,7 +59,11 @@ fn check_scan(db: &Db, model: &Model, snapshot: Option<u64>, rng: &mut StdRng, k
             got.push((it.key().to_vec(), it.value().to_vec()));
             it.next().unwrap();
         }
-        assert_eq!(got.len(), want.len(), "forward scan length, bounds {lo:?}..{hi:?}");
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "forward scan length, bounds {lo:?}..{hi:?}"
+        );
         assert!(got == want, "forward scan content differs");
     } else {
         it.seek_to_last().unwrap();
@@ -59,7 +73,11 @@ fn check_scan(db: &Db, model: &Model, snapshot: Option<u64>, rng: &mut StdRng, k
             it.prev().unwrap();
         }
         got.reverse();
-        assert_eq!(got.len(), want.len(), "reverse scan length, bounds {lo:?}..{hi:?}");
+        assert_eq!(
+            got.len(),
+            want.len(),
+            "reverse scan length, bounds {lo:?}..{hi:?}"
+        );
         assert!(got == want, "reverse scan content differs");
     }
     // A seek lands on the first key >= target; then one step each way stays consistent.
@@ -76,7 +94,11 @@ fn check_scan(db: &Db, model: &Model, snapshot: Option<u64>, rng: &mut StdRng, k
             if let Some((k2, _)) = before {
                 assert_eq!(it.key(), k2.as_slice());
                 it.next().unwrap();
-                assert_eq!(it.key(), k.as_slice(), "next after prev returns to the seek target");
+                assert_eq!(
+                    it.key(),
+                    k.as_slice(),
+                    "next after prev returns to the seek target"
+                );
             }
         }
         None => assert!(!it.valid(), "seek past the end must be invalid"),
@@ -121,7 +143,11 @@ fn run(seed: u64, steps: usize, opts: Options) {
             }
             57..=76 => {
                 let k = common::key(rng.gen_range(0..keyspace));
-                assert_eq!(db.get(&k).unwrap(), model.get(&k).cloned(), "seed {seed} step {step} get {k:?}");
+                assert_eq!(
+                    db.get(&k).unwrap(),
+                    model.get(&k).cloned(),
+                    "seed {seed} step {step} get {k:?}"
+                );
             }
             77..=83 => check_scan(&db, &model, None, &mut rng, keyspace),
             84..=86 => {
@@ -140,7 +166,11 @@ fn run(seed: u64, steps: usize, opts: Options) {
                         snapshot: Some(snap.seq()),
                         ..ReadOptions::new()
                     };
-                    assert_eq!(db.get_opt(&k, &ropts).unwrap(), old.get(&k).cloned(), "snapshot get");
+                    assert_eq!(
+                        db.get_opt(&k, &ropts).unwrap(),
+                        old.get(&k).cloned(),
+                        "snapshot get"
+                    );
                     check_scan(&db, old, Some(snap.seq()), &mut rng, keyspace);
                 }
             }
@@ -166,7 +196,10 @@ fn run(seed: u64, steps: usize, opts: Options) {
     // Final full check, after letting background work finish.
     db.wait_for_background().unwrap();
     let got = db.scan(None, None, usize::MAX).unwrap();
-    assert!(got == expected_range(&model, &None, &None), "final state differs");
+    assert!(
+        got == expected_range(&model, &None, &None),
+        "final state differs"
+    );
     db.verify_checksums().unwrap();
 }
 

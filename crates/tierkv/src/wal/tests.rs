@@ -21,7 +21,10 @@ fn write_log(records: &[Vec<u8>]) -> (tempfile::TempDir, Vec<u8>) {
     (dir, data)
 }
 
-fn read_all(data: Vec<u8>, mode: RecoveryMode) -> Result<(Vec<Vec<u8>>, Option<(u64, u64)>)> {
+/// The records read and the dropped tail, if any.
+type ReadBack = (Vec<Vec<u8>>, Option<(u64, u64)>);
+
+fn read_all(data: Vec<u8>, mode: RecoveryMode) -> Result<ReadBack> {
     let mut r = LogReader::new(data, "log".into(), mode);
     let mut out = Vec::new();
     while let Some(rec) = r.next_record()? {
