@@ -107,6 +107,7 @@ impl WriteBatch {
 }
 
 /// A batch decoded from a WAL record, validated entry by entry.
+#[derive(Debug)]
 pub(crate) struct DecodedBatch<'a> {
     /// Sequence number of the first entry.
     pub seq: SeqNo,

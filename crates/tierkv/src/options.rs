@@ -181,7 +181,7 @@ impl Options {
         TableOptions {
             block_size: self.block_size,
             restart_interval: self.block_restart_interval,
-            bloom_bits_per_key: self.bloom_bits_per_key,
+            bloom_bits_per_key: self.bloom_bits_per_key as usize,
             compression: self.compression,
         }
     }

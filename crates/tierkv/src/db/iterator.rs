@@ -92,6 +92,8 @@ impl DbIterator {
     }
 
     /// Moves to the next key.
+    // A fallible cursor step, not a std Iterator (the key and value borrow the cursor).
+    #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<()> {
         self.inner.next()
     }

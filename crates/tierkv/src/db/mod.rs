@@ -59,7 +59,6 @@ pub(crate) struct State {
 
 pub(crate) struct Wal {
     pub writer: LogWriter,
-    pub number: u64,
 }
 
 pub(crate) struct DbInner {
@@ -293,13 +292,6 @@ impl Drop for Db {
 }
 
 impl DbInner {
-    fn check_bg_error(&self) -> Result<()> {
-        match &self.state.lock().bg_error {
-            Some(e) => Err(Error::Background(e.clone())),
-            None => Ok(()),
-        }
-    }
-
     pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) -> Arc<Error> {
         let e = match e {
             Error::Background(inner) => inner,
@@ -368,7 +360,7 @@ impl DbInner {
         };
         Counters::add(counter, 1);
         Ok(match hit.result {
-            LevelGet::Found(v) => Some(v),
+            LevelGet::Found(v) => Some(Vec::from(v)),
             LevelGet::Deleted => None,
         })
     }

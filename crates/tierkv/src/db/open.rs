@@ -97,7 +97,6 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         write_lock: Mutex::new(()),
         wal: Mutex::new(Wal {
             writer: LogWriter::new(wal_file),
-            number: wal_number,
         }),
         visible_seq: AtomicU64::new(last_seq),
         tables,

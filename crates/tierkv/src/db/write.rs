@@ -212,7 +212,6 @@ impl DbInner {
                 wal.writer.sync().map_err(|e| self.set_bg_error(&mut st, e))?;
                 *wal = Wal {
                     writer: LogWriter::new(file),
-                    number,
                 };
             }
             let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));

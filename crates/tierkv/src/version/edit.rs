@@ -95,7 +95,7 @@ impl VersionEdit {
     pub fn decode(mut src: &[u8], path: &Path, offset: u64) -> Result<Self> {
         let bad = |what: &str| Error::corruption(path, offset, format!("manifest record: {what}"));
         let mut edit = VersionEdit::default();
-        let mut varint = |src: &mut &[u8], what: &str| -> Result<u64> {
+        let varint = |src: &mut &[u8], what: &str| -> Result<u64> {
             let (v, n) = get_varint64(src).ok_or_else(|| bad(what))?;
             *src = &src[n..];
             Ok(v)
@@ -119,7 +119,7 @@ impl VersionEdit {
                         t => return Err(bad(&format!("unknown tier {t}"))),
                     };
                     let size = varint(&mut src, "size")?;
-                    let mut key = |src: &mut &[u8], what: &str| -> Result<Vec<u8>> {
+                    let key = |src: &mut &[u8], what: &str| -> Result<Vec<u8>> {
                         let (k, n) = get_length_prefixed(src).ok_or_else(|| bad(what))?;
                         let k = k.to_vec();
                         *src = &src[n..];

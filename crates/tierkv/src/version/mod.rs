@@ -137,7 +137,7 @@ impl std::fmt::Debug for FileMeta {
 #[derive(Debug, PartialEq, Eq)]
 pub enum LevelGet {
     /// A value at this level.
-    Found(Vec<u8>),
+    Found(bytes::Bytes),
     /// A tombstone at this level.
     Deleted,
 }

@@ -241,7 +241,7 @@ impl VersionSet {
             }
         } else {
             let m = self.manifest.as_mut().expect("checked above");
-            let r = m.add_record(&edit.encode()).and_then(|_| m.sync());
+            let r = m.add_record(edit.encode()).and_then(|_| m.sync());
             if let Err(e) = r {
                 // The manifest may now end in a partial record: start a new one next time.
                 self.manifest = None;
@@ -303,7 +303,7 @@ impl VersionSet {
                 })
                 .collect(),
         };
-        writer.add_record(&snapshot.encode())?;
+        writer.add_record(snapshot.encode())?;
         writer.sync()?;
         let tmp = "CURRENT.tmp";
         let mut cur = self.env.create_writable(Tier::Fast, tmp, IoCause::Manifest)?;
