@@ -11,7 +11,11 @@ use std::process::ExitCode;
 use store_args::StoreArgs;
 
 #[derive(Parser)]
-#[command(name = "tierkv", version, about = "A key-value store for tiered storage")]
+#[command(
+    name = "tierkv",
+    version,
+    about = "A key-value store for tiered storage"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -79,8 +83,7 @@ enum Command {
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
         .init();
@@ -194,26 +197,76 @@ fn run(cmd: Command) -> CliResult {
 }
 
 fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()> {
-    writeln!(out, "writes: {} puts, {} deletes, {} user bytes, {} batches in {} WAL groups",
-        s.puts, s.deletes, s.user_bytes_written, s.write_batches, s.write_groups)?;
+    writeln!(
+        out,
+        "writes: {} puts, {} deletes, {} user bytes, {} batches in {} WAL groups",
+        s.puts, s.deletes, s.user_bytes_written, s.write_batches, s.write_groups
+    )?;
     let g = &s.get_sources;
     writeln!(out, "gets: {} (memtable {}, block cache {}, fast disk {}, slow disk {}, not found {}); FD hit rate {:.1}%",
         s.gets, g.memtable, g.block_cache, g.fast, g.slow, g.not_found, s.fd_hit_rate * 100.0)?;
-    writeln!(out, "flushes: {} ({} bytes); compactions: {} ({} trivial moves), read {} bytes, wrote {} bytes",
-        s.flushes, s.flush_bytes_written, s.compactions, s.trivial_moves, s.compaction_bytes_read, s.compaction_bytes_written)?;
-    writeln!(out, "write stalls: {} ({} us), slowdowns: {}", s.write_stalls, s.write_stall_micros, s.write_slowdowns)?;
-    writeln!(out, "block cache: {} / {} bytes, hit rate {:.1}%", s.block_cache.usage, s.block_cache.capacity, s.block_cache.hit_rate() * 100.0)?;
-    writeln!(out, "tiers: fast {} bytes{}, slow {} bytes", s.fast_tier_bytes,
-        s.fd_budget.map(|b| format!(" (budget {b})")).unwrap_or_default(), s.slow_tier_bytes)?;
-    writeln!(out, "{:<6} {:<5} {:>6} {:>14} {:>14}", "level", "tier", "files", "bytes", "target")?;
+    writeln!(
+        out,
+        "flushes: {} ({} bytes); compactions: {} ({} trivial moves), read {} bytes, wrote {} bytes",
+        s.flushes,
+        s.flush_bytes_written,
+        s.compactions,
+        s.trivial_moves,
+        s.compaction_bytes_read,
+        s.compaction_bytes_written
+    )?;
+    writeln!(
+        out,
+        "write stalls: {} ({} us), slowdowns: {}",
+        s.write_stalls, s.write_stall_micros, s.write_slowdowns
+    )?;
+    writeln!(
+        out,
+        "block cache: {} / {} bytes, hit rate {:.1}%",
+        s.block_cache.usage,
+        s.block_cache.capacity,
+        s.block_cache.hit_rate() * 100.0
+    )?;
+    writeln!(
+        out,
+        "tiers: fast {} bytes{}, slow {} bytes",
+        s.fast_tier_bytes,
+        s.fd_budget
+            .map(|b| format!(" (budget {b})"))
+            .unwrap_or_default(),
+        s.slow_tier_bytes
+    )?;
+    writeln!(
+        out,
+        "{:<6} {:<5} {:>6} {:>14} {:>14}",
+        "level", "tier", "files", "bytes", "target"
+    )?;
     for l in &s.levels {
-        writeln!(out, "L{:<5} {:<5} {:>6} {:>14} {:>14}", l.level, l.tier.name(), l.files, l.bytes, l.target_bytes)?;
+        writeln!(
+            out,
+            "L{:<5} {:<5} {:>6} {:>14} {:>14}",
+            l.level,
+            l.tier.name(),
+            l.files,
+            l.bytes,
+            l.target_bytes
+        )?;
     }
-    writeln!(out, "I/O by tier and cause (read bytes / ops, write bytes / ops):")?;
+    writeln!(
+        out,
+        "I/O by tier and cause (read bytes / ops, write bytes / ops):"
+    )?;
     for (name, tier) in [("fast", &s.io.fast), ("slow", &s.io.slow)] {
         for c in tier.causes.iter().filter(|c| c.read_ops + c.write_ops > 0) {
-            writeln!(out, "  {name:<5} {:<11} {:>14} / {:<9} {:>14} / {}",
-                c.cause.name(), c.read_bytes, c.read_ops, c.write_bytes, c.write_ops)?;
+            writeln!(
+                out,
+                "  {name:<5} {:<11} {:>14} / {:<9} {:>14} / {}",
+                c.cause.name(),
+                c.read_bytes,
+                c.read_ops,
+                c.write_bytes,
+                c.write_ops
+            )?;
         }
     }
     Ok(())

@@ -120,7 +120,11 @@ impl<'a> DecodedBatch<'a> {
     /// Parses and fully validates a WAL record; `path`/`offset` name it in errors.
     pub fn decode(rec: &'a [u8], path: &Path, offset: u64) -> Result<Self> {
         if rec.len() < HEADER {
-            return Err(Error::corruption(path, offset, "write batch shorter than its header"));
+            return Err(Error::corruption(
+                path,
+                offset,
+                "write batch shorter than its header",
+            ));
         }
         let batch = DecodedBatch {
             seq: decode_fixed64(rec),
@@ -130,7 +134,11 @@ impl<'a> DecodedBatch<'a> {
         let mut n = 0u32;
         for e in (BatchIter { data: batch.body }) {
             if e.is_none() {
-                return Err(Error::corruption(path, offset, "malformed write batch entry"));
+                return Err(Error::corruption(
+                    path,
+                    offset,
+                    "malformed write batch entry",
+                ));
             }
             n += 1;
         }
@@ -209,10 +217,15 @@ mod tests {
         b.put(b"key", b"value").delete(b"k2");
         let enc = b.encode_with_seq(1).to_vec();
         for cut in 0..enc.len() {
-            assert!(DecodedBatch::decode(&enc[..cut], Path::new("x"), 0).is_err(), "cut {cut}");
+            assert!(
+                DecodedBatch::decode(&enc[..cut], Path::new("x"), 0).is_err(),
+                "cut {cut}"
+            );
         }
         let mut bad = enc.clone();
         bad[8] = 5;
-        assert!(DecodedBatch::decode(&bad, Path::new("x"), 9).unwrap_err().is_corruption());
+        assert!(DecodedBatch::decode(&bad, Path::new("x"), 9)
+            .unwrap_err()
+            .is_corruption());
     }
 }

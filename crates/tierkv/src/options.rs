@@ -121,22 +121,34 @@ impl Options {
     pub fn validate(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::InvalidArgument(msg));
         if self.write_buffer_size < 4 * KIB {
-            return bad(format!("write_buffer_size {} is below 4 KiB", self.write_buffer_size));
+            return bad(format!(
+                "write_buffer_size {} is below 4 KiB",
+                self.write_buffer_size
+            ));
         }
         if self.max_immutable_memtables == 0 {
             return bad("max_immutable_memtables must be at least 1".into());
         }
         if !(256..=64 * MIB).contains(&self.block_size) {
-            return bad(format!("block_size {} is outside 256 B..64 MiB", self.block_size));
+            return bad(format!(
+                "block_size {} is outside 256 B..64 MiB",
+                self.block_size
+            ));
         }
         if self.block_restart_interval == 0 {
             return bad("block_restart_interval must be at least 1".into());
         }
         if self.bloom_bits_per_key > 64 {
-            return bad(format!("bloom_bits_per_key {} exceeds 64", self.bloom_bits_per_key));
+            return bad(format!(
+                "bloom_bits_per_key {} exceeds 64",
+                self.bloom_bits_per_key
+            ));
         }
         if self.target_file_size < 4 * KIB as u64 {
-            return bad(format!("target_file_size {} is below 4 KiB", self.target_file_size));
+            return bad(format!(
+                "target_file_size {} is below 4 KiB",
+                self.target_file_size
+            ));
         }
         if self.level0_compaction_trigger == 0
             || self.level0_slowdown_trigger < self.level0_compaction_trigger
@@ -144,11 +156,16 @@ impl Options {
         {
             return bad(format!(
                 "L0 triggers must satisfy 0 < compaction ({}) <= slowdown ({}) <= stop ({})",
-                self.level0_compaction_trigger, self.level0_slowdown_trigger, self.level0_stop_trigger
+                self.level0_compaction_trigger,
+                self.level0_slowdown_trigger,
+                self.level0_stop_trigger
             ));
         }
         if self.level_size_ratio < 2 {
-            return bad(format!("level_size_ratio {} must be at least 2", self.level_size_ratio));
+            return bad(format!(
+                "level_size_ratio {} must be at least 2",
+                self.level_size_ratio
+            ));
         }
         if !(2..=20).contains(&self.num_levels) {
             return bad(format!("num_levels {} is outside 2..20", self.num_levels));
@@ -157,19 +174,30 @@ impl Options {
             return bad("background_threads must be at least 1".into());
         }
         if self.max_open_files < 10 {
-            return bad(format!("max_open_files {} is below 10", self.max_open_files));
+            return bad(format!(
+                "max_open_files {} is below 10",
+                self.max_open_files
+            ));
         }
         if self.max_key_size == 0 || self.max_key_size > 16 * MIB {
-            return bad(format!("max_key_size {} is outside 1 B..16 MiB", self.max_key_size));
+            return bad(format!(
+                "max_key_size {} is outside 1 B..16 MiB",
+                self.max_key_size
+            ));
         }
         if self.max_value_size > u32::MAX as usize {
-            return bad(format!("max_value_size {} exceeds 4 GiB", self.max_value_size));
+            return bad(format!(
+                "max_value_size {} exceeds 4 GiB",
+                self.max_value_size
+            ));
         }
         if self.max_bytes_for_level_base == 0 {
             return bad("max_bytes_for_level_base must be positive".into());
         }
         if self.slow.is_some() && self.fd_budget.is_none() {
-            return bad("a slow tier needs fd_budget: the fast tier's levels are sized to it".into());
+            return bad(
+                "a slow tier needs fd_budget: the fast tier's levels are sized to it".into(),
+            );
         }
         if self.fd_budget == Some(0) {
             return bad("fd_budget must be positive".into());
@@ -269,7 +297,13 @@ impl LevelLayout {
             }
         }
         let tiers = (0..n)
-            .map(|l| if l <= last_fast { Tier::Fast } else { Tier::Slow })
+            .map(|l| {
+                if l <= last_fast {
+                    Tier::Fast
+                } else {
+                    Tier::Slow
+                }
+            })
             .collect();
         LevelLayout {
             targets,

@@ -48,7 +48,11 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
     let mut out = JobOutput::default();
     for f in c.all_inputs() {
         out.edit.deleted.push((
-            if c.inputs.iter().any(|i| i.number == f.number) { c.level } else { c.output_level },
+            if c.inputs.iter().any(|i| i.number == f.number) {
+                c.level
+            } else {
+                c.output_level
+            },
             f.number,
         ));
     }
@@ -145,7 +149,9 @@ fn merge(
         // A tombstone every snapshot sees, with nothing deeper to hide, can go.
         let dead_tombstone = parsed.kind == ValueKind::Delete
             && parsed.seq <= ctx.smallest_snapshot
-            && ctx.version.is_base_level_for_key(c.output_level, parsed.user_key);
+            && ctx
+                .version
+                .is_base_level_for_key(c.output_level, parsed.user_key);
         last_seq_for_key = parsed.seq;
         if shadowed || dead_tombstone {
             out.entries_dropped += 1;

@@ -33,7 +33,9 @@ pub(crate) fn new_iterator(db: &DbInner, ropts: &ReadOptions) -> Result<DbIterat
         // Files entirely outside the bounds cannot contribute.
         let files: Vec<_> = files
             .iter()
-            .filter(|f| f.overlaps(lo, None) && hi.is_none_or(|hi| crate::key::user_key(f.smallest()) < hi))
+            .filter(|f| {
+                f.overlaps(lo, None) && hi.is_none_or(|hi| crate::key::user_key(f.smallest()) < hi)
+            })
             .cloned()
             .collect();
         if files.is_empty() {

@@ -249,7 +249,11 @@ impl Db {
         let v = self.inner.sv.load().version.clone();
         let mut entries = 0;
         for (_, f) in v.all_files() {
-            entries += self.inner.tables.get(f, IoCause::Check)?.verify(IoCause::Check)?;
+            entries += self
+                .inner
+                .tables
+                .get(f, IoCause::Check)?
+                .verify(IoCause::Check)?;
         }
         Ok(entries)
     }

@@ -36,7 +36,13 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             slow_dir.display()
         )));
     }
-    let env = Env::new(path, &slow_dir, opts.fast_device, slow_device, opts.use_direct_io)?;
+    let env = Env::new(
+        path,
+        &slow_dir,
+        opts.fast_device,
+        slow_device,
+        opts.use_direct_io,
+    )?;
     let lock_path = env.path(Tier::Fast, LOCK);
     let lock_file = std::fs::OpenOptions::new()
         .create(true)
@@ -55,8 +61,13 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         opts.create_if_missing,
         opts.error_if_exists,
     )?;
-    let block_cache = (opts.block_cache_size > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_size)));
-    let tables = Arc::new(TableCache::new(env.clone(), opts.max_open_files, block_cache));
+    let block_cache =
+        (opts.block_cache_size > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_size)));
+    let tables = Arc::new(TableCache::new(
+        env.clone(),
+        opts.max_open_files,
+        block_cache,
+    ));
 
     let counters = Counters::default();
     let last_seq = replay_wals(&env, &opts, &mut versions, &counters)?;
@@ -148,13 +159,14 @@ fn replay_wals(
     let mut last_seq = versions.last_sequence;
     let mut edit = VersionEdit::default();
     let mut mem = Arc::new(MemTable::new(0));
-    let flush = |mem: &Arc<MemTable>, versions: &mut VersionSet, edit: &mut VersionEdit| -> Result<()> {
-        let number = versions.new_file_number();
-        if let Some(f) = write_level0_table(env, opts, counters, mem, number)? {
-            edit.added.push(f);
-        }
-        Ok(())
-    };
+    let flush =
+        |mem: &Arc<MemTable>, versions: &mut VersionSet, edit: &mut VersionEdit| -> Result<()> {
+            let number = versions.new_file_number();
+            if let Some(f) = write_level0_table(env, opts, counters, mem, number)? {
+                edit.added.push(f);
+            }
+            Ok(())
+        };
     for number in logs {
         let name = wal_file_name(number);
         let path = env.path(Tier::Fast, &name);
@@ -192,7 +204,11 @@ fn replay_wals(
 
 /// Deletes files no longer referenced: old WALs, old manifests, tables outside the version.
 fn remove_obsolete_files(env: &Arc<Env>, versions: &VersionSet, wal_number: u64) -> Result<()> {
-    let live: HashSet<u64> = versions.current().all_files().map(|(_, f)| f.number).collect();
+    let live: HashSet<u64> = versions
+        .current()
+        .all_files()
+        .map(|(_, f)| f.number)
+        .collect();
     let manifest = manifest_file_name(versions.manifest_number());
     for tier in Tier::ALL {
         if tier == Tier::Slow && env.is_single_dir() {

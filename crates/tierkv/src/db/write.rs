@@ -71,7 +71,9 @@ impl DbInner {
         drop(queue);
         // Leader: commit a group that starts with this write.
         let guard = self.write_lock.lock();
-        let outcome = self.make_room_for_write(false).and_then(|_| self.commit_group());
+        let outcome = self
+            .make_room_for_write(false)
+            .and_then(|_| self.commit_group());
         drop(guard);
         let (group_len, result) = match outcome {
             Ok(n) => (n, Ok(())),
@@ -209,7 +211,9 @@ impl DbInner {
                 let mut wal = self.wal.lock();
                 // The old log's tail must be durable before later writes are, or a power cut
                 // could lose a middle of the history (invariant 2).
-                wal.writer.sync().map_err(|e| self.set_bg_error(&mut st, e))?;
+                wal.writer
+                    .sync()
+                    .map_err(|e| self.set_bg_error(&mut st, e))?;
                 *wal = Wal {
                     writer: LogWriter::new(file),
                 };

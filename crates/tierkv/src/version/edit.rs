@@ -175,7 +175,10 @@ mod tests {
     #[test]
     fn round_trip() {
         let e = sample();
-        assert_eq!(VersionEdit::decode(&e.encode(), Path::new("m"), 0).unwrap(), e);
+        assert_eq!(
+            VersionEdit::decode(&e.encode(), Path::new("m"), 0).unwrap(),
+            e
+        );
     }
 
     /// Every truncation is corruption or a shorter valid edit, never a panic (invariant 3).

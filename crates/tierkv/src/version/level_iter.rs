@@ -39,7 +39,11 @@ impl LevelIterator {
     fn open(&mut self, index: usize) -> Result<()> {
         self.index = index;
         self.current = match self.files.get(index) {
-            Some(f) => Some(self.tables.get(f, self.cause)?.iter(self.cause, self.fill_cache)),
+            Some(f) => Some(
+                self.tables
+                    .get(f, self.cause)?
+                    .iter(self.cause, self.fill_cache),
+            ),
             None => None,
         };
         Ok(())

@@ -101,7 +101,9 @@ impl VersionSet {
             for (level, number) in edit.deleted {
                 let removed = levels.get_mut(level).and_then(|l| l.remove(&number));
                 if removed.is_none() {
-                    return Err(bad(format!("deletes unknown file {number} from level {level}")));
+                    return Err(bad(format!(
+                        "deletes unknown file {number} from level {level}"
+                    )));
                 }
             }
             for f in edit.added {
@@ -132,14 +134,20 @@ impl VersionSet {
                 .collect();
         }
         sort_and_check(&mut version).map_err(|why| Error::corruption(&path, 0, why))?;
-        let max_number = version.all_files().map(|(_, f)| f.number).max().unwrap_or(0);
+        let max_number = version
+            .all_files()
+            .map(|(_, f)| f.number)
+            .max()
+            .unwrap_or(0);
         let mut vs = VersionSet {
             env,
             layout,
             current: Arc::new(version),
             manifest: None,
             manifest_number,
-            next_file_number: next_file_number.max(max_number + 1).max(manifest_number + 1),
+            next_file_number: next_file_number
+                .max(max_number + 1)
+                .max(manifest_number + 1),
             last_sequence,
             log_number: log_number.unwrap_or(0),
         };
@@ -159,7 +167,10 @@ impl VersionSet {
                     return Err(Error::corruption(
                         self.env.path(f.tier, &name),
                         size,
-                        format!("table of level {level} has {size} bytes, manifest says {}", f.size()),
+                        format!(
+                            "table of level {level} has {size} bytes, manifest says {}",
+                            f.size()
+                        ),
                     ))
                 }
                 Err(_) => {
@@ -229,10 +240,19 @@ impl VersionSet {
             .deleted
             .iter()
             .filter_map(|&(level, number)| {
-                self.current.levels.get(level)?.iter().find(|f| f.number == number).cloned()
+                self.current
+                    .levels
+                    .get(level)?
+                    .iter()
+                    .find(|f| f.number == number)
+                    .cloned()
             })
             .collect();
-        if self.manifest.as_ref().is_none_or(|m| m.len() > MAX_MANIFEST_BYTES) {
+        if self
+            .manifest
+            .as_ref()
+            .is_none_or(|m| m.len() > MAX_MANIFEST_BYTES)
+        {
             // The snapshot written by a new manifest must already include this edit.
             let old = std::mem::replace(&mut self.current, Arc::new(version));
             if let Err(e) = self.write_new_manifest() {
@@ -271,14 +291,26 @@ impl VersionSet {
         for f in &edit.added {
             // A trivially moved file keeps its FileMeta, so every version shares one
             // lifetime (and one being-compacted flag) for it.
-            let moved = edit.deleted.iter().find(|d| d.1 == f.number).and_then(|&(l, n)| {
-                self.current.levels.get(l)?.iter().find(|m| m.number == n).cloned()
-            });
-            let meta = moved.unwrap_or_else(|| Arc::new(FileMeta::new(f.clone(), self.env.clone())));
+            let moved = edit
+                .deleted
+                .iter()
+                .find(|d| d.1 == f.number)
+                .and_then(|&(l, n)| {
+                    self.current
+                        .levels
+                        .get(l)?
+                        .iter()
+                        .find(|m| m.number == n)
+                        .cloned()
+                });
+            let meta =
+                moved.unwrap_or_else(|| Arc::new(FileMeta::new(f.clone(), self.env.clone())));
             v.levels[f.level].push(meta);
         }
         sort_and_check(&mut v).map_err(|why| {
-            Error::InvalidArgument(format!("internal error: version edit would break the LSM shape: {why}"))
+            Error::InvalidArgument(format!(
+                "internal error: version edit would break the LSM shape: {why}"
+            ))
         })?;
         Ok(v)
     }
@@ -287,7 +319,9 @@ impl VersionSet {
     fn write_new_manifest(&mut self) -> Result<()> {
         let number = self.new_file_number();
         let name = manifest_file_name(number);
-        let file = self.env.create_writable(Tier::Fast, &name, IoCause::Manifest)?;
+        let file = self
+            .env
+            .create_writable(Tier::Fast, &name, IoCause::Manifest)?;
         let mut writer = LogWriter::new(file);
         let snapshot = VersionEdit {
             log_number: Some(self.log_number),
@@ -306,7 +340,9 @@ impl VersionSet {
         writer.add_record(snapshot.encode())?;
         writer.sync()?;
         let tmp = "CURRENT.tmp";
-        let mut cur = self.env.create_writable(Tier::Fast, tmp, IoCause::Manifest)?;
+        let mut cur = self
+            .env
+            .create_writable(Tier::Fast, tmp, IoCause::Manifest)?;
         cur.append(format!("{name}\n").as_bytes())?;
         cur.sync()?;
         drop(cur);

@@ -28,7 +28,9 @@ impl TableCache {
     /// The reader of a file, opening it (charged to `cause`) on a miss.
     pub fn get(&self, meta: &FileMeta, cause: IoCause) -> Result<Arc<Table>> {
         self.tables.get_or_insert_with(&meta.number, || {
-            let file = self.env.open_random(meta.tier, &super::table_file_name(meta.number))?;
+            let file = self
+                .env
+                .open_random(meta.tier, &super::table_file_name(meta.number))?;
             Ok(Arc::new(Table::open(
                 file,
                 meta.number,
