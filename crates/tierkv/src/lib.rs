@@ -19,6 +19,7 @@ pub mod coding;
 pub mod compaction;
 mod db;
 pub mod env;
+pub mod hot;
 mod error;
 pub mod iter;
 pub mod key;

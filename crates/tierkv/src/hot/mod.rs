@@ -1,0 +1,4 @@
+//! HotRAP's hot-record machinery: the promotion cache (records read from the slow tier
+//! awaiting promotion) and RALT (the on-disk access tracker deciding what is hot).
+
+pub mod promotion;

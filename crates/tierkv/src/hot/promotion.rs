@@ -1,0 +1,377 @@
+//! The promotion cache (HotRAP §3.1, §3.3, §3.4): records read from the slow tier, held in
+//! memory logically between the last fast level and the first slow level, until promotion
+//! by flush or by compaction moves the hot ones to the fast tier.
+//!
+//! It owns the cache tables, the lock and epoch that keep inserts safe against concurrent
+//! compactions into the slow tier, and the `updated` sets of immutable tables. It does not
+//! decide hotness (RALT does) nor write files (the engine's checker and compaction do).
+//!
+//! Safety of inserts (invariant 1: a read never returns a version older than the newest
+//! one visible to it). A record read from the slow tier is the newest version in its
+//! reader's superversion. It would become stale only if a newer version moved into the
+//! slow tier, which happens only through a compaction whose output is on the slow tier.
+//! Every such compaction is announced with [`PromotionCache::begin_compaction`] under the
+//! write lock; it bumps an epoch, remembers its key range, and drains the mutable table's
+//! records in that range (they go to the compaction: promotion by compaction). A reader
+//! takes the epoch *before* its superversion; its insert takes the read lock (try-lock,
+//! abort on contention) and aborts if any compaction announced since then covers the key.
+//! This is the paper's "being or having been compacted" check, made exact for keys whose
+//! range no slow file covered yet.
+
+use crate::key::SeqNo;
+use bytes::Bytes;
+use crossbeam_skiplist::SkipMap;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::ops::Bound;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+/// Per-record bookkeeping charged on top of key and value bytes.
+const ENTRY_OVERHEAD: usize = 64;
+/// Compaction ranges remembered for the insert check; a reader older than the oldest one
+/// remembered aborts (rare: it means this many compactions started during one read).
+const RECENT_COMPACTIONS: usize = 256;
+
+/// One cached record: the newest slow-tier version of its key when it was read.
+#[derive(Clone, Debug)]
+pub struct PcRecord {
+    /// The value.
+    pub value: Bytes,
+    /// Its sequence number.
+    pub seq: SeqNo,
+}
+
+/// One promotion cache table (mutable, then immutable while the checker works on it).
+pub struct PcTable {
+    map: SkipMap<Bytes, PcRecord>,
+    size: AtomicUsize,
+    /// Keys written since this table became immutable (HotRAP §3.4): never promoted.
+    updated: Mutex<HashSet<Bytes>>,
+    /// Epoch when the table was frozen: compactions announced after it may have made its
+    /// records stale, so records promoted or put back are checked against it.
+    frozen_epoch: AtomicU64,
+}
+
+impl PcTable {
+    fn new() -> Self {
+        PcTable {
+            map: SkipMap::new(),
+            size: AtomicUsize::new(0),
+            updated: Mutex::new(HashSet::new()),
+            frozen_epoch: AtomicU64::new(0),
+        }
+    }
+
+    /// Bytes held, approximately (keys, values, overhead).
+    pub fn approximate_size(&self) -> usize {
+        self.size.load(Ordering::Relaxed)
+    }
+
+    /// Records held.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// True when empty.
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Every record in key order.
+    pub fn records(&self) -> Vec<(Bytes, PcRecord)> {
+        self.map
+            .iter()
+            .map(|e| (e.key().clone(), e.value().clone()))
+            .collect()
+    }
+
+    /// True if `key` was written after the table froze.
+    pub fn is_updated(&self, key: &[u8]) -> bool {
+        self.updated.lock().contains(key)
+    }
+
+    /// Epoch at which the table was frozen.
+    pub fn frozen_epoch(&self) -> u64 {
+        self.frozen_epoch.load(Ordering::Acquire)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<PcRecord> {
+        self.map.get(key).map(|e| e.value().clone())
+    }
+
+    fn insert(&self, key: &[u8], record: PcRecord) {
+        if self.map.get(key).is_some_and(|e| e.value().seq >= record.seq) {
+            return;
+        }
+        let charge = key.len() + record.value.len() + ENTRY_OVERHEAD;
+        self.map.insert(Bytes::copy_from_slice(key), record);
+        self.size.fetch_add(charge, Ordering::Relaxed);
+    }
+}
+
+/// Why an insert did not happen.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InsertOutcome {
+    /// The record is in the mutable table.
+    Inserted,
+    /// A concurrent compaction may have moved a newer version to the slow tier, or the
+    /// lock was contended: the record was not cached (the read itself is still correct).
+    Aborted,
+}
+
+/// The promotion cache: one mutable table and the immutable ones awaiting the checker.
+pub struct PromotionCache {
+    lock: RwLock<()>,
+    epoch: AtomicU64,
+    /// `(epoch, lo, hi)` of recently announced compactions into the slow tier.
+    recent: Mutex<VecDeque<(u64, Vec<u8>, Vec<u8>)>>,
+    mutable: RwLock<Arc<PcTable>>,
+    immutables: Mutex<Vec<Arc<PcTable>>>,
+    aborted: AtomicU64,
+    inserted: AtomicU64,
+}
+
+impl Default for PromotionCache {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl PromotionCache {
+    /// An empty cache.
+    pub fn new() -> Self {
+        PromotionCache {
+            lock: RwLock::new(()),
+            epoch: AtomicU64::new(1),
+            recent: Mutex::new(VecDeque::new()),
+            mutable: RwLock::new(Arc::new(PcTable::new())),
+            immutables: Mutex::new(Vec::new()),
+            aborted: AtomicU64::new(0),
+            inserted: AtomicU64::new(0),
+        }
+    }
+
+    /// The epoch a reader must take before loading its superversion.
+    pub fn read_epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The cached version of `key` visible at `snapshot`: mutable table first, then the
+    /// immutable ones newest first.
+    pub fn get(&self, key: &[u8], snapshot: SeqNo) -> Option<PcRecord> {
+        let visible = |r: PcRecord| (r.seq <= snapshot).then_some(r);
+        if let Some(r) = self.mutable.read().get(key) {
+            return visible(r);
+        }
+        let imms = self.immutables.lock().clone();
+        imms.iter().rev().find_map(|t| t.get(key)).and_then(visible)
+    }
+
+    /// Caches a record read from the slow tier by a reader that took `read_epoch` before
+    /// its superversion. See the module comment for why this is safe.
+    pub fn try_insert(&self, key: &[u8], record: PcRecord, read_epoch: u64) -> InsertOutcome {
+        let Some(_guard) = self.lock.try_read() else {
+            self.aborted.fetch_add(1, Ordering::Relaxed);
+            return InsertOutcome::Aborted;
+        };
+        if self.compacted_since(key, read_epoch) {
+            self.aborted.fetch_add(1, Ordering::Relaxed);
+            return InsertOutcome::Aborted;
+        }
+        self.mutable.read().insert(key, record);
+        self.inserted.fetch_add(1, Ordering::Relaxed);
+        InsertOutcome::Inserted
+    }
+
+    /// True if a compaction announced after `epoch` covers `key` (or may have: when too many
+    /// compactions happened since to remember them all).
+    pub fn compacted_since(&self, key: &[u8], epoch: u64) -> bool {
+        if self.epoch.load(Ordering::Acquire) == epoch {
+            return false;
+        }
+        let recent = self.recent.lock();
+        match recent.front() {
+            Some((oldest, _, _)) if *oldest > epoch + 1 => true,
+            _ => recent
+                .iter()
+                .any(|(e, lo, hi)| *e > epoch && lo.as_slice() <= key && key <= hi.as_slice()),
+        }
+    }
+
+    /// Announces a compaction writing user keys `[lo, hi]` into the slow tier and takes every
+    /// table's records in that range (for promotion by compaction), sorted by key.
+    pub fn begin_compaction(&self, lo: &[u8], hi: &[u8]) -> Vec<(Bytes, PcRecord)> {
+        let _guard = self.lock.write();
+        let epoch = self.epoch.fetch_add(1, Ordering::AcqRel) + 1;
+        {
+            let mut recent = self.recent.lock();
+            recent.push_back((epoch, lo.to_vec(), hi.to_vec()));
+            while recent.len() > RECENT_COMPACTIONS {
+                recent.pop_front();
+            }
+        }
+        // Immutable tables are drained too: their records would otherwise shadow the newer
+        // versions this compaction moves down, and the checker re-checks the epoch anyway.
+        let mut tables = vec![self.mutable.read().clone()];
+        tables.extend(self.immutables.lock().iter().cloned());
+        let mut taken: BTreeMap<Bytes, PcRecord> = BTreeMap::new();
+        for table in tables {
+            let range = (Bound::Included(lo), Bound::Included(hi));
+            let in_range: Vec<(Bytes, PcRecord)> = table
+                .map
+                .range::<[u8], _>(range)
+                .map(|e| (e.key().clone(), e.value().clone()))
+                .collect();
+            for (k, r) in in_range {
+                table.map.remove(&k);
+                let charge = k.len() + r.value.len() + ENTRY_OVERHEAD;
+                table.size.fetch_sub(charge, Ordering::Relaxed);
+                if taken.get(&k).is_none_or(|t| t.seq < r.seq) {
+                    taken.insert(k, r);
+                }
+            }
+        }
+        taken.into_iter().collect()
+    }
+
+    /// Bytes in the mutable table.
+    pub fn mutable_size(&self) -> usize {
+        self.mutable.read().approximate_size()
+    }
+
+    /// Freezes the mutable table (the caller holds the database mutex, HotRAP §3.4 step 3)
+    /// and returns it for the checker.
+    pub fn freeze(&self) -> Arc<PcTable> {
+        let _guard = self.lock.write();
+        let mut m = self.mutable.write();
+        let frozen = std::mem::replace(&mut *m, Arc::new(PcTable::new()));
+        frozen
+            .frozen_epoch
+            .store(self.epoch.load(Ordering::Acquire), Ordering::Release);
+        self.immutables.lock().push(frozen.clone());
+        frozen
+    }
+
+    /// Called (under the database mutex) when a memtable becomes immutable: its keys that
+    /// an immutable table holds are marked updated there (HotRAP §3.4 steps a-c).
+    pub fn note_updated_keys<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
+        let imms = self.immutables.lock().clone();
+        if imms.is_empty() {
+            return;
+        }
+        for k in keys {
+            for t in &imms {
+                if t.map.contains_key(k) {
+                    t.updated.lock().insert(Bytes::copy_from_slice(k));
+                }
+            }
+        }
+    }
+
+    /// True while an immutable table awaits the checker.
+    pub fn has_immutables(&self) -> bool {
+        !self.immutables.lock().is_empty()
+    }
+
+    /// Drops an immutable table once the checker is done with it.
+    pub fn retire(&self, table: &Arc<PcTable>) {
+        self.immutables.lock().retain(|t| !Arc::ptr_eq(t, table));
+    }
+
+    /// Puts records of a frozen table back into the mutable one (too few hot records to
+    /// fill a file), skipping any a compaction announced since the freeze may have staled.
+    pub fn put_back(&self, table: &PcTable, records: Vec<(Bytes, PcRecord)>) {
+        let epoch = table.frozen_epoch();
+        for (k, r) in records {
+            self.try_insert(&k, r, epoch);
+        }
+    }
+
+    /// Inserts that went through.
+    pub fn inserted(&self) -> u64 {
+        self.inserted.load(Ordering::Relaxed)
+    }
+
+    /// Inserts aborted by the concurrency check.
+    pub fn aborted(&self) -> u64 {
+        self.aborted.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held by all tables.
+    pub fn memory_usage(&self) -> usize {
+        self.mutable_size()
+            + self
+                .immutables
+                .lock()
+                .iter()
+                .map(|t| t.approximate_size())
+                .sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(v: &str, seq: SeqNo) -> PcRecord {
+        PcRecord {
+            value: Bytes::copy_from_slice(v.as_bytes()),
+            seq,
+        }
+    }
+
+    #[test]
+    fn insert_is_aborted_only_for_keys_a_later_compaction_covers() {
+        let pc = PromotionCache::new();
+        let e = pc.read_epoch();
+        let taken = pc.begin_compaction(b"b", b"d");
+        assert!(taken.is_empty());
+        assert_eq!(pc.try_insert(b"c", rec("old", 1), e), InsertOutcome::Aborted);
+        assert_eq!(pc.try_insert(b"e", rec("v", 1), e), InsertOutcome::Inserted);
+        // A reader that started after the compaction was announced may insert.
+        let e2 = pc.read_epoch();
+        assert_eq!(pc.try_insert(b"c", rec("new", 5), e2), InsertOutcome::Inserted);
+        assert_eq!(pc.get(b"c", 9).unwrap().value, "new");
+        assert_eq!((pc.inserted(), pc.aborted()), (2, 1));
+    }
+
+    #[test]
+    fn compaction_drains_its_range_from_the_mutable_table() {
+        let pc = PromotionCache::new();
+        for (i, k) in ["a", "b", "c", "d"].iter().enumerate() {
+            let e = pc.read_epoch();
+            pc.try_insert(k.as_bytes(), rec(k, i as u64 + 1), e);
+        }
+        let taken = pc.begin_compaction(b"b", b"c");
+        let keys: Vec<_> = taken.iter().map(|(k, _)| k.clone()).collect();
+        assert_eq!(keys, vec![Bytes::from("b"), Bytes::from("c")]);
+        assert!(pc.get(b"b", 9).is_none());
+        assert!(pc.get(b"a", 9).is_some() && pc.get(b"d", 9).is_some());
+    }
+
+    #[test]
+    fn snapshot_older_than_the_record_does_not_see_it() {
+        let pc = PromotionCache::new();
+        pc.try_insert(b"k", rec("v", 10), pc.read_epoch());
+        assert!(pc.get(b"k", 9).is_none());
+        assert!(pc.get(b"k", 10).is_some());
+    }
+
+    #[test]
+    fn frozen_tables_track_updated_keys_and_put_back_checks_the_freeze_epoch() {
+        let pc = PromotionCache::new();
+        pc.try_insert(b"a", rec("a", 1), pc.read_epoch());
+        pc.try_insert(b"b", rec("b", 2), pc.read_epoch());
+        let frozen = pc.freeze();
+        assert_eq!(pc.mutable_size(), 0);
+        assert!(pc.get(b"a", 9).is_some(), "immutable tables still serve reads");
+        pc.note_updated_keys([&b"a"[..], b"zz"].into_iter());
+        assert!(frozen.is_updated(b"a") && !frozen.is_updated(b"b"));
+        pc.begin_compaction(b"b", b"b");
+        pc.put_back(&frozen, frozen.records());
+        pc.retire(&frozen);
+        assert!(pc.get(b"a", 9).is_some());
+        assert!(pc.get(b"b", 9).is_none(), "b may be stale after the compaction");
+    }
+}
