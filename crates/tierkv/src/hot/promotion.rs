@@ -110,6 +110,9 @@ impl PcTable {
     }
 }
 
+/// `(epoch, lo, hi)`: a compaction into the slow tier of user keys `[lo, hi]`.
+type AnnouncedCompaction = (u64, Vec<u8>, Vec<u8>);
+
 /// Why an insert did not happen.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum InsertOutcome {
@@ -124,8 +127,8 @@ pub enum InsertOutcome {
 pub struct PromotionCache {
     lock: RwLock<()>,
     epoch: AtomicU64,
-    /// `(epoch, lo, hi)` of recently announced compactions into the slow tier.
-    recent: Mutex<VecDeque<(u64, Vec<u8>, Vec<u8>)>>,
+    /// Recently announced compactions into the slow tier.
+    recent: Mutex<VecDeque<AnnouncedCompaction>>,
     mutable: RwLock<Arc<PcTable>>,
     immutables: Mutex<Vec<Arc<PcTable>>>,
     aborted: AtomicU64,
