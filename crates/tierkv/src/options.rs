@@ -3,6 +3,7 @@
 //! derived from them (targets and tier placement); it never opens files.
 
 use crate::env::{DeviceProfile, Tier};
+use crate::hot::ralt::RaltOptions;
 use crate::sst::{Compression, TableOptions};
 use crate::wal::RecoveryMode;
 use crate::{Error, Result};
@@ -81,6 +82,54 @@ pub struct Options {
     /// Keep every level on the fast tier even when a slow tier is configured (the
     /// "all on FD" upper bound used in comparisons). Level sizes stay the same.
     pub all_on_fast: bool,
+    /// Hot-record retention and promotion (HotRAP); acts only on a two-tier store.
+    pub promotion: PromotionOptions,
+}
+
+/// Switches and sizes of HotRAP's retention and promotion, including the paper's ablations.
+#[derive(Clone, Debug)]
+pub struct PromotionOptions {
+    /// Master switch (default true). Off gives the "RocksDB-fat" baseline: no RALT, no
+    /// promotion cache, no retention.
+    pub enabled: bool,
+    /// Keep hot records on the last fast level when compacting into the slow tier.
+    pub retention: bool,
+    /// Ask RALT before promoting (off: every record read from the slow tier is promoted,
+    /// the paper's "no hotness check" ablation).
+    pub hotness_check: bool,
+    /// Promote promotion-cache records inside a fast-to-slow compaction's range.
+    pub by_compaction: bool,
+    /// Promote through the checker when the promotion cache fills.
+    pub by_flush: bool,
+    /// Size at which the mutable promotion cache is frozen for the checker (default: the
+    /// target file size, as in the paper).
+    pub cache_size: Option<usize>,
+    /// The hotness tracker's settings; its `fd_budget` is taken from [`Options::fd_budget`].
+    pub ralt: RaltOptions,
+}
+
+impl Default for PromotionOptions {
+    fn default() -> Self {
+        PromotionOptions {
+            enabled: true,
+            retention: true,
+            hotness_check: true,
+            by_compaction: true,
+            by_flush: true,
+            cache_size: None,
+            ralt: RaltOptions::default(),
+        }
+    }
+}
+
+impl PromotionOptions {
+    /// Everything off (the baseline placement).
+    pub fn disabled() -> Self {
+        PromotionOptions {
+            enabled: false,
+            ..Default::default()
+        }
+    }
 }
 
 impl Default for Options {
@@ -112,6 +161,7 @@ impl Default for Options {
             fd_budget: None,
             slow: None,
             all_on_fast: false,
+            promotion: PromotionOptions::default(),
         }
     }
 }
@@ -202,7 +252,25 @@ impl Options {
         if self.fd_budget == Some(0) {
             return bad("fd_budget must be positive".into());
         }
+        if self.promotion.cache_size == Some(0) {
+            return bad("promotion.cache_size must be positive".into());
+        }
+        if self.promotion_active() {
+            self.promotion.ralt.validate()?;
+        }
         Ok(())
+    }
+
+    /// True when hot-record promotion runs: enabled, with a slow tier actually in use.
+    pub fn promotion_active(&self) -> bool {
+        self.promotion.enabled && self.slow.is_some() && !self.all_on_fast
+    }
+
+    /// Size at which the promotion cache freezes.
+    pub(crate) fn promotion_cache_size(&self) -> usize {
+        self.promotion
+            .cache_size
+            .unwrap_or(self.target_file_size as usize)
     }
 
     pub(crate) fn table_options(&self) -> TableOptions {

@@ -33,14 +33,31 @@ fn claimed(files: &[Arc<FileMeta>]) -> bool {
     files.iter().any(|f| f.being_compacted.load(Relaxed))
 }
 
+/// What HotRAP changes in picking at the fast-to-slow boundary.
+pub struct HotPicking<'a> {
+    /// The last fast level (its compactions go to the slow tier).
+    pub level: usize,
+    /// Hot bytes in a user-key range (RALT's `range_hot_size`).
+    pub hot_size: &'a dyn Fn(&[u8], &[u8]) -> u64,
+    /// Do not pick `level` at all: its last compaction kept nearly everything (hot) on the
+    /// fast tier, and it has not grown since.
+    pub saturated: bool,
+}
+
 /// Picks and claims the most urgent compaction, if any level needs one.
-pub fn pick(v: &Version, opts: &Options) -> Option<Compaction> {
+pub fn pick(v: &Version, opts: &Options, hot: Option<&HotPicking<'_>>) -> Option<Compaction> {
     let scores = level_scores(v, opts);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
     for level in order {
+        let hot_here = hot.filter(|h| h.level == level);
+        if hot_here.is_some_and(|h| h.saturated) {
+            continue;
+        }
         let picked = if level == 0 {
             pick_level0(v)
+        } else if let Some(h) = hot_here {
+            pick_level_hot_aware(v, level, h)
         } else {
             pick_level(v, level)
         };
@@ -100,6 +117,49 @@ fn pick_level(v: &Version, level: usize) -> Option<Compaction> {
         output_inputs,
         output_tier: v.layout.tiers[level + 1],
         reason: "level size",
+    })
+}
+
+/// Ln -> Ln+1 at the fast-to-slow boundary (HotRAP §3.6): the unclaimed file with the most
+/// cold bytes per overlapping byte, `(size - hot size) / overlapping bytes`; when every
+/// benefit is zero (RALT overestimates), the oldest file.
+fn pick_level_hot_aware(v: &Version, level: usize, hot: &HotPicking<'_>) -> Option<Compaction> {
+    let mut best: Option<(f64, Arc<FileMeta>, Vec<Arc<FileMeta>>)> = None;
+    let mut oldest: Option<(Arc<FileMeta>, Vec<Arc<FileMeta>>)> = None;
+    for f in &v.levels[level] {
+        if f.being_compacted.load(Relaxed) {
+            continue;
+        }
+        let lo = user_key(f.smallest());
+        let hi = user_key(f.largest());
+        let overlap = v.overlapping(level + 1, Some(lo), Some(hi));
+        if claimed(&overlap) {
+            continue;
+        }
+        if oldest.as_ref().is_none_or(|(o, _)| f.number < o.number) {
+            oldest = Some((f.clone(), overlap.clone()));
+        }
+        let cold = f.size().saturating_sub((hot.hot_size)(lo, hi));
+        if cold == 0 {
+            continue;
+        }
+        let overlap_bytes: u64 = overlap.iter().map(|o| o.size()).sum();
+        let benefit = cold as f64 / overlap_bytes.max(1) as f64;
+        if best.as_ref().is_none_or(|(b, _, _)| benefit > *b) {
+            best = Some((benefit, f.clone(), overlap));
+        }
+    }
+    let (file, output_inputs) = match best {
+        Some((_, f, o)) => (f, o),
+        None => oldest?,
+    };
+    Some(Compaction {
+        level,
+        output_level: level + 1,
+        inputs: vec![file],
+        output_inputs,
+        output_tier: v.layout.tiers[level + 1],
+        reason: "level size (hot-aware)",
     })
 }
 

@@ -3,8 +3,8 @@
 //! plus manual compaction and waiting for quiescence.
 
 use super::stats::Counters;
-use super::{DbInner, State};
-use crate::compaction::job::{self, new_file_from, JobContext};
+use super::{promote, DbInner, State};
+use crate::compaction::job::{self, new_file_from, HotRouting, JobContext};
 use crate::compaction::{picker, Compaction};
 use crate::env::{Env, IoCause, Tier};
 use crate::iter::InternalIterator;
@@ -40,10 +40,35 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 inner.bg_cv.notify_all();
                 continue;
             }
+            if !st.checker_running && !st.pc_pending.is_empty() {
+                st.checker_running = true;
+                let (table, sv) = st.pc_pending.remove(0);
+                MutexGuard::unlocked(&mut st, || {
+                    // A failed promotion loses nothing (the records stay on the slow tier).
+                    if let Err(e) = promote::run_checker(&inner, &table, &sv) {
+                        tracing::warn!("promotion by flush failed: {e}");
+                    }
+                });
+                st.checker_running = false;
+                inner.done_cv.notify_all();
+                continue;
+            }
+            if let Some(ralt) = inner.ralt.clone() {
+                if !st.ralt_running && ralt.needs_maintenance() {
+                    st.ralt_running = true;
+                    let r = MutexGuard::unlocked(&mut st, || ralt.maintenance());
+                    st.ralt_running = false;
+                    if let Err(e) = r {
+                        inner.set_bg_error(&mut st, e);
+                    }
+                    inner.done_cv.notify_all();
+                    continue;
+                }
+            }
             let max_compactions = inner.opts.background_threads.saturating_sub(1).max(1);
             if !st.manual_compaction && st.running_compactions < max_compactions {
                 let v = st.versions.current();
-                if let Some(c) = picker::pick(&v, &inner.opts) {
+                if let Some(c) = pick(&inner, &st, &v) {
                     st.running_compactions += 1;
                     MutexGuard::unlocked(&mut st, || {
                         if let Err(e) = run_compaction(&inner, &c, &v) {
@@ -60,6 +85,34 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
         }
         inner.bg_cv.wait(&mut st);
     }
+}
+
+/// True while the last fast level holds (nearly) only retained hot data and has not grown
+/// by a file since: compacting it would only rewrite it in place.
+fn retention_saturated(
+    inner: &DbInner,
+    st: &State,
+    v: &crate::version::Version,
+    level: usize,
+) -> bool {
+    st.retention_saturated_at
+        .is_some_and(|at| v.level_bytes(level) <= at + inner.opts.target_file_size)
+}
+
+/// Picks the next compaction, hot-aware at the fast-to-slow boundary when promoting.
+fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Compaction> {
+    let Some(ralt) = &inner.ralt else {
+        return picker::pick(v, &inner.opts, None);
+    };
+    let level = inner.layout.last_fast_level;
+    let hot_size = |lo: &[u8], hi: &[u8]| ralt.range_hot_size(lo, hi);
+    let saturated = retention_saturated(inner, st, v, level);
+    let hot = picker::HotPicking {
+        level,
+        hot_size: &hot_size,
+        saturated,
+    };
+    picker::pick(v, &inner.opts, Some(&hot))
 }
 
 /// Writes a memtable's entries into a new table file on the fast tier.
@@ -143,6 +196,24 @@ pub(crate) fn run_compaction(
     v: &crate::version::Version,
 ) -> Result<()> {
     let alloc = || inner.state.lock().versions.new_file_number();
+    // A compaction from the fast into the slow tier moves newer versions below the
+    // promotion cache: announce it (HotRAP §3.3) and take the cached records in its range.
+    let crosses_tiers = v.layout.tiers[c.level] == Tier::Fast && c.output_tier == Tier::Slow;
+    let hot = match (&inner.ralt, crosses_tiers, picker::key_range(&c.inputs)) {
+        (Some(ralt), true, Some((lo, hi))) => {
+            let taken = inner.pc.begin_compaction(&lo, &hi);
+            let p = &inner.opts.promotion;
+            Some(HotRouting {
+                ralt,
+                retention: p.retention && c.level == inner.layout.last_fast_level,
+                hotness_check: p.hotness_check,
+                promote: if p.by_compaction { taken } else { Vec::new() },
+                lo,
+                hi,
+            })
+        }
+        _ => None,
+    };
     let ctx = JobContext {
         env: &inner.env,
         tables: &inner.tables,
@@ -151,6 +222,7 @@ pub(crate) fn run_compaction(
         smallest_snapshot: inner.smallest_snapshot(),
         version: v,
         new_file_number: &alloc,
+        hot,
     };
     let out = match job::run(c, &ctx) {
         Ok(out) => out,
@@ -173,6 +245,14 @@ pub(crate) fn run_compaction(
     }
     inner.install_super_version(&st);
     c.release();
+    if ctx.hot.is_some() {
+        // Nearly everything stayed on the fast tier: the level is full of hot data, and
+        // picking it again before it grows would only rewrite it.
+        let fast_in: u64 = c.inputs.iter().map(|f| f.size()).sum();
+        let kept = out.retained_bytes + out.promoted_bytes;
+        st.retention_saturated_at =
+            (kept * 10 >= fast_in * 9).then(|| st.versions.current().level_bytes(c.level));
+    }
     drop(st);
     if !trivial {
         for f in c.all_inputs() {
@@ -187,6 +267,8 @@ pub(crate) fn run_compaction(
     Counters::add(&k.compaction_bytes_read, out.bytes_read);
     Counters::add(&k.compaction_bytes_written, out.bytes_written);
     Counters::add(&k.compaction_entries_dropped, out.entries_dropped);
+    Counters::add(&k.retained_bytes, out.retained_bytes);
+    Counters::add(&k.promoted_by_compaction_bytes, out.promoted_bytes);
     Ok(())
 }
 
@@ -207,16 +289,30 @@ fn wait_for<F: FnMut(&State) -> bool>(inner: &DbInner, mut done: F) -> Result<()
     }
 }
 
-/// Waits until nothing is flushing or compacting and no level needs compaction.
+/// Waits until nothing is flushing, promoting or compacting and no level needs compaction.
 pub(crate) fn wait_idle(inner: &DbInner) -> Result<()> {
     wait_for(inner, |st| {
         st.imms.is_empty()
             && !st.flush_running
             && st.running_compactions == 0
-            && picker::level_scores(&st.versions.current(), &inner.opts)
-                .iter()
-                .all(|s| *s < 1.0)
+            && st.pc_pending.is_empty()
+            && !st.checker_running
+            && !st.ralt_running
+            && !needs_compaction(inner, st)
     })
+}
+
+/// True if some level is over its target and may be picked.
+fn needs_compaction(inner: &DbInner, st: &State) -> bool {
+    let v = st.versions.current();
+    let hot_level = inner.ralt.as_ref().map(|_| inner.layout.last_fast_level);
+    picker::level_scores(&v, &inner.opts)
+        .iter()
+        .enumerate()
+        .any(|(level, score)| {
+            let saturated = hot_level == Some(level) && retention_saturated(inner, st, &v, level);
+            *score >= 1.0 && !saturated
+        })
 }
 
 /// Manual compaction of `[from, to]` down to the deepest level holding data in it.

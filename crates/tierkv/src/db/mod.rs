@@ -12,15 +12,18 @@
 mod background;
 mod iterator;
 mod open;
+mod promote;
 mod stats;
 mod write;
 
 pub use iterator::DbIterator;
-pub use stats::{CacheStats, DbStats, GetSources, LevelStats};
+pub use stats::{CacheStats, DbStats, GetSources, LevelStats, PromotionStats};
 
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
 use crate::env::{thread_read_count, Env, IoCause, Tier};
+use crate::hot::promotion::{PcTable, PromotionCache};
+use crate::hot::ralt::Ralt;
 use crate::key::{seek_key, SeqNo};
 use crate::memtable::{MemGet, MemTable};
 use crate::options::{LevelLayout, Options, ReadOptions, WriteOptions};
@@ -55,6 +58,15 @@ pub(crate) struct State {
     pub running_compactions: usize,
     pub manual_compaction: bool,
     pub bg_error: Option<Arc<Error>>,
+    /// Frozen promotion caches awaiting the checker, each with the superversion taken
+    /// when it froze (HotRAP §3.4 steps 3-4).
+    pub pc_pending: Vec<(Arc<PcTable>, Arc<SuperVersion>)>,
+    pub checker_running: bool,
+    pub ralt_running: bool,
+    /// Bytes of the last fast level when a compaction into the slow tier last retained
+    /// nearly all of its input: until the level grows past this by a file, picking it again
+    /// would only rewrite hot data in place.
+    pub retention_saturated_at: Option<u64>,
 }
 
 pub(crate) struct Wal {
@@ -80,6 +92,10 @@ pub(crate) struct DbInner {
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
     pub shutting_down: AtomicBool,
     pub counters: Counters,
+    /// Records read from the slow tier awaiting promotion.
+    pub pc: PromotionCache,
+    /// The hotness tracker (when promotion is active).
+    pub ralt: Option<Arc<Ralt>>,
     _lock_file: std::fs::File,
 }
 
@@ -327,8 +343,10 @@ impl DbInner {
 
     fn get(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Vec<u8>>> {
         Counters::add(&self.counters.gets, 1);
-        // Sequence first, then the SuperVersion: every write at or below `seq` is already
-        // in a memtable or table that this SuperVersion (or a later one) contains.
+        // The promotion epoch before the SuperVersion (see hot::promotion), the sequence
+        // before the SuperVersion too: every write at or below `seq` is already in a
+        // memtable or table that this SuperVersion (or a later one) contains.
+        let read_epoch = self.pc.read_epoch();
         let seq = ropts
             .snapshot
             .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
@@ -346,12 +364,31 @@ impl DbInner {
                 MemGet::NotFound => {}
             }
         }
-        let reads_before = thread_read_count();
         let lookup = seek_key(key, seq);
         let last = sv.version.num_levels() - 1;
-        let hit = sv
+        let promoting = self.ralt.is_some();
+        // Read order (HotRAP): fast levels, promotion cache, slow levels.
+        let split = if promoting {
+            self.layout.last_fast_level.min(last)
+        } else {
+            last
+        };
+        let reads_before = thread_read_count();
+        let mut hit = sv
             .version
-            .get(&self.tables, &lookup, 0..=last, IoCause::UserGet)?;
+            .get(&self.tables, &lookup, 0..=split, IoCause::UserGet)?;
+        if hit.is_none() && promoting {
+            if let Some(r) = self.pc.get(key, seq) {
+                Counters::add(&self.counters.get_promotion_cache, 1);
+                self.record_access(key, r.value.len());
+                return Ok(Some(r.value.to_vec()));
+            }
+        }
+        if hit.is_none() && split < last {
+            hit = sv
+                .version
+                .get(&self.tables, &lookup, split + 1..=last, IoCause::UserGet)?;
+        }
         let touched_disk = thread_read_count() != reads_before;
         let Some(hit) = hit else {
             Counters::add(&self.counters.get_not_found, 1);
@@ -363,10 +400,21 @@ impl DbInner {
             (true, Tier::Slow) => &self.counters.get_slow,
         };
         Counters::add(counter, 1);
-        Ok(match hit.result {
-            LevelGet::Found(v) => Some(Vec::from(v)),
-            LevelGet::Deleted => None,
-        })
+        let LevelGet::Found(value) = hit.result else {
+            return Ok(None);
+        };
+        if promoting {
+            match hit.tier {
+                Tier::Fast => self.record_access(key, value.len()),
+                // Only reads of the latest state may cache: a snapshot read may have
+                // returned a version that is no longer the newest.
+                Tier::Slow if ropts.snapshot.is_none() => {
+                    self.offer_for_promotion(key, &value, hit.seq, read_epoch)
+                }
+                Tier::Slow => {}
+            }
+        }
+        Ok(Some(Vec::from(value)))
     }
 
     fn stats(&self) -> DbStats {
@@ -375,6 +423,7 @@ impl DbInner {
         let get_sources = GetSources {
             memtable: c.get_memtable.load(Relaxed),
             block_cache: c.get_block_cache.load(Relaxed),
+            promotion_cache: c.get_promotion_cache.load(Relaxed),
             fast: c.get_fast.load(Relaxed),
             slow: c.get_slow.load(Relaxed),
             not_found: c.get_not_found.load(Relaxed),
@@ -429,6 +478,19 @@ impl DbInner {
             immutable_memtables: sv.imms.len(),
             last_sequence: self.visible_seq.load(Relaxed),
             io: self.env.stats().snapshot(),
+            promotion: PromotionStats {
+                active: self.ralt.is_some(),
+                cache_bytes: self.pc.memory_usage(),
+                cache_inserts: self.pc.inserted(),
+                cache_inserts_aborted: self.pc.aborted(),
+                promoted_by_flush_bytes: c.promoted_by_flush_bytes.load(Relaxed),
+                promoted_by_compaction_bytes: c.promoted_by_compaction_bytes.load(Relaxed),
+                retained_bytes: c.retained_bytes.load(Relaxed),
+                checker_runs: c.checker_runs.load(Relaxed),
+                checker_dropped_newer: c.checker_dropped_newer.load(Relaxed),
+                checker_put_back: c.checker_put_back.load(Relaxed),
+                ralt: self.ralt.as_ref().map(|r| r.stats()),
+            },
         }
     }
 }

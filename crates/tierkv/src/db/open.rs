@@ -7,6 +7,8 @@ use super::{Db, DbInner, State, SuperVersion, Wal};
 use crate::batch::DecodedBatch;
 use crate::cache::BlockCache;
 use crate::env::{DeviceProfile, Env, IoCause, Tier};
+use crate::hot::promotion::PromotionCache;
+use crate::hot::ralt::{Ralt, RaltOptions};
 use crate::memtable::MemTable;
 use crate::options::{LevelLayout, Options};
 use crate::version::{
@@ -88,6 +90,16 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         imms: Vec::new(),
         version: versions.current(),
     };
+    let ralt = match (opts.promotion_active(), opts.fd_budget) {
+        (true, Some(fd_budget)) => {
+            let ralt_opts = RaltOptions {
+                fd_budget,
+                ..opts.promotion.ralt.clone()
+            };
+            Some(Arc::new(Ralt::open(env.clone(), ralt_opts)?))
+        }
+        _ => None,
+    };
     let inner = Arc::new(DbInner {
         env,
         layout,
@@ -99,6 +111,10 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             running_compactions: 0,
             manual_compaction: false,
             bg_error: None,
+            pc_pending: Vec::new(),
+            checker_running: false,
+            ralt_running: false,
+            retention_saturated_at: None,
         }),
         bg_cv: Condvar::new(),
         done_cv: Condvar::new(),
@@ -114,6 +130,8 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         snapshots: Mutex::new(BTreeMap::new()),
         shutting_down: AtomicBool::new(false),
         counters,
+        pc: PromotionCache::new(),
+        ralt,
         _lock_file: lock_file,
         opts,
     });

@@ -29,6 +29,13 @@ pub(crate) struct Counters {
     pub write_stalls: AtomicU64,
     pub write_stall_micros: AtomicU64,
     pub write_slowdowns: AtomicU64,
+    pub get_promotion_cache: AtomicU64,
+    pub promoted_by_flush_bytes: AtomicU64,
+    pub promoted_by_compaction_bytes: AtomicU64,
+    pub retained_bytes: AtomicU64,
+    pub checker_runs: AtomicU64,
+    pub checker_dropped_newer: AtomicU64,
+    pub checker_put_back: AtomicU64,
 }
 
 impl Counters {
@@ -44,6 +51,8 @@ pub struct GetSources {
     pub memtable: u64,
     /// Answered by table files without any disk read (block cache).
     pub block_cache: u64,
+    /// Answered by the promotion cache (records read from the slow tier earlier).
+    pub promotion_cache: u64,
     /// Answered by a table on the fast tier, reading the disk.
     pub fast: u64,
     /// Answered by a table on the slow tier, reading the disk.
@@ -53,10 +62,11 @@ pub struct GetSources {
 }
 
 impl GetSources {
-    /// Share of found gets that did not read the slow disk: (memtable + cache + fast) /
-    /// (memtable + cache + fast + slow). Misses are left out: they say nothing about placement.
+    /// Share of found gets that did not read the slow disk: (memtable + block cache +
+    /// promotion cache + fast) / (the same + slow). Misses are left out: they say nothing
+    /// about placement.
     pub fn fd_hit_rate(&self) -> f64 {
-        let fd = self.memtable + self.block_cache + self.fast;
+        let fd = self.memtable + self.block_cache + self.promotion_cache + self.fast;
         let all = fd + self.slow;
         if all == 0 {
             0.0
@@ -165,4 +175,33 @@ pub struct DbStats {
     pub last_sequence: u64,
     /// I/O by tier and cause.
     pub io: IoStatsSnapshot,
+    /// Hot-record retention and promotion.
+    pub promotion: PromotionStats,
+}
+
+/// What HotRAP's machinery did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct PromotionStats {
+    /// Promotion is active (enabled, two tiers, not all on the fast tier).
+    pub active: bool,
+    /// Bytes held by the promotion cache.
+    pub cache_bytes: usize,
+    /// Records read from the slow tier and cached.
+    pub cache_inserts: u64,
+    /// Inserts aborted by the concurrency check (HotRAP §3.3).
+    pub cache_inserts_aborted: u64,
+    /// Bytes (keys + values) promoted to L0 by the checker.
+    pub promoted_by_flush_bytes: u64,
+    /// Bytes promoted to the last fast level by compactions.
+    pub promoted_by_compaction_bytes: u64,
+    /// Bytes kept on the last fast level by compactions into the slow tier.
+    pub retained_bytes: u64,
+    /// Frozen promotion caches the checker processed.
+    pub checker_runs: u64,
+    /// Hot records the checker dropped because a newer version exists.
+    pub checker_dropped_newer: u64,
+    /// Checker runs whose hot records were too few and went back to the cache.
+    pub checker_put_back: u64,
+    /// The hotness tracker.
+    pub ralt: Option<crate::hot::ralt::RaltStats>,
 }

@@ -2,3 +2,4 @@
 //! awaiting promotion) and RALT (the on-disk access tracker deciding what is hot).
 
 pub mod promotion;
+pub mod ralt;

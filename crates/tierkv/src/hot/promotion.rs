@@ -101,7 +101,11 @@ impl PcTable {
     }
 
     fn insert(&self, key: &[u8], record: PcRecord) {
-        if self.map.get(key).is_some_and(|e| e.value().seq >= record.seq) {
+        if self
+            .map
+            .get(key)
+            .is_some_and(|e| e.value().seq >= record.seq)
+        {
             return;
         }
         let charge = key.len() + record.value.len() + ENTRY_OVERHEAD;
@@ -330,11 +334,17 @@ mod tests {
         let e = pc.read_epoch();
         let taken = pc.begin_compaction(b"b", b"d");
         assert!(taken.is_empty());
-        assert_eq!(pc.try_insert(b"c", rec("old", 1), e), InsertOutcome::Aborted);
+        assert_eq!(
+            pc.try_insert(b"c", rec("old", 1), e),
+            InsertOutcome::Aborted
+        );
         assert_eq!(pc.try_insert(b"e", rec("v", 1), e), InsertOutcome::Inserted);
         // A reader that started after the compaction was announced may insert.
         let e2 = pc.read_epoch();
-        assert_eq!(pc.try_insert(b"c", rec("new", 5), e2), InsertOutcome::Inserted);
+        assert_eq!(
+            pc.try_insert(b"c", rec("new", 5), e2),
+            InsertOutcome::Inserted
+        );
         assert_eq!(pc.get(b"c", 9).unwrap().value, "new");
         assert_eq!((pc.inserted(), pc.aborted()), (2, 1));
     }
@@ -368,13 +378,19 @@ mod tests {
         pc.try_insert(b"b", rec("b", 2), pc.read_epoch());
         let frozen = pc.freeze();
         assert_eq!(pc.mutable_size(), 0);
-        assert!(pc.get(b"a", 9).is_some(), "immutable tables still serve reads");
+        assert!(
+            pc.get(b"a", 9).is_some(),
+            "immutable tables still serve reads"
+        );
         pc.note_updated_keys([&b"a"[..], b"zz"].into_iter());
         assert!(frozen.is_updated(b"a") && !frozen.is_updated(b"b"));
         pc.begin_compaction(b"b", b"b");
         pc.put_back(&frozen, frozen.records());
         pc.retire(&frozen);
         assert!(pc.get(b"a", 9).is_some());
-        assert!(pc.get(b"b", 9).is_none(), "b may be stale after the compaction");
+        assert!(
+            pc.get(b"b", 9).is_none(),
+            "b may be stale after the compaction"
+        );
     }
 }

@@ -252,7 +252,14 @@ impl Version {
                     .into_iter()
                     .collect()
             };
+            // L0 files overlap. They are ordered newest first by largest sequence number,
+            // but a promoted file holds old records, so keep looking while a later file
+            // could still hold a newer version than the best found.
+            let mut best: Option<LevelHit> = None;
             for f in candidates {
+                if best.as_ref().is_some_and(|b| f.info.largest_seq < b.seq) {
+                    break;
+                }
                 let table = tables.get(f, cause)?;
                 if let Some((ikey, value)) = table.get(seek_key, cause)? {
                     let parsed = crate::key::parse_internal_key(&ikey).ok_or_else(|| {
@@ -262,17 +269,26 @@ impl Version {
                             "table returned a malformed internal key",
                         )
                     })?;
+                    if best.as_ref().is_some_and(|b| b.seq >= parsed.seq) {
+                        continue;
+                    }
                     let result = match parsed.kind {
                         crate::key::ValueKind::Value => LevelGet::Found(value),
                         crate::key::ValueKind::Delete => LevelGet::Deleted,
                     };
-                    return Ok(Some(LevelHit {
+                    best = Some(LevelHit {
                         result,
                         level,
                         tier: f.tier,
                         seq: parsed.seq,
-                    }));
+                    });
+                    if level > 0 {
+                        break;
+                    }
                 }
+            }
+            if best.is_some() {
+                return Ok(best);
             }
         }
         Ok(None)
