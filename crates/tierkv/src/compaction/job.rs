@@ -210,9 +210,12 @@ impl Sink {
 /// on the fast tier (HotRAP §3.5): hot keys of the inputs (retention, RALT's hot-key
 /// iterator merged with the compaction's), and hot promotion-cache records the inputs do
 /// not hold (promotion by compaction).
+/// RALT's hot keys of a range, in order, with their value lengths.
+type HotKeys = Box<dyn Iterator<Item = Result<(Vec<u8>, u32)>> + Send>;
+
 struct HotRouter<'a> {
     hot: &'a HotRouting<'a>,
-    hot_keys: std::iter::Peekable<Box<dyn Iterator<Item = Result<(Vec<u8>, u32)>> + Send>>,
+    hot_keys: std::iter::Peekable<HotKeys>,
     pending: std::collections::VecDeque<(bytes::Bytes, PcRecord)>,
 }
 
@@ -221,7 +224,7 @@ impl<'a> HotRouter<'a> {
         let hot_keys = if hot.retention {
             hot.ralt.hot_keys(&hot.lo, &hot.hi)?
         } else {
-            Box::new(std::iter::empty()) as Box<dyn Iterator<Item = _> + Send>
+            Box::new(std::iter::empty()) as HotKeys
         };
         Ok(HotRouter {
             hot,
