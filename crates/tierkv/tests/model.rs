@@ -227,3 +227,27 @@ fn model_lz4_no_filter_no_cache() {
     };
     run(200, 2500, opts);
 }
+
+#[test]
+fn model_two_tiers_with_promotion() {
+    // Reads hit the slow tier, records are promoted by flush and by compaction and hot ones
+    // retained, with deletes, snapshots and reopens in the mix (invariant 1 across tiers).
+    for seed in 300..303 {
+        let slow = tempfile::tempdir().unwrap();
+        run(
+            seed,
+            3000,
+            common::two_tier_options(slow.path(), 128 * 1024, true),
+        );
+    }
+}
+
+#[test]
+fn model_two_tiers_without_promotion() {
+    let slow = tempfile::tempdir().unwrap();
+    run(
+        400,
+        2500,
+        common::two_tier_options(slow.path(), 128 * 1024, false),
+    );
+}

@@ -10,21 +10,12 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 use tierkv::env::IoCause;
-use tierkv::{Db, DeviceProfile, Options, SlowTier, Tier};
+use tierkv::{Db, Options, Tier};
 
 const FD_BUDGET: u64 = 384 * 1024;
 
 fn two_tier_options(slow_dir: &Path) -> Options {
-    Options {
-        fd_budget: Some(FD_BUDGET),
-        slow: Some(SlowTier {
-            dir: slow_dir.to_path_buf(),
-            budget: None,
-            device: DeviceProfile::none(),
-        }),
-        use_direct_io: false,
-        ..common::tiny_options()
-    }
+    common::two_tier_options(slow_dir, FD_BUDGET, true)
 }
 
 fn sst_sizes(dir: &Path) -> Vec<u64> {

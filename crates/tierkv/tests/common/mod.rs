@@ -25,3 +25,27 @@ pub fn tiny_options() -> Options {
 pub fn key(i: u64) -> Vec<u8> {
     format!("key{i:06}").into_bytes()
 }
+
+/// Two tiers with a small fast-tier budget, so data reaches the slow tier after a few
+/// hundred KiB, and HotRAP promotion on (or off) with caches small enough that the
+/// checker, retention and promotion by compaction all run in small tests.
+pub fn two_tier_options(slow_dir: &std::path::Path, fd_budget: u64, promotion: bool) -> Options {
+    let mut promo = if promotion {
+        tierkv::PromotionOptions::default()
+    } else {
+        tierkv::PromotionOptions::disabled()
+    };
+    promo.cache_size = Some(8 * 1024);
+    promo.ralt.buffer_bytes = 4 * 1024;
+    Options {
+        fd_budget: Some(fd_budget),
+        slow: Some(tierkv::SlowTier {
+            dir: slow_dir.to_path_buf(),
+            budget: None,
+            device: tierkv::DeviceProfile::none(),
+        }),
+        use_direct_io: false,
+        promotion: promo,
+        ..tiny_options()
+    }
+}

@@ -1,0 +1,210 @@
+//! Hot-record retention and promotion (issue 6).
+//!
+//! `versions_never_go_backwards_under_promotion` checks invariant 1 of DESIGN.md under
+//! stress: writers update keys with increasing version numbers while readers, whose reads
+//! hit the slow tier and feed the promotion cache, assert that no get ever returns a
+//! version older than one already acknowledged before the get began; meanwhile flushes,
+//! compactions across the tiers (retention, promotion by compaction) and the checker
+//! (promotion by flush) all run. `TIERKV_STRESS_SECS` lengthens it (default 4 s).
+//!
+//! `hot_records_end_up_on_the_fast_tier` checks the point of it all: after a skewed read
+//! phase, reads of the hot keys are served without touching the slow disk.
+
+mod common;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tierkv::Db;
+
+fn value_of(key: u64, version: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("{key}:{version}:").into_bytes();
+    v.resize(len.max(v.len()), b'.');
+    v
+}
+
+fn version_in(v: &[u8]) -> u64 {
+    let s = std::str::from_utf8(v).expect("utf8 value");
+    s.split(':')
+        .nth(1)
+        .and_then(|x| x.parse().ok())
+        .expect("version field")
+}
+
+#[test]
+fn versions_never_go_backwards_under_promotion() {
+    let secs: u64 = std::env::var("TIERKV_STRESS_SECS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4);
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = common::two_tier_options(slow.path(), 256 * 1024, true);
+    let db = Arc::new(Db::open(fast.path(), opts).unwrap());
+    const KEYS: u64 = 3000;
+    // Load, then push everything to the slow tier so reads start there.
+    for k in 0..KEYS {
+        db.put(common::key(k), value_of(k, 1, 200)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    // acked[k]: a version of k acknowledged by the writer (every get that starts later must
+    // return it or a newer one).
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(1)).collect());
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    {
+        let (db, acked, stop) = (db.clone(), acked.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(1);
+            let mut writes = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // Updates hit both hot and cold keys, so newer versions race promotions.
+                let k = if rng.gen_bool(0.5) {
+                    rng.gen_range(0..KEYS / 20)
+                } else {
+                    rng.gen_range(0..KEYS)
+                };
+                let v = acked[k as usize].load(Ordering::Relaxed) + 1;
+                db.put(common::key(k), value_of(k, v, 200)).unwrap();
+                acked[k as usize].store(v, Ordering::Release);
+                writes += 1;
+                if writes % 64 == 0 {
+                    std::thread::sleep(Duration::from_micros(200));
+                }
+            }
+            writes
+        }));
+    }
+    for t in 0..2u64 {
+        let (db, acked, stop) = (db.clone(), acked.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(10 + t);
+            let mut reads = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // 90% of reads go to 5% of the keys: those get promoted.
+                let k = if rng.gen_bool(0.9) {
+                    rng.gen_range(0..KEYS / 20)
+                } else {
+                    rng.gen_range(0..KEYS)
+                };
+                let floor = acked[k as usize].load(Ordering::Acquire);
+                let got = db.get(common::key(k)).unwrap().expect("key present");
+                let v = version_in(&got);
+                assert!(
+                    v >= floor,
+                    "key {k}: read version {v} after version {floor} was acknowledged"
+                );
+                assert_eq!(got, value_of(k, v, 200), "value intact");
+                reads += 1;
+            }
+            reads
+        }));
+    }
+    std::thread::sleep(Duration::from_secs(secs));
+    stop.store(true, Ordering::Relaxed);
+    let counts: Vec<u64> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    db.wait_for_background().unwrap();
+    let s = db.stats();
+    eprintln!(
+        "writes {} reads {:?}; promotion {:?}",
+        counts[0],
+        &counts[1..],
+        s.promotion
+    );
+    assert!(
+        s.promotion.cache_inserts > 0,
+        "reads reached the slow tier and were cached"
+    );
+    // Final state equals the last acknowledged versions.
+    for k in 0..KEYS {
+        let got = db.get(common::key(k)).unwrap().unwrap();
+        assert_eq!(version_in(&got), acked[k as usize].load(Ordering::Acquire));
+    }
+    db.verify_checksums().unwrap();
+}
+
+#[test]
+fn hot_records_end_up_on_the_fast_tier() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = common::two_tier_options(slow.path(), 256 * 1024, true);
+    let db = Db::open(fast.path(), opts).unwrap();
+    const KEYS: u64 = 6000;
+    for k in 0..KEYS {
+        db.put(common::key(k), value_of(k, 1, 200)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let hot: Vec<u64> = (0..KEYS).step_by(40).collect(); // 2.5% of the keys
+    let slow_reads = |db: &Db| db.stats().get_sources.slow;
+    let mut rng = StdRng::seed_from_u64(7);
+    let start = Instant::now();
+    // Skewed phase: 95% of reads on the hot keys, plus writes that keep compactions going.
+    for i in 0..60_000u64 {
+        let k = if rng.gen_bool(0.95) {
+            hot[rng.gen_range(0..hot.len())]
+        } else {
+            rng.gen_range(0..KEYS)
+        };
+        assert_eq!(
+            db.get(common::key(k)).unwrap().unwrap(),
+            value_of(k, 1, 200)
+        );
+        if i % 10 == 0 {
+            let w = KEYS + rng.gen_range(0..KEYS);
+            db.put(common::key(w), value_of(w, 1, 200)).unwrap();
+        }
+    }
+    db.wait_for_background().unwrap();
+    let before = slow_reads(&db);
+    for &k in &hot {
+        assert_eq!(
+            db.get(common::key(k)).unwrap().unwrap(),
+            value_of(k, 1, 200)
+        );
+    }
+    let slow_hot_reads = slow_reads(&db) - before;
+    let s = db.stats();
+    eprintln!(
+        "{:?}: {slow_hot_reads} of {} hot reads went to the slow disk; promotion {:?}",
+        start.elapsed(),
+        hot.len(),
+        s.promotion
+    );
+    let promoted = s.promotion.promoted_by_flush_bytes + s.promotion.promoted_by_compaction_bytes;
+    assert!(promoted > 0, "something was promoted");
+    assert!(
+        slow_hot_reads * 10 <= hot.len() as u64,
+        "at least 90% of hot keys are served from the fast tier ({slow_hot_reads} of {} were not)",
+        hot.len()
+    );
+}
+
+#[test]
+fn promotion_off_never_promotes() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = common::two_tier_options(slow.path(), 256 * 1024, false);
+    let db = Db::open(fast.path(), opts).unwrap();
+    for k in 0..3000 {
+        db.put(common::key(k), value_of(k, 1, 200)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    for i in 0..5000u64 {
+        let k = i % 50;
+        db.get(common::key(k)).unwrap().unwrap();
+    }
+    db.wait_for_background().unwrap();
+    let p = db.stats().promotion;
+    assert!(!p.active);
+    assert_eq!(
+        (
+            p.cache_inserts,
+            p.promoted_by_flush_bytes,
+            p.promoted_by_compaction_bytes,
+            p.retained_bytes
+        ),
+        (0, 0, 0, 0)
+    );
+}
