@@ -299,7 +299,12 @@ impl Db {
         }
         // Serialize with any in-flight leader, then make the log durable.
         let _w = self.inner.write_lock.lock();
-        self.inner.wal.lock().writer.sync()
+        self.inner.wal.lock().writer.sync()?;
+        // Hotness survives a restart (the promotion cache itself is only a cache).
+        match &self.inner.ralt {
+            Some(ralt) => ralt.flush(),
+            None => Ok(()),
+        }
     }
 }
 
