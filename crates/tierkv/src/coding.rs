@@ -88,7 +88,8 @@ pub fn masked_crc_parts(parts: &[&[u8]]) -> u32 {
     mask_crc(crc)
 }
 
-fn mask_crc(crc: u32) -> u32 {
+/// Masks a raw CRC32C (for callers that compute it incrementally).
+pub fn mask_crc(crc: u32) -> u32 {
     crc.rotate_right(15).wrapping_add(MASK_DELTA)
 }
 

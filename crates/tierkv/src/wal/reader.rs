@@ -12,8 +12,10 @@ enum Fragment {
         start: usize,
         end: usize,
     },
-    /// Damage (bad checksum, bad type, length past the block or file) at an offset.
+    /// Damage (bad checksum, bad type, length past the block or file).
     Bad(&'static str),
+    /// A fragment cut short by the end of the file, as a crash mid-append leaves it.
+    Truncated(&'static str),
     Eof,
 }
 
@@ -53,14 +55,23 @@ impl LogReader {
             match self.read_fragment() {
                 Fragment::Eof => {
                     if let Some((start, _)) = record {
-                        return self.damaged(start as usize, at, "record truncated at end of log");
+                        return self.damaged(
+                            start as usize,
+                            at,
+                            "record truncated at end of log",
+                            true,
+                        );
                     }
                     self.done = true;
                     return Ok(None);
                 }
                 Fragment::Bad(why) => {
                     let start = record.map_or(at, |(s, _)| s as usize);
-                    return self.damaged(start, at, why);
+                    return self.damaged(start, at, why, false);
+                }
+                Fragment::Truncated(why) => {
+                    let start = record.map_or(at, |(s, _)| s as usize);
+                    return self.damaged(start, at, why, true);
                 }
                 Fragment::Ok { kind, start, end } => {
                     let payload = &self.data[start..end];
@@ -78,7 +89,7 @@ impl LogReader {
                         }
                         _ => {
                             let start = record.map_or(at, |(s, _)| s as usize);
-                            return self.damaged(start, at, "fragment out of sequence");
+                            return self.damaged(start, at, "fragment out of sequence", false);
                         }
                     }
                 }
@@ -98,17 +109,26 @@ impl LogReader {
 
     /// Applies the recovery mode to damage found at `damage` inside the record that
     /// starts at `offset` (everything from `offset` on is lost if the damage is tolerated).
+    /// `truncated`: the damage is a fragment or record cut short by the end of the file.
     fn damaged(
         &mut self,
         offset: usize,
         damage: usize,
         why: &'static str,
+        truncated: bool,
     ) -> Result<Option<Vec<u8>>> {
         let corrupt = || Error::corruption(&self.path, offset as u64, why);
         let tolerated = match self.mode {
             RecoveryMode::Strict => false,
             RecoveryMode::PointInTime => true,
-            RecoveryMode::TolerateTornTail => !self.valid_fragment_after(damage),
+            // A crash mid-append cuts the log short; it never damages a complete fragment,
+            // never leaves valid data after the cut, and never leaves a whole fragment
+            // behind a header whose length field claims more than the file holds.
+            RecoveryMode::TolerateTornTail => {
+                truncated
+                    && !self.valid_fragment_after(damage)
+                    && !self.complete_fragment_with_bad_length(damage)
+            }
         };
         if !tolerated {
             self.done = true;
@@ -119,17 +139,51 @@ impl LogReader {
         Ok(None)
     }
 
-    /// True when a fragment with a good checksum starts at a block boundary after `offset`
-    /// then the damage is in the middle of the log, not a torn tail.
+    /// True when a fragment with a good checksum starts anywhere after `offset`: then the
+    /// damage is in the middle of the log, not a torn tail. Every position is tried, since
+    /// damage to a length field hides where the next fragment starts (only run on damage).
     fn valid_fragment_after(&self, offset: usize) -> bool {
-        let mut block = (offset / BLOCK_SIZE + 1) * BLOCK_SIZE;
-        while block < self.data.len() {
-            let mut probe = LogReader::new(Vec::new(), PathBuf::new(), self.mode);
-            probe.data = self.data[block..(block + BLOCK_SIZE).min(self.data.len())].to_vec();
-            if matches!(probe.read_fragment(), Fragment::Ok { .. }) {
+        (offset + 1..self.data.len()).any(|p| self.checksum_ok_at(p))
+    }
+
+    /// True if a well-formed fragment with a good checksum starts at `p`.
+    fn checksum_ok_at(&self, p: usize) -> bool {
+        let left_in_block = BLOCK_SIZE - p % BLOCK_SIZE;
+        let Some(h) = self.data.get(p..p + HEADER_SIZE) else {
+            return false;
+        };
+        let len = u16::from_le_bytes([h[4], h[5]]) as usize;
+        if left_in_block < HEADER_SIZE + len || FragmentType::from_u8(h[6]).is_none() {
+            return false;
+        }
+        let Some(payload) = self.data.get(p + HEADER_SIZE..p + HEADER_SIZE + len) else {
+            return false;
+        };
+        decode_fixed32(&h[..4]) == masked_crc_parts(&[&h[6..7], payload])
+    }
+
+    /// For a fragment at `p` whose length runs past the end of the file: true if a shorter
+    /// length would make its checksum match, i.e. the fragment is whole and its length
+    /// field is damaged (a bit flip, not a torn write).
+    fn complete_fragment_with_bad_length(&self, p: usize) -> bool {
+        let Some(h) = self.data.get(p..p + HEADER_SIZE) else {
+            return false;
+        };
+        let stored = decode_fixed32(&h[..4]);
+        let end = self
+            .data
+            .len()
+            .min(p + BLOCK_SIZE - p % BLOCK_SIZE)
+            .max(p + HEADER_SIZE);
+        let mut crc = crc32c::crc32c(&h[6..7]);
+        if crate::coding::mask_crc(crc) == stored {
+            return true;
+        }
+        for &b in &self.data[p + HEADER_SIZE..end] {
+            crc = crc32c::crc32c_append(crc, &[b]);
+            if crate::coding::mask_crc(crc) == stored {
                 return true;
             }
-            block += BLOCK_SIZE;
         }
         false
     }
@@ -147,7 +201,7 @@ impl LogReader {
                 return Fragment::Eof;
             }
             if remaining < HEADER_SIZE {
-                return Fragment::Bad("truncated fragment header");
+                return Fragment::Truncated("truncated fragment header");
             }
             let h = &self.data[self.pos..self.pos + HEADER_SIZE];
             let len = u16::from_le_bytes([h[4], h[5]]) as usize;
@@ -163,7 +217,7 @@ impl LogReader {
                 return Fragment::Bad("fragment length crosses its block");
             }
             if HEADER_SIZE + len > remaining {
-                return Fragment::Bad("fragment truncated");
+                return Fragment::Truncated("fragment truncated");
             }
             let start = self.pos + HEADER_SIZE;
             let end = start + len;

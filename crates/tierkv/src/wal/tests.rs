@@ -86,15 +86,25 @@ fn damage_in_the_middle_is_corruption_unless_point_in_time() {
     assert!(read_all(data, RecoveryMode::Strict).is_err());
 }
 
+/// A crash mid-append cuts a log short; it never damages a complete record. So damage to
+/// the last complete record (its payload, checksum or length field) is corruption, not a
+/// torn tail; only point-in-time recovery drops it.
 #[test]
-fn flipped_bit_in_the_last_record_drops_only_that_record() {
+fn damage_to_the_complete_last_record_is_corruption_not_a_torn_tail() {
     let records: Vec<Vec<u8>> = (0..10u32).map(|i| vec![i as u8; 100]).collect();
-    let (_d, mut data) = write_log(&records);
+    let (_d, data) = write_log(&records);
     let n = data.len();
-    data[n - 3] ^= 1;
-    let (got, dropped) = read_all(data, RecoveryMode::TolerateTornTail).unwrap();
-    assert_eq!(got, records[..9]);
-    assert!(dropped.is_some());
+    let last = n - 100 - HEADER_SIZE;
+    // Payload, checksum, low and high length byte (growing the length past the file end).
+    for (at, flip) in [(n - 3, 1u8), (last, 1), (last + 4, 0x40), (last + 5, 0x5a)] {
+        let mut d = data.clone();
+        d[at] ^= flip;
+        let err = read_all(d.clone(), RecoveryMode::TolerateTornTail).unwrap_err();
+        assert!(err.is_corruption(), "flip at {at}: {err}");
+        let (got, dropped) = read_all(d, RecoveryMode::PointInTime).unwrap();
+        assert_eq!(got, records[..9]);
+        assert!(dropped.is_some());
+    }
 }
 
 #[test]

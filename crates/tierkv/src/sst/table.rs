@@ -1,0 +1,398 @@
+//! Reading a table: open (footer, then the index, filter and properties in one read),
+//! point lookups (filter, index, one data block through the block cache), and the
+//! two-level iterator (index block -> data blocks) with readahead for sequential readers.
+//! Owns the read side of the format; which tables exist is the version's business.
+
+use super::block::{Block, BlockIter};
+use super::filter::may_contain;
+use super::format::{
+    parse_block, read_block_contents, unframe_block, BlockHandle, Footer, BLOCK_TRAILER_LEN,
+    FOOTER_LEN,
+};
+use super::properties::TableProperties;
+use crate::cache::BlockCache;
+use crate::env::{IoCause, RandomAccessFile};
+use crate::iter::InternalIterator;
+use crate::key::{compare_internal, parse_internal_key, user_key};
+use crate::{Error, Result};
+use bytes::Bytes;
+use std::path::Path;
+use std::sync::Arc;
+
+/// Sequential readers (compaction, verification) read this much at a time, so a slow
+/// disk sees few large reads instead of one small read per block.
+const READAHEAD: usize = 1 << 20;
+
+/// An open table: its index, filter and properties stay in memory while it is open.
+pub struct Table {
+    file: RandomAccessFile,
+    number: u64,
+    index: Block,
+    index_offset: u64,
+    filter: Option<Bytes>,
+    props: TableProperties,
+    cache: Option<Arc<BlockCache>>,
+    /// Offset where the data blocks end (the first metadata block starts).
+    data_end: u64,
+}
+
+impl Table {
+    /// Opens table `number` from `file`, reading and checking its footer and metadata.
+    pub fn open(
+        file: RandomAccessFile,
+        number: u64,
+        cache: Option<Arc<BlockCache>>,
+        cause: IoCause,
+    ) -> Result<Table> {
+        let size = file.size();
+        if size < FOOTER_LEN as u64 {
+            return Err(Error::corruption(
+                file.path(),
+                0,
+                format!("file of {size} bytes is too short to be a table"),
+            ));
+        }
+        let footer_offset = size - FOOTER_LEN as u64;
+        let raw = file.read_at(footer_offset, FOOTER_LEN, cause)?;
+        let footer = Footer::decode(&raw, &file)?;
+        // The metadata blocks are contiguous just before the footer: read them at once.
+        let meta_start = [footer.filter, footer.properties, footer.index]
+            .iter()
+            .filter(|h| h.size > 0)
+            .map(|h| h.offset)
+            .min()
+            .unwrap_or(footer_offset);
+        let meta = file.read_at(meta_start, (footer_offset - meta_start) as usize, cause)?;
+        let block_at = |h: BlockHandle| -> Result<Bytes> {
+            let from = (h.offset - meta_start) as usize;
+            let to = from + h.size as usize + BLOCK_TRAILER_LEN;
+            let framed = meta.get(from..to).ok_or_else(|| {
+                Error::corruption(file.path(), h.offset, "metadata block outside its region")
+            })?;
+            unframe_block(framed, &file, h.offset)
+        };
+        let index = parse_block(block_at(footer.index)?, &file, footer.index.offset)?;
+        let props = TableProperties::decode(&block_at(footer.properties)?).ok_or_else(|| {
+            Error::corruption(
+                file.path(),
+                footer.properties.offset,
+                "malformed properties block",
+            )
+        })?;
+        let filter = (footer.filter.size > 0)
+            .then(|| block_at(footer.filter))
+            .transpose()?;
+        Ok(Table {
+            number,
+            index,
+            index_offset: footer.index.offset,
+            filter,
+            props,
+            cache,
+            data_end: meta_start,
+            file,
+        })
+    }
+
+    /// The file's path.
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// The file number.
+    pub fn number(&self) -> u64 {
+        self.number
+    }
+
+    /// The table's properties.
+    pub fn properties(&self) -> &TableProperties {
+        &self.props
+    }
+
+    /// Bytes of index and filter held in memory.
+    pub fn memory_usage(&self) -> usize {
+        self.index.size() + self.filter.as_ref().map_or(0, |f| f.len())
+    }
+
+    fn corrupt(&self, offset: u64, reason: impl Into<String>) -> Error {
+        Error::corruption(self.file.path(), offset, reason)
+    }
+
+    fn index_error(&self, reason: &str) -> Error {
+        self.corrupt(self.index_offset, format!("index block: {reason}"))
+    }
+
+    fn decode_handle(&self, raw: &[u8]) -> Result<BlockHandle> {
+        let h = BlockHandle::decode_varint(raw)
+            .ok_or_else(|| self.index_error("malformed block handle"))?;
+        let end = h
+            .offset
+            .checked_add(h.size)
+            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64));
+        if end.is_none_or(|e| e > self.data_end) {
+            return Err(self.index_error("block handle points outside the data blocks"));
+        }
+        Ok(h)
+    }
+
+    /// A data block through the block cache.
+    fn data_block(&self, h: BlockHandle, cause: IoCause, fill_cache: bool) -> Result<Block> {
+        if let Some(cache) = &self.cache {
+            if let Some(b) = cache.get(self.number, h.offset) {
+                return Ok(b);
+            }
+        }
+        let block = parse_block(
+            read_block_contents(&self.file, h, cause)?,
+            &self.file,
+            h.offset,
+        )?;
+        if fill_cache {
+            if let Some(cache) = &self.cache {
+                cache.insert(self.number, h.offset, block.clone());
+            }
+        }
+        Ok(block)
+    }
+
+    /// The first entry at or after `seek_key` (an internal key, see
+    /// [`crate::key::seek_key`]) if it has the same user key: the newest version of that
+    /// key visible at the seek key's sequence number.
+    pub fn get(&self, seek_key: &[u8], cause: IoCause) -> Result<Option<(Bytes, Bytes)>> {
+        let ukey = user_key(seek_key);
+        if let Some(f) = &self.filter {
+            if !may_contain(f, ukey) {
+                return Ok(None);
+            }
+        }
+        let mut idx = self.index.iter();
+        idx.seek(seek_key).map_err(|e| self.index_error(e))?;
+        if !idx.valid() {
+            return Ok(None);
+        }
+        let h = self.decode_handle(idx.value())?;
+        let block = self.data_block(h, cause, true)?;
+        let mut it = block.iter();
+        it.seek(seek_key).map_err(|e| self.corrupt(h.offset, e))?;
+        if it.valid() && user_key(it.key()) == ukey {
+            return Ok(Some((Bytes::copy_from_slice(it.key()), it.value_bytes())));
+        }
+        Ok(None)
+    }
+
+    /// A cursor over every entry. `fill_cache` decides whether blocks it reads enter the
+    /// block cache; compaction and verification read ahead instead.
+    pub fn iter(self: &Arc<Self>, cause: IoCause, fill_cache: bool) -> TableIterator {
+        let readahead = matches!(cause, IoCause::Compaction | IoCause::Check);
+        TableIterator {
+            table: self.clone(),
+            cause,
+            fill_cache,
+            index: self.index.iter(),
+            data: None,
+            data_offset: 0,
+            readahead: readahead.then(Readahead::default),
+        }
+    }
+
+    /// Reads every data block from disk (not the cache), checking checksums, entry
+    /// structure, key order and the index; returns the number of entries.
+    pub fn verify(self: &Arc<Self>, cause: IoCause) -> Result<u64> {
+        let mut ra = Readahead::default();
+        let mut idx = self.index.iter();
+        idx.seek_to_first().map_err(|e| self.index_error(e))?;
+        let mut entries = 0u64;
+        let mut prev: Option<Vec<u8>> = None;
+        let mut expected_offset = 0u64;
+        while idx.valid() {
+            let h = self.decode_handle(idx.value())?;
+            if h.offset != expected_offset {
+                return Err(self.index_error("data blocks are not contiguous"));
+            }
+            expected_offset = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+            let block = ra.block(self, h, cause)?;
+            let mut it = block.iter();
+            it.seek_to_first().map_err(|e| self.corrupt(h.offset, e))?;
+            if !it.valid() {
+                return Err(self.corrupt(h.offset, "empty data block"));
+            }
+            while it.valid() {
+                if parse_internal_key(it.key()).is_none() {
+                    return Err(self.corrupt(h.offset, "malformed internal key"));
+                }
+                if prev
+                    .as_deref()
+                    .is_some_and(|p| compare_internal(p, it.key()).is_ge())
+                {
+                    return Err(self.corrupt(h.offset, "keys out of order"));
+                }
+                prev = Some(it.key().to_vec());
+                entries += 1;
+                it.next().map_err(|e| self.corrupt(h.offset, e))?;
+            }
+            if prev.as_deref() != Some(idx.key()) {
+                return Err(self.index_error("index key differs from its block's last key"));
+            }
+            idx.next().map_err(|e| self.index_error(e))?;
+        }
+        if expected_offset != self.data_end {
+            return Err(self.index_error("index does not cover every data block"));
+        }
+        if entries != self.props.num_entries {
+            return Err(self.corrupt(
+                self.data_end,
+                format!(
+                    "properties count {} entries, the blocks hold {entries}",
+                    self.props.num_entries
+                ),
+            ));
+        }
+        Ok(entries)
+    }
+}
+
+/// A window of the file read in one I/O, from which consecutive blocks are sliced.
+#[derive(Default)]
+struct Readahead {
+    offset: u64,
+    buf: Vec<u8>,
+}
+
+impl Readahead {
+    fn block(&mut self, table: &Table, h: BlockHandle, cause: IoCause) -> Result<Block> {
+        let len = h.size as usize + BLOCK_TRAILER_LEN;
+        let end = h.offset + len as u64;
+        let covered = h.offset >= self.offset && end <= self.offset + self.buf.len() as u64;
+        if !covered {
+            let want = (table.data_end - h.offset).min(READAHEAD.max(len) as u64) as usize;
+            self.buf = table.file.read_at(h.offset, want, cause)?;
+            self.offset = h.offset;
+        }
+        let from = (h.offset - self.offset) as usize;
+        let contents = unframe_block(&self.buf[from..from + len], &table.file, h.offset)?;
+        parse_block(contents, &table.file, h.offset)
+    }
+}
+
+/// Two-level cursor over a table: the index picks the data block, the block's cursor the
+/// entry.
+pub struct TableIterator {
+    table: Arc<Table>,
+    cause: IoCause,
+    fill_cache: bool,
+    index: BlockIter,
+    data: Option<BlockIter>,
+    data_offset: u64,
+    readahead: Option<Readahead>,
+}
+
+impl TableIterator {
+    fn data_error(&self, reason: &str) -> Error {
+        self.table.corrupt(self.data_offset, reason)
+    }
+
+    /// Loads the block the index cursor points at (or clears it when the index is done).
+    fn load_block(&mut self) -> Result<()> {
+        if !self.index.valid() {
+            self.data = None;
+            return Ok(());
+        }
+        let h = self.table.decode_handle(self.index.value())?;
+        let block = match self.readahead.as_mut() {
+            Some(ra) => ra.block(&self.table, h, self.cause)?,
+            None => self.table.data_block(h, self.cause, self.fill_cache)?,
+        };
+        self.data_offset = h.offset;
+        self.data = Some(block.iter());
+        Ok(())
+    }
+
+    fn skip_forward(&mut self) -> Result<()> {
+        while self.data.as_ref().is_some_and(|d| !d.valid()) {
+            self.index.next().map_err(|e| self.table.index_error(e))?;
+            self.load_block()?;
+            if let Some(d) = self.data.as_mut() {
+                let r = d.seek_to_first();
+                r.map_err(|e| self.data_error(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    fn skip_backward(&mut self) -> Result<()> {
+        while self.data.as_ref().is_some_and(|d| !d.valid()) {
+            self.index.prev().map_err(|e| self.table.index_error(e))?;
+            self.load_block()?;
+            if let Some(d) = self.data.as_mut() {
+                let r = d.seek_to_last();
+                r.map_err(|e| self.data_error(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs a positioning call on the data cursor, then skips exhausted blocks.
+    fn on_data(
+        &mut self,
+        forward: bool,
+        f: impl FnOnce(&mut BlockIter) -> std::result::Result<(), &'static str>,
+    ) -> Result<()> {
+        if let Some(d) = self.data.as_mut() {
+            if let Err(e) = f(d) {
+                self.data = None;
+                return Err(self.data_error(e));
+            }
+        }
+        if forward {
+            self.skip_forward()
+        } else {
+            self.skip_backward()
+        }
+    }
+}
+
+impl InternalIterator for TableIterator {
+    fn valid(&self) -> bool {
+        self.data.as_ref().is_some_and(|d| d.valid())
+    }
+
+    fn seek_to_first(&mut self) -> Result<()> {
+        self.index
+            .seek_to_first()
+            .map_err(|e| self.table.index_error(e))?;
+        self.load_block()?;
+        self.on_data(true, |d| d.seek_to_first())
+    }
+
+    fn seek_to_last(&mut self) -> Result<()> {
+        self.index
+            .seek_to_last()
+            .map_err(|e| self.table.index_error(e))?;
+        self.load_block()?;
+        self.on_data(false, |d| d.seek_to_last())
+    }
+
+    fn seek(&mut self, target: &[u8]) -> Result<()> {
+        self.index
+            .seek(target)
+            .map_err(|e| self.table.index_error(e))?;
+        self.load_block()?;
+        self.on_data(true, |d| d.seek(target))
+    }
+
+    fn next(&mut self) -> Result<()> {
+        self.on_data(true, |d| d.next())
+    }
+
+    fn prev(&mut self) -> Result<()> {
+        self.on_data(false, |d| d.prev())
+    }
+
+    fn key(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.key())
+    }
+
+    fn value(&self) -> &[u8] {
+        self.data.as_ref().map_or(&[], |d| d.value())
+    }
+}
