@@ -77,6 +77,15 @@ impl MemTable {
         }
     }
 
+    /// Sequence number of the newest version of `key` held, if any.
+    pub fn latest_seq(&self, key: &[u8]) -> Option<SeqNo> {
+        let target = InternalKey(Bytes::from(seek_key(key, crate::key::MAX_SEQ)));
+        let entry = self.map.lower_bound(Bound::Included(&target))?;
+        parse_internal_key(entry.key().encoded())
+            .filter(|p| p.user_key == key)
+            .map(|p| p.seq)
+    }
+
     /// True when any version of `key` is here.
     pub fn contains_user_key(&self, key: &[u8]) -> bool {
         !matches!(self.get(key, crate::key::MAX_SEQ), MemGet::NotFound)

@@ -190,6 +190,39 @@ impl Db {
         self.inner.write(batch, wopts.sync)
     }
 
+    /// Atomically replaces the value of `key` with `f(current value)`; `f` returning `None`
+    /// deletes the key. Atomic with respect to every other write: concurrent
+    /// read-modify-writes of one key never lose an update. `f` may be called more than
+    /// once (when another write to the key races this one), so it should be pure. Returns
+    /// the value written.
+    ///
+    /// ```no_run
+    /// # let db = tierkv::Db::open("/tmp/rmw-demo", tierkv::Options::default())?;
+    /// let incr = |old: Option<&[u8]>| {
+    ///     let n: u64 = old.and_then(|v| std::str::from_utf8(v).ok()?.parse().ok()).unwrap_or(0);
+    ///     Some((n + 1).to_string().into_bytes())
+    /// };
+    /// db.rmw(b"counter", incr)?;
+    /// # Ok::<(), tierkv::Error>(())
+    /// ```
+    pub fn rmw(
+        &self,
+        key: impl AsRef<[u8]>,
+        f: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.rmw_opt(key, &WriteOptions::default(), f)
+    }
+
+    /// [`Db::rmw`] with write options (e.g. `sync`).
+    pub fn rmw_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        wopts: &WriteOptions,
+        f: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.inner.rmw(key.as_ref(), wopts.sync, f)
+    }
+
     /// Takes a snapshot of the current state.
     pub fn snapshot(&self) -> Snapshot {
         let mut snaps = self.inner.snapshots.lock();
@@ -473,6 +506,8 @@ impl DbInner {
             write_stalls: c.write_stalls.load(Relaxed),
             write_stall_micros: c.write_stall_micros.load(Relaxed),
             write_slowdowns: c.write_slowdowns.load(Relaxed),
+            rmws: c.rmws.load(Relaxed),
+            rmw_retries: c.rmw_retries.load(Relaxed),
             levels,
             fast_tier_bytes: v.tier_bytes(Tier::Fast),
             slow_tier_bytes: v.tier_bytes(Tier::Slow),

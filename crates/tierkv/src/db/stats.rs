@@ -36,6 +36,8 @@ pub(crate) struct Counters {
     pub checker_runs: AtomicU64,
     pub checker_dropped_newer: AtomicU64,
     pub checker_put_back: AtomicU64,
+    pub rmws: AtomicU64,
+    pub rmw_retries: AtomicU64,
 }
 
 impl Counters {
@@ -155,6 +157,10 @@ pub struct DbStats {
     pub write_stall_micros: u64,
     /// Writes delayed by 1 ms because L0 is filling up.
     pub write_slowdowns: u64,
+    /// Read-modify-writes applied.
+    pub rmws: u64,
+    /// Read-modify-write attempts retried because another write to the key raced them.
+    pub rmw_retries: u64,
     /// Per-level shape.
     pub levels: Vec<LevelStats>,
     /// Bytes of table files on the fast tier.

@@ -1,10 +1,20 @@
 //! The write path: validation, group commit through the WAL, memtable inserts, memtable
-//! switches, and write stalls when flush or L0 compaction falls behind.
+//! switches, write stalls when flush or L0 compaction falls behind, and atomic
+//! read-modify-write.
+//!
+//! Read-modify-write is optimistic: it reads a key at the visible sequence number `s`
+//! without locks, computes the new value, and queues a write conditioned on "no version of
+//! the key newer than `s` exists". The leader checks the condition while holding
+//! `write_lock`, where every write newer than the oldest in-memory memtable is in a
+//! memtable; a write whose condition fails is dropped and retried by its caller. So an RMW
+//! is atomic with respect to every other write (puts, deletes, batches and other RMWs) and
+//! no lock is held while it reads from disk.
 
 use super::stats::Counters;
 use super::{DbInner, Wal};
 use crate::batch::WriteBatch;
 use crate::env::{IoCause, Tier};
+use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::version::wal_file_name;
 use crate::wal::LogWriter;
@@ -21,8 +31,20 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 pub(crate) struct PendingWrite {
     batch: Mutex<Option<WriteBatch>>,
     sync: bool,
-    /// `Some` once the group holding this write has committed (or failed).
-    result: Mutex<Option<Result<(), Arc<Error>>>>,
+    /// For a read-modify-write: the key it read and the sequence number it read at. The
+    /// write applies only if no newer version of that key exists.
+    condition: Option<(Vec<u8>, SeqNo)>,
+    /// `Some` once the group holding this write has committed (or failed): `Ok(true)`
+    /// applied, `Ok(false)` dropped because its condition failed.
+    result: Mutex<Option<Result<bool, Arc<Error>>>>,
+}
+
+/// What the leader decided about one write of its group.
+struct GroupOutcome {
+    /// Writes taken from the head of the queue.
+    len: usize,
+    /// Per write: applied (true) or dropped by a failed condition (false).
+    applied: Vec<bool>,
 }
 
 impl DbInner {
@@ -45,16 +67,56 @@ impl DbInner {
     }
 
     pub(crate) fn write(&self, batch: WriteBatch, sync: bool) -> Result<()> {
+        self.write_conditional(batch, sync, None).map(|_| ())
+    }
+
+    /// Atomically replaces the value of `key` with `f(current value)` (`None`: absent, or
+    /// delete). Retries when another write to the key races it; returns the new value.
+    pub(crate) fn rmw(
+        &self,
+        key: &[u8],
+        sync: bool,
+        mut f: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
+        loop {
+            let seq = self.visible_seq.load(Ordering::Acquire);
+            let ropts = crate::options::ReadOptions {
+                snapshot: Some(seq),
+                ..crate::options::ReadOptions::new()
+            };
+            let old = self.get(key, &ropts)?;
+            let new = f(old.as_deref());
+            let mut batch = WriteBatch::new();
+            match &new {
+                Some(v) => batch.put(key, v),
+                None => batch.delete(key),
+            };
+            if self.write_conditional(batch, sync, Some((key.to_vec(), seq)))? {
+                Counters::add(&self.counters.rmws, 1);
+                return Ok(new);
+            }
+            Counters::add(&self.counters.rmw_retries, 1);
+        }
+    }
+
+    /// Queues a write (see the module comment for `condition`); returns whether it applied.
+    fn write_conditional(
+        &self,
+        batch: WriteBatch,
+        sync: bool,
+        condition: Option<(Vec<u8>, SeqNo)>,
+    ) -> Result<bool> {
         self.validate(&batch)?;
         if self.shutting_down.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
         if batch.is_empty() {
-            return Ok(());
+            return Ok(true);
         }
         let me = Arc::new(PendingWrite {
             batch: Mutex::new(Some(batch)),
             sync,
+            condition,
             result: Mutex::new(None),
         });
         let mut queue = self.writers.lock();
@@ -76,13 +138,16 @@ impl DbInner {
             .and_then(|_| self.commit_group());
         drop(guard);
         let (group_len, result) = match outcome {
-            Ok(n) => (n, Ok(())),
+            Ok(g) => (g.len, Ok(g.applied)),
             Err(e) => (1, Err(e)),
         };
         let mut queue = self.writers.lock();
-        let mut mine = Ok(());
+        let mut mine = Ok(true);
         for (i, w) in queue.drain(..group_len).enumerate() {
-            let r = result.clone();
+            let r = match &result {
+                Ok(applied) => Ok(applied[i]),
+                Err(e) => Err(e.clone()),
+            };
             if i == 0 {
                 mine = r;
             } else {
@@ -97,9 +162,9 @@ impl DbInner {
         })
     }
 
-    /// Writes the queue's head group to the WAL and the memtable. Returns the group size.
-    /// Called by the leader holding `write_lock`.
-    fn commit_group(&self) -> Result<usize, Arc<Error>> {
+    /// Writes the queue's head group to the WAL and the memtable. Called by the leader
+    /// holding `write_lock`.
+    fn commit_group(&self) -> Result<GroupOutcome, Arc<Error>> {
         let group: Vec<Arc<PendingWrite>> = {
             let queue = self.writers.lock();
             let leader_sync = queue[0].sync;
@@ -119,9 +184,17 @@ impl DbInner {
             }
             group
         };
-        let mut batch = group[0].batch.lock().take().expect("leader's batch");
-        for w in &group[1..] {
+        let applied = self.check_conditions(&group);
+        let mut batch = WriteBatch::new();
+        for (w, _) in group.iter().zip(&applied).filter(|(_, ok)| **ok) {
             batch.append(w.batch.lock().as_ref().expect("queued batch"));
+        }
+        let outcome = GroupOutcome {
+            len: group.len(),
+            applied,
+        };
+        if batch.is_empty() {
+            return Ok(outcome);
         }
         let sync = group.iter().any(|w| w.sync);
         let first_seq = self.visible_seq.load(Ordering::Acquire) + 1;
@@ -156,7 +229,49 @@ impl DbInner {
         Counters::add(&c.user_bytes_written, bytes);
         Counters::add(&c.write_batches, group.len() as u64);
         Counters::add(&c.write_groups, 1);
-        Ok(group.len())
+        Ok(outcome)
+    }
+
+    /// Which writes of a group may apply: a conditional write fails if its key has a
+    /// version newer than the one it read, in a memtable or possibly flushed, or if an
+    /// earlier write of the same group touches the key. Called holding `write_lock`, so
+    /// no write commits meanwhile.
+    fn check_conditions(&self, group: &[Arc<PendingWrite>]) -> Vec<bool> {
+        if group.iter().all(|w| w.condition.is_none()) {
+            return vec![true; group.len()];
+        }
+        // The superversion first, then the sequence: every write newer than the oldest
+        // in-memory memtable's first one is in this superversion's memtables.
+        let sv = self.sv.load();
+        let visible = self.visible_seq.load(Ordering::Acquire);
+        let oldest = sv.imms.last().unwrap_or(&sv.mem);
+        let in_memory_from = if oldest.is_empty() {
+            visible + 1
+        } else {
+            oldest.smallest_seq()
+        };
+        let mut group_keys: std::collections::HashSet<Vec<u8>> = Default::default();
+        group
+            .iter()
+            .map(|w| {
+                let ok = match &w.condition {
+                    None => true,
+                    Some((key, read_at)) => {
+                        *read_at + 1 >= in_memory_from
+                            && !group_keys.contains(key)
+                            && std::iter::once(&sv.mem)
+                                .chain(sv.imms.iter())
+                                .all(|m| m.latest_seq(key).is_none_or(|s| s <= *read_at))
+                    }
+                };
+                if ok {
+                    if let Some(b) = w.batch.lock().as_ref() {
+                        group_keys.extend(b.iter().map(|e| e.key.to_vec()));
+                    }
+                }
+                ok
+            })
+            .collect()
     }
 
     /// Ensures the memtable has room, switching to a new one (and WAL) when it is full or
