@@ -1,78 +1,487 @@
-//! STUB (not committed): the RALT API as specified to its developer.
-#![allow(missing_docs, unused)]
-use crate::env::Env;
-use crate::Result;
+//! RALT (Recent Access Lookup Table, HotRAP §3.2 and §3.7): the on-disk hotness tracker.
+//!
+//! A small LSM-tree of access records on the fast disk, under `ralt/`. Accesses go to an
+//! in-memory unsorted buffer (one entry per key); a full buffer is frozen and the
+//! background flushes it to a level-0 run file; leveled compaction (size ratio 10) merges
+//! records of one key by the paper's score rule. Readers load an immutable [`Version`]
+//! through an `ArcSwap` and never block on maintenance.
+//!
+//! What "hot" means: every run record carries a hot bit, decided when the record is
+//! written (flush, compaction, eviction) by comparing its score with the hot threshold in
+//! force; a compaction keeps a key hot if any merged record was. `is_hot` asks the
+//! in-memory bloom filters of hot keys, `range_hot_size` sums per-block prefix sums of hot
+//! sizes, `hot_keys` merges the hot records of every level. A key still in the buffer is
+//! hot if its runs say so, or if it was accessed again while buffered (the paper's "super
+//! hot" key); a single buffered access alone never makes a key hot, so a promotion check
+//! that records an access and then asks `is_hot` needs an earlier access.
+//!
+//! When the hot set size or the physical size exceeds its limit, an eviction computes two
+//! score thresholds by sampling, drops records below the physical one (and, with
+//! auto-tuning, every unstable record first), re-decides every hot bit against the hot
+//! one, and merges everything into one sorted run a few files at a time. Auto-tuning then
+//! resets both limits by Algorithm 1.
+//!
+//! Files: `options` (options, derived parameters), `score` (score and counter arithmetic,
+//! record encoding), `buffer` (clock, unsorted buffer), `run` (run files), `manifest`
+//! (persisted state), `version` (file sets, merging iterator), `maint` (flush, compaction,
+//! eviction, auto-tuning).
+
+mod buffer;
+mod maint;
+mod manifest;
+mod options;
+mod run;
+mod score;
+#[cfg(test)]
+mod tests;
+mod version;
+
+pub use options::{RaltOptions, ScoringMethod};
+
+use crate::env::{Env, Tier};
+use crate::sst::filter::filter_hash;
+use crate::{Error, Result};
+use arc_swap::ArcSwap;
+use buffer::{entry_cost, Buffer, Clock};
+use maint::Maint;
+use options::Params;
+use parking_lot::Mutex;
+use run::{Rec, RunFile};
+use score::Scorer;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-#[derive(Clone, Copy, Debug, Default, PartialEq)]
-pub enum ScoringMethod {
-    #[default]
-    ExpSmoothing,
-    Lru,
-    Clock {
-        bits: u8,
-    },
+use version::{MergeIter, Source, Version};
+
+/// What the foreground touches: the clock and the buffers, behind one short mutex.
+struct Front {
+    active: Buffer,
+    /// A full buffer waiting for the background to flush it.
+    frozen: Option<Arc<Buffer>>,
+    clock: Clock,
+    accesses: u64,
+    dropped: u64,
 }
-#[derive(Clone, Debug, Default)]
-pub struct RaltOptions {
-    pub fd_budget: u64,
-    pub alpha: f64,
-    pub gamma: f64,
-    pub beta: f64,
-    pub hot_set_limit: Option<u64>,
-    pub physical_limit: Option<u64>,
-    pub auto_tune: bool,
-    pub buffer_bytes: usize,
-    pub bloom_bits_per_key: usize,
-    pub scoring: ScoringMethod,
+
+/// The hotness tracker. `Send + Sync`; share it as `Arc<Ralt>`.
+pub struct Ralt {
+    env: Arc<Env>,
+    opts: RaltOptions,
+    params: Params,
+    scorer: Scorer,
+    front: Mutex<Front>,
+    has_frozen: AtomicBool,
+    /// Compaction or eviction work is waiting.
+    pending: AtomicBool,
+    version: ArcSwap<Version>,
+    next_file: AtomicU64,
+    maint: Mutex<Maint>,
+    /// Copies of the limits for `stats` without the maintenance lock.
+    hot_limit: AtomicU64,
+    phys_limit: AtomicU64,
+    evictions: AtomicU64,
 }
-impl RaltOptions {
-    pub fn validate(&self) -> Result<()> {
-        Ok(())
-    }
-}
-pub struct Ralt;
+
+/// A snapshot of RALT's sizes and counters.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct RaltStats {
+    /// HotRAP size of hot keys in the runs (each hot key counted about once).
     pub hot_set_size: u64,
+    /// Current hot set size limit.
     pub hot_set_limit: u64,
+    /// Physical size: total length of the access records in the runs.
     pub physical_size: u64,
+    /// Current physical size limit.
     pub physical_limit: u64,
+    /// Records in the runs (a key in several levels counts again) plus buffered keys.
     pub tracked_keys: u64,
+    /// Memory of filters, indexes and buffers.
     pub memory_bytes: u64,
+    /// Accesses recorded (including dropped ones).
     pub accesses: u64,
+    /// Evictions completed.
     pub evictions: u64,
+    /// Current time slice.
     pub tick: u64,
+    /// Accesses dropped because both buffers were full (the background fell behind).
+    pub dropped_accesses: u64,
+    /// Bytes of RALT's files on the fast disk (records plus indexes, filters, footers).
+    pub file_bytes: u64,
+    /// Live run files.
+    pub files: u64,
+    /// Memory of the hot-key bloom filters.
+    pub filter_bytes: u64,
+    /// Memory of the block indexes.
+    pub index_bytes: u64,
+    /// Memory of the buffers.
+    pub buffer_bytes: u64,
+    /// Keys evicted so far.
+    pub evicted_keys: u64,
+    /// Counter periods elapsed (auto-tuning counters lose one unit per period).
+    pub counter_period: u64,
 }
+
 impl Ralt {
+    /// Opens (or creates) the tracker under `ralt/` on the fast tier, resuming the state
+    /// saved by the last manifest and deleting files it does not reference.
     pub fn open(env: Arc<Env>, opts: RaltOptions) -> Result<Ralt> {
-        todo!()
+        opts.validate()?;
+        if opts.fd_budget == 0 {
+            return Err(Error::InvalidArgument(
+                "ralt: fd_budget must be positive".into(),
+            ));
+        }
+        let dir = env.path(Tier::Fast, manifest::DIR);
+        if !dir.is_dir() {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(&dir, e))?;
+            env.sync_dir(Tier::Fast)?;
+        }
+        let params = Params::new(&opts);
+        let scorer = Scorer::new(opts.scoring, opts.alpha);
+        let mut state = manifest::read(&env)?;
+        if let Some(s) = &state {
+            if s.scoring != opts.scoring.code() {
+                tracing::warn!(
+                    "RALT was tracking with another scoring method; starting afresh with {:?}",
+                    opts.scoring
+                );
+                let next_file = s.next_file;
+                state = None;
+                // Keep numbering monotonic so no old name is reused.
+                let st = maint::fresh_state(&opts, &params, next_file);
+                manifest::write(&env, &st)?;
+            }
+        }
+        let state = state.unwrap_or_else(|| maint::fresh_state(&opts, &params, 1));
+        let mut levels: Vec<Vec<Arc<RunFile>>> = Vec::new();
+        for &(level, number) in &state.files {
+            let level = level as usize;
+            let f = RunFile::open(&env, number).map_err(|e| match e {
+                Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
+                    Error::corruption(
+                        env.path(Tier::Fast, manifest::MANIFEST),
+                        0,
+                        format!(
+                            "RALT manifest references missing file {}",
+                            run::file_name(number)
+                        ),
+                    )
+                }
+                e => e,
+            })?;
+            if levels.len() <= level {
+                levels.resize_with(level + 1, Vec::new);
+            }
+            levels[level].push(Arc::new(f));
+        }
+        for (l, files) in levels.iter_mut().enumerate().skip(1) {
+            files.sort_by(|a, b| a.smallest.cmp(&b.smallest));
+            if files.windows(2).any(|w| w[0].largest >= w[1].smallest) {
+                return Err(Error::corruption(
+                    env.path(Tier::Fast, manifest::MANIFEST),
+                    0,
+                    format!("RALT level {l} holds files with overlapping key ranges"),
+                ));
+            }
+        }
+        let version = Version { levels };
+        remove_unreferenced(&env, &version)?;
+        let (hot_limit, phys_limit) = if opts.auto_tune {
+            (state.hot_limit, state.phys_limit)
+        } else {
+            (params.init_hot_limit, params.init_phys_limit)
+        };
+        let m = Maint::new(&state, hot_limit, phys_limit);
+        let ralt = Ralt {
+            front: Mutex::new(Front {
+                active: Buffer::default(),
+                frozen: None,
+                clock: state.clock,
+                accesses: 0,
+                dropped: 0,
+            }),
+            has_frozen: AtomicBool::new(false),
+            pending: AtomicBool::new(false),
+            version: ArcSwap::from_pointee(version),
+            next_file: AtomicU64::new(state.next_file),
+            hot_limit: AtomicU64::new(hot_limit),
+            phys_limit: AtomicU64::new(phys_limit),
+            evictions: AtomicU64::new(state.evictions),
+            maint: Mutex::new(m),
+            env,
+            opts,
+            params,
+            scorer,
+        };
+        ralt.update_pending(&ralt.maint.lock());
+        Ok(ralt)
     }
+
+    /// Records an access to `key` whose value is `value_len` bytes. No I/O: the access goes
+    /// to the buffer; when the buffer fills it is handed to the background
+    /// ([`Ralt::needs_maintenance`]); when the handed-over one is not flushed yet either,
+    /// the access only advances the clock and is counted as dropped.
     pub fn record_access(&self, key: &[u8], value_len: u32) -> Result<()> {
-        todo!()
+        let hash = filter_hash(key);
+        let size = key.len() as u64 + value_len as u64;
+        let mut f = self.front.lock();
+        let c = f.clock;
+        f.clock
+            .advance(size, self.params.tick_bytes, self.params.decay_bytes);
+        f.accesses += 1;
+        let access = self
+            .scorer
+            .first_access(value_len, c.tick, c.epoch, c.total);
+        if f.active.merge_access(hash, key, &access, &self.scorer) {
+            return Ok(());
+        }
+        if !f.active.is_empty() && f.active.bytes() + entry_cost(key.len()) > self.opts.buffer_bytes
+        {
+            if f.frozen.is_some() {
+                f.dropped += 1;
+                return Ok(());
+            }
+            let full = std::mem::take(&mut f.active);
+            f.frozen = Some(Arc::new(full));
+            self.has_frozen.store(true, Relaxed);
+        }
+        // Accessed again while its earlier access waits in the frozen buffer: that is a
+        // second buffered access too.
+        let earlier = f
+            .frozen
+            .as_deref()
+            .and_then(|b| b.get(hash, key))
+            .map(|e| e.count);
+        f.active.insert(hash, key, access, earlier.unwrap_or(0));
+        Ok(())
     }
+
+    /// True if `key` is hot: a hot-key filter of some run says so (no I/O, no second
+    /// check, as in the paper), or the key was accessed again while buffered.
     pub fn is_hot(&self, key: &[u8]) -> bool {
-        todo!()
+        let hash = filter_hash(key);
+        {
+            let f = self.front.lock();
+            let hot = |b: &Buffer| b.get(hash, key).is_some_and(|e| e.is_hot());
+            if hot(&f.active) || f.frozen.as_deref().is_some_and(hot) {
+                return true;
+            }
+        }
+        self.version.load().may_be_hot(key, hash)
     }
+
+    /// Estimated HotRAP size of the hot keys in `[lo, hi]`: per level, the difference of
+    /// the prefix sums at the range's edge blocks (edge blocks counted whole), summed over
+    /// levels, plus hot buffered keys. Never below the exact value, often a little above.
     pub fn range_hot_size(&self, lo: &[u8], hi: &[u8]) -> u64 {
-        todo!()
+        if lo > hi {
+            return 0;
+        }
+        let mut sum = self.version.load().range_hot_size(lo, hi);
+        let f = self.front.lock();
+        for b in std::iter::once(&f.active).chain(f.frozen.as_deref()) {
+            for e in b.entries() {
+                if e.is_hot() && &*e.key >= lo && &*e.key <= hi {
+                    sum += e.key.len() as u64 + e.meta.value_len as u64;
+                }
+            }
+        }
+        sum
     }
+
+    /// The hot keys in `[lo, hi]` in key order, each with the value length of its newest
+    /// hot record. Reads a snapshot: maintenance running meanwhile does not disturb it.
     pub fn hot_keys(
         &self,
         lo: &[u8],
         hi: &[u8],
     ) -> Result<Box<dyn Iterator<Item = Result<(Vec<u8>, u32)>> + Send>> {
-        todo!()
+        if lo > hi {
+            return Ok(Box::new(std::iter::empty()));
+        }
+        let v = self.version.load_full();
+        let mut mem: Vec<Rec> = Vec::new();
+        {
+            let f = self.front.lock();
+            // Active first: it is newer, and the stable sort plus dedup keeps it.
+            for b in std::iter::once(&f.active).chain(f.frozen.as_deref()) {
+                for e in b.entries() {
+                    if e.is_hot() && &*e.key >= lo && &*e.key <= hi {
+                        mem.push(Rec {
+                            key: e.key.to_vec(),
+                            meta: e.meta,
+                            hot: true,
+                        });
+                    }
+                }
+            }
+        }
+        mem.sort_by(|a, b| a.key.cmp(&b.key));
+        mem.dedup_by(|later, earlier| later.key == earlier.key);
+        let mut sources = vec![Source::Mem(mem.into_iter())];
+        for (level, files) in v.levels.iter().enumerate() {
+            let overlapping: Vec<Arc<RunFile>> = files
+                .iter()
+                .filter(|f| f.overlaps(Some(lo), Some(hi)))
+                .cloned()
+                .collect();
+            if level == 0 {
+                for f in overlapping {
+                    sources.push(Source::files(vec![f], Some(lo), true));
+                }
+            } else if !overlapping.is_empty() {
+                sources.push(Source::files(overlapping, Some(lo), true));
+            }
+        }
+        Ok(Box::new(HotKeys {
+            merge: MergeIter::new(sources),
+            hi: hi.to_vec(),
+            done: false,
+        }))
     }
+
+    /// Persists the buffers as level-0 runs and saves the manifest (called on close).
     pub fn flush(&self) -> Result<()> {
-        todo!()
+        let mut m = self.maint.lock();
+        loop {
+            let buf = {
+                let mut f = self.front.lock();
+                match f.frozen.clone() {
+                    Some(b) => b,
+                    None if f.active.is_empty() => break,
+                    None => {
+                        let full = std::mem::take(&mut f.active);
+                        let b = Arc::new(full);
+                        f.frozen = Some(b.clone());
+                        self.has_frozen.store(true, Relaxed);
+                        b
+                    }
+                }
+            };
+            self.flush_frozen(&mut m, &buf)?;
+        }
+        self.save_manifest(&m, &self.version.load())?;
+        self.update_pending(&m);
+        Ok(())
     }
+
+    /// One unit of background work: flush a frozen buffer, else one eviction step, else
+    /// one compaction. Returns whether it did anything.
     pub fn maintenance(&self) -> Result<bool> {
-        todo!()
+        let mut m = self.maint.lock();
+        let frozen = self.front.lock().frozen.clone();
+        let did = match frozen {
+            Some(buf) => {
+                self.flush_frozen(&mut m, &buf)?;
+                true
+            }
+            None => self.background_step(&mut m)?,
+        };
+        self.update_pending(&m);
+        Ok(did)
     }
+
+    /// True when a buffer waits for its flush or compaction/eviction is due. Cheap.
     pub fn needs_maintenance(&self) -> bool {
-        todo!()
+        self.has_frozen.load(Relaxed) || self.pending.load(Relaxed)
     }
+
+    /// Sizes, limits and counters.
     pub fn stats(&self) -> RaltStats {
-        todo!()
+        let v = self.version.load();
+        let (mut filter_bytes, mut index_bytes, mut records) = (0, 0, 0);
+        for (_, f) in v.files() {
+            let (fb, ib) = f.memory();
+            filter_bytes += fb;
+            index_bytes += ib;
+            records += f.info.records;
+        }
+        let f = self.front.lock();
+        let buffers = std::iter::once(&f.active).chain(f.frozen.as_deref());
+        let buffer_bytes: u64 = buffers.clone().map(|b| b.bytes() as u64).sum();
+        let buffered: u64 = buffers.map(|b| b.len() as u64).sum();
+        RaltStats {
+            hot_set_size: v.hot_set_bytes(),
+            hot_set_limit: self.hot_limit.load(Relaxed),
+            physical_size: v.record_bytes(),
+            physical_limit: self.phys_limit.load(Relaxed),
+            tracked_keys: records + buffered,
+            memory_bytes: filter_bytes + index_bytes + buffer_bytes,
+            accesses: f.accesses,
+            evictions: self.evictions.load(Relaxed),
+            tick: f.clock.tick,
+            dropped_accesses: f.dropped,
+            file_bytes: v.file_bytes(),
+            files: v.files().count() as u64,
+            filter_bytes,
+            index_bytes,
+            buffer_bytes,
+            evicted_keys: self.maint.try_lock().map_or(0, |m| m.evicted_keys),
+            counter_period: f.clock.epoch,
+        }
+    }
+}
+
+/// Deletes files under `ralt/` that the version does not hold (left by a crash between
+/// writing a file and saving the manifest, or by a failed job).
+fn remove_unreferenced(env: &Env, v: &Version) -> Result<()> {
+    let dir = env.path(Tier::Fast, manifest::DIR);
+    let live: std::collections::HashSet<String> =
+        v.files().map(|(_, f)| run::file_name(f.number)).collect();
+    let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+    let mut removed = false;
+    for entry in entries {
+        let entry = entry.map_err(|e| Error::io(&dir, e))?;
+        let Some(name) = entry
+            .file_name()
+            .to_str()
+            .map(|n| format!("{}/{n}", manifest::DIR))
+        else {
+            continue;
+        };
+        let ours = name.ends_with(".rlt") || name.ends_with(".tmp");
+        if ours && !live.contains(&name) {
+            env.remove(Tier::Fast, &name)?;
+            removed = true;
+        }
+    }
+    if removed {
+        manifest::sync_ralt_dir(env)?;
+    }
+    Ok(())
+}
+
+/// The iterator behind [`Ralt::hot_keys`].
+struct HotKeys {
+    merge: MergeIter,
+    hi: Vec<u8>,
+    done: bool,
+}
+
+impl Iterator for HotKeys {
+    type Item = Result<(Vec<u8>, u32)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.done {
+            return None;
+        }
+        match self.merge.next_group() {
+            Ok(Some(mut group)) => {
+                // Sources are newest first: the first record has the newest value length.
+                let (_, r) = group.swap_remove(0);
+                if r.key > self.hi {
+                    self.done = true;
+                    return None;
+                }
+                Some(Ok((r.key, r.meta.value_len)))
+            }
+            Ok(None) => {
+                self.done = true;
+                None
+            }
+            Err(e) => {
+                self.done = true;
+                Some(Err(e))
+            }
+        }
     }
 }

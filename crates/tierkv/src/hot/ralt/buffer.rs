@@ -1,0 +1,165 @@
+//! The in-memory side of RALT: the access clock (time slice, counter period, bytes
+//! accessed) and the unsorted buffer of recent accesses.
+//!
+//! The buffer is unsorted as in the paper (no ordering work on the caller's thread), but it
+//! keeps one entry per key: a second access to a buffered key is merged into its entry by
+//! the usual merge rule, so a buffer never holds duplicates and a key accessed again while
+//! buffered is recognisable (the paper's "super hot" key). Entries are found through a
+//! hash index keyed by the same xxh3 hash the bloom filters use.
+
+use super::score::{Meta, Scorer};
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
+
+/// RALT's notion of time, advanced by every recorded access.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct Clock {
+    /// Current time slice t.
+    pub tick: u64,
+    /// Bytes accessed since the current time slice began.
+    pub tick_acc: u64,
+    /// Counter periods elapsed (each R accessed bytes).
+    pub epoch: u64,
+    /// Bytes accessed since the current counter period began.
+    pub epoch_acc: u64,
+    /// HotRAP bytes accessed in total (the LRU time).
+    pub total: u64,
+}
+
+impl Clock {
+    /// Accounts `bytes` of accessed data.
+    pub fn advance(&mut self, bytes: u64, tick_bytes: u64, decay_bytes: u64) {
+        self.total = self.total.wrapping_add(bytes);
+        self.tick_acc += bytes;
+        if self.tick_acc >= tick_bytes {
+            self.tick += self.tick_acc / tick_bytes;
+            self.tick_acc %= tick_bytes;
+        }
+        self.epoch_acc += bytes;
+        if self.epoch_acc >= decay_bytes {
+            self.epoch += self.epoch_acc / decay_bytes;
+            self.epoch_acc %= decay_bytes;
+        }
+    }
+}
+
+/// The hash index already holds xxh3 hashes: pass them through.
+#[derive(Default)]
+pub(crate) struct PassThrough(u64);
+
+impl Hasher for PassThrough {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ b as u64;
+        }
+    }
+    fn write_u64(&mut self, v: u64) {
+        self.0 = v;
+    }
+}
+
+const NONE: u32 = u32::MAX;
+
+/// A buffered key.
+#[derive(Clone, Debug)]
+pub(crate) struct BufEntry {
+    pub key: Box<[u8]>,
+    pub meta: Meta,
+    /// Accesses merged into this entry while buffered.
+    pub count: u32,
+    /// Next entry with the same hash.
+    next: u32,
+}
+
+impl BufEntry {
+    /// A key accessed again while its record is still buffered counts as hot at once
+    /// (the paper's "super hot" key); a single buffered access alone never does.
+    pub fn is_hot(&self) -> bool {
+        self.count >= 2
+    }
+}
+
+/// Approximate memory of one entry: the key, the entry and its index slot.
+pub(crate) fn entry_cost(key_len: usize) -> usize {
+    key_len + std::mem::size_of::<BufEntry>() + 24
+}
+
+/// The unsorted buffer.
+#[derive(Default)]
+pub(crate) struct Buffer {
+    entries: Vec<BufEntry>,
+    index: HashMap<u64, u32, BuildHasherDefault<PassThrough>>,
+    bytes: usize,
+}
+
+impl Buffer {
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Memory held, by [`entry_cost`].
+    pub fn bytes(&self) -> usize {
+        self.bytes
+    }
+
+    pub fn entries(&self) -> &[BufEntry] {
+        &self.entries
+    }
+
+    /// The entry of `key` (whose filter hash is `hash`).
+    pub fn get(&self, hash: u64, key: &[u8]) -> Option<&BufEntry> {
+        let mut i = *self.index.get(&hash)?;
+        while i != NONE {
+            let e = self.entries.get(i as usize)?;
+            if &*e.key == key {
+                return Some(e);
+            }
+            i = e.next;
+        }
+        None
+    }
+
+    /// Merges an access into the key's entry; returns false if the key has none.
+    pub fn merge_access(&mut self, hash: u64, key: &[u8], access: &Meta, sc: &Scorer) -> bool {
+        let Some(&first) = self.index.get(&hash) else {
+            return false;
+        };
+        let mut i = first;
+        while i != NONE {
+            let Some(e) = self.entries.get_mut(i as usize) else {
+                return false;
+            };
+            if &*e.key == key {
+                e.meta = sc.merge(&e.meta, access);
+                e.count = e.count.saturating_add(1);
+                return true;
+            }
+            i = e.next;
+        }
+        false
+    }
+
+    /// Adds a key that has no entry yet; `earlier` buffered accesses (in the frozen
+    /// buffer) count towards its "accessed again while buffered" state.
+    pub fn insert(&mut self, hash: u64, key: &[u8], access: Meta, earlier: u32) {
+        let idx = self.entries.len() as u32;
+        let next = match self.index.insert(hash, idx) {
+            Some(prev) => prev,
+            None => NONE,
+        };
+        self.entries.push(BufEntry {
+            key: key.into(),
+            meta: access,
+            count: earlier.saturating_add(1),
+            next,
+        });
+        self.bytes += entry_cost(key.len());
+    }
+}

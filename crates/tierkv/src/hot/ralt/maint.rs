@@ -1,0 +1,630 @@
+//! RALT's background work, serialized by the maintenance lock: flushing a frozen buffer to
+//! level 0, leveled compaction, eviction (sampled score thresholds, then a step-by-step
+//! merge of everything into one sorted run) and auto-tuning of the two limits
+//! (Algorithm 1). Each call does one bounded unit of work and installs a new version.
+
+use super::buffer::Buffer;
+use super::manifest::{self, State};
+use super::options::{Params, RaltOptions, EVICT_STEP_FILES, L0_TRIGGER, MAX_LEVEL, SAMPLE_POINTS};
+use super::run::{Rec, RunFile, RunWriter};
+use super::score::{encoded_len, is_stable, Meta};
+use super::version::{MergeIter, Source, Version};
+use super::Ralt;
+use crate::sst::filter::filter_hash;
+use crate::Result;
+use std::collections::HashSet;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// State owned by the maintenance lock.
+pub(crate) struct Maint {
+    /// Records whose rank at `thr_tick` is at least this are hot.
+    pub hot_rank: f64,
+    pub thr_tick: u64,
+    pub hot_limit: u64,
+    pub phys_limit: u64,
+    pub evictions: u64,
+    pub evicted_keys: u64,
+    flushes: u64,
+    /// Flush count when the last eviction ended: a new one needs new data, so limits
+    /// that cannot be met do not make the background spin.
+    flushes_at_eviction: u64,
+    pub(super) eviction: Option<Eviction>,
+    /// Per level, the largest key of the last file compacted (round-robin picking).
+    compact_ptr: Vec<Option<Vec<u8>>>,
+}
+
+impl Maint {
+    pub fn new(s: &State, hot_limit: u64, phys_limit: u64) -> Maint {
+        Maint {
+            hot_rank: s.hot_rank,
+            thr_tick: s.thr_tick,
+            hot_limit,
+            phys_limit,
+            evictions: s.evictions,
+            evicted_keys: s.evicted_keys,
+            flushes: 1,
+            flushes_at_eviction: 0,
+            eviction: None,
+            compact_ptr: vec![None; MAX_LEVEL + 1],
+        }
+    }
+}
+
+/// The state of a store that has tracked nothing yet: every record is hot until the
+/// first eviction sets a threshold, and the limits start at the paper's initial values.
+pub(crate) fn fresh_state(o: &RaltOptions, p: &Params, next_file: u64) -> State {
+    State {
+        next_file,
+        clock: Default::default(),
+        hot_rank: f64::NEG_INFINITY,
+        thr_tick: 0,
+        hot_limit: p.init_hot_limit,
+        phys_limit: p.init_phys_limit,
+        evictions: 0,
+        evicted_keys: 0,
+        scoring: o.scoring.code(),
+        files: Vec::new(),
+    }
+}
+
+/// An eviction in progress: thresholds decided by the sampling scan, and how far the
+/// step-by-step merge has come.
+pub(super) struct Eviction {
+    /// Files of the eviction's snapshot not merged yet (files flushed later are newer and
+    /// stay out of it).
+    inputs: HashSet<u64>,
+    out_level: usize,
+    /// Keys up to and including this one are merged.
+    cut: Option<Vec<u8>>,
+    /// Below this rank a record is evicted; at it, kept with probability `keep_tied`.
+    evict_rank: f64,
+    keep_tied: f64,
+    hot_rank: f64,
+    hot_tied: f64,
+    tick: u64,
+    epoch: u64,
+    /// Auto-tuning: unstable records go first.
+    drop_unstable: bool,
+}
+
+/// A deterministic fraction in [0, 1) per key, to split records tied at a threshold.
+fn key_fraction(key: &[u8]) -> f64 {
+    (filter_hash(key) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+fn at_least(rank: f64, thr: f64, tied_frac: f64, key: &[u8]) -> bool {
+    rank > thr || (rank == thr && key_fraction(key) < tied_frac)
+}
+
+/// Folds a key's records (given newest first) into one by the merge rule.
+fn fold(r: &Ralt, group: &[(usize, Rec)]) -> Meta {
+    let mut it = group.iter().rev();
+    let mut m = it.next().map(|(_, rec)| rec.meta).unwrap_or(Meta {
+        value_len: 0,
+        tick: 0,
+        score: 0.0,
+        epoch: 0,
+        counter: 0,
+        tag: false,
+    });
+    for (_, rec) in it {
+        m = r.scorer.merge(&m, &rec.meta);
+    }
+    m
+}
+
+/// The k-th largest sampled rank with k = N * target / total (HotRAP §3.2), and the
+/// fraction of records tied at it to keep so that about k samples survive.
+fn threshold(mut samples: Vec<f64>, total: u64, target: f64) -> (f64, f64) {
+    let n = samples.len();
+    if n == 0 || total == 0 {
+        return (f64::NEG_INFINITY, 1.0);
+    }
+    let k = ((n as f64) * target / total as f64)
+        .round()
+        .clamp(0.0, n as f64) as usize;
+    if k == 0 {
+        return (f64::INFINITY, 0.0);
+    }
+    samples.sort_by(|a, b| b.total_cmp(a));
+    let thr = samples[k - 1];
+    let above = samples.iter().take_while(|&&s| s > thr).count();
+    let tied = samples.iter().filter(|&&s| s == thr).count();
+    (thr, (k - above) as f64 / tied.max(1) as f64)
+}
+
+/// Sorted-run outputs of one job, split at the target file size.
+struct Outputs<'a> {
+    r: &'a Ralt,
+    level: usize,
+    cur: Option<RunWriter>,
+    done: Vec<Arc<RunFile>>,
+}
+
+impl<'a> Outputs<'a> {
+    fn new(r: &'a Ralt, level: usize) -> Outputs<'a> {
+        Outputs {
+            r,
+            level,
+            cur: None,
+            done: Vec::new(),
+        }
+    }
+
+    fn add(&mut self, key: &[u8], meta: &Meta, hot: bool, dup: bool) -> Result<()> {
+        let w = match &mut self.cur {
+            Some(w) => w,
+            None => {
+                let n = self.r.next_file.fetch_add(1, Relaxed);
+                let bits = self.r.opts.bloom_bits_per_key;
+                self.cur.insert(RunWriter::create(&self.r.env, n, bits)?)
+            }
+        };
+        w.add(key, meta, hot, dup)?;
+        if w.len() >= self.r.params.file_target {
+            self.close_file()?;
+        }
+        Ok(())
+    }
+
+    fn close_file(&mut self) -> Result<()> {
+        if let Some(w) = self.cur.take() {
+            if let Some(f) = w.finish()? {
+                self.done.push(Arc::new(f));
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(mut self) -> Result<Vec<(usize, Arc<RunFile>)>> {
+        self.close_file()?;
+        let level = self.level;
+        Ok(std::mem::take(&mut self.done)
+            .into_iter()
+            .map(|f| (level, f))
+            .collect())
+    }
+}
+
+impl Drop for Outputs<'_> {
+    /// On an error path, files written but never installed are deleted.
+    fn drop(&mut self) {
+        if let Some(w) = self.cur.take() {
+            w.abandon();
+        }
+        for f in &self.done {
+            f.mark_obsolete();
+        }
+    }
+}
+
+/// True if `key` is hot in a file deeper (older) than the position of a new file at
+/// `level`: below it for levels >= 1, or anywhere in the version for a new L0 file.
+fn hot_below(v: &Version, level: usize, key: &[u8]) -> bool {
+    v.may_be_hot_where(key, filter_hash(key), |l| level == 0 || l > level)
+}
+
+impl Ralt {
+    /// Saves the manifest for version `v` with the current clock and thresholds.
+    pub(super) fn save_manifest(&self, m: &Maint, v: &Version) -> Result<()> {
+        let clock = self.front.lock().clock;
+        let state = State {
+            next_file: self.next_file.load(Relaxed),
+            clock,
+            hot_rank: m.hot_rank,
+            thr_tick: m.thr_tick,
+            hot_limit: m.hot_limit,
+            phys_limit: m.phys_limit,
+            evictions: m.evictions,
+            evicted_keys: m.evicted_keys,
+            scoring: self.opts.scoring.code(),
+            files: v.files().map(|(l, f)| (l as u32, f.number)).collect(),
+        };
+        manifest::write(&self.env, &state)
+    }
+
+    /// Replaces `removed` files by `added` ones in a new version: manifest first, then the
+    /// swap, so a failure leaves the old version in force.
+    fn install(
+        &self,
+        m: &Maint,
+        removed: &[Arc<RunFile>],
+        added: Vec<(usize, Arc<RunFile>)>,
+    ) -> Result<()> {
+        let cur = self.version.load_full();
+        let gone: HashSet<u64> = removed.iter().map(|f| f.number).collect();
+        let mut levels: Vec<Vec<Arc<RunFile>>> = cur
+            .levels
+            .iter()
+            .map(|fs| {
+                fs.iter()
+                    .filter(|f| !gone.contains(&f.number))
+                    .cloned()
+                    .collect()
+            })
+            .collect();
+        for (level, f) in &added {
+            if levels.len() <= *level {
+                levels.resize_with(level + 1, Vec::new);
+            }
+            if *level == 0 {
+                levels[0].insert(0, f.clone());
+            } else {
+                levels[*level].push(f.clone());
+            }
+        }
+        for fs in levels.iter_mut().skip(1) {
+            fs.sort_by(|a, b| a.smallest.cmp(&b.smallest));
+        }
+        while levels.last().is_some_and(|l| l.is_empty()) {
+            levels.pop();
+        }
+        let v = Version { levels };
+        if let Err(e) = self.save_manifest(m, &v) {
+            for (_, f) in &added {
+                f.mark_obsolete();
+            }
+            return Err(e);
+        }
+        self.version.store(Arc::new(v));
+        for f in removed {
+            f.mark_obsolete();
+        }
+        Ok(())
+    }
+
+    pub(super) fn update_pending(&self, m: &Maint) {
+        let v = self.version.load();
+        let pending =
+            m.eviction.is_some() || self.over_limits(m, &v) || self.compaction_level(&v).is_some();
+        self.pending.store(pending, Relaxed);
+    }
+
+    fn over_limits(&self, m: &Maint, v: &Version) -> bool {
+        let hot = v.hot_set_bytes();
+        m.flushes > m.flushes_at_eviction && (hot > m.hot_limit || v.record_bytes() > m.phys_limit)
+    }
+
+    /// The level most in need of compaction, if any is over its target.
+    fn compaction_level(&self, v: &Version) -> Option<usize> {
+        let mut best = (0.0, None);
+        let l0 = v.level(0).len() as f64 / L0_TRIGGER as f64;
+        if l0 >= 1.0 {
+            best = (l0, Some(0));
+        }
+        for level in 1..MAX_LEVEL.min(v.levels.len()) {
+            let s = v.level_bytes(level) as f64 / self.params.level_target(level) as f64;
+            if s >= 1.0 && s > best.0 {
+                best = (s, Some(level));
+            }
+        }
+        best.1
+    }
+
+    /// Writes a frozen buffer as a new level-0 run, then releases it.
+    pub(super) fn flush_frozen(&self, m: &mut Maint, buf: &Arc<Buffer>) -> Result<()> {
+        if !buf.is_empty() {
+            self.write_level0(m, buf)?;
+        }
+        let mut f = self.front.lock();
+        if f.frozen.as_ref().is_some_and(|b| Arc::ptr_eq(b, buf)) {
+            f.frozen = None;
+            self.has_frozen.store(false, Relaxed);
+        }
+        Ok(())
+    }
+
+    fn write_level0(&self, m: &mut Maint, buf: &Buffer) -> Result<()> {
+        let mut entries: Vec<_> = buf.entries().iter().collect();
+        entries.sort_by(|a, b| a.key.cmp(&b.key));
+        let v = self.version.load_full();
+        let mut out = Outputs::new(self, 0);
+        for e in entries {
+            // A key accessed again while buffered stays hot after the flush, unless it is
+            // hot below already (then that record answers, and a second hot record would
+            // only count the key twice in range hot sizes).
+            let below = hot_below(&v, 0, &e.key);
+            let by_score = self.scorer.rank(&e.meta, m.thr_tick) >= m.hot_rank;
+            let hot = by_score || (e.is_hot() && !below);
+            let dup = hot && below;
+            // One file per flush, whatever its size: level 0 files are whole buffers.
+            let w = match &mut out.cur {
+                Some(w) => w,
+                None => {
+                    let n = self.next_file.fetch_add(1, Relaxed);
+                    out.cur.insert(RunWriter::create(
+                        &self.env,
+                        n,
+                        self.opts.bloom_bits_per_key,
+                    )?)
+                }
+            };
+            w.add(&e.key, &e.meta, hot, dup)?;
+        }
+        let added = out.finish()?;
+        self.install(m, &[], added)?;
+        m.flushes += 1;
+        Ok(())
+    }
+
+    /// Eviction step, else an eviction start (after emptying L0), else a compaction.
+    pub(super) fn background_step(&self, m: &mut Maint) -> Result<bool> {
+        let v = self.version.load_full();
+        if m.eviction.is_some() {
+            self.eviction_step(m, &v)?;
+            return Ok(true);
+        }
+        if self.over_limits(m, &v) {
+            if !v.level(0).is_empty() {
+                self.compact(m, &v, 0)?;
+            } else {
+                self.start_eviction(m, &v)?;
+            }
+            return Ok(true);
+        }
+        if let Some(level) = self.compaction_level(&v) {
+            self.compact(m, &v, level)?;
+            return Ok(true);
+        }
+        Ok(false)
+    }
+
+    /// Leveled compaction of `level` into `level + 1`: all of L0, or the next file of a
+    /// deeper level round-robin, with the overlapping files below.
+    fn compact(&self, m: &mut Maint, v: &Version, level: usize) -> Result<()> {
+        let upper: Vec<Arc<RunFile>> = if level == 0 {
+            v.level(0).to_vec()
+        } else {
+            let files = v.level(level);
+            let ptr = m.compact_ptr[level].as_deref();
+            let i = ptr.map_or(0, |p| files.partition_point(|f| &*f.largest <= p));
+            let f = files.get(i).or(files.first()).cloned();
+            f.into_iter().collect()
+        };
+        let (Some(lo), Some(hi)) = (
+            upper.iter().map(|f| &f.smallest).min().cloned(),
+            upper.iter().map(|f| &f.largest).max().cloned(),
+        ) else {
+            return Ok(());
+        };
+        if level > 0 {
+            m.compact_ptr[level] = Some(hi.to_vec());
+        }
+        let lower: Vec<Arc<RunFile>> = v
+            .level(level + 1)
+            .iter()
+            .filter(|f| f.overlaps(Some(&*lo), Some(&*hi)))
+            .cloned()
+            .collect();
+        let mut sources: Vec<Source> = upper
+            .iter()
+            .map(|f| Source::files(vec![f.clone()], None, false))
+            .collect();
+        sources.push(Source::files(lower.clone(), None, false));
+        let out_level = level + 1;
+        let mut out = Outputs::new(self, out_level);
+        let mut it = MergeIter::new(sources);
+        while let Some(group) = it.next_group()? {
+            let meta = fold(self, &group);
+            let key = &group[0].1.key;
+            let hot = group.iter().any(|(_, r)| r.hot)
+                || self.scorer.rank(&meta, m.thr_tick) >= m.hot_rank;
+            let dup = hot && hot_below(v, out_level, key);
+            out.add(key, &meta, hot, dup)?;
+        }
+        let added = out.finish()?;
+        let removed: Vec<Arc<RunFile>> = upper.into_iter().chain(lower).collect();
+        self.install(m, &removed, added)
+    }
+
+    /// Scans everything once to size the eviction: sampled score thresholds for both
+    /// limits, and with auto-tuning the new limits from the stable records' sizes.
+    fn start_eviction(&self, m: &mut Maint, v: &Version) -> Result<()> {
+        let clock = self.front.lock().clock;
+        let (t, e) = (clock.tick, clock.epoch);
+        let auto = self.opts.auto_tune;
+        let files: Vec<&Arc<RunFile>> = v.files().map(|(_, f)| f).collect();
+        let est_h: u64 = files.iter().map(|f| f.info.hotrap_bytes).sum();
+        let est_p: u64 = files.iter().map(|f| f.info.record_bytes).sum();
+        // Systematic sampling: N evenly spaced points in [0, A) with a random offset. A is
+        // known only after the merge, so the points span the files' (larger) total and
+        // the points past the merged total simply find no record.
+        let seed = key_fraction(&clock.total.to_le_bytes());
+        let stride_h = (est_h as f64 / SAMPLE_POINTS as f64).max(1.0);
+        let stride_p = (est_p as f64 / SAMPLE_POINTS as f64).max(1.0);
+        let (mut next_h, mut next_p) = (seed * stride_h, seed * stride_p);
+        let (mut cum_h, mut cum_p) = (0.0f64, 0.0f64);
+        let (mut samples_h, mut samples_p) = (Vec::new(), Vec::new());
+        let (mut all_h, mut all_p, mut st_h, mut st_p, mut cand_h, mut cand_p) =
+            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+        let sources = v
+            .levels
+            .iter()
+            .enumerate()
+            .flat_map(|(l, fs)| {
+                if l == 0 {
+                    fs.iter()
+                        .map(|f| Source::files(vec![f.clone()], None, false))
+                        .collect::<Vec<_>>()
+                } else {
+                    vec![Source::files(fs.clone(), None, false)]
+                }
+            })
+            .collect();
+        let mut it = MergeIter::new(sources);
+        while let Some(group) = it.next_group()? {
+            let meta = fold(self, &group);
+            let key = &group[0].1.key;
+            let h = key.len() as u64 + meta.value_len as u64;
+            let p = encoded_len(key.len(), &meta) as u64;
+            let stable = is_stable(&meta, e);
+            let rank = self.scorer.rank(&meta, t);
+            let candidate = !auto || stable;
+            all_h += h;
+            all_p += p;
+            if stable {
+                st_h += h;
+                st_p += p;
+            }
+            if candidate {
+                cand_h += h;
+                cand_p += p;
+            }
+            cum_h += h as f64;
+            while next_h < cum_h {
+                if candidate {
+                    samples_h.push(rank);
+                }
+                next_h += stride_h;
+            }
+            cum_p += p as f64;
+            while next_p < cum_p {
+                if candidate {
+                    samples_p.push(rank);
+                }
+                next_p += stride_p;
+            }
+        }
+        if auto {
+            // Algorithm 1, lines 18-21.
+            let pr = &self.params;
+            m.hot_limit = pr.lhs.max((st_h + pr.dhs).min(pr.rhs));
+            let r = if all_h > 0 {
+                all_p as f64 / all_h as f64
+            } else {
+                0.0
+            };
+            m.phys_limit = st_p + (r * pr.dhs as f64) as u64;
+            self.hot_limit.store(m.hot_limit, Relaxed);
+            self.phys_limit.store(m.phys_limit, Relaxed);
+        }
+        // The target after eviction is (1 - beta) of the limit: the paper's "evict beta"
+        // when the size is at its limit, and still a real margin when the limit was just
+        // lowered or the trigger counted keys duplicated across levels.
+        let keep = 1.0 - self.opts.beta;
+        let (target_p, target_h) = (keep * m.phys_limit as f64, keep * m.hot_limit as f64);
+        let (evict_rank, keep_tied) = if cand_p as f64 > target_p {
+            threshold(samples_p, cand_p, target_p)
+        } else {
+            (f64::NEG_INFINITY, 1.0)
+        };
+        let (mut hot_rank, mut hot_tied) = if cand_h as f64 > target_h {
+            threshold(samples_h, cand_h, target_h)
+        } else {
+            (f64::NEG_INFINITY, 1.0)
+        };
+        if evict_rank > hot_rank || (evict_rank == hot_rank && keep_tied < hot_tied) {
+            (hot_rank, hot_tied) = (evict_rank, keep_tied);
+        }
+        m.hot_rank = hot_rank;
+        m.thr_tick = t;
+        m.eviction = Some(Eviction {
+            inputs: files.iter().map(|f| f.number).collect(),
+            out_level: v.deepest().max(1),
+            cut: None,
+            evict_rank,
+            keep_tied,
+            hot_rank,
+            hot_tied,
+            tick: t,
+            epoch: e,
+            drop_unstable: auto,
+        });
+        // Records flushed from now on are judged by the new threshold: make it durable.
+        self.save_manifest(m, v)
+    }
+
+    /// Merges the next few files of the eviction's output level with everything above
+    /// them into the output level, dropping evicted records. Upper files reaching past
+    /// the step's last key keep that tail as a rewritten, smaller file.
+    fn eviction_step(&self, m: &mut Maint, v: &Version) -> Result<()> {
+        let Some(ev) = m.eviction.as_ref() else {
+            return Ok(());
+        };
+        let out_level = ev.out_level;
+        let cut = ev.cut.clone();
+        let pending: Vec<Arc<RunFile>> = v
+            .level(out_level)
+            .iter()
+            .filter(|f| ev.inputs.contains(&f.number))
+            .cloned()
+            .collect();
+        let take = pending.len().min(EVICT_STEP_FILES);
+        let picked: Vec<Arc<RunFile>> = pending[..take].to_vec();
+        let last_key: Option<Vec<u8>> = if take < pending.len() {
+            picked.last().map(|f| f.largest.to_vec())
+        } else {
+            None
+        };
+        let in_step = |f: &&Arc<RunFile>| {
+            ev.inputs.contains(&f.number)
+                && cut.as_deref().is_none_or(|c| &*f.largest > c)
+                && last_key.as_deref().is_none_or(|k| &*f.smallest <= k)
+        };
+        let upper: Vec<Vec<Arc<RunFile>>> = (1..out_level)
+            .map(|l| v.level(l).iter().filter(in_step).cloned().collect())
+            .collect();
+        let mut sources: Vec<Source> = upper
+            .iter()
+            .map(|fs| Source::files(fs.clone(), cut.as_deref(), false))
+            .collect();
+        sources.push(Source::files(picked.clone(), cut.as_deref(), false));
+        let mut out = Outputs::new(self, out_level);
+        let mut tails: Vec<Outputs> = (1..out_level).map(|l| Outputs::new(self, l)).collect();
+        let mut evicted = 0u64;
+        let mut it = MergeIter::new(sources);
+        while let Some(group) = it.next_group()? {
+            let key = group[0].1.key.clone();
+            if cut.as_deref().is_some_and(|c| key.as_slice() <= c) {
+                continue;
+            }
+            if last_key.as_deref().is_some_and(|k| key.as_slice() > k) {
+                // Past this step: each upper file's tail is rewritten as it is.
+                for (src, rec) in &group {
+                    if let Some(t) = tails.get_mut(*src) {
+                        let hot = self.scorer.rank(&rec.meta, ev.tick) >= ev.hot_rank;
+                        let dup = hot && hot_below(v, src + 1, &key);
+                        t.add(&key, &rec.meta, hot, dup)?;
+                    }
+                }
+                continue;
+            }
+            let meta = fold(self, &group);
+            let rank = self.scorer.rank(&meta, ev.tick);
+            let unstable = ev.drop_unstable && !is_stable(&meta, ev.epoch);
+            if unstable || !at_least(rank, ev.evict_rank, ev.keep_tied, &key) {
+                evicted += 1;
+                continue;
+            }
+            let hot = at_least(rank, ev.hot_rank, ev.hot_tied, &key);
+            out.add(&key, &meta, hot, false)?;
+        }
+        let mut added = out.finish()?;
+        let mut tail_files = Vec::new();
+        for t in tails {
+            let fs = t.finish()?;
+            tail_files.extend(fs.iter().map(|(_, f)| f.number));
+            added.extend(fs);
+        }
+        let removed: Vec<Arc<RunFile>> = upper.into_iter().flatten().chain(picked).collect();
+        self.install(m, &removed, added)?;
+        m.evicted_keys += evicted;
+        let done = last_key.is_none();
+        if let Some(ev) = m.eviction.as_mut() {
+            for f in &removed {
+                ev.inputs.remove(&f.number);
+            }
+            ev.inputs.extend(tail_files);
+            ev.cut = last_key;
+        }
+        if done {
+            m.eviction = None;
+            m.evictions += 1;
+            m.flushes_at_eviction = m.flushes;
+            self.evictions.store(m.evictions, Relaxed);
+            self.save_manifest(m, &self.version.load())?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,188 @@
+//! RALT's user-facing options, their validation, and the internal parameters derived from
+//! them (time slice, counter period, auto-tuning bounds, file and level sizes).
+
+use crate::{Error, Result};
+
+/// How RALT scores a key's accesses (HotRAP §3.2, §4.7 ablation).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum ScoringMethod {
+    /// Exponential smoothing: score = sum of alpha^(t - i) over the time slices i with an
+    /// access. The paper's method and the default.
+    #[default]
+    ExpSmoothing,
+    /// Least recently used: the score is the time of the last access (bytes accessed so far).
+    Lru,
+    /// Multi-bit CLOCK: an access adds 1 (saturating at 2^bits - 1); every time slice takes
+    /// 1 away, like a clock hand sweeping once per slice.
+    Clock {
+        /// Width of the counter, 1..=16.
+        bits: u8,
+    },
+}
+
+impl ScoringMethod {
+    /// Stable code stored in the RALT manifest: records scored one way are meaningless
+    /// under another.
+    pub(crate) fn code(self) -> (u8, u8) {
+        match self {
+            ScoringMethod::ExpSmoothing => (0, 0),
+            ScoringMethod::Lru => (1, 0),
+            ScoringMethod::Clock { bits } => (2, bits),
+        }
+    }
+}
+
+/// Settings of the RALT hotness tracker.
+#[derive(Clone, Debug)]
+pub struct RaltOptions {
+    /// Size of the fast disk budget in bytes; filled in by the engine from
+    /// `Options::fd_budget`. Every size below that is "a fraction of FD" is of this.
+    pub fd_budget: u64,
+    /// Exponential-smoothing decay per time slice (paper: 0.999).
+    pub alpha: f64,
+    /// A time slice lasts `gamma * fd_budget` accessed bytes (paper: 0.1).
+    pub gamma: f64,
+    /// Fraction of the tracked size an eviction removes (paper: 0.1).
+    pub beta: f64,
+    /// Hot set size limit in HotRAP bytes; `None` = the paper's initial 50% of `fd_budget`.
+    /// With `auto_tune` it is only the starting value.
+    pub hot_set_limit: Option<u64>,
+    /// Physical size limit of RALT's own files; `None` = the paper's initial 15% of
+    /// `fd_budget`. With `auto_tune` it is only the starting value.
+    pub physical_limit: Option<u64>,
+    /// Tune both limits after every eviction by the paper's Algorithm 1.
+    pub auto_tune: bool,
+    /// Size of the in-memory unsorted buffer of accesses (one more may wait for its flush).
+    pub buffer_bytes: usize,
+    /// Bits per key of the in-memory bloom filters of hot keys (paper: 20).
+    pub bloom_bits_per_key: usize,
+    /// Scoring method.
+    pub scoring: ScoringMethod,
+}
+
+impl Default for RaltOptions {
+    fn default() -> Self {
+        RaltOptions {
+            fd_budget: 0,
+            alpha: 0.999,
+            gamma: 0.1,
+            beta: 0.1,
+            hot_set_limit: None,
+            physical_limit: None,
+            auto_tune: true,
+            buffer_bytes: 256 << 10,
+            bloom_bits_per_key: 20,
+            scoring: ScoringMethod::ExpSmoothing,
+        }
+    }
+}
+
+impl RaltOptions {
+    /// Checks every field; `fd_budget` 0 is accepted here because the engine fills it in
+    /// later (`Ralt::open` refuses it).
+    pub fn validate(&self) -> Result<()> {
+        let bad = |m: String| Err(Error::InvalidArgument(format!("ralt: {m}")));
+        if !(self.alpha > 0.0 && self.alpha <= 1.0) {
+            return bad(format!("alpha must be in (0, 1], got {}", self.alpha));
+        }
+        if !(self.gamma > 0.0 && self.gamma.is_finite()) {
+            return bad(format!("gamma must be positive, got {}", self.gamma));
+        }
+        if !(self.beta > 0.0 && self.beta < 1.0) {
+            return bad(format!("beta must be in (0, 1), got {}", self.beta));
+        }
+        if self.hot_set_limit == Some(0) {
+            return bad("hot_set_limit must be positive".into());
+        }
+        if self.physical_limit == Some(0) {
+            return bad("physical_limit must be positive".into());
+        }
+        if !(1024..=(1 << 30)).contains(&self.buffer_bytes) {
+            return bad(format!(
+                "buffer_bytes must be between 1 KiB and 1 GiB, got {}",
+                self.buffer_bytes
+            ));
+        }
+        if !(1..=64).contains(&self.bloom_bits_per_key) {
+            return bad(format!(
+                "bloom_bits_per_key must be in 1..=64, got {}",
+                self.bloom_bits_per_key
+            ));
+        }
+        if let ScoringMethod::Clock { bits } = self.scoring {
+            if !(1..=16).contains(&bits) {
+                return bad(format!("CLOCK bits must be in 1..=16, got {bits}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Auto-tuning counter arithmetic is kept in tenths so that dc = 2.6 is exact.
+pub(crate) const COUNTER_ONE: u8 = 10;
+/// dc = 2.6 (paper §3.7).
+pub(crate) const COUNTER_DC: u8 = 26;
+/// cmax = 5 (paper §3.7).
+pub(crate) const COUNTER_MAX: u8 = 50;
+
+/// L0 files that trigger an L0 -> L1 compaction.
+pub(crate) const L0_TRIGGER: usize = 4;
+/// Size ratio between adjacent levels.
+pub(crate) const LEVEL_RATIO: u64 = 10;
+/// Deepest level index; it never compacts further.
+pub(crate) const MAX_LEVEL: usize = 6;
+/// Target size of a data block (the paper uses 8 KiB; 4 KiB halves the error of
+/// `range_hot_size` at its edge blocks for a little more index memory).
+pub(crate) const BLOCK_SIZE: usize = 4096;
+/// Sample points N of the eviction threshold search.
+pub(crate) const SAMPLE_POINTS: u64 = 8192;
+/// Output-level files consumed per eviction step (bounds temporary space).
+pub(crate) const EVICT_STEP_FILES: usize = 4;
+
+/// Parameters derived from the options, in bytes.
+#[derive(Clone, Debug)]
+pub(crate) struct Params {
+    /// A time slice: gamma * FD accessed bytes.
+    pub tick_bytes: u64,
+    /// Counter period R = Rhs accessed bytes.
+    pub decay_bytes: u64,
+    /// Lower bound of the hot set limit, 0.05 * FD.
+    pub lhs: u64,
+    /// Upper bound of the hot set limit, 0.7 * FD.
+    pub rhs: u64,
+    /// Allowed HotRAP size of unstable records, 0.1 * Rhs.
+    pub dhs: u64,
+    pub init_hot_limit: u64,
+    pub init_phys_limit: u64,
+    pub file_target: u64,
+    pub l1_target: u64,
+}
+
+impl Params {
+    pub fn new(o: &RaltOptions) -> Params {
+        let fd = o.fd_budget as f64;
+        let at_least_1 = |x: f64| (x as u64).max(1);
+        let rhs = at_least_1(0.7 * fd);
+        let file_target = (o.buffer_bytes as u64 * 4).clamp(32 << 10, 4 << 20);
+        Params {
+            tick_bytes: at_least_1(o.gamma * fd),
+            decay_bytes: rhs,
+            lhs: at_least_1(0.05 * fd),
+            rhs,
+            dhs: at_least_1(0.1 * rhs as f64),
+            init_hot_limit: o.hot_set_limit.unwrap_or_else(|| at_least_1(0.5 * fd)),
+            init_phys_limit: o.physical_limit.unwrap_or_else(|| at_least_1(0.15 * fd)),
+            file_target,
+            l1_target: file_target * L0_TRIGGER as u64,
+        }
+    }
+
+    /// Target size of level `level` (>= 1).
+    pub fn level_target(&self, level: usize) -> u64 {
+        let mut t = self.l1_target;
+        for _ in 1..level {
+            t = t.saturating_mul(LEVEL_RATIO);
+        }
+        t
+    }
+}

@@ -1,0 +1,512 @@
+//! RALT's sorted run files (`ralt/NNNNNN.rlt`): the writer, the in-memory part kept for
+//! every live file (block index with hot-size prefix sums, hot-key bloom filter, totals),
+//! and a cursor that reads records in key order. The byte layout is in docs/FORMAT.md,
+//! "RALT files". Every block carries a CRC; every check failure is a corruption error
+//! naming the file and offset.
+
+use super::options::BLOCK_SIZE;
+use super::score::{decode_record, encode_record, encoded_len, Meta};
+use crate::coding::{
+    decode_fixed32, decode_fixed64, get_length_prefixed, get_varint64, masked_crc, put_fixed32,
+    put_fixed64, put_length_prefixed, put_varint64,
+};
+use crate::env::{Env, IoCause, RandomAccessFile, Tier, WritableFile};
+use crate::sst::filter::{may_contain_hash, BloomBuilder};
+use crate::{Error, Result};
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+
+const MAGIC: u64 = 0x544c_4152_766b_7274; // "trkvRALT" little-endian
+const FORMAT_VERSION: u32 = 1;
+const FOOTER_LEN: usize = 88;
+/// Bytes read per I/O when scanning a file sequentially.
+const SCAN_CHUNK: usize = 256 << 10;
+
+/// Name of run file `number` relative to the fast tier's directory.
+pub(crate) fn file_name(number: u64) -> String {
+    format!("ralt/{number:06}.rlt")
+}
+
+/// Totals of one file, stored in its footer.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct RunInfo {
+    pub records: u64,
+    pub hot_records: u64,
+    /// HotRAP size (key + value length) of all records.
+    pub hotrap_bytes: u64,
+    /// HotRAP size of the records with the hot bit.
+    pub hot_bytes: u64,
+    /// Physical size: encoded length of all records.
+    pub record_bytes: u64,
+    /// HotRAP size of the hot records whose key was not hot in any deeper (older) file
+    /// when this file was written: summed over files it counts each hot key about once.
+    pub fresh_hot_bytes: u64,
+}
+
+struct BlockHandle {
+    first_key: Box<[u8]>,
+    offset: u64,
+    len: u32,
+    /// HotRAP size of hot records in all earlier blocks.
+    hot_prefix: u64,
+}
+
+/// A live run file: its metadata in memory, its data on the fast disk.
+pub(crate) struct RunFile {
+    pub number: u64,
+    pub size: u64,
+    pub smallest: Box<[u8]>,
+    pub largest: Box<[u8]>,
+    pub info: RunInfo,
+    blocks: Vec<BlockHandle>,
+    filter: Vec<u8>,
+    file: RandomAccessFile,
+    env: Arc<Env>,
+    obsolete: AtomicBool,
+}
+
+impl Drop for RunFile {
+    fn drop(&mut self) {
+        // Deleted only when the last reader lets go, so iterators never lose their file.
+        if self.obsolete.load(Ordering::Acquire) {
+            if let Err(e) = self.env.remove(Tier::Fast, &file_name(self.number)) {
+                tracing::warn!("RALT could not delete an obsolete file: {e}");
+            }
+        }
+    }
+}
+
+fn corrupt(path: &Path, offset: u64, why: &str) -> Error {
+    Error::corruption(path, offset, format!("RALT run file: {why}"))
+}
+
+impl RunFile {
+    /// Marks the file for deletion once no version or reader holds it.
+    pub fn mark_obsolete(&self) {
+        self.obsolete.store(true, Ordering::Release);
+    }
+
+    pub fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    /// Memory held by the filter and the index.
+    pub fn memory(&self) -> (u64, u64) {
+        let index: usize = self
+            .blocks
+            .iter()
+            .map(|b| b.first_key.len() + std::mem::size_of::<BlockHandle>())
+            .sum::<usize>()
+            + self.smallest.len()
+            + self.largest.len()
+            + std::mem::size_of::<RunFile>();
+        (self.filter.len() as u64, index as u64)
+    }
+
+    /// True if the key whose filter hash is `hash` may be a hot key of this file.
+    pub fn may_be_hot(&self, hash: u64) -> bool {
+        self.info.hot_records > 0 && may_contain_hash(&self.filter, hash)
+    }
+
+    pub fn overlaps(&self, lo: Option<&[u8]>, hi: Option<&[u8]>) -> bool {
+        lo.is_none_or(|lo| &*self.largest >= lo) && hi.is_none_or(|hi| &*self.smallest <= hi)
+    }
+
+    fn hot_prefix(&self, block: usize) -> u64 {
+        self.blocks
+            .get(block)
+            .map_or(self.info.hot_bytes, |b| b.hot_prefix)
+    }
+
+    /// Block holding `key`'s position: the last block whose first key is <= key (0 if none).
+    fn block_of(&self, key: &[u8]) -> usize {
+        self.blocks
+            .partition_point(|b| &*b.first_key <= key)
+            .saturating_sub(1)
+    }
+
+    /// Hot HotRAP size of the blocks that may hold keys of [lo, hi]: the difference of the
+    /// prefix sums at the two edge blocks, both edge blocks counted whole, so the answer
+    /// is never below the exact hot size of this file in the range.
+    pub fn range_hot_size(&self, lo: &[u8], hi: &[u8]) -> u64 {
+        if !self.overlaps(Some(lo), Some(hi)) {
+            return 0;
+        }
+        let (a, b) = (self.block_of(lo), self.block_of(hi));
+        self.hot_prefix(b + 1).saturating_sub(self.hot_prefix(a))
+    }
+
+    /// Opens and checks a file written earlier: footer, index and filter are read and
+    /// kept in memory.
+    pub fn open(env: &Arc<Env>, number: u64) -> Result<RunFile> {
+        let file = env.open_random(Tier::Fast, &file_name(number))?;
+        let size = file.size();
+        let path = file.path().to_path_buf();
+        if size < FOOTER_LEN as u64 {
+            return Err(corrupt(&path, 0, "file shorter than its footer"));
+        }
+        let foot_off = size - FOOTER_LEN as u64;
+        let f = file.read_at(foot_off, FOOTER_LEN, IoCause::Ralt)?;
+        if masked_crc(&f[..84]) != decode_fixed32(&f[84..]) {
+            return Err(corrupt(&path, foot_off, "footer checksum mismatch"));
+        }
+        if decode_fixed64(&f[76..]) != MAGIC {
+            return Err(corrupt(&path, foot_off, "bad magic number"));
+        }
+        if decode_fixed32(&f[72..]) != FORMAT_VERSION {
+            return Err(corrupt(&path, foot_off, "unknown format version"));
+        }
+        let index_off = decode_fixed64(&f[0..]);
+        let index_len = decode_fixed32(&f[8..]) as u64;
+        let filter_off = decode_fixed64(&f[12..]);
+        let filter_len = decode_fixed32(&f[20..]) as u64;
+        let info = RunInfo {
+            records: decode_fixed64(&f[24..]),
+            hot_records: decode_fixed64(&f[32..]),
+            hotrap_bytes: decode_fixed64(&f[40..]),
+            hot_bytes: decode_fixed64(&f[48..]),
+            record_bytes: decode_fixed64(&f[56..]),
+            fresh_hot_bytes: decode_fixed64(&f[64..]),
+        };
+        let fits = |off: u64, len: u64| {
+            off.checked_add(len)
+                .and_then(|e| e.checked_add(4))
+                .is_some_and(|e| e <= foot_off)
+        };
+        if !fits(index_off, index_len) || !fits(filter_off, filter_len) {
+            return Err(corrupt(&path, foot_off, "footer points outside the file"));
+        }
+        let read_checked = |off: u64, len: u64, what: &str| -> Result<Vec<u8>> {
+            let mut b = file.read_at(off, len as usize + 4, IoCause::Ralt)?;
+            let crc = decode_fixed32(&b[len as usize..]);
+            b.truncate(len as usize);
+            if masked_crc(&b) != crc {
+                return Err(corrupt(&path, off, &format!("{what} checksum mismatch")));
+            }
+            Ok(b)
+        };
+        let index = read_checked(index_off, index_len, "index block")?;
+        let filter = read_checked(filter_off, filter_len, "filter block")?;
+        let bad_index = || corrupt(&path, index_off, "malformed index block");
+        let (count, mut p) = get_varint64(&index).ok_or_else(bad_index)?;
+        if count == 0 || count > index.len() as u64 {
+            return Err(bad_index());
+        }
+        let mut blocks: Vec<BlockHandle> = Vec::with_capacity(count as usize);
+        for _ in 0..count {
+            let (key, n) = get_length_prefixed(&index[p..]).ok_or_else(bad_index)?;
+            p += n;
+            let mut vals = [0u64; 3];
+            for v in &mut vals {
+                let (x, n) = get_varint64(&index[p..]).ok_or_else(bad_index)?;
+                *v = x;
+                p += n;
+            }
+            let [offset, len, hot_prefix] = vals;
+            let ordered = blocks.last().is_none_or(|b: &BlockHandle| {
+                &*b.first_key < key && b.offset + b.len as u64 + 4 == offset
+            });
+            let in_file = offset
+                .checked_add(len + 4)
+                .is_some_and(|e| e <= index_off && len <= u32::MAX as u64);
+            let prefix_ok = hot_prefix <= info.hot_bytes
+                && blocks.last().is_none_or(|b| b.hot_prefix <= hot_prefix);
+            if !ordered || !in_file || !prefix_ok || (blocks.is_empty() && offset != 0) {
+                return Err(bad_index());
+            }
+            blocks.push(BlockHandle {
+                first_key: key.into(),
+                offset,
+                len: len as u32,
+                hot_prefix,
+            });
+        }
+        let (largest, n) = get_length_prefixed(&index[p..]).ok_or_else(bad_index)?;
+        if p + n != index.len() || largest < &*blocks[0].first_key {
+            return Err(bad_index());
+        }
+        let smallest = blocks[0].first_key.clone();
+        Ok(RunFile {
+            number,
+            size,
+            smallest,
+            largest: largest.into(),
+            info,
+            blocks,
+            filter,
+            file,
+            env: env.clone(),
+            obsolete: AtomicBool::new(false),
+        })
+    }
+}
+
+/// A record read back from a run (or copied from the buffer).
+#[derive(Clone, Debug)]
+pub(crate) struct Rec {
+    pub key: Vec<u8>,
+    pub meta: Meta,
+    pub hot: bool,
+}
+
+/// Reads a file's records in key order, from the first record >= `start`.
+pub(crate) struct RunCursor {
+    file: Arc<RunFile>,
+    next_block: usize,
+    recs: std::collections::VecDeque<Rec>,
+    only_hot: bool,
+    start: Option<Vec<u8>>,
+    last_key: Option<Vec<u8>>,
+}
+
+impl RunCursor {
+    /// `only_hot` skips blocks without hot records and records without the hot bit.
+    pub fn new(file: Arc<RunFile>, start: Option<&[u8]>, only_hot: bool) -> RunCursor {
+        let next_block = start.map_or(0, |s| file.block_of(s));
+        RunCursor {
+            file,
+            next_block,
+            recs: Default::default(),
+            only_hot,
+            start: start.map(|s| s.to_vec()),
+            last_key: None,
+        }
+    }
+
+    pub fn next(&mut self) -> Result<Option<Rec>> {
+        loop {
+            if let Some(r) = self.recs.pop_front() {
+                return Ok(Some(r));
+            }
+            if !self.load()? {
+                return Ok(None);
+            }
+        }
+    }
+
+    fn block_hot(&self, b: usize) -> u64 {
+        self.file.hot_prefix(b + 1) - self.file.hot_prefix(b)
+    }
+
+    /// Reads the next run of wanted blocks (one I/O up to [`SCAN_CHUNK`]).
+    fn load(&mut self) -> Result<bool> {
+        let f = self.file.clone();
+        let n = f.blocks.len();
+        if self.only_hot {
+            while self.next_block < n && self.block_hot(self.next_block) == 0 {
+                self.next_block += 1;
+            }
+        }
+        if self.next_block >= n {
+            return Ok(false);
+        }
+        let first = self.next_block;
+        let mut last = first;
+        let mut span = f.blocks[first].len as usize + 4;
+        while last + 1 < n
+            && span + f.blocks[last + 1].len as usize + 4 <= SCAN_CHUNK
+            && !(self.only_hot && self.block_hot(last + 1) == 0)
+        {
+            last += 1;
+            span += f.blocks[last].len as usize + 4;
+        }
+        self.next_block = last + 1;
+        let base = f.blocks[first].offset;
+        let data = f.file.read_at(base, span, IoCause::Ralt)?;
+        for b in &f.blocks[first..=last] {
+            let s = (b.offset - base) as usize;
+            let body = &data[s..s + b.len as usize];
+            let crc = decode_fixed32(&data[s + b.len as usize..]);
+            if masked_crc(body) != crc {
+                return Err(corrupt(f.path(), b.offset, "data block checksum mismatch"));
+            }
+            let mut p = 0;
+            while p < body.len() {
+                let (key, meta, hot, used) = decode_record(&body[p..])
+                    .ok_or_else(|| corrupt(f.path(), b.offset + p as u64, "malformed record"))?;
+                if self.last_key.as_deref().is_some_and(|l| l >= key)
+                    || (p == 0 && key != &*b.first_key)
+                    || key > &*f.largest
+                {
+                    return Err(corrupt(f.path(), b.offset + p as u64, "keys out of order"));
+                }
+                self.last_key = Some(key.to_vec());
+                p += used;
+                if (self.only_hot && !hot) || self.start.as_deref().is_some_and(|s| key < s) {
+                    continue;
+                }
+                self.recs.push_back(Rec {
+                    key: key.to_vec(),
+                    meta,
+                    hot,
+                });
+            }
+        }
+        Ok(true)
+    }
+}
+
+/// Writes one run file. Keys must be added in strictly increasing order.
+pub(crate) struct RunWriter {
+    env: Arc<Env>,
+    number: u64,
+    file: WritableFile,
+    block: Vec<u8>,
+    block_first: Vec<u8>,
+    block_hot_start: u64,
+    blocks: Vec<BlockHandle>,
+    offset: u64,
+    bloom: BloomBuilder,
+    info: RunInfo,
+    last_key: Vec<u8>,
+}
+
+impl RunWriter {
+    pub fn create(env: &Arc<Env>, number: u64, bits_per_key: usize) -> Result<RunWriter> {
+        let file = env.create_writable(Tier::Fast, &file_name(number), IoCause::Ralt)?;
+        Ok(RunWriter {
+            env: env.clone(),
+            number,
+            file,
+            block: Vec::with_capacity(BLOCK_SIZE + 256),
+            block_first: Vec::new(),
+            block_hot_start: 0,
+            blocks: Vec::new(),
+            offset: 0,
+            bloom: BloomBuilder::new(bits_per_key),
+            info: RunInfo::default(),
+            last_key: Vec::new(),
+        })
+    }
+
+    /// Bytes written so far, counting the open block.
+    pub fn len(&self) -> u64 {
+        self.offset + self.block.len() as u64
+    }
+
+    /// Adds a record; `dup` says its key is already hot in a deeper file (see
+    /// [`RunInfo::fresh_hot_bytes`]).
+    pub fn add(&mut self, key: &[u8], meta: &Meta, hot: bool, dup: bool) -> Result<()> {
+        if self.info.records > 0 && key <= self.last_key.as_slice() {
+            return Err(Error::InvalidArgument(
+                "RALT run keys must be added in increasing order".into(),
+            ));
+        }
+        if self.block.len() >= BLOCK_SIZE {
+            self.finish_block()?;
+        }
+        if self.block.is_empty() {
+            self.block_first = key.to_vec();
+            self.block_hot_start = self.info.hot_bytes;
+        }
+        encode_record(&mut self.block, key, meta, hot);
+        let hotrap = key.len() as u64 + meta.value_len as u64;
+        self.info.records += 1;
+        self.info.hotrap_bytes += hotrap;
+        self.info.record_bytes += encoded_len(key.len(), meta) as u64;
+        if hot {
+            self.info.hot_records += 1;
+            self.info.hot_bytes += hotrap;
+            if !dup {
+                self.info.fresh_hot_bytes += hotrap;
+            }
+            self.bloom.add_key(key);
+        }
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        Ok(())
+    }
+
+    fn finish_block(&mut self) -> Result<()> {
+        let crc = masked_crc(&self.block);
+        self.file.append(&self.block)?;
+        let mut c = Vec::with_capacity(4);
+        put_fixed32(&mut c, crc);
+        self.file.append(&c)?;
+        self.blocks.push(BlockHandle {
+            first_key: std::mem::take(&mut self.block_first).into(),
+            offset: self.offset,
+            len: self.block.len() as u32,
+            hot_prefix: self.block_hot_start,
+        });
+        self.offset += self.block.len() as u64 + 4;
+        self.block.clear();
+        Ok(())
+    }
+
+    /// Deletes the partly written file (on an error path).
+    pub fn abandon(self) {
+        let RunWriter {
+            env, number, file, ..
+        } = self;
+        drop(file);
+        let _ = env.remove(Tier::Fast, &file_name(number));
+    }
+
+    /// Completes and syncs the file and opens it for reading; `None` (and no file) when
+    /// no record was added.
+    pub fn finish(mut self) -> Result<Option<RunFile>> {
+        if self.info.records == 0 {
+            self.abandon();
+            return Ok(None);
+        }
+        if !self.block.is_empty() {
+            self.finish_block()?;
+        }
+        let mut index = Vec::new();
+        put_varint64(&mut index, self.blocks.len() as u64);
+        for b in &self.blocks {
+            put_length_prefixed(&mut index, &b.first_key);
+            put_varint64(&mut index, b.offset);
+            put_varint64(&mut index, b.len as u64);
+            put_varint64(&mut index, b.hot_prefix);
+        }
+        put_length_prefixed(&mut index, &self.last_key);
+        let filter = self.bloom.finish();
+        let index_off = self.offset;
+        let filter_off = index_off + index.len() as u64 + 4;
+        let mut tail = Vec::with_capacity(index.len() + filter.len() + FOOTER_LEN + 8);
+        tail.extend_from_slice(&index);
+        put_fixed32(&mut tail, masked_crc(&index));
+        tail.extend_from_slice(&filter);
+        put_fixed32(&mut tail, masked_crc(&filter));
+        let mut foot = Vec::with_capacity(FOOTER_LEN);
+        put_fixed64(&mut foot, index_off);
+        put_fixed32(&mut foot, index.len() as u32);
+        put_fixed64(&mut foot, filter_off);
+        put_fixed32(&mut foot, filter.len() as u32);
+        for v in [
+            self.info.records,
+            self.info.hot_records,
+            self.info.hotrap_bytes,
+            self.info.hot_bytes,
+            self.info.record_bytes,
+            self.info.fresh_hot_bytes,
+        ] {
+            put_fixed64(&mut foot, v);
+        }
+        put_fixed32(&mut foot, FORMAT_VERSION);
+        put_fixed64(&mut foot, MAGIC);
+        let crc = masked_crc(&foot);
+        put_fixed32(&mut foot, crc);
+        tail.extend_from_slice(&foot);
+        self.file.append(&tail)?;
+        self.file.sync()?;
+        let size = self.file.len();
+        let file = self.env.open_random(Tier::Fast, &file_name(self.number))?;
+        let smallest = self.blocks[0].first_key.clone();
+        Ok(Some(RunFile {
+            number: self.number,
+            size,
+            smallest,
+            largest: std::mem::take(&mut self.last_key).into(),
+            info: self.info,
+            blocks: std::mem::take(&mut self.blocks),
+            filter,
+            file,
+            env: self.env.clone(),
+            obsolete: AtomicBool::new(false),
+        }))
+    }
+}
