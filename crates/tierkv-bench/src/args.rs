@@ -1,0 +1,156 @@
+//! Command-line flags of `tierkv bench` and the size parser shared with the other
+//! subcommands. Flags left unset take the scale preset's value (see [`crate::scale`]).
+
+use std::path::PathBuf;
+
+/// Flags of `tierkv bench`. Every `Option` left `None` takes its value from the preset.
+#[derive(clap::Args, Debug, Clone, Default)]
+pub struct BenchArgs {
+    /// Preset sizes: smoke (seconds, CI), small (a few minutes), paper (hours).
+    #[arg(long, default_value = "small")]
+    pub scale: String,
+    /// Operation mix: ro, rw, wh, uh (HotRAP) or a..f (YCSB).
+    #[arg(long)]
+    pub workload: Option<String>,
+    /// Key distribution: uniform, zipfian[:CONST], hotspot-5%, hotspot:KEYFRAC[:OPFRAC[:SHIFT]],
+    /// latest, exponential[:RANGE], dynamic (the paper's shifting hotspot) or phased:FILE.
+    #[arg(long)]
+    pub distribution: Option<String>,
+    /// Replay a Twitter cache-trace CSV file instead of generating operations (its distinct
+    /// keys are loaded first).
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Bytes per record: a 24-byte key plus the value (e.g. 1024 or 200).
+    #[arg(long, value_parser = parse_size)]
+    pub record_size: Option<u64>,
+    /// Records loaded before the run (default: 11x the fast-disk budget).
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// Operations in the run phase (default: 2 per KiB loaded).
+    #[arg(long)]
+    pub ops: Option<u64>,
+    /// Client threads in the run phase.
+    #[arg(long)]
+    pub threads: Option<usize>,
+    /// Fast-disk budget (e.g. 64MiB, 1GiB).
+    #[arg(long, value_parser = parse_size)]
+    pub fd_budget: Option<u64>,
+    /// Slow-disk device model: gp3, gp3-max, hdd, none or custom:IOPS:MIBPS[:LATENCY_US].
+    #[arg(long)]
+    pub sd_profile: Option<String>,
+    /// Systems to run, comma-separated: tierkv, tierkv-nopromo, tierkv-fd, tierkv-noretain,
+    /// tierkv-nohotcheck, tierkv-nobycompaction, tierkv-nobyflush, rocksdb-tiered, rocksdb-fd.
+    #[arg(long, value_delimiter = ',')]
+    pub systems: Option<Vec<String>>,
+    /// Output directory for report.md, results.json, charts and (by default) the stores.
+    #[arg(long, default_value = "bench-out")]
+    pub out: PathBuf,
+    /// Put each system's fast-tier directory under this directory instead of --out
+    /// (e.g. a mount of a real fast disk, or scripts/tiers.sh's $TIERKV_FAST_DIR).
+    #[arg(long)]
+    pub fast_dir: Option<PathBuf>,
+    /// Put each system's slow-tier directory under this directory instead of --out.
+    #[arg(long)]
+    pub slow_dir: Option<PathBuf>,
+    /// Seed of the generated operations (every system gets the same ones).
+    #[arg(long)]
+    pub seed: Option<u64>,
+    /// Block cache size of every system (default: scaled to the fast-disk budget).
+    #[arg(long, value_parser = parse_size)]
+    pub block_cache: Option<u64>,
+    /// Seconds per timeline point.
+    #[arg(long)]
+    pub interval: Option<f64>,
+    /// Keep each system's store after its run (default: removed to save disk space).
+    #[arg(long)]
+    pub keep_data: bool,
+    /// No progress bars (summary lines only).
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Parses a size such as `1000`, `64KiB`, `256MiB`, `1GiB`, `1.5GB` or `4k` into bytes.
+/// Binary (`KiB`, `K`, `k`) and decimal (`KB`) suffixes are both accepted.
+pub fn parse_size(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let unit = unit.trim();
+    let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kib" => 1 << 10,
+        "m" | "mib" => 1 << 20,
+        "g" | "gib" => 1 << 30,
+        "t" | "tib" => 1 << 40,
+        "kb" => 1_000,
+        "mb" => 1_000_000,
+        "gb" => 1_000_000_000,
+        "tb" => 1_000_000_000_000,
+        _ => {
+            return Err(format!(
+                "invalid size {s:?}: unknown unit {unit:?} (use B, KiB, MiB, GiB, TiB, KB, MB, GB)"
+            ))
+        }
+    };
+    if num.is_empty() {
+        return Err(format!(
+            "invalid size {s:?}: expected a number, e.g. 256MiB"
+        ));
+    }
+    let value = if num.contains('.') {
+        let f: f64 = num
+            .parse()
+            .map_err(|_| format!("invalid size {s:?}: {num:?} is not a number"))?;
+        let bytes = f * mult as f64;
+        if !bytes.is_finite() || bytes >= u64::MAX as f64 {
+            return Err(format!("invalid size {s:?}: too large"));
+        }
+        bytes.round() as u64
+    } else {
+        let n: u64 = num
+            .parse()
+            .map_err(|_| format!("invalid size {s:?}: {num:?} is not a number"))?;
+        n.checked_mul(mult)
+            .ok_or_else(|| format!("invalid size {s:?}: too large"))?
+    };
+    Ok(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_sizes() {
+        assert_eq!(parse_size("1000"), Ok(1000));
+        assert_eq!(parse_size("64KiB"), Ok(64 << 10));
+        assert_eq!(parse_size("256MiB"), Ok(256 << 20));
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("4k"), Ok(4096));
+        assert_eq!(parse_size("2 MiB"), Ok(2 << 20));
+        assert_eq!(parse_size("1.5GiB"), Ok(3 << 29));
+        assert_eq!(parse_size("10KB"), Ok(10_000));
+        assert_eq!(parse_size("200B"), Ok(200));
+    }
+
+    #[test]
+    fn rejects_bad_sizes_with_a_message() {
+        for bad in [
+            "",
+            "MiB",
+            "12XB",
+            "-5",
+            "1.2.3MiB",
+            "99999999999999999999",
+            "1e3",
+        ] {
+            let e = parse_size(bad).unwrap_err();
+            assert!(e.contains("invalid size"), "{bad}: {e}");
+        }
+        assert!(parse_size("100000000TiB")
+            .unwrap_err()
+            .contains("too large"));
+    }
+}

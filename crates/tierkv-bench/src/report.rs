@@ -1,0 +1,643 @@
+//! What a run reports: per-system results (throughput over the final 10% of the run phase,
+//! FD hit rate, latency percentiles, per-tier I/O, promotion), the per-interval timeline,
+//! the markdown table (`report.md`), `results.json` and the charts. Field names in
+//! `results.json` are stable: scripts and CI (`.ci/check_bench.py`) rely on them.
+
+use hdrhistogram::Histogram;
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::error::{BenchError, Result};
+use crate::scale::Config;
+use crate::systems::{Counters, System};
+
+/// Version of the `results.json` layout.
+pub const RESULTS_VERSION: u32 = 1;
+
+/// One point of a system's timeline: what happened during one interval.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TimelinePoint {
+    /// End of the interval, seconds since the run phase started.
+    pub t_s: f64,
+    /// Length of the interval in seconds (the last one may be shorter).
+    pub interval_s: f64,
+    /// Operations per second during the interval.
+    pub ops_per_sec: f64,
+    /// FD hit rate of the interval's gets (`None` without gets).
+    pub fd_hit_rate: Option<f64>,
+    /// Bytes read from the fast disk during the interval.
+    pub fd_read_bytes: Option<u64>,
+    /// Bytes written to the fast disk during the interval.
+    pub fd_write_bytes: Option<u64>,
+    /// Bytes read from the slow disk during the interval.
+    pub sd_read_bytes: Option<u64>,
+    /// Bytes written to the slow disk during the interval.
+    pub sd_write_bytes: Option<u64>,
+    /// Phase of a phased distribution at the end of the interval.
+    pub phase: usize,
+}
+
+impl TimelinePoint {
+    /// The point for an interval of `dt` seconds ending at `t_s` with `ops` operations and
+    /// the counters' deltas `d`.
+    pub fn between(t_s: f64, dt: f64, ops: u64, d: &Counters, phase: usize) -> TimelinePoint {
+        TimelinePoint {
+            t_s,
+            interval_s: dt,
+            ops_per_sec: if dt > 0.0 { ops as f64 / dt } else { 0.0 },
+            fd_hit_rate: d.fd_hit_rate(),
+            fd_read_bytes: d.fd_read_bytes,
+            fd_write_bytes: d.fd_write_bytes,
+            sd_read_bytes: d.sd_read_bytes,
+            sd_write_bytes: d.sd_write_bytes,
+            phase,
+        }
+    }
+}
+
+/// Raw measurements of one run phase, turned into a [`SystemResult`].
+pub struct RunMeasure {
+    /// Operations in the run.
+    pub total_ops: u64,
+    /// Operations in the final 10%.
+    pub final_ops: u64,
+    /// Seconds of the whole run phase.
+    pub run_seconds: f64,
+    /// Seconds of the final 10%.
+    pub final_seconds: f64,
+    /// Counter deltas over the run phase.
+    pub run: Counters,
+    /// Counter deltas over the final 10%.
+    pub final_window: Counters,
+    /// Latency of every operation, in nanoseconds.
+    pub hist: Histogram<u64>,
+    /// Reads that found their key.
+    pub reads_found: u64,
+    /// Reads that did not.
+    pub reads_missing: u64,
+    /// The timeline.
+    pub timeline: Vec<TimelinePoint>,
+}
+
+/// Everything reported about one system. Byte and hit-rate fields are `None` (JSON `null`)
+/// only when the system cannot measure them; they are then listed in `unavailable`.
+#[derive(Clone, Debug, Serialize)]
+pub struct SystemResult {
+    /// System name.
+    pub name: String,
+    /// Seconds the load phase took (shared loads are counted once per system).
+    pub load_seconds: f64,
+    /// Seconds the run phase took.
+    pub run_seconds: f64,
+    /// Operations in the run phase.
+    pub ops: u64,
+    /// Operations per second over the final 10% of the run phase.
+    pub throughput_ops: f64,
+    /// Operations per second over the whole run phase.
+    pub throughput_run_ops: f64,
+    /// `throughput_ops` relative to the first system's.
+    pub ratio: f64,
+    /// FD hit rate of gets over the final 10% of the run phase.
+    pub fd_hit_rate: Option<f64>,
+    /// FD hit rate of gets over the whole run phase.
+    pub fd_hit_rate_run: Option<f64>,
+    /// Median operation latency, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile latency, microseconds.
+    pub p99_us: f64,
+    /// 99.9th percentile latency, microseconds.
+    pub p999_us: f64,
+    /// Largest latency, microseconds.
+    pub max_us: f64,
+    /// Mean latency, microseconds.
+    pub mean_us: f64,
+    /// Bytes read from the fast disk during the run phase.
+    pub fd_read_bytes: Option<u64>,
+    /// Bytes written to the fast disk during the run phase.
+    pub fd_write_bytes: Option<u64>,
+    /// Bytes read from the slow disk during the run phase.
+    pub sd_read_bytes: Option<u64>,
+    /// Bytes written to the slow disk during the run phase.
+    pub sd_write_bytes: Option<u64>,
+    /// Read I/Os on the slow disk during the run phase.
+    pub sd_read_ops: Option<u64>,
+    /// Write I/Os on the slow disk during the run phase.
+    pub sd_write_ops: Option<u64>,
+    /// Bytes promoted to the fast disk (both pathways) during the run phase.
+    pub promoted_bytes: Option<u64>,
+    /// Of which by flush (the checker).
+    pub promoted_by_flush_bytes: Option<u64>,
+    /// Of which by compaction.
+    pub promoted_by_compaction_bytes: Option<u64>,
+    /// Bytes retained on the fast disk by compactions during the run phase.
+    pub retained_bytes: Option<u64>,
+    /// Slow-disk reads per operation over the final 10%.
+    pub sd_reads_per_op: Option<f64>,
+    /// Slow-disk I/Os (reads and writes: both draw on the device's IOPS) per operation over
+    /// the final 10%.
+    pub sd_ios_per_op: Option<f64>,
+    /// The physical bound over the final 10%: the slow disk's IOPS limit divided by its I/Os
+    /// per operation (and likewise for bandwidth), for a throttled slow disk.
+    pub sd_bound_ops: Option<f64>,
+    /// Reads that found their key.
+    pub reads_found: u64,
+    /// Reads that did not (inserts of other threads not yet visible, trace misses).
+    pub reads_missing: u64,
+    /// Fields this system cannot measure.
+    pub unavailable: Vec<&'static str>,
+    /// Per-interval timeline of the run phase.
+    pub timeline: Vec<TimelinePoint>,
+    /// The engine's own statistics at the end of the run.
+    pub engine_stats: serde_json::Value,
+}
+
+impl SystemResult {
+    /// Computes the reported figures of one run.
+    pub fn new(cfg: &Config, system: System, m: RunMeasure) -> SystemResult {
+        let us = |q: f64| m.hist.value_at_quantile(q) as f64 / 1000.0;
+        let f = &m.final_window;
+        let per_op = |x: Option<u64>| {
+            x.filter(|_| m.final_ops > 0)
+                .map(|x| x as f64 / m.final_ops as f64)
+        };
+        let sd_reads_per_op = per_op(f.sd_read_ops);
+        let sd_ios_per_op = per_op(f.sd_read_ops.zip(f.sd_write_ops).map(|(r, w)| r + w));
+        let sd_bytes_per_op = per_op(f.sd_read_bytes.zip(f.sd_write_bytes).map(|(r, w)| r + w));
+        let throttled = cfg.sd_device.iops.is_some() || cfg.sd_device.bandwidth.is_some();
+        let sd_bound_ops = if throttled && !system.all_on_fast() && !system.is_rocksdb() {
+            let by_iops = cfg
+                .sd_device
+                .iops
+                .zip(sd_ios_per_op)
+                .map(|(iops, per)| iops as f64 / per);
+            let by_bw = cfg
+                .sd_device
+                .bandwidth
+                .zip(sd_bytes_per_op)
+                .map(|(bw, per)| bw as f64 / per);
+            match (by_iops, by_bw) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            }
+            .filter(|b| b.is_finite())
+        } else {
+            None
+        };
+        let mut unavailable = Vec::new();
+        let run = &m.run;
+        for (name, v) in [
+            ("fd_read_bytes", run.fd_read_bytes),
+            ("fd_write_bytes", run.fd_write_bytes),
+            ("sd_read_bytes", run.sd_read_bytes),
+            ("sd_write_bytes", run.sd_write_bytes),
+            ("promoted_bytes", run.promoted_bytes()),
+            ("retained_bytes", run.retained_bytes),
+        ] {
+            if v.is_none() {
+                unavailable.push(name);
+            }
+        }
+        if f.fd_hit_rate().is_none() {
+            unavailable.push("fd_hit_rate");
+        }
+        let rate = |ops: u64, secs: f64| if secs > 0.0 { ops as f64 / secs } else { 0.0 };
+        SystemResult {
+            name: system.name().to_string(),
+            load_seconds: 0.0,
+            run_seconds: m.run_seconds,
+            ops: m.total_ops,
+            throughput_ops: rate(m.final_ops, m.final_seconds),
+            throughput_run_ops: rate(m.total_ops, m.run_seconds),
+            ratio: 1.0,
+            fd_hit_rate: f.fd_hit_rate(),
+            fd_hit_rate_run: run.fd_hit_rate(),
+            p50_us: us(0.5),
+            p99_us: us(0.99),
+            p999_us: us(0.999),
+            max_us: m.hist.max() as f64 / 1000.0,
+            mean_us: m.hist.mean() / 1000.0,
+            fd_read_bytes: run.fd_read_bytes,
+            fd_write_bytes: run.fd_write_bytes,
+            sd_read_bytes: run.sd_read_bytes,
+            sd_write_bytes: run.sd_write_bytes,
+            sd_read_ops: run.sd_read_ops,
+            sd_write_ops: run.sd_write_ops,
+            promoted_bytes: run.promoted_bytes(),
+            promoted_by_flush_bytes: run.promoted_by_flush_bytes,
+            promoted_by_compaction_bytes: run.promoted_by_compaction_bytes,
+            retained_bytes: run.retained_bytes,
+            sd_reads_per_op,
+            sd_ios_per_op,
+            sd_bound_ops,
+            reads_found: m.reads_found,
+            reads_missing: m.reads_missing,
+            unavailable,
+            timeline: m.timeline,
+            engine_stats: serde_json::Value::Null,
+        }
+    }
+}
+
+/// Everything `results.json` holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchResults {
+    /// Layout version ([`RESULTS_VERSION`]).
+    pub version: u32,
+    /// The command line that produced the results.
+    pub command: String,
+    /// The resolved configuration.
+    pub config: Config,
+    /// Results in the order of `config.systems`.
+    pub systems: Vec<SystemResult>,
+    /// Wall-clock seconds of the whole benchmark.
+    pub total_seconds: f64,
+}
+
+impl BenchResults {
+    /// Assembles the results and fills in each system's ratio to the first.
+    pub fn new(cfg: &Config, mut systems: Vec<SystemResult>, total_seconds: f64) -> BenchResults {
+        let base = systems.first().map_or(0.0, |s| s.throughput_ops);
+        for s in &mut systems {
+            s.ratio = if base > 0.0 {
+                s.throughput_ops / base
+            } else {
+                0.0
+            };
+        }
+        BenchResults {
+            version: RESULTS_VERSION,
+            command: std::env::args().collect::<Vec<_>>().join(" "),
+            config: cfg.clone(),
+            systems,
+            total_seconds,
+        }
+    }
+}
+
+/// Human-readable bytes (binary units).
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 5] = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let mut v = n as f64;
+    let mut u = 0;
+    while v >= 1024.0 && u + 1 < UNITS.len() {
+        v /= 1024.0;
+        u += 1;
+    }
+    if u == 0 {
+        format!("{n} B")
+    } else {
+        format!("{v:.1} {}", UNITS[u])
+    }
+}
+
+fn opt_bytes(n: Option<u64>) -> String {
+    n.map_or_else(|| "n/a".to_string(), bytes)
+}
+
+fn pct(r: Option<f64>) -> String {
+    r.map_or_else(|| "n/a".to_string(), |r| format!("{:.1}%", r * 100.0))
+}
+
+/// Thousands separators for operation rates.
+pub fn rate(v: f64) -> String {
+    let n = v.round().max(0.0) as u64;
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn latency(us: f64) -> String {
+    if us >= 10_000.0 {
+        format!("{:.1} ms", us / 1000.0)
+    } else if us >= 100.0 {
+        format!("{us:.0}")
+    } else {
+        format!("{us:.1}")
+    }
+}
+
+/// One line per finished system for the console.
+pub fn summary_line(cfg: &Config, r: &SystemResult) -> String {
+    let mut s = format!(
+        "{}: {} ops in {:.1} s; final 10%: {} ops/s, FD hit rate {}; p99 {} us",
+        r.name,
+        r.ops,
+        r.run_seconds,
+        rate(r.throughput_ops),
+        pct(r.fd_hit_rate),
+        latency(r.p99_us)
+    );
+    if let Some(b) = r.sd_bound_ops {
+        let _ = write!(
+            s,
+            "; SD bound {} ops/s ({} at {:.0}% of it)",
+            rate(b),
+            cfg.sd_profile,
+            100.0 * r.throughput_ops / b
+        );
+    }
+    s
+}
+
+/// The markdown report.
+pub fn markdown(res: &BenchResults) -> String {
+    let c = &res.config;
+    let mut s = String::new();
+    let _ = writeln!(s, "# tierkv bench\n");
+    let _ = writeln!(s, "`{}`\n", res.command);
+    let _ = writeln!(
+        s,
+        "- workload: {}, distribution: {}",
+        crate::runner::workload_label(c),
+        if c.trace.is_some() {
+            "from the trace".to_string()
+        } else {
+            c.distribution.describe()
+        }
+    );
+    let _ = writeln!(
+        s,
+        "- {} records of {} loaded ({}), then {} operations with {} client threads",
+        rate(c.records as f64),
+        if c.trace.is_some() {
+            "trace sizes".to_string()
+        } else {
+            format!("{} B", c.record_size)
+        },
+        bytes(c.records.saturating_mul(c.record_size)),
+        rate(c.ops as f64),
+        c.threads
+    );
+    let _ = writeln!(
+        s,
+        "- fast disk budget {} (no device model), slow disk model `{}`, block cache {}, scale `{}`, seed {}",
+        bytes(c.fd_budget),
+        c.sd_profile,
+        bytes(c.block_cache),
+        serde_json::to_value(c.scale)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        c.seed
+    );
+    let _ = writeln!(
+        s,
+        "- throughput and FD hit rate over the final 10% of the run phase; latency over the whole run; bytes are run-phase totals; total time {:.0} s\n",
+        res.total_seconds
+    );
+    let _ = writeln!(
+        s,
+        "| system | ops/s | vs {} | FD hit rate | p50 us | p99 us | p999 us | FD read | FD write | SD read | SD write | promoted | retained |",
+        res.systems.first().map_or("first", |r| r.name.as_str())
+    );
+    let _ = writeln!(s, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    for r in &res.systems {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {:.2}x | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            r.name,
+            rate(r.throughput_ops),
+            r.ratio,
+            pct(r.fd_hit_rate),
+            latency(r.p50_us),
+            latency(r.p99_us),
+            latency(r.p999_us),
+            opt_bytes(r.fd_read_bytes),
+            opt_bytes(r.fd_write_bytes),
+            opt_bytes(r.sd_read_bytes),
+            opt_bytes(r.sd_write_bytes),
+            opt_bytes(r.promoted_bytes),
+            opt_bytes(r.retained_bytes),
+        );
+    }
+    let bounds: Vec<&SystemResult> = res
+        .systems
+        .iter()
+        .filter(|r| r.sd_bound_ops.is_some())
+        .collect();
+    if !bounds.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nPhysical bound of the throttled slow disk (`{}`: {} IOPS, {}/s) over the final 10%: \
+             IOPS limit / SD I/Os per operation (reads and writes draw on the same limit), or the \
+             bandwidth limit / SD bytes per operation if lower.\n",
+            c.sd_profile,
+            c.sd_device.iops.map_or("unlimited".to_string(), |i| i.to_string()),
+            c.sd_device.bandwidth.map_or("unlimited".to_string(), bytes)
+        );
+        let _ = writeln!(
+            s,
+            "| system | ops/s | SD reads/op | SD I/Os/op | SD bound ops/s | share of bound |"
+        );
+        let _ = writeln!(s, "|---|--:|--:|--:|--:|--:|");
+        for r in bounds {
+            let b = r.sd_bound_ops.unwrap_or(0.0);
+            let _ = writeln!(
+                s,
+                "| {} | {} | {:.3} | {:.3} | {} | {:.0}% |",
+                r.name,
+                rate(r.throughput_ops),
+                r.sd_reads_per_op.unwrap_or(0.0),
+                r.sd_ios_per_op.unwrap_or(0.0),
+                rate(b),
+                if b > 0.0 {
+                    100.0 * r.throughput_ops / b
+                } else {
+                    0.0
+                }
+            );
+        }
+    }
+    let _ = writeln!(
+        s,
+        "\nCharts: `throughput.png`, `fd_hit_rate.png`, `sd_read.png`. Full data: `results.json`."
+    );
+    s
+}
+
+/// Writes `report.md`, `results.json` and the charts to `out`; returns the markdown.
+pub fn write_all(res: &BenchResults, out: &Path) -> Result<String> {
+    std::fs::create_dir_all(out).map_err(|e| BenchError::io(out, e))?;
+    let md = markdown(res);
+    let p = out.join("report.md");
+    std::fs::write(&p, &md).map_err(|e| BenchError::io(&p, e))?;
+    let p = out.join("results.json");
+    let json = serde_json::to_string_pretty(res)
+        .map_err(|e| BenchError::io(&p, std::io::Error::other(e)))?;
+    std::fs::write(&p, json + "\n").map_err(|e| BenchError::io(&p, e))?;
+    crate::chart::write_charts(res, out)?;
+    Ok(md)
+}
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+    use crate::args::BenchArgs;
+
+    pub(crate) fn sample_results(out: &Path) -> BenchResults {
+        let cfg = Config::from_args(&BenchArgs {
+            scale: "smoke".into(),
+            out: out.to_path_buf(),
+            ..Default::default()
+        })
+        .unwrap();
+        let mk = |system: System, ops_per_s: f64, hit: f64| {
+            let mut hist = Histogram::new_with_bounds(1, 3_600_000_000_000, 3).unwrap();
+            for i in 1..=1000u64 {
+                hist.record(i * 1000).unwrap();
+            }
+            let timeline = (1..=5)
+                .map(|i| {
+                    TimelinePoint::between(
+                        i as f64,
+                        1.0,
+                        (ops_per_s * (0.5 + i as f64 / 10.0)) as u64,
+                        &Counters {
+                            gets_fd: (hit * 1000.0).round() as u64,
+                            gets_sd: ((1.0 - hit) * 1000.0).round() as u64,
+                            sd_read_bytes: Some(4096 * i),
+                            ..Default::default()
+                        },
+                        0,
+                    )
+                })
+                .collect();
+            let c = |fd: u64, sd: u64| Counters {
+                gets_fd: fd,
+                gets_sd: sd,
+                fd_read_bytes: Some(1 << 20),
+                fd_write_bytes: Some(2 << 20),
+                sd_read_bytes: Some(3 << 20),
+                sd_write_bytes: Some(0),
+                sd_read_ops: Some(sd),
+                sd_write_ops: Some(0),
+                promoted_by_flush_bytes: Some(10),
+                promoted_by_compaction_bytes: Some(5),
+                retained_bytes: Some(7),
+            };
+            SystemResult::new(
+                &cfg,
+                system,
+                RunMeasure {
+                    total_ops: 10_000,
+                    final_ops: 1000,
+                    run_seconds: 10_000.0 / ops_per_s,
+                    final_seconds: 1000.0 / ops_per_s,
+                    run: c(
+                        (hit * 10_000.0).round() as u64,
+                        ((1.0 - hit) * 10_000.0).round() as u64,
+                    ),
+                    final_window: c(
+                        (hit * 1000.0).round() as u64,
+                        ((1.0 - hit) * 1000.0).round() as u64,
+                    ),
+                    hist,
+                    reads_found: 10_000,
+                    reads_missing: 0,
+                    timeline,
+                },
+            )
+        };
+        BenchResults::new(
+            &cfg,
+            vec![
+                mk(System::Tierkv, 2000.0, 0.9),
+                mk(System::TierkvNoPromo, 500.0, 0.1),
+                mk(System::TierkvFd, 2500.0, 1.0),
+            ],
+            12.0,
+        )
+    }
+
+    #[test]
+    fn results_have_the_stable_fields() {
+        let dir = tempfile::tempdir().unwrap();
+        let res = sample_results(dir.path());
+        assert!((res.systems[1].ratio - 0.25).abs() < 1e-9);
+        let t = &res.systems[0];
+        assert!((t.throughput_ops - 2000.0).abs() < 1e-6);
+        assert!((t.fd_hit_rate.unwrap() - 0.9).abs() < 1e-9);
+        assert!(t.p50_us <= t.p99_us && t.p99_us <= t.p999_us);
+        assert!((t.p50_us - 500.0).abs() < 5.0, "{}", t.p50_us);
+        // gp3: 3000 IOPS, 0.1 SD reads per op -> 30,000 ops/s.
+        let b = t.sd_bound_ops.unwrap();
+        assert!((b - 30_000.0).abs() < 1.0, "{b}");
+        assert_eq!(
+            res.systems[2].sd_bound_ops, None,
+            "all on FD has no SD bound"
+        );
+        let v = serde_json::to_value(&res).unwrap();
+        for f in [
+            "throughput_ops",
+            "fd_hit_rate",
+            "p50_us",
+            "p99_us",
+            "p999_us",
+            "sd_read_bytes",
+            "fd_read_bytes",
+            "sd_write_bytes",
+            "fd_write_bytes",
+            "promoted_bytes",
+            "retained_bytes",
+            "timeline",
+        ] {
+            assert!(v["systems"][0].get(f).is_some(), "missing {f}");
+        }
+        assert_eq!(v["systems"][0]["name"], "tierkv");
+        assert_eq!(v["systems"][0]["promoted_bytes"], 15);
+        assert_eq!(v["config"]["systems"][1], "tierkv-nopromo");
+        assert_eq!(v["config"]["workload"], "ro");
+        assert_eq!(v["config"]["distribution"], "hotspot-5%");
+    }
+
+    #[test]
+    fn markdown_has_a_row_per_system() {
+        let dir = tempfile::tempdir().unwrap();
+        let res = sample_results(dir.path());
+        let md = markdown(&res);
+        for name in ["| tierkv |", "| tierkv-nopromo |", "| tierkv-fd |"] {
+            assert!(md.contains(name), "{md}");
+        }
+        assert!(md.contains("0.25x"), "{md}");
+        assert!(md.contains("90.0%"), "{md}");
+        assert!(md.contains("Physical bound"), "{md}");
+    }
+
+    #[test]
+    fn writes_every_output() {
+        let dir = tempfile::tempdir().unwrap();
+        let res = sample_results(dir.path());
+        write_all(&res, dir.path()).unwrap();
+        for f in [
+            "report.md",
+            "results.json",
+            "throughput.png",
+            "fd_hit_rate.png",
+            "sd_read.png",
+        ] {
+            let meta = std::fs::metadata(dir.path().join(f)).unwrap();
+            assert!(meta.len() > 100, "{f} is {} bytes", meta.len());
+        }
+        let text = std::fs::read_to_string(dir.path().join("results.json")).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["systems"].as_array().unwrap().len(), 3);
+        assert_eq!(v["version"], RESULTS_VERSION);
+    }
+
+    #[test]
+    fn formats() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1536), "1.5 KiB");
+        assert_eq!(bytes(3 << 30), "3.0 GiB");
+        assert_eq!(rate(1234567.4), "1,234,567");
+        assert_eq!(rate(12.0), "12");
+        assert_eq!(pct(None), "n/a");
+    }
+}

@@ -1,0 +1,444 @@
+//! The runner: loads each system's store, replays the operation plan with client threads,
+//! samples counters into a timeline, and measures latencies and the final 10% of the run.
+//! Owns the order of events of a benchmark; what is reported and how lives in
+//! [`crate::report`].
+
+use hdrhistogram::Histogram;
+use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::collections::HashMap;
+use std::io::IsTerminal;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use crate::error::{BenchError, Result};
+use crate::report::{self, BenchResults, SystemResult, TimelinePoint};
+use crate::scale::Config;
+use crate::systems::{open_store, Counters, Store, System, TierDirs};
+use crate::trace::Trace;
+use crate::workload::{OpKind, OpPlan, ValueSource, Workload};
+
+/// Records per write batch in the load phase.
+const LOAD_BATCH: usize = 128;
+/// How often the progress bar moves.
+const TICK: Duration = Duration::from_millis(100);
+
+/// Runs every configured system and writes the reports. Returns what was written.
+pub fn run(cfg: &Config) -> Result<BenchResults> {
+    let started = Instant::now();
+    std::fs::create_dir_all(&cfg.out).map_err(|e| BenchError::io(&cfg.out, e))?;
+    let mut cfg = cfg.clone();
+    let plan = build_plan(&mut cfg)?;
+    let cfg = &cfg;
+    let values = ValueSource::new(cfg.seed, plan.max_value_size() as usize);
+    let ui = Ui::new(cfg.progress);
+    ui.say(format!(
+        "tierkv bench: {} records loaded ({}), then {} operations ({} / {}) with {} threads; \
+         fast disk budget {}, slow disk {}; output in {}",
+        plan.records(),
+        report::bytes(plan.records() * cfg.record_size),
+        plan.total_ops(),
+        cfg.trace
+            .as_ref()
+            .map(|t| format!("trace {}", t.display()))
+            .unwrap_or_else(|| cfg.workload.name().to_uppercase()),
+        cfg.distribution.describe(),
+        cfg.threads,
+        report::bytes(cfg.fd_budget),
+        cfg.sd_profile,
+        cfg.out.display()
+    ));
+
+    // Loaded stores shared by several systems, and how many systems still need each.
+    let mut templates: HashMap<&'static str, (TierDirs, f64)> = HashMap::new();
+    let mut users: HashMap<&'static str, usize> = HashMap::new();
+    for s in &cfg.systems {
+        if let Some(class) = s.load_class() {
+            *users.entry(class).or_default() += 1;
+        }
+    }
+
+    let mut results = Vec::new();
+    for &system in &cfg.systems {
+        let dirs = TierDirs::for_name(cfg, system.name());
+        dirs.remove()?;
+        let load_seconds = match system.load_class() {
+            Some(class) => {
+                if !templates.contains_key(class) {
+                    let tdirs = TierDirs::for_name(cfg, &format!(".load-{class}"));
+                    tdirs.remove()?;
+                    let secs = load(cfg, &plan, &values, system, &tdirs, &ui, class)?;
+                    templates.insert(class, (tdirs, secs));
+                }
+                let left = users.get_mut(class).map_or(0, |n| {
+                    *n -= 1;
+                    *n
+                });
+                let (tdirs, secs) = templates[class].clone();
+                dirs.take_from(&tdirs, left == 0)?;
+                if left == 0 {
+                    tdirs.remove()?;
+                    templates.remove(class);
+                }
+                secs
+            }
+            None => load(cfg, &plan, &values, system, &dirs, &ui, system.name())?,
+        };
+        let store = open_store(cfg, system, &dirs, false)?;
+        let outcome = run_phase(cfg, &plan, &values, store.as_ref(), system, &ui);
+        let engine_stats = store.engine_stats();
+        let closed = store.close();
+        let mut res = outcome?;
+        closed?;
+        res.load_seconds = load_seconds;
+        res.engine_stats = engine_stats;
+        ui.say(report::summary_line(cfg, &res));
+        results.push(res);
+        if !cfg.keep_data {
+            dirs.remove()?;
+        }
+    }
+    for (tdirs, _) in templates.values() {
+        tdirs.remove()?;
+    }
+    let results = BenchResults::new(cfg, results, started.elapsed().as_secs_f64());
+    let table = report::write_all(&results, &cfg.out)?;
+    ui.clear();
+    println!("{table}");
+    Ok(results)
+}
+
+/// The operation plan; for a trace also fills in the record count it implies.
+fn build_plan(cfg: &mut Config) -> Result<OpPlan> {
+    match &cfg.trace {
+        Some(path) => {
+            let trace = Trace::read(path, Some(cfg.ops))?;
+            cfg.records = trace.keys.len() as u64;
+            let plan = OpPlan::trace(Arc::new(trace), Some(cfg.ops), cfg.seed);
+            cfg.ops = plan.total_ops();
+            Ok(plan)
+        }
+        None => {
+            let value_size = u32::try_from(cfg.value_size)
+                .map_err(|_| BenchError::InvalidArgument("--record-size is too large".into()))?;
+            OpPlan::synthetic(
+                cfg.workload,
+                &cfg.distribution,
+                cfg.records,
+                cfg.ops,
+                value_size,
+                cfg.seed,
+            )
+        }
+    }
+}
+
+/// Progress bars, or plain lines when they are off or stderr is not a terminal.
+struct Ui {
+    multi: Option<MultiProgress>,
+}
+
+impl Ui {
+    fn new(progress: bool) -> Ui {
+        let multi = (progress && std::io::stderr().is_terminal())
+            .then(|| MultiProgress::with_draw_target(ProgressDrawTarget::stderr()));
+        Ui { multi }
+    }
+
+    fn say(&self, msg: String) {
+        match &self.multi {
+            Some(m) => {
+                if m.println(&msg).is_err() {
+                    eprintln!("{msg}");
+                }
+            }
+            None => eprintln!("{msg}"),
+        }
+    }
+
+    fn bar(&self, len: u64, prefix: String) -> ProgressBar {
+        match &self.multi {
+            Some(m) => {
+                let pb = m.add(ProgressBar::new(len));
+                pb.set_style(
+                    ProgressStyle::with_template(
+                        "{prefix:<24} [{elapsed_precise}] {bar:28.cyan/blue} {percent:>3}% {msg}",
+                    )
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                pb.set_prefix(prefix);
+                pb
+            }
+            None => ProgressBar::hidden(),
+        }
+    }
+
+    fn clear(&self) {
+        if let Some(m) = &self.multi {
+            let _ = m.clear();
+        }
+    }
+}
+
+/// Loads the plan's records into a fresh store of `system` at `dirs`; returns the seconds
+/// taken (including the wait for background work to settle).
+fn load(
+    cfg: &Config,
+    plan: &OpPlan,
+    values: &ValueSource,
+    system: System,
+    dirs: &TierDirs,
+    ui: &Ui,
+    label: &str,
+) -> Result<f64> {
+    let start = Instant::now();
+    let store = open_store(cfg, system, dirs, true)?;
+    let n = plan.records();
+    let pb = ui.bar(n, format!("load {label}"));
+    let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(LOAD_BATCH);
+    let mut key = Vec::new();
+    let mut last_tick = Instant::now();
+    for id in 0..n {
+        plan.key(id, &mut key);
+        let v = values.value(id, u64::MAX, plan.load_value_size(id) as usize);
+        batch.push((key.clone(), v.to_vec()));
+        if batch.len() == LOAD_BATCH || id + 1 == n {
+            store.write_batch(&batch)?;
+            batch.clear();
+            if last_tick.elapsed() >= TICK {
+                pb.set_position(id + 1);
+                last_tick = Instant::now();
+            }
+        }
+    }
+    pb.set_position(n);
+    pb.set_message("settling (flush and compactions)");
+    store.settle()?;
+    store.close()?;
+    let secs = start.elapsed().as_secs_f64();
+    pb.finish_and_clear();
+    ui.say(format!("{label}: loaded {n} records in {secs:.1} s"));
+    Ok(secs)
+}
+
+/// Per-thread tallies.
+struct WorkerOut {
+    hist: Histogram<u64>,
+    reads_found: u64,
+    reads_missing: u64,
+}
+
+/// State shared by the client threads of one run.
+struct Shared<'a> {
+    plan: &'a OpPlan,
+    values: &'a ValueSource,
+    store: &'a dyn Store,
+    next_chunk: AtomicU64,
+    done: AtomicU64,
+    abort: AtomicBool,
+    /// Completed operations at which the final 10% begins.
+    mark_ops: u64,
+    mark: OnceLock<(Instant, Counters)>,
+}
+
+fn new_hist() -> Histogram<u64> {
+    // Nanoseconds up to an hour at 3 significant digits; the bounds are constants, valid.
+    Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
+        .unwrap_or_else(|_| Histogram::new(3).expect("3 significant digits are valid"))
+}
+
+fn worker(sh: &Shared) -> Result<WorkerOut> {
+    let mut out = WorkerOut {
+        hist: new_hist(),
+        reads_found: 0,
+        reads_missing: 0,
+    };
+    let mut ops = Vec::new();
+    let mut key = Vec::new();
+    let chunks = sh.plan.chunks();
+    while !sh.abort.load(Relaxed) {
+        let c = sh.next_chunk.fetch_add(1, Relaxed);
+        if c >= chunks {
+            break;
+        }
+        sh.plan.chunk_ops(c, &mut ops);
+        for op in &ops {
+            sh.plan.key(op.id, &mut key);
+            let t = Instant::now();
+            let found = match op.kind {
+                OpKind::Read => Some(sh.store.get(&key)?),
+                OpKind::Update | OpKind::Insert => {
+                    sh.store
+                        .put(&key, sh.values.value(op.id, op.index, op.len as usize))?;
+                    None
+                }
+                OpKind::Delete => {
+                    sh.store.delete(&key)?;
+                    None
+                }
+                OpKind::Scan => {
+                    sh.store.scan(&key, op.len as usize)?;
+                    None
+                }
+                OpKind::ReadModifyWrite => {
+                    let found = sh.store.get(&key)?;
+                    let len = sh.plan.load_value_size(op.id) as usize;
+                    sh.store.put(&key, sh.values.value(op.id, op.index, len))?;
+                    Some(found)
+                }
+            };
+            out.hist
+                .saturating_record((t.elapsed().as_nanos() as u64).max(1));
+            match found {
+                Some(true) => out.reads_found += 1,
+                Some(false) => out.reads_missing += 1,
+                None => {}
+            }
+            let done = sh.done.fetch_add(1, Relaxed) + 1;
+            if done == sh.mark_ops {
+                let _ = sh.mark.set((Instant::now(), sh.store.counters()));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Runs the plan against one open store.
+fn run_phase(
+    cfg: &Config,
+    plan: &OpPlan,
+    values: &ValueSource,
+    store: &dyn Store,
+    system: System,
+    ui: &Ui,
+) -> Result<SystemResult> {
+    let total = plan.total_ops();
+    let mark_ops = total - (total / 10).max(1);
+    let sh = Shared {
+        plan,
+        values,
+        store,
+        next_chunk: AtomicU64::new(0),
+        done: AtomicU64::new(0),
+        abort: AtomicBool::new(false),
+        mark_ops,
+        mark: OnceLock::new(),
+    };
+    let pb = ui.bar(total, format!("run {}", system.name()));
+    let c0 = store.counters();
+    let t0 = Instant::now();
+    if mark_ops == 0 {
+        let _ = sh.mark.set((t0, c0.clone()));
+    }
+    let interval = Duration::from_secs_f64(cfg.interval);
+    let timeline: Mutex<Vec<TimelinePoint>> = Mutex::new(Vec::new());
+    let outs: Vec<Result<WorkerOut>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..cfg.threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let r = worker(&sh);
+                    if r.is_err() {
+                        sh.abort.store(true, Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        let mut last = (t0, 0u64, c0.clone());
+        let mut next_point = t0 + interval;
+        loop {
+            let finished = handles.iter().all(|h| h.is_finished());
+            let now = Instant::now();
+            let done = sh.done.load(Relaxed);
+            pb.set_position(done);
+            if now >= next_point || finished {
+                let c = store.counters();
+                let dt = now.duration_since(last.0).as_secs_f64();
+                if dt > 1e-3 && (done > last.1 || !finished) {
+                    let p = TimelinePoint::between(
+                        now.duration_since(t0).as_secs_f64(),
+                        dt,
+                        done - last.1,
+                        &c.since(&last.2),
+                        plan.phase_of(done.saturating_sub(1)),
+                    );
+                    pb.set_message(format!(
+                        "{:>9.0} ops/s  FD hit {}",
+                        p.ops_per_sec,
+                        p.fd_hit_rate
+                            .map_or("-".to_string(), |r| format!("{:.1}%", r * 100.0))
+                    ));
+                    if let Ok(mut t) = timeline.lock() {
+                        t.push(p);
+                    }
+                }
+                last = (now, done, c);
+                next_point += interval;
+                while next_point <= now {
+                    next_point += interval;
+                }
+            }
+            if finished {
+                break;
+            }
+            let wait = next_point
+                .saturating_duration_since(Instant::now())
+                .min(TICK);
+            std::thread::sleep(wait);
+        }
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(BenchError::engine(
+                        system.name(),
+                        "a client thread panicked",
+                    ))
+                })
+            })
+            .collect()
+    });
+    let t_end = Instant::now();
+    let c_end = store.counters();
+    pb.finish_and_clear();
+    let mut hist = new_hist();
+    let (mut found, mut missing) = (0, 0);
+    for o in outs {
+        let o = o?;
+        // Same bounds on both sides: adding cannot fail.
+        let _ = hist.add(&o.hist);
+        found += o.reads_found;
+        missing += o.reads_missing;
+    }
+    let (t_mark, c_mark) = sh.mark.get().cloned().unwrap_or((t0, c0.clone()));
+    let timeline = timeline.into_inner().unwrap_or_default();
+    Ok(SystemResult::new(
+        cfg,
+        system,
+        report::RunMeasure {
+            total_ops: total,
+            final_ops: total - mark_ops,
+            run_seconds: t_end.duration_since(t0).as_secs_f64(),
+            final_seconds: t_end.duration_since(t_mark).as_secs_f64(),
+            run: c_end.since(&c0),
+            final_window: c_end.since(&c_mark),
+            hist,
+            reads_found: found,
+            reads_missing: missing,
+            timeline,
+        },
+    ))
+}
+
+/// The workload's display name, for reports.
+pub fn workload_label(cfg: &Config) -> String {
+    match &cfg.trace {
+        Some(t) => format!("trace {}", t.display()),
+        None => match cfg.workload {
+            Workload::A | Workload::B | Workload::C | Workload::D | Workload::E | Workload::F => {
+                format!("YCSB {}", cfg.workload.name().to_uppercase())
+            }
+            w => w.name().to_uppercase(),
+        },
+    }
+}

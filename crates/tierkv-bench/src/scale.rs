@@ -1,0 +1,341 @@
+//! Scale presets (`smoke`, `small`, `paper`) and the resolved run configuration: flags
+//! override the preset, and values the user did not give are derived as in DESIGN.md
+//! ("Measuring like the paper"): about 11x the fast-disk budget loaded, about 2 operations
+//! per KiB loaded, engine sizes scaled to the budget.
+
+use serde::Serialize;
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use crate::args::BenchArgs;
+use crate::distribution::DistSpec;
+use crate::error::{BenchError, Result};
+use crate::systems::System;
+use crate::workload::{Workload, KEY_SIZE};
+
+const KIB: u64 = 1 << 10;
+const MIB: u64 = 1 << 20;
+const GIB: u64 = 1 << 30;
+
+/// A preset size of the whole benchmark.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Scale {
+    /// Seconds: CI's check that everything runs and reports.
+    Smoke,
+    /// The default: a few minutes on two cores, all default systems.
+    Small,
+    /// Hours: the paper's setup scaled to one machine (1 GiB fast disk).
+    Paper,
+}
+
+impl FromStr for Scale {
+    type Err = BenchError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        match s.to_ascii_lowercase().as_str() {
+            "smoke" => Ok(Scale::Smoke),
+            "small" => Ok(Scale::Small),
+            "paper" => Ok(Scale::Paper),
+            _ => Err(BenchError::InvalidArgument(format!(
+                "unknown scale {s:?}: expected smoke, small or paper"
+            ))),
+        }
+    }
+}
+
+/// A preset's values, before flags override them.
+#[derive(Clone, Debug)]
+pub struct Preset {
+    /// Fast-disk budget in bytes.
+    pub fd_budget: u64,
+    /// Records loaded per byte of fast-disk budget.
+    pub load_factor: f64,
+    /// Run-phase operations per KiB loaded.
+    pub ops_per_kib: f64,
+    /// Cap on run-phase operations (keeps the slowest system's run bounded).
+    pub max_ops: Option<u64>,
+    /// Client threads.
+    pub threads: usize,
+    /// Seconds per timeline point.
+    pub interval: f64,
+}
+
+impl Scale {
+    /// The preset's values.
+    pub fn preset(self) -> Preset {
+        match self {
+            Scale::Smoke => Preset {
+                fd_budget: 4 * MIB,
+                load_factor: 11.0,
+                ops_per_kib: 1.0,
+                max_ops: Some(30_000),
+                threads: 8,
+                interval: 0.5,
+            },
+            Scale::Small => Preset {
+                fd_budget: 32 * MIB,
+                load_factor: 11.0,
+                ops_per_kib: 2.0,
+                max_ops: None,
+                threads: 16,
+                interval: 1.0,
+            },
+            Scale::Paper => Preset {
+                fd_budget: GIB,
+                load_factor: 11.0,
+                ops_per_kib: 2.0,
+                max_ops: None,
+                threads: 16,
+                interval: 1.0,
+            },
+        }
+    }
+}
+
+/// Everything a run needs, resolved from flags and the preset. Serialized into
+/// `results.json` so a result always says how it was produced.
+#[derive(Clone, Debug, Serialize)]
+pub struct Config {
+    /// The preset.
+    pub scale: Scale,
+    /// Operation mix.
+    #[serde(serialize_with = "ser_workload")]
+    pub workload: Workload,
+    /// Key distribution.
+    #[serde(serialize_with = "ser_dist")]
+    pub distribution: DistSpec,
+    /// Trace replayed instead of generated operations.
+    pub trace: Option<PathBuf>,
+    /// Key plus value bytes of generated records.
+    pub record_size: u64,
+    /// Value bytes of generated records.
+    pub value_size: u64,
+    /// Records loaded (for a trace: filled in from its distinct keys).
+    pub records: u64,
+    /// Run-phase operations (for a trace: at most this many of its rows).
+    pub ops: u64,
+    /// Client threads.
+    pub threads: usize,
+    /// Fast-disk budget.
+    pub fd_budget: u64,
+    /// Slow-disk device model, as given.
+    pub sd_profile: String,
+    /// The parsed device model.
+    #[serde(skip)]
+    pub sd_device: tierkv::DeviceProfile,
+    /// Systems, in report order (the first is the ratio's reference).
+    pub systems: Vec<System>,
+    /// Output directory.
+    pub out: PathBuf,
+    /// Parent of the fast-tier directories.
+    pub fast_root: PathBuf,
+    /// Parent of the slow-tier directories.
+    pub slow_root: PathBuf,
+    /// Operation seed.
+    pub seed: u64,
+    /// Block cache bytes.
+    pub block_cache: u64,
+    /// Memtable size (scaled to the budget).
+    pub write_buffer_size: u64,
+    /// Table file target size (scaled to the budget).
+    pub target_file_size: u64,
+    /// L1 target size (scaled to the budget).
+    pub level_base: u64,
+    /// Seconds per timeline point.
+    pub interval: f64,
+    /// Keep stores after their runs.
+    pub keep_data: bool,
+    /// Show progress bars.
+    pub progress: bool,
+}
+
+fn ser_workload<S: serde::Serializer>(w: &Workload, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(w.name())
+}
+
+fn ser_dist<S: serde::Serializer>(d: &DistSpec, s: S) -> std::result::Result<S::Ok, S::Error> {
+    s.serialize_str(&d.describe())
+}
+
+impl Config {
+    /// Resolves the flags against the preset and checks every value.
+    pub fn from_args(a: &BenchArgs) -> Result<Config> {
+        let bad = |m: String| Err(BenchError::InvalidArgument(m));
+        let scale: Scale = a.scale.parse()?;
+        let p = scale.preset();
+        let workload: Workload = a.workload.as_deref().unwrap_or("ro").parse()?;
+        let distribution = match (&a.distribution, workload.own_distribution()) {
+            (Some(d), _) => DistSpec::parse(d)?,
+            (None, Some(d)) => d,
+            (None, None) => DistSpec::parse("hotspot-5%")?,
+        };
+        let record_size = a.record_size.unwrap_or(KIB);
+        if record_size <= KEY_SIZE as u64 || record_size > 64 * MIB {
+            return bad(format!(
+                "--record-size {record_size} must be above the {KEY_SIZE}-byte key and at most 64 MiB"
+            ));
+        }
+        let fd_budget = a.fd_budget.unwrap_or(p.fd_budget);
+        if fd_budget < MIB {
+            return bad(format!("--fd-budget {fd_budget} is below 1 MiB"));
+        }
+        let records = match a.records {
+            Some(n) => n,
+            None => ((fd_budget as f64 * p.load_factor) / record_size as f64).round() as u64,
+        };
+        if records == 0 && a.trace.is_none() {
+            return bad("--records must be positive".into());
+        }
+        let ops = match a.ops {
+            Some(n) => n,
+            None => {
+                let loaded_kib = records as f64 * record_size as f64 / KIB as f64;
+                let n = (loaded_kib * p.ops_per_kib).round() as u64;
+                p.max_ops.map_or(n, |m| n.min(m))
+            }
+        };
+        if ops == 0 {
+            return bad("--ops must be positive".into());
+        }
+        let threads = a.threads.unwrap_or(p.threads);
+        if !(1..=1024).contains(&threads) {
+            return bad(format!("--threads {threads} must be in 1..=1024"));
+        }
+        let sd_profile = a.sd_profile.clone().unwrap_or_else(|| "gp3".into());
+        let sd_device: tierkv::DeviceProfile = sd_profile.parse().map_err(|e: tierkv::Error| {
+            BenchError::InvalidArgument(format!("--sd-profile: {e}"))
+        })?;
+        let names = a.systems.clone().unwrap_or_else(|| {
+            vec![
+                "tierkv".to_string(),
+                "tierkv-nopromo".to_string(),
+                "tierkv-fd".to_string(),
+            ]
+        });
+        let mut systems = Vec::new();
+        for n in names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+            let s: System = n.parse()?;
+            if systems.contains(&s) {
+                return bad(format!("--systems lists {n} twice"));
+            }
+            systems.push(s);
+        }
+        if systems.is_empty() {
+            return bad("--systems is empty".into());
+        }
+        let interval = a.interval.unwrap_or(p.interval);
+        if !(0.05..=3600.0).contains(&interval) {
+            return bad(format!(
+                "--interval {interval} must be in 0.05..=3600 seconds"
+            ));
+        }
+        // Engine sizes follow the paper's ratios (10 GB fast disk: 64 MiB memtables and
+        // files, 256 MiB L1), clamped so tiny budgets still get sane files.
+        let write_buffer_size = (fd_budget / 128).clamp(MIB, 64 * MIB);
+        let target_file_size = write_buffer_size;
+        let level_base = (fd_budget / 32).clamp(2 * MIB, 256 * MIB);
+        // The paper's 128 MiB cache for 10 GB of fast disk.
+        let block_cache = a
+            .block_cache
+            .unwrap_or((fd_budget / 80).clamp(MIB, 128 * MIB));
+        let out = a.out.clone();
+        Ok(Config {
+            scale,
+            workload,
+            distribution,
+            trace: a.trace.clone(),
+            record_size,
+            value_size: record_size - KEY_SIZE as u64,
+            records,
+            ops,
+            threads,
+            fd_budget,
+            sd_profile,
+            sd_device,
+            systems,
+            fast_root: a.fast_dir.clone().unwrap_or_else(|| out.clone()),
+            slow_root: a.slow_dir.clone().unwrap_or_else(|| out.clone()),
+            out,
+            seed: a.seed.unwrap_or(42),
+            block_cache,
+            write_buffer_size,
+            target_file_size,
+            level_base,
+            interval,
+            keep_data: a.keep_data,
+            progress: !a.no_progress,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(scale: &str) -> BenchArgs {
+        BenchArgs {
+            scale: scale.into(),
+            out: "o".into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn presets_follow_the_paper_ratios() {
+        let c = Config::from_args(&args("small")).unwrap();
+        assert_eq!(c.fd_budget, 32 * MIB);
+        // ~11x the budget loaded, 2 ops per KiB.
+        assert_eq!(c.records, (11.0 * 32.0 * 1024.0_f64).round() as u64);
+        assert_eq!(c.ops, 2 * c.records);
+        assert_eq!(c.value_size, 1000);
+        assert_eq!(c.systems.len(), 3);
+        let p = Config::from_args(&args("paper")).unwrap();
+        assert_eq!(p.fd_budget, GIB);
+        assert_eq!(p.write_buffer_size, 8 * MIB);
+        assert!(Config::from_args(&args("huge")).is_err());
+    }
+
+    #[test]
+    fn flags_override_and_derive() {
+        let mut a = args("smoke");
+        a.fd_budget = Some(8 * MIB);
+        a.record_size = Some(200);
+        a.workload = Some("d".into());
+        let c = Config::from_args(&a).unwrap();
+        assert_eq!(c.records, (8.0 * 11.0 * MIB as f64 / 200.0).round() as u64);
+        assert!(matches!(c.distribution, DistSpec::Latest { .. }));
+        a.distribution = Some("uniform".into());
+        a.records = Some(1000);
+        a.ops = Some(5);
+        a.systems = Some(vec!["tierkv-fd".into()]);
+        let c = Config::from_args(&a).unwrap();
+        assert_eq!((c.records, c.ops), (1000, 5));
+        assert_eq!(c.distribution, DistSpec::Uniform);
+        assert_eq!(c.systems, vec![System::TierkvFd]);
+    }
+
+    #[test]
+    fn bad_flags_are_clear_errors() {
+        type Case = (fn(&mut BenchArgs), &'static str);
+        let cases: Vec<Case> = vec![
+            (|a| a.record_size = Some(10), "--record-size"),
+            (|a| a.fd_budget = Some(1000), "--fd-budget"),
+            (|a| a.threads = Some(0), "--threads"),
+            (|a| a.sd_profile = Some("ssd".into()), "--sd-profile"),
+            (|a| a.systems = Some(vec!["mysql".into()]), "unknown system"),
+            (
+                |a| a.systems = Some(vec!["tierkv".into(), "tierkv".into()]),
+                "twice",
+            ),
+            (|a| a.workload = Some("z".into()), "unknown workload"),
+            (|a| a.ops = Some(0), "--ops"),
+        ];
+        for (f, what) in cases {
+            let mut a = args("smoke");
+            f(&mut a);
+            let e = Config::from_args(&a).unwrap_err().to_string();
+            assert!(e.contains(what), "{what}: {e}");
+        }
+    }
+}

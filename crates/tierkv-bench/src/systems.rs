@@ -1,0 +1,528 @@
+//! The systems under test: their names, how each one's store is configured and opened, and
+//! the [`Store`] interface the runner drives (tierkv here, RocksDB in `rocksdb_peer`).
+
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use crate::error::{BenchError, Result};
+use crate::scale::Config;
+
+/// A system the benchmark can run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(into = "String")]
+pub enum System {
+    /// tierkv with hot-record promotion (the default options).
+    Tierkv,
+    /// tierkv without promotion: the HotRAP paper's "RocksDB-fat" placement.
+    TierkvNoPromo,
+    /// tierkv with every level on the fast disk: the upper bound.
+    TierkvFd,
+    /// Ablation: no retention of hot records in compactions into the slow disk.
+    TierkvNoRetain,
+    /// Ablation: promote every record read from the slow disk (no hotness check).
+    TierkvNoHotCheck,
+    /// Ablation: no promotion by compaction.
+    TierkvNoByCompaction,
+    /// Ablation: no promotion by flush.
+    TierkvNoByFlush,
+    /// RocksDB with `db_paths` (fast disk first) and direct I/O.
+    RocksdbTiered,
+    /// RocksDB with everything on the fast disk.
+    RocksdbFd,
+}
+
+impl From<System> for String {
+    fn from(s: System) -> String {
+        s.name().to_string()
+    }
+}
+
+impl FromStr for System {
+    type Err = BenchError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        let sys = match s {
+            "tierkv" => System::Tierkv,
+            "tierkv-nopromo" => System::TierkvNoPromo,
+            "tierkv-fd" => System::TierkvFd,
+            "tierkv-noretain" => System::TierkvNoRetain,
+            "tierkv-nohotcheck" => System::TierkvNoHotCheck,
+            "tierkv-nobycompaction" => System::TierkvNoByCompaction,
+            "tierkv-nobyflush" => System::TierkvNoByFlush,
+            "rocksdb-tiered" => System::RocksdbTiered,
+            "rocksdb-fd" => System::RocksdbFd,
+            _ => {
+                return Err(BenchError::InvalidArgument(format!(
+                    "unknown system {s:?}: expected one of {}",
+                    System::ALL.map(|s| s.name()).join(", ")
+                )))
+            }
+        };
+        if sys.is_rocksdb() && !cfg!(feature = "rocksdb-peer") {
+            return Err(BenchError::InvalidArgument(format!(
+                "{s} needs the rocksdb-peer feature: cargo run --release -p tierkv-cli \
+                 --features tierkv-bench/rocksdb-peer -- bench --systems ..."
+            )));
+        }
+        Ok(sys)
+    }
+}
+
+impl System {
+    /// Every system.
+    pub const ALL: [System; 9] = [
+        System::Tierkv,
+        System::TierkvNoPromo,
+        System::TierkvFd,
+        System::TierkvNoRetain,
+        System::TierkvNoHotCheck,
+        System::TierkvNoByCompaction,
+        System::TierkvNoByFlush,
+        System::RocksdbTiered,
+        System::RocksdbFd,
+    ];
+
+    /// The name used by `--systems` and in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            System::Tierkv => "tierkv",
+            System::TierkvNoPromo => "tierkv-nopromo",
+            System::TierkvFd => "tierkv-fd",
+            System::TierkvNoRetain => "tierkv-noretain",
+            System::TierkvNoHotCheck => "tierkv-nohotcheck",
+            System::TierkvNoByCompaction => "tierkv-nobycompaction",
+            System::TierkvNoByFlush => "tierkv-nobyflush",
+            System::RocksdbTiered => "rocksdb-tiered",
+            System::RocksdbFd => "rocksdb-fd",
+        }
+    }
+
+    /// True for the RocksDB peers.
+    pub fn is_rocksdb(self) -> bool {
+        matches!(self, System::RocksdbTiered | System::RocksdbFd)
+    }
+
+    /// True when every level lives on the fast disk.
+    pub fn all_on_fast(self) -> bool {
+        matches!(self, System::TierkvFd | System::RocksdbFd)
+    }
+
+    /// Systems whose loaded stores are identical share one load (`None`: loads its own).
+    /// Promotion does nothing while loading (nothing is read), so every two-tier tierkv
+    /// variant starts from the same files.
+    pub fn load_class(self) -> Option<&'static str> {
+        match self {
+            System::TierkvFd => Some("tierkv-all-fast"),
+            s if s.is_rocksdb() => None,
+            _ => Some("tierkv-two-tier"),
+        }
+    }
+
+    /// Promotion switches of a tierkv system.
+    pub fn promotion(self) -> tierkv::PromotionOptions {
+        let on = tierkv::PromotionOptions::default();
+        match self {
+            System::TierkvNoPromo | System::TierkvFd => tierkv::PromotionOptions::disabled(),
+            System::TierkvNoRetain => tierkv::PromotionOptions {
+                retention: false,
+                ..on
+            },
+            System::TierkvNoHotCheck => tierkv::PromotionOptions {
+                hotness_check: false,
+                ..on
+            },
+            System::TierkvNoByCompaction => tierkv::PromotionOptions {
+                by_compaction: false,
+                ..on
+            },
+            System::TierkvNoByFlush => tierkv::PromotionOptions {
+                by_flush: false,
+                ..on
+            },
+            _ => on,
+        }
+    }
+}
+
+/// The two directories of one store.
+#[derive(Clone, Debug, Serialize)]
+pub struct TierDirs {
+    /// Fast-tier directory.
+    pub fast: PathBuf,
+    /// Slow-tier directory.
+    pub slow: PathBuf,
+}
+
+impl TierDirs {
+    /// Directories named `name` under the configured fast and slow roots.
+    pub fn for_name(cfg: &Config, name: &str) -> TierDirs {
+        if cfg.fast_root == cfg.slow_root {
+            let base = cfg.fast_root.join(name);
+            TierDirs {
+                fast: base.join("fast"),
+                slow: base.join("slow"),
+            }
+        } else {
+            TierDirs {
+                fast: cfg.fast_root.join(name),
+                slow: cfg.slow_root.join(name),
+            }
+        }
+    }
+
+    /// Removes both directories (missing ones are fine).
+    pub fn remove(&self) -> Result<()> {
+        for d in [&self.fast, &self.slow] {
+            match std::fs::remove_dir_all(d) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(BenchError::io(d, e)),
+            }
+            // Drop the per-system parent when it is now empty (fast/slow under one name).
+            if let Some(parent) = d.parent() {
+                let _ = std::fs::remove_dir(parent);
+            }
+        }
+        Ok(())
+    }
+
+    /// Copies (or, when `moving`, renames) a loaded store into these directories.
+    pub fn take_from(&self, src: &TierDirs, moving: bool) -> Result<()> {
+        self.remove()?;
+        for (from, to) in [(&src.fast, &self.fast), (&src.slow, &self.slow)] {
+            if let Some(parent) = to.parent() {
+                std::fs::create_dir_all(parent).map_err(|e| BenchError::io(parent, e))?;
+            }
+            if moving && std::fs::rename(from, to).is_ok() {
+                continue;
+            }
+            copy_dir(from, to)?;
+        }
+        Ok(())
+    }
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to).map_err(|e| BenchError::io(to, e))?;
+    let entries = std::fs::read_dir(from).map_err(|e| BenchError::io(from, e))?;
+    for entry in entries {
+        let entry = entry.map_err(|e| BenchError::io(from, e))?;
+        let ty = entry
+            .file_type()
+            .map_err(|e| BenchError::io(entry.path(), e))?;
+        let dst = to.join(entry.file_name());
+        if ty.is_dir() {
+            copy_dir(&entry.path(), &dst)?;
+        } else if entry.file_name() != "LOCK" {
+            std::fs::copy(entry.path(), &dst).map_err(|e| BenchError::io(&dst, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Cumulative counters of a store, read once per timeline point. `None`: the system cannot
+/// tell (RocksDB does not split I/O by tier).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Counters {
+    /// Gets answered without reading the slow disk (memtable, caches, fast disk).
+    pub gets_fd: u64,
+    /// Gets that read the slow disk.
+    pub gets_sd: u64,
+    /// Bytes read from the fast disk.
+    pub fd_read_bytes: Option<u64>,
+    /// Bytes written to the fast disk.
+    pub fd_write_bytes: Option<u64>,
+    /// Bytes read from the slow disk.
+    pub sd_read_bytes: Option<u64>,
+    /// Bytes written to the slow disk.
+    pub sd_write_bytes: Option<u64>,
+    /// Read I/Os on the slow disk.
+    pub sd_read_ops: Option<u64>,
+    /// Write I/Os on the slow disk.
+    pub sd_write_ops: Option<u64>,
+    /// Bytes promoted to the fast disk by flush.
+    pub promoted_by_flush_bytes: Option<u64>,
+    /// Bytes promoted to the fast disk by compaction.
+    pub promoted_by_compaction_bytes: Option<u64>,
+    /// Bytes kept on the fast disk by compactions into the slow disk.
+    pub retained_bytes: Option<u64>,
+}
+
+fn sub(a: Option<u64>, b: Option<u64>) -> Option<u64> {
+    Some(a?.saturating_sub(b?))
+}
+
+impl Counters {
+    /// Counts accumulated since `earlier`.
+    pub fn since(&self, earlier: &Counters) -> Counters {
+        Counters {
+            gets_fd: self.gets_fd.saturating_sub(earlier.gets_fd),
+            gets_sd: self.gets_sd.saturating_sub(earlier.gets_sd),
+            fd_read_bytes: sub(self.fd_read_bytes, earlier.fd_read_bytes),
+            fd_write_bytes: sub(self.fd_write_bytes, earlier.fd_write_bytes),
+            sd_read_bytes: sub(self.sd_read_bytes, earlier.sd_read_bytes),
+            sd_write_bytes: sub(self.sd_write_bytes, earlier.sd_write_bytes),
+            sd_read_ops: sub(self.sd_read_ops, earlier.sd_read_ops),
+            sd_write_ops: sub(self.sd_write_ops, earlier.sd_write_ops),
+            promoted_by_flush_bytes: sub(
+                self.promoted_by_flush_bytes,
+                earlier.promoted_by_flush_bytes,
+            ),
+            promoted_by_compaction_bytes: sub(
+                self.promoted_by_compaction_bytes,
+                earlier.promoted_by_compaction_bytes,
+            ),
+            retained_bytes: sub(self.retained_bytes, earlier.retained_bytes),
+        }
+    }
+
+    /// Share of found gets that did not read the slow disk (`None` without gets).
+    pub fn fd_hit_rate(&self) -> Option<f64> {
+        let all = self.gets_fd + self.gets_sd;
+        (all > 0).then(|| self.gets_fd as f64 / all as f64)
+    }
+
+    /// Promoted bytes by both pathways.
+    pub fn promoted_bytes(&self) -> Option<u64> {
+        Some(self.promoted_by_flush_bytes? + self.promoted_by_compaction_bytes?)
+    }
+}
+
+/// What the runner needs from a store. Implementations are shared by the client threads.
+pub trait Store: Send + Sync {
+    /// Point read; true when the key was found.
+    fn get(&self, key: &[u8]) -> Result<bool>;
+    /// Write one record.
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Delete one record.
+    fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Read up to `limit` records from `from` on; returns how many were read.
+    fn scan(&self, from: &[u8], limit: usize) -> Result<usize>;
+    /// Write records atomically (the load phase).
+    fn write_batch(&self, records: &[(Vec<u8>, Vec<u8>)]) -> Result<()>;
+    /// Flush memtables and wait until background work is idle.
+    fn settle(&self) -> Result<()>;
+    /// Cumulative counters.
+    fn counters(&self) -> Counters;
+    /// The engine's full statistics, for results.json.
+    fn engine_stats(&self) -> serde_json::Value;
+    /// Close cleanly.
+    fn close(self: Box<Self>) -> Result<()>;
+}
+
+/// Engine options of a tierkv system. `loading` drops the slow-disk model and promotion (the
+/// load phase is not measured, and nothing is read while loading, so neither changes where
+/// data ends up).
+pub fn tierkv_options(
+    cfg: &Config,
+    system: System,
+    dirs: &TierDirs,
+    loading: bool,
+) -> tierkv::Options {
+    tierkv::Options {
+        write_buffer_size: cfg.write_buffer_size as usize,
+        target_file_size: cfg.target_file_size,
+        max_bytes_for_level_base: cfg.level_base,
+        block_cache_size: cfg.block_cache as usize,
+        fd_budget: Some(cfg.fd_budget),
+        slow: Some(tierkv::SlowTier {
+            dir: dirs.slow.clone(),
+            budget: None,
+            device: if loading {
+                tierkv::DeviceProfile::none()
+            } else {
+                cfg.sd_device
+            },
+        }),
+        all_on_fast: system.all_on_fast(),
+        promotion: if loading {
+            tierkv::PromotionOptions::disabled()
+        } else {
+            system.promotion()
+        },
+        ..Default::default()
+    }
+}
+
+/// A tierkv store under test.
+pub struct TierkvStore {
+    name: String,
+    db: tierkv::Db,
+}
+
+impl TierkvStore {
+    /// Opens (creating when needed) a tierkv system's store.
+    pub fn open(
+        cfg: &Config,
+        system: System,
+        dirs: &TierDirs,
+        loading: bool,
+    ) -> Result<TierkvStore> {
+        for d in [&dirs.fast, &dirs.slow] {
+            std::fs::create_dir_all(d).map_err(|e| BenchError::io(d, e))?;
+        }
+        let opts = tierkv_options(cfg, system, dirs, loading);
+        let db =
+            tierkv::Db::open(&dirs.fast, opts).map_err(|e| BenchError::engine(system.name(), e))?;
+        Ok(TierkvStore {
+            name: system.name().to_string(),
+            db,
+        })
+    }
+
+    fn err(&self, e: tierkv::Error) -> BenchError {
+        BenchError::engine(&self.name, e)
+    }
+}
+
+impl Store for TierkvStore {
+    fn get(&self, key: &[u8]) -> Result<bool> {
+        self.db
+            .get(key)
+            .map(|v| v.is_some())
+            .map_err(|e| self.err(e))
+    }
+
+    fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.db.put(key, value).map_err(|e| self.err(e))
+    }
+
+    fn delete(&self, key: &[u8]) -> Result<()> {
+        self.db.delete(key).map_err(|e| self.err(e))
+    }
+
+    fn scan(&self, from: &[u8], limit: usize) -> Result<usize> {
+        let ropts = tierkv::ReadOptions {
+            lower_bound: Some(from.to_vec()),
+            ..tierkv::ReadOptions::new()
+        };
+        let mut it = self.db.iter_opt(&ropts).map_err(|e| self.err(e))?;
+        it.seek_to_first().map_err(|e| self.err(e))?;
+        let mut n = 0;
+        while it.valid() && n < limit {
+            // Touch the value as a reader would.
+            std::hint::black_box(it.value().len());
+            n += 1;
+            it.next().map_err(|e| self.err(e))?;
+        }
+        Ok(n)
+    }
+
+    fn write_batch(&self, records: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+        let mut b = tierkv::WriteBatch::new();
+        for (k, v) in records {
+            b.put(k, v);
+        }
+        self.db.write(b).map_err(|e| self.err(e))
+    }
+
+    fn settle(&self) -> Result<()> {
+        self.db.flush().map_err(|e| self.err(e))?;
+        self.db.wait_for_background().map_err(|e| self.err(e))
+    }
+
+    fn counters(&self) -> Counters {
+        counters_of(&self.db.stats())
+    }
+
+    fn engine_stats(&self) -> serde_json::Value {
+        serde_json::to_value(self.db.stats()).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn close(self: Box<Self>) -> Result<()> {
+        let name = self.name;
+        self.db.close().map_err(|e| BenchError::engine(&name, e))
+    }
+}
+
+/// The benchmark's counters from tierkv's statistics.
+pub fn counters_of(s: &tierkv::DbStats) -> Counters {
+    let g = &s.get_sources;
+    let fast = s.io.fast.total();
+    let slow = s.io.slow.total();
+    Counters {
+        gets_fd: g.memtable + g.block_cache + g.promotion_cache + g.fast,
+        gets_sd: g.slow,
+        fd_read_bytes: Some(fast.read_bytes),
+        fd_write_bytes: Some(fast.write_bytes),
+        sd_read_bytes: Some(slow.read_bytes),
+        sd_write_bytes: Some(slow.write_bytes),
+        sd_read_ops: Some(slow.read_ops),
+        sd_write_ops: Some(slow.write_ops),
+        promoted_by_flush_bytes: Some(s.promotion.promoted_by_flush_bytes),
+        promoted_by_compaction_bytes: Some(s.promotion.promoted_by_compaction_bytes),
+        retained_bytes: Some(s.promotion.retained_bytes),
+    }
+}
+
+/// Opens the store of any system.
+pub fn open_store(
+    cfg: &Config,
+    system: System,
+    dirs: &TierDirs,
+    loading: bool,
+) -> Result<Box<dyn Store>> {
+    if system.is_rocksdb() {
+        #[cfg(feature = "rocksdb-peer")]
+        {
+            return Ok(Box::new(crate::rocksdb_peer::RocksStore::open(
+                cfg, system, dirs,
+            )?));
+        }
+        #[cfg(not(feature = "rocksdb-peer"))]
+        return Err(BenchError::InvalidArgument(format!(
+            "{} needs the rocksdb-peer feature",
+            system.name()
+        )));
+    }
+    Ok(Box::new(TierkvStore::open(cfg, system, dirs, loading)?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for s in System::ALL {
+            if s.is_rocksdb() && !cfg!(feature = "rocksdb-peer") {
+                assert!(s.name().parse::<System>().is_err());
+                continue;
+            }
+            assert_eq!(s.name().parse::<System>().unwrap(), s);
+        }
+    }
+
+    #[test]
+    fn ablations_flip_one_switch() {
+        assert!(!System::TierkvNoPromo.promotion().enabled);
+        let r = System::TierkvNoRetain.promotion();
+        assert!(r.enabled && !r.retention && r.by_flush);
+        assert!(!System::TierkvNoHotCheck.promotion().hotness_check);
+        assert!(!System::TierkvNoByCompaction.promotion().by_compaction);
+        assert!(!System::TierkvNoByFlush.promotion().by_flush);
+        assert!(System::Tierkv.promotion().enabled);
+    }
+
+    #[test]
+    fn counter_deltas() {
+        let a = Counters {
+            gets_fd: 10,
+            gets_sd: 5,
+            sd_read_bytes: Some(100),
+            ..Default::default()
+        };
+        let b = Counters {
+            gets_fd: 40,
+            gets_sd: 15,
+            sd_read_bytes: Some(150),
+            ..Default::default()
+        };
+        let d = b.since(&a);
+        assert_eq!(d.fd_hit_rate(), Some(0.75));
+        assert_eq!(d.sd_read_bytes, Some(50));
+        assert_eq!(d.fd_read_bytes, None);
+        assert_eq!(Counters::default().fd_hit_rate(), None);
+    }
+}

@@ -1,0 +1,560 @@
+//! Workloads: operation mixes (YCSB A-F and HotRAP's RO/RW/WH/UH), record keys and values,
+//! and the deterministic operation plan every system replays.
+//!
+//! The run phase is cut into chunks of [`CHUNK`] operations. Chunk `c` is generated from
+//! seeds derived from `(seed, c)` alone, so every system sees exactly the same operations
+//! however its client threads interleave, and threads can claim chunks dynamically (no
+//! thread idles at the end waiting for a slow sibling). Inserted ids are dense: a prefix sum of
+//! the inserts in earlier chunks, computed up front from the operation-type stream, gives
+//! each chunk its first new id.
+
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use crate::distribution::{DistSpec, KeyChooser};
+use crate::error::{BenchError, Result};
+use crate::trace::{Trace, TraceOpKind};
+
+/// Operations per chunk of the plan.
+pub const CHUNK: u64 = 64;
+/// Bytes of a generated key: `user` and 20 digits.
+pub const KEY_SIZE: usize = 24;
+/// Longest scan of workload E (YCSB's `maxscanlength` for E is 100).
+pub const MAX_SCAN: u32 = 100;
+
+/// An operation mix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workload {
+    /// 100% reads (HotRAP RO).
+    Ro,
+    /// 75% reads, 25% inserts (HotRAP RW).
+    Rw,
+    /// 50% reads, 50% inserts (HotRAP WH).
+    Wh,
+    /// 50% reads, 50% updates (HotRAP UH).
+    Uh,
+    /// YCSB A: 50% reads, 50% updates.
+    A,
+    /// YCSB B: 95% reads, 5% updates.
+    B,
+    /// YCSB C: 100% reads.
+    C,
+    /// YCSB D: 95% reads, 5% inserts, reading the latest records.
+    D,
+    /// YCSB E: 95% short scans, 5% inserts.
+    E,
+    /// YCSB F: 50% reads, 50% read-modify-writes.
+    F,
+}
+
+/// Shares of each operation type (they add up to 1).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Mix {
+    /// Point reads.
+    pub read: f64,
+    /// Overwrites of existing records.
+    pub update: f64,
+    /// New records.
+    pub insert: f64,
+    /// Short range scans.
+    pub scan: f64,
+    /// Read-modify-writes (a get then a put of the same key).
+    pub rmw: f64,
+}
+
+impl FromStr for Workload {
+    type Err = BenchError;
+
+    fn from_str(s: &str) -> Result<Self> {
+        Ok(match s.to_ascii_lowercase().as_str() {
+            "ro" => Workload::Ro,
+            "rw" => Workload::Rw,
+            "wh" => Workload::Wh,
+            "uh" => Workload::Uh,
+            "a" => Workload::A,
+            "b" => Workload::B,
+            "c" => Workload::C,
+            "d" => Workload::D,
+            "e" => Workload::E,
+            "f" => Workload::F,
+            _ => {
+                return Err(BenchError::InvalidArgument(format!(
+                    "unknown workload {s:?}: expected ro, rw, wh, uh, a, b, c, d, e or f"
+                )))
+            }
+        })
+    }
+}
+
+impl Workload {
+    /// The mix of operation types.
+    pub fn mix(self) -> Mix {
+        let m = |read, update, insert, scan, rmw| Mix {
+            read,
+            update,
+            insert,
+            scan,
+            rmw,
+        };
+        match self {
+            Workload::Ro | Workload::C => m(1.0, 0.0, 0.0, 0.0, 0.0),
+            Workload::Rw => m(0.75, 0.0, 0.25, 0.0, 0.0),
+            Workload::Wh => m(0.5, 0.0, 0.5, 0.0, 0.0),
+            Workload::Uh | Workload::A => m(0.5, 0.5, 0.0, 0.0, 0.0),
+            Workload::B => m(0.95, 0.05, 0.0, 0.0, 0.0),
+            Workload::D => m(0.95, 0.0, 0.05, 0.0, 0.0),
+            Workload::E => m(0.0, 0.0, 0.05, 0.95, 0.0),
+            Workload::F => m(0.5, 0.0, 0.0, 0.0, 0.5),
+        }
+    }
+
+    /// The distribution this workload is defined with, when it has its own (YCSB D reads
+    /// the latest records).
+    pub fn own_distribution(self) -> Option<DistSpec> {
+        match self {
+            Workload::D => Some(DistSpec::Latest {
+                theta: crate::distribution::DEFAULT_ZIPF,
+            }),
+            _ => None,
+        }
+    }
+
+    /// Lower-case name as accepted by `--workload`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Workload::Ro => "ro",
+            Workload::Rw => "rw",
+            Workload::Wh => "wh",
+            Workload::Uh => "uh",
+            Workload::A => "a",
+            Workload::B => "b",
+            Workload::C => "c",
+            Workload::D => "d",
+            Workload::E => "e",
+            Workload::F => "f",
+        }
+    }
+}
+
+/// Kind of one generated operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OpKind {
+    /// Point read.
+    Read,
+    /// Overwrite of an existing record.
+    Update,
+    /// Write of a new record.
+    Insert,
+    /// Range scan of `len` records from the key.
+    Scan,
+    /// Read, then write the same key.
+    ReadModifyWrite,
+    /// Delete (trace replay only).
+    Delete,
+}
+
+/// One operation of the plan.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Op {
+    /// What to do.
+    pub kind: OpKind,
+    /// The record (see [`OpPlan::key`]).
+    pub id: u64,
+    /// Scan length for scans; value size for writes.
+    pub len: u32,
+    /// Global index of the operation (makes written values differ between versions).
+    pub index: u64,
+}
+
+/// Writes the key of synthetic record `id`: `user` followed by 20 digits of a bijective hash
+/// of the id, so consecutive ids land far apart in key order (YCSB's hashed inserts).
+pub fn synthetic_key(id: u64, out: &mut Vec<u8>) {
+    use std::io::Write;
+    out.clear();
+    // Infallible on a Vec.
+    let _ = write!(out, "user{:020}", mix64(id));
+}
+
+/// splitmix64's finalizer: a bijection on u64 with good avalanche.
+pub fn mix64(mut x: u64) -> u64 {
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// Value bytes: slices of one random buffer, at offsets that depend on the record and the
+/// version, so values are incompressible and differ between writes without generating
+/// fresh random bytes per operation.
+pub struct ValueSource {
+    buf: Vec<u8>,
+}
+
+impl ValueSource {
+    /// A source for values up to `max_len` bytes.
+    pub fn new(seed: u64, max_len: usize) -> ValueSource {
+        let len = (2 * max_len).max(1 << 20);
+        let mut rng = SmallRng::seed_from_u64(seed ^ 0x5eed_da7a);
+        let mut buf = vec![0u8; len];
+        rng.fill(&mut buf[..]);
+        ValueSource { buf }
+    }
+
+    /// The value of record `id` written by operation `version` (`len` bytes).
+    pub fn value(&self, id: u64, version: u64, len: usize) -> &[u8] {
+        let len = len.min(self.buf.len());
+        let room = (self.buf.len() - len) as u64 + 1;
+        let off = (mix64(id ^ mix64(version)) % room) as usize;
+        &self.buf[off..off + len]
+    }
+}
+
+/// Where operations come from.
+#[derive(Clone, Debug)]
+enum Source {
+    Synthetic {
+        mix: Mix,
+        chooser: KeyChooser,
+        value_size: u32,
+    },
+    Trace(Arc<Trace>),
+}
+
+/// The run phase's operations (and the load phase's records), identical for every system.
+#[derive(Clone, Debug)]
+pub struct OpPlan {
+    source: Source,
+    records: u64,
+    total_ops: u64,
+    seed: u64,
+    /// First inserted id of each chunk.
+    insert_base: Vec<u64>,
+}
+
+impl OpPlan {
+    /// A generated workload over `records` loaded records of `value_size`-byte values.
+    pub fn synthetic(
+        workload: Workload,
+        dist: &DistSpec,
+        records: u64,
+        total_ops: u64,
+        value_size: u32,
+        seed: u64,
+    ) -> Result<OpPlan> {
+        let mix = workload.mix();
+        let chunks = total_ops.div_ceil(CHUNK);
+        let mut insert_base = Vec::with_capacity(chunks as usize);
+        let mut next = records;
+        for c in 0..chunks {
+            insert_base.push(next);
+            let mut rng = type_rng(seed, c);
+            let n = CHUNK.min(total_ops - c * CHUNK);
+            for _ in 0..n {
+                if pick_kind(&mix, &mut rng) == OpKind::Insert {
+                    next += 1;
+                }
+            }
+        }
+        let space = next.max(1);
+        let chooser = KeyChooser::new(dist, space, total_ops)?;
+        Ok(OpPlan {
+            source: Source::Synthetic {
+                mix,
+                chooser,
+                value_size,
+            },
+            records,
+            total_ops,
+            seed,
+            insert_base,
+        })
+    }
+
+    /// Replays a trace (at most `total_ops` of its operations, all of them when `None`).
+    pub fn trace(trace: Arc<Trace>, total_ops: Option<u64>, seed: u64) -> OpPlan {
+        let n = trace.ops.len() as u64;
+        let total_ops = total_ops.map_or(n, |t| t.min(n));
+        OpPlan {
+            records: trace.keys.len() as u64,
+            source: Source::Trace(trace),
+            total_ops,
+            seed,
+            insert_base: Vec::new(),
+        }
+    }
+
+    /// Operations in the run phase.
+    pub fn total_ops(&self) -> u64 {
+        self.total_ops
+    }
+
+    /// Records written by the load phase.
+    pub fn records(&self) -> u64 {
+        self.records
+    }
+
+    /// Records the run phase inserts.
+    pub fn inserts(&self) -> u64 {
+        match self.insert_base.last() {
+            Some(_) => self.space() - self.records,
+            None => 0,
+        }
+    }
+
+    fn space(&self) -> u64 {
+        match &self.source {
+            Source::Synthetic { mix, .. } => {
+                // Recount the last chunk: insert_base holds only chunk starts.
+                let Some(&last) = self.insert_base.last() else {
+                    return self.records;
+                };
+                let c = self.insert_base.len() as u64 - 1;
+                let mut rng = type_rng(self.seed, c);
+                let n = CHUNK.min(self.total_ops - c * CHUNK);
+                last + (0..n)
+                    .filter(|_| pick_kind(mix, &mut rng) == OpKind::Insert)
+                    .count() as u64
+            }
+            Source::Trace(t) => t.keys.len() as u64,
+        }
+    }
+
+    /// Chunks in the run phase.
+    pub fn chunks(&self) -> u64 {
+        self.total_ops.div_ceil(CHUNK)
+    }
+
+    /// Index of the phase (of a phased distribution) operation `index` belongs to.
+    pub fn phase_of(&self, index: u64) -> usize {
+        match &self.source {
+            Source::Synthetic { chooser, .. } => chooser.phase_of(index),
+            Source::Trace(_) => 0,
+        }
+    }
+
+    /// Fills `out` with the operations of chunk `c`.
+    pub fn chunk_ops(&self, c: u64, out: &mut Vec<Op>) {
+        out.clear();
+        let start = c * CHUNK;
+        if start >= self.total_ops {
+            return;
+        }
+        let n = CHUNK.min(self.total_ops - start);
+        match &self.source {
+            Source::Synthetic {
+                mix,
+                chooser,
+                value_size,
+            } => {
+                let mut types = type_rng(self.seed, c);
+                let mut keys = SmallRng::seed_from_u64(mix64(self.seed ^ mix64(c ^ 0x6b65_7973)));
+                let mut next_insert = self.insert_base[c as usize];
+                for i in 0..n {
+                    let index = start + i;
+                    let kind = pick_kind(mix, &mut types);
+                    let (id, len) = match kind {
+                        OpKind::Insert => {
+                            next_insert += 1;
+                            (next_insert - 1, *value_size)
+                        }
+                        OpKind::Scan => (
+                            chooser.sample(&mut keys, index, next_insert),
+                            keys.gen_range(1..=MAX_SCAN),
+                        ),
+                        _ => (chooser.sample(&mut keys, index, next_insert), *value_size),
+                    };
+                    out.push(Op {
+                        kind,
+                        id,
+                        len,
+                        index,
+                    });
+                }
+            }
+            Source::Trace(t) => {
+                for index in start..start + n {
+                    let op = t.ops[index as usize];
+                    let kind = match op.kind {
+                        TraceOpKind::Get => OpKind::Read,
+                        TraceOpKind::Set => OpKind::Update,
+                        TraceOpKind::Delete => OpKind::Delete,
+                    };
+                    out.push(Op {
+                        kind,
+                        id: op.key as u64,
+                        len: op.value_size,
+                        index,
+                    });
+                }
+            }
+        }
+    }
+
+    /// Writes the key of record `id` into `out`.
+    pub fn key(&self, id: u64, out: &mut Vec<u8>) {
+        match &self.source {
+            Source::Synthetic { .. } => synthetic_key(id, out),
+            Source::Trace(t) => {
+                out.clear();
+                if let Some(k) = t.keys.get(id as usize) {
+                    out.extend_from_slice(k);
+                }
+            }
+        }
+    }
+
+    /// Value size of loaded record `i`.
+    pub fn load_value_size(&self, i: u64) -> u32 {
+        match &self.source {
+            Source::Synthetic { value_size, .. } => *value_size,
+            Source::Trace(t) => t.load_value_sizes.get(i as usize).copied().unwrap_or(1),
+        }
+    }
+
+    /// Largest value any operation writes.
+    pub fn max_value_size(&self) -> u32 {
+        match &self.source {
+            Source::Synthetic { value_size, .. } => *value_size,
+            Source::Trace(t) => t.load_value_sizes.iter().copied().max().unwrap_or(1),
+        }
+    }
+}
+
+fn type_rng(seed: u64, chunk: u64) -> SmallRng {
+    SmallRng::seed_from_u64(mix64(seed ^ mix64(chunk ^ 0x7479_7065)))
+}
+
+fn pick_kind<R: Rng>(mix: &Mix, rng: &mut R) -> OpKind {
+    let u: f64 = rng.gen();
+    let mut acc = mix.read;
+    if u < acc {
+        return OpKind::Read;
+    }
+    acc += mix.update;
+    if u < acc {
+        return OpKind::Update;
+    }
+    acc += mix.insert;
+    if u < acc {
+        return OpKind::Insert;
+    }
+    acc += mix.scan;
+    if u < acc {
+        return OpKind::Scan;
+    }
+    if mix.rmw > 0.0 {
+        OpKind::ReadModifyWrite
+    } else {
+        // Rounding left a sliver: give it to the most common kind.
+        OpKind::Read
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn all_ops(plan: &OpPlan) -> Vec<Op> {
+        let mut all = Vec::new();
+        let mut buf = Vec::new();
+        for c in 0..plan.chunks() {
+            plan.chunk_ops(c, &mut buf);
+            all.extend_from_slice(&buf);
+        }
+        all
+    }
+
+    #[test]
+    fn keys_are_24_bytes_and_distinct() {
+        let mut seen = std::collections::HashSet::new();
+        let mut k = Vec::new();
+        for id in 0..10_000 {
+            synthetic_key(id, &mut k);
+            assert_eq!(k.len(), KEY_SIZE);
+            assert!(seen.insert(k.clone()));
+        }
+        synthetic_key(u64::MAX, &mut k);
+        assert_eq!(k.len(), KEY_SIZE);
+    }
+
+    #[test]
+    fn plan_is_deterministic_and_matches_the_mix() {
+        let dist = DistSpec::parse("hotspot-5%").unwrap();
+        let p1 = OpPlan::synthetic(Workload::Rw, &dist, 1000, 10_000, 1000, 42).unwrap();
+        let p2 = OpPlan::synthetic(Workload::Rw, &dist, 1000, 10_000, 1000, 42).unwrap();
+        let (a, b) = (all_ops(&p1), all_ops(&p2));
+        assert_eq!(a, b);
+        assert_eq!(a.len(), 10_000);
+        let inserts: Vec<&Op> = a.iter().filter(|o| o.kind == OpKind::Insert).collect();
+        let share = inserts.len() as f64 / a.len() as f64;
+        assert!((0.23..0.27).contains(&share), "insert share {share}");
+        // Inserted ids are dense and new, in order.
+        for (i, op) in inserts.iter().enumerate() {
+            assert_eq!(op.id, 1000 + i as u64);
+        }
+        assert_eq!(p1.inserts(), inserts.len() as u64);
+        // Reads address only ids inserted before them.
+        let mut max_inserted = 999;
+        for op in &a {
+            match op.kind {
+                OpKind::Insert => max_inserted = op.id,
+                _ => assert!(op.id <= max_inserted),
+            }
+        }
+        let other = OpPlan::synthetic(Workload::Rw, &dist, 1000, 10_000, 1000, 43).unwrap();
+        assert_ne!(all_ops(&other), a);
+    }
+
+    #[test]
+    fn every_workload_generates_its_kinds() {
+        let dist = DistSpec::Uniform;
+        for (w, kinds) in [
+            (Workload::Ro, vec![OpKind::Read]),
+            (Workload::Uh, vec![OpKind::Read, OpKind::Update]),
+            (Workload::E, vec![OpKind::Scan, OpKind::Insert]),
+            (Workload::F, vec![OpKind::Read, OpKind::ReadModifyWrite]),
+        ] {
+            let plan = OpPlan::synthetic(w, &dist, 100, 1000, 100, 1).unwrap();
+            let ops = all_ops(&plan);
+            for k in &kinds {
+                assert!(ops.iter().any(|o| o.kind == *k), "{w:?} lacks {k:?}");
+            }
+            assert!(ops.iter().all(|o| kinds.contains(&o.kind)), "{w:?}");
+            for o in ops.iter().filter(|o| o.kind == OpKind::Scan) {
+                assert!((1..=MAX_SCAN).contains(&o.len));
+            }
+        }
+        assert!("x".parse::<Workload>().is_err());
+        assert_eq!("RW".parse::<Workload>().unwrap(), Workload::Rw);
+    }
+
+    #[test]
+    fn trace_plan_replays_in_order() {
+        let t = Trace::parse(
+            "0,a,1,10,1,get,0\n1,b,1,20,1,set,0\n2,a,1,0,1,delete,0\n".as_bytes(),
+            std::path::Path::new("t"),
+            None,
+        )
+        .unwrap();
+        let plan = OpPlan::trace(Arc::new(t), None, 0);
+        assert_eq!(plan.records(), 2);
+        let ops = all_ops(&plan);
+        assert_eq!(
+            ops.iter().map(|o| o.kind).collect::<Vec<_>>(),
+            vec![OpKind::Read, OpKind::Update, OpKind::Delete]
+        );
+        let mut k = Vec::new();
+        plan.key(ops[1].id, &mut k);
+        assert_eq!(k, b"b");
+        assert_eq!(plan.load_value_size(1), 20);
+    }
+
+    #[test]
+    fn values_have_the_requested_size_and_vary() {
+        let v = ValueSource::new(1, 1000);
+        assert_eq!(v.value(1, 0, 1000).len(), 1000);
+        assert_ne!(v.value(1, 0, 1000), v.value(1, 1, 1000));
+        assert_eq!(v.value(7, 3, 10 << 20).len(), 1 << 20);
+    }
+}
