@@ -93,9 +93,22 @@ pub(crate) struct Buffer {
     entries: Vec<BufEntry>,
     index: HashMap<u64, u32, BuildHasherDefault<PassThrough>>,
     bytes: usize,
+    key_bytes: usize,
 }
 
 impl Buffer {
+    /// An empty buffer sized for `bytes` of entries of `key_len`-byte keys, so filling it
+    /// does not reallocate on the foreground's path.
+    pub fn with_capacity(bytes: usize, key_len: usize) -> Buffer {
+        let n = bytes / entry_cost(key_len.max(1)) + 1;
+        Buffer {
+            entries: Vec::with_capacity(n),
+            index: HashMap::with_capacity_and_hasher(n, Default::default()),
+            bytes: 0,
+            key_bytes: 0,
+        }
+    }
+
     pub fn len(&self) -> usize {
         self.entries.len()
     }
@@ -107,6 +120,11 @@ impl Buffer {
     /// Memory held, by [`entry_cost`].
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Total length of the buffered keys.
+    pub fn key_bytes(&self) -> usize {
+        self.key_bytes
     }
 
     pub fn entries(&self) -> &[BufEntry] {
@@ -161,5 +179,6 @@ impl Buffer {
             next,
         });
         self.bytes += entry_cost(key.len());
+        self.key_bytes += key.len();
     }
 }

@@ -610,6 +610,7 @@ impl Ralt {
         let removed: Vec<Arc<RunFile>> = upper.into_iter().flatten().chain(picked).collect();
         self.install(m, &removed, added)?;
         m.evicted_keys += evicted;
+        self.evicted_keys.store(m.evicted_keys, Relaxed);
         let done = last_key.is_none();
         if let Some(ev) = m.eviction.as_mut() {
             for f in &removed {

@@ -79,6 +79,7 @@ pub struct Ralt {
     hot_limit: AtomicU64,
     phys_limit: AtomicU64,
     evictions: AtomicU64,
+    evicted_keys: AtomicU64,
 }
 
 /// A snapshot of RALT's sizes and counters.
@@ -206,6 +207,7 @@ impl Ralt {
             hot_limit: AtomicU64::new(hot_limit),
             phys_limit: AtomicU64::new(phys_limit),
             evictions: AtomicU64::new(state.evictions),
+            evicted_keys: AtomicU64::new(state.evicted_keys),
             maint: Mutex::new(m),
             env,
             opts,
@@ -240,7 +242,10 @@ impl Ralt {
                 f.dropped += 1;
                 return Ok(());
             }
-            let full = std::mem::take(&mut f.active);
+            // Sized like the buffer just filled, which tells the typical key length.
+            let key_len = f.active.key_bytes() / f.active.len().max(1);
+            let fresh = Buffer::with_capacity(self.opts.buffer_bytes, key_len);
+            let full = std::mem::replace(&mut f.active, fresh);
             f.frozen = Some(Arc::new(full));
             self.has_frozen.store(true, Relaxed);
         }
@@ -290,6 +295,8 @@ impl Ralt {
 
     /// The hot keys in `[lo, hi]` in key order, each with the value length of its newest
     /// hot record. Reads a snapshot: maintenance running meanwhile does not disturb it.
+    // The signature is the engine's contract; spelled out rather than aliased.
+    #[allow(clippy::type_complexity)]
     pub fn hot_keys(
         &self,
         lo: &[u8],
@@ -415,7 +422,7 @@ impl Ralt {
             filter_bytes,
             index_bytes,
             buffer_bytes,
-            evicted_keys: self.maint.try_lock().map_or(0, |m| m.evicted_keys),
+            evicted_keys: self.evicted_keys.load(Relaxed),
             counter_period: f.clock.epoch,
         }
     }
