@@ -78,6 +78,90 @@ enum Command {
         #[command(flatten)]
         store: StoreArgs,
     },
+    /// Serve the store over the Redis protocol (RESP) until SHUTDOWN, SIGTERM or SIGINT.
+    Serve(Box<ServeArgs>),
+}
+
+/// `tierkv serve` flags.
+#[derive(clap::Args)]
+struct ServeArgs {
+    #[command(flatten)]
+    store: StoreArgs,
+    /// Device model of the slow tier: none, gp3, gp3-max, hdd.
+    #[arg(long, default_value = "none", requires = "slow_dir")]
+    slow_device: String,
+    /// Address to listen on (loopback unless told otherwise).
+    #[arg(long, default_value = "127.0.0.1")]
+    bind: std::net::IpAddr,
+    /// TCP port (0 picks a free one; the bound address is printed on stderr).
+    #[arg(long, default_value_t = 6380)]
+    port: u16,
+    /// Require AUTH with this password.
+    #[arg(long)]
+    requirepass: Option<String>,
+    /// Make every write durable (WAL fsync, group-committed) before replying.
+    #[arg(long)]
+    sync: bool,
+    /// Largest bulk string accepted (Redis proto-max-bulk-len).
+    #[arg(long, default_value = "512MiB", value_parser = tierkv_bench::parse_size)]
+    max_bulk: u64,
+    /// Most arguments in one command.
+    #[arg(long, default_value_t = 1024 * 1024)]
+    max_args: usize,
+    /// Most bytes one command may occupy while being received (client-query-buffer-limit).
+    #[arg(long, default_value = "1GiB", value_parser = tierkv_bench::parse_size)]
+    max_query_buffer: u64,
+    /// Most simultaneous client connections.
+    #[arg(long, default_value_t = 10_000)]
+    max_clients: usize,
+    /// Async reactor threads.
+    #[arg(long, default_value_t = 2)]
+    threads: usize,
+    /// Most threads running store calls at once.
+    #[arg(long, default_value_t = 64)]
+    io_threads: usize,
+}
+
+fn serve(args: ServeArgs) -> CliResult {
+    let device = match args.slow_device.as_str() {
+        "none" => tierkv::DeviceProfile::none(),
+        "gp3" => tierkv::DeviceProfile::gp3(),
+        "gp3-max" => tierkv::DeviceProfile::gp3_max(),
+        "hdd" => tierkv::DeviceProfile::hdd(),
+        other => return Err(format!("unknown --slow-device {other:?}").into()),
+    };
+    let store = &args.store;
+    let opts = tierkv::Options {
+        fd_budget: store.fd_budget,
+        slow: store.slow_dir.as_ref().map(|dir| tierkv::SlowTier {
+            dir: dir.clone(),
+            budget: None,
+            device,
+        }),
+        ..Default::default()
+    };
+    let db = tierkv::Db::open(&store.db, opts)?;
+    let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    let config = tierkv_server::ServerConfig {
+        bind: args.bind,
+        port: args.port,
+        requirepass: args.requirepass.clone(),
+        sync: args.sync,
+        limits: tierkv_server::Limits {
+            max_bulk: size(args.max_bulk),
+            max_args: args.max_args,
+            max_query: size(args.max_query_buffer),
+        },
+        max_clients: args.max_clients,
+        db_dir: Some(store.db.clone()),
+        slow_dir: store.slow_dir.clone(),
+        ..Default::default()
+    };
+    tierkv_server::serve(db, config, args.threads, args.io_threads, |addr| {
+        eprintln!("tierkv serve: listening on {addr}");
+    })?;
+    eprintln!("tierkv serve: store flushed and closed");
+    Ok(ExitCode::SUCCESS)
 }
 
 fn main() -> ExitCode {
@@ -170,6 +254,7 @@ fn run(cmd: Command) -> CliResult {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Serve(args) => serve(*args),
         Command::Check { store } => {
             // Opening already verifies the manifest, every table's presence and size, and
             // replays the WAL with checksums; then every table block is read and checked.

@@ -1,0 +1,555 @@
+//! The command table and dispatcher: name lookup, arity and authentication checks, and the
+//! pipeline runner that executes a connection's parsed commands in order.
+//!
+//! Handlers live in submodules by concern: `strings` (values and counters), `keys`
+//! (existence, deletion, SCAN, DBSIZE), `conn` (PING, HELLO, AUTH, CLIENT ...) and `admin`
+//! (INFO, CONFIG, COMMAND, SHUTDOWN).
+
+mod admin;
+mod conn;
+mod keys;
+mod strings;
+
+use crate::resp::{Args, ReplyWriter};
+use crate::state::{ConnState, ServerStats, Shared};
+use bytes::Bytes;
+use std::collections::VecDeque;
+use std::fmt;
+
+/// What the connection does after a command.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// Go on reading commands.
+    Continue,
+    /// Send the pending replies, then close this connection (QUIT).
+    Close,
+    /// Close this connection without a reply and shut the server down (SHUTDOWN).
+    Shutdown,
+}
+
+/// A command's error reply, complete with its code (`ERR ...`, `NOAUTH ...`).
+#[derive(Debug)]
+pub(crate) struct CmdError(pub String);
+
+impl CmdError {
+    pub fn err(msg: impl fmt::Display) -> Self {
+        CmdError(format!("ERR {msg}"))
+    }
+}
+
+impl From<tierkv::Error> for CmdError {
+    fn from(e: tierkv::Error) -> Self {
+        match e {
+            tierkv::Error::Closed => CmdError::err("server is shutting down"),
+            e => CmdError::err(e),
+        }
+    }
+}
+
+pub(crate) type CmdResult = Result<Flow, CmdError>;
+
+pub(crate) const SYNTAX: &str = "syntax error";
+pub(crate) const NOT_INT: &str = "value is not an integer or out of range";
+
+/// Everything a handler may touch.
+pub(crate) struct Ctx<'a> {
+    pub shared: &'a Shared,
+    pub conn: &'a mut ConnState,
+    pub out: &'a mut ReplyWriter,
+}
+
+impl Ctx<'_> {
+    pub fn wopts(&self) -> tierkv::WriteOptions {
+        tierkv::WriteOptions {
+            sync: self.shared.config.sync,
+        }
+    }
+}
+
+type Handler = fn(&mut Ctx<'_>, &[Bytes]) -> CmdResult;
+
+/// One command's metadata (what COMMAND reports) and its handler.
+pub(crate) struct CommandSpec {
+    /// Lower-case name.
+    pub name: &'static str,
+    /// Redis arity: N exactly N arguments (name included), -N at least N.
+    pub arity: i32,
+    /// Redis command flags (`write`, `readonly`, `fast`, ...).
+    pub flags: &'static [&'static str],
+    /// First key, last key, step (COMMAND's key positions; 0 0 0 when no keys).
+    pub keys: (i32, i32, i32),
+    /// Documentation group (COMMAND DOCS).
+    pub group: &'static str,
+    /// One-line summary (COMMAND DOCS).
+    pub summary: &'static str,
+    /// Touches the store: must run on a blocking thread, never on the reactor.
+    pub io: bool,
+    handler: Handler,
+}
+
+impl CommandSpec {
+    /// Allowed before AUTH.
+    pub fn no_auth(&self) -> bool {
+        self.flags.contains(&"no_auth")
+    }
+}
+
+macro_rules! spec {
+    ($name:literal, $arity:expr, [$($flag:literal),*], $keys:expr, $group:literal,
+     $io:expr, $handler:path, $summary:literal) => {
+        CommandSpec {
+            name: $name,
+            arity: $arity,
+            flags: &[$($flag),*],
+            keys: $keys,
+            group: $group,
+            summary: $summary,
+            io: $io,
+            handler: $handler,
+        }
+    };
+}
+
+const NK: (i32, i32, i32) = (0, 0, 0);
+const K1: (i32, i32, i32) = (1, 1, 1);
+const KALL: (i32, i32, i32) = (1, -1, 1);
+
+/// Every supported command.
+pub(crate) static COMMANDS: &[CommandSpec] = &[
+    spec!(
+        "get",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "string",
+        true,
+        strings::get,
+        "Returns the string value of a key."
+    ),
+    spec!(
+        "set",
+        -3,
+        ["write", "denyoom"],
+        K1,
+        "string",
+        true,
+        strings::set,
+        "Sets the string value of a key (NX, XX, GET; no expiry options)."
+    ),
+    spec!(
+        "getset",
+        3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "string",
+        true,
+        strings::getset,
+        "Returns the previous string value of a key after setting it to a new value."
+    ),
+    spec!(
+        "mget",
+        -2,
+        ["readonly", "fast"],
+        KALL,
+        "string",
+        true,
+        strings::mget,
+        "Atomically returns the string values of one or more keys (one snapshot)."
+    ),
+    spec!(
+        "mset",
+        -3,
+        ["write", "denyoom"],
+        (1, -1, 2),
+        "string",
+        true,
+        strings::mset,
+        "Atomically creates or modifies the string values of one or more keys."
+    ),
+    spec!(
+        "incr",
+        2,
+        ["write", "denyoom", "fast"],
+        K1,
+        "string",
+        true,
+        strings::incr,
+        "Increments the integer value of a key by one."
+    ),
+    spec!(
+        "incrby",
+        3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "string",
+        true,
+        strings::incrby,
+        "Increments the integer value of a key by a number."
+    ),
+    spec!(
+        "decr",
+        2,
+        ["write", "denyoom", "fast"],
+        K1,
+        "string",
+        true,
+        strings::decr,
+        "Decrements the integer value of a key by one."
+    ),
+    spec!(
+        "decrby",
+        3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "string",
+        true,
+        strings::decrby,
+        "Decrements a number from the integer value of a key."
+    ),
+    spec!(
+        "append",
+        3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "string",
+        true,
+        strings::append,
+        "Appends a string to the value of a key. Creates the key if it doesn't exist."
+    ),
+    spec!(
+        "strlen",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "string",
+        true,
+        strings::strlen,
+        "Returns the length of a string value."
+    ),
+    spec!(
+        "del",
+        -2,
+        ["write"],
+        KALL,
+        "generic",
+        true,
+        keys::del,
+        "Deletes one or more keys."
+    ),
+    spec!(
+        "unlink",
+        -2,
+        ["write", "fast"],
+        KALL,
+        "generic",
+        true,
+        keys::del,
+        "Deletes one or more keys (same as DEL)."
+    ),
+    spec!(
+        "exists",
+        -2,
+        ["readonly", "fast"],
+        KALL,
+        "generic",
+        true,
+        keys::exists,
+        "Determines whether one or more keys exist."
+    ),
+    spec!(
+        "type",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "generic",
+        true,
+        keys::type_,
+        "Determines the type of value stored at a key (always string or none)."
+    ),
+    spec!(
+        "scan",
+        -2,
+        ["readonly"],
+        NK,
+        "generic",
+        true,
+        keys::scan,
+        "Iterates over the key names in the database, in key order."
+    ),
+    spec!(
+        "dbsize",
+        1,
+        ["readonly", "fast"],
+        NK,
+        "server",
+        true,
+        keys::dbsize,
+        "Returns the number of keys in the database (approximate: a cached full count)."
+    ),
+    spec!(
+        "ping",
+        -1,
+        ["fast"],
+        NK,
+        "connection",
+        false,
+        conn::ping,
+        "Returns the server's liveliness response."
+    ),
+    spec!(
+        "echo",
+        2,
+        ["fast"],
+        NK,
+        "connection",
+        false,
+        conn::echo,
+        "Returns the given string."
+    ),
+    spec!(
+        "hello",
+        -1,
+        ["noscript", "loading", "stale", "fast", "no_auth"],
+        NK,
+        "connection",
+        false,
+        conn::hello,
+        "Handshakes with the server (RESP2 or RESP3)."
+    ),
+    spec!(
+        "auth",
+        -2,
+        ["noscript", "loading", "stale", "fast", "no_auth"],
+        NK,
+        "connection",
+        false,
+        conn::auth,
+        "Authenticates the connection."
+    ),
+    spec!(
+        "select",
+        2,
+        ["loading", "stale", "fast"],
+        NK,
+        "connection",
+        false,
+        conn::select,
+        "Changes the selected database (only database 0 exists)."
+    ),
+    spec!(
+        "client",
+        -2,
+        ["noscript", "loading", "stale"],
+        NK,
+        "connection",
+        false,
+        conn::client,
+        "CLIENT ID, GETNAME, SETNAME, INFO, LIST, SETINFO."
+    ),
+    spec!(
+        "quit",
+        -1,
+        ["noscript", "loading", "stale", "fast", "no_auth"],
+        NK,
+        "connection",
+        false,
+        conn::quit,
+        "Closes the connection."
+    ),
+    spec!(
+        "info",
+        -1,
+        ["loading", "stale"],
+        NK,
+        "server",
+        true,
+        admin::info,
+        "Returns information and statistics about the server and the store."
+    ),
+    spec!(
+        "config",
+        -2,
+        ["loading", "stale"],
+        NK,
+        "server",
+        false,
+        admin::config,
+        "CONFIG GET: read-only configuration values."
+    ),
+    spec!(
+        "command",
+        -1,
+        ["loading", "stale"],
+        NK,
+        "server",
+        false,
+        admin::command,
+        "Returns detailed information about commands (COUNT, DOCS, INFO, LIST)."
+    ),
+    spec!(
+        "time",
+        1,
+        ["loading", "stale", "fast"],
+        NK,
+        "server",
+        false,
+        admin::time,
+        "Returns the server time."
+    ),
+    spec!(
+        "shutdown",
+        -1,
+        ["admin", "noscript", "loading", "stale"],
+        NK,
+        "server",
+        false,
+        admin::shutdown,
+        "Flushes the store and stops the server."
+    ),
+];
+
+/// Finds a command by name, ignoring case.
+pub(crate) fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
+    COMMANDS
+        .iter()
+        .find(|c| c.name.len() == name.len() && c.name.as_bytes().eq_ignore_ascii_case(name))
+}
+
+/// True when running `args` needs the store (and so a blocking thread).
+pub(crate) fn needs_io(args: &[Bytes]) -> bool {
+    args.first()
+        .and_then(|n| lookup(n))
+        .is_some_and(|spec| spec.io)
+}
+
+/// Quotes up to 128 bytes of a client-supplied string for an error message, the way Redis
+/// does in "unknown command" errors.
+pub(crate) fn quote_arg(a: &[u8]) -> String {
+    let s = String::from_utf8_lossy(&a[..a.len().min(128)]).into_owned();
+    s.replace(['\r', '\n'], " ")
+}
+
+/// Executes one command and writes its reply.
+pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Flow {
+    ServerStats::bump(&ctx.shared.stats.commands, 1);
+    let Some(name) = args.first() else {
+        return Flow::Continue;
+    };
+    let Some(spec) = lookup(name) else {
+        let mut msg = format!(
+            "ERR unknown command '{}', with args beginning with: ",
+            quote_arg(name)
+        );
+        for a in args.iter().skip(1).take(16) {
+            msg.push_str(&format!("'{}' ", quote_arg(a)));
+        }
+        ctx.out.error(&msg);
+        return Flow::Continue;
+    };
+    let n = args.len() as i32;
+    if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+        ctx.out.error(&format!(
+            "ERR wrong number of arguments for '{}' command",
+            spec.name
+        ));
+        return Flow::Continue;
+    }
+    if !ctx.conn.authed && !spec.no_auth() {
+        ctx.out.error("NOAUTH Authentication required.");
+        return Flow::Continue;
+    }
+    *ctx.conn.info.last_cmd.lock() = spec.name;
+    match (spec.handler)(ctx, args) {
+        Ok(flow) => flow,
+        Err(e) => {
+            ctx.out.error(&e.0);
+            Flow::Continue
+        }
+    }
+}
+
+/// Most commands merged into one write batch (bounds the batch's memory and the time a
+/// merged group holds the write path).
+const MAX_MERGED: usize = 512;
+/// Most key+value bytes merged into one write batch.
+const MAX_MERGED_BYTES: usize = 8 * 1024 * 1024;
+
+/// A plain `SET key value` or a well-formed MSET: the commands a pipeline may merge.
+fn mergeable(args: &[Bytes]) -> bool {
+    let Some(name) = args.first() else {
+        return false;
+    };
+    (args.len() == 3 && name.eq_ignore_ascii_case(b"set"))
+        || (args.len() >= 3 && args.len() % 2 == 1 && name.eq_ignore_ascii_case(b"mset"))
+}
+
+/// Runs pipelined commands in order until they are done, the connection must close, or
+/// `reply_chunk` bytes of replies are pending (the rest stays in `pending` for the next
+/// call, after the caller has written these replies out).
+///
+/// A run of consecutive plain SETs and MSETs is applied as one atomic write batch: one WAL
+/// record, and with `--sync` one fsync, instead of one per command. That is a valid order
+/// of events: none of their replies is sent before all of them are applied, so no client
+/// can tell they were not applied one by one at the same instant.
+pub(crate) fn run_pipeline(
+    shared: &Shared,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    pending: &mut VecDeque<Args>,
+    reply_chunk: usize,
+) -> Flow {
+    while let Some(args) = pending.pop_front() {
+        if conn.authed && mergeable(&args) && pending.front().is_some_and(|a| mergeable(a)) {
+            let mut run = vec![args];
+            let mut bytes = 0usize;
+            while run.len() < MAX_MERGED && bytes < MAX_MERGED_BYTES {
+                match pending.front() {
+                    Some(a) if mergeable(a) => {
+                        bytes += a.iter().map(|x| x.len()).sum::<usize>();
+                        run.extend(pending.pop_front());
+                    }
+                    _ => break,
+                }
+            }
+            let mut batch = tierkv::WriteBatch::new();
+            for cmd in &run {
+                for kv in cmd[1..].chunks_exact(2) {
+                    batch.put(&kv[0], &kv[1]);
+                }
+            }
+            let wopts = tierkv::WriteOptions {
+                sync: shared.config.sync,
+            };
+            if shared.db.write_opt(batch, &wopts).is_ok() {
+                ServerStats::bump(&shared.stats.commands, run.len() as u64);
+                *conn.info.last_cmd.lock() = "set";
+                for _ in &run {
+                    out.ok();
+                }
+                continue;
+            }
+            // One bad command (e.g. an oversized key) failed the whole batch: apply them
+            // one by one so each gets its own reply.
+            for cmd in run {
+                let flow = execute(&mut Ctx { shared, conn, out }, &cmd);
+                if flow != Flow::Continue {
+                    return flow;
+                }
+            }
+        } else {
+            let flow = execute(&mut Ctx { shared, conn, out }, &args);
+            if flow != Flow::Continue {
+                return flow;
+            }
+        }
+        if out.len() >= reply_chunk {
+            break;
+        }
+    }
+    Flow::Continue
+}
+
+/// Parses an integer argument (Redis's strict rules) or fails with Redis's error text.
+pub(crate) fn int_arg(a: &[u8]) -> Result<i64, CmdError> {
+    crate::resp::parse_int(a).ok_or_else(|| CmdError::err(NOT_INT))
+}

@@ -1,0 +1,240 @@
+//! String commands: GET, SET (NX/XX/GET), GETSET, MGET, MSET, INCR/INCRBY/DECR/DECRBY,
+//! APPEND, STRLEN.
+//!
+//! Every read-modify-write goes through `Db::rmw`, so concurrent INCRs never lose an update.
+//! Conditional writes first read the key: when the condition already fails, that read is
+//! the command's linearization point and nothing is written; only when it holds does the
+//! command pay for an atomic rmw (which re-checks it).
+
+use super::{int_arg, CmdError, CmdResult, Ctx, Flow, NOT_INT, SYNTAX};
+use crate::resp::parse_int;
+use crate::state::ServerStats;
+use bytes::Bytes;
+
+pub(super) fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let v = ctx.shared.db.get(&args[1])?;
+    let stats = &ctx.shared.stats;
+    ServerStats::bump(
+        if v.is_some() {
+            &stats.keyspace_hits
+        } else {
+            &stats.keyspace_misses
+        },
+        1,
+    );
+    ctx.out.opt_bulk(v.as_deref());
+    Ok(Flow::Continue)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cond {
+    Always,
+    /// NX: only if absent.
+    Absent,
+    /// XX: only if present.
+    Present,
+}
+
+impl Cond {
+    fn holds(self, old: Option<&[u8]>) -> bool {
+        match self {
+            Cond::Always => true,
+            Cond::Absent => old.is_none(),
+            Cond::Present => old.is_some(),
+        }
+    }
+}
+
+pub(super) fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (key, value) = (&args[1], &args[2]);
+    let mut cond = Cond::Always;
+    let mut want_old = false;
+    let mut ttl: Option<String> = None;
+    let mut i = 3;
+    while i < args.len() {
+        let opt = args[i].to_ascii_uppercase();
+        match opt.as_slice() {
+            b"NX" if cond == Cond::Always => cond = Cond::Absent,
+            b"XX" if cond == Cond::Always => cond = Cond::Present,
+            b"GET" if !want_old => want_old = true,
+            b"EX" | b"PX" | b"EXAT" | b"PXAT" if ttl.is_none() && i + 1 < args.len() => {
+                ttl = Some(String::from_utf8_lossy(&opt).into_owned());
+                i += 1;
+            }
+            b"KEEPTTL" if ttl.is_none() => ttl = Some("KEEPTTL".into()),
+            _ => return Err(CmdError::err(SYNTAX)),
+        }
+        i += 1;
+    }
+    if let Some(opt) = ttl {
+        return Err(CmdError::err(format!(
+            "SET {opt} is not supported: tierkv has no key expiry (EX, PX, EXAT, PXAT and \
+             KEEPTTL are rejected)"
+        )));
+    }
+    let wopts = ctx.wopts();
+    let db = &ctx.shared.db;
+    if cond == Cond::Always && !want_old {
+        db.put_opt(key, value, &wopts)?;
+        ctx.out.ok();
+        return Ok(Flow::Continue);
+    }
+    let before = db.get(key)?;
+    if !cond.holds(before.as_deref()) {
+        if want_old {
+            ctx.out.opt_bulk(before.as_deref());
+        } else {
+            ctx.out.null();
+        }
+        return Ok(Flow::Continue);
+    }
+    let mut old: Option<Vec<u8>> = None;
+    let mut applied = false;
+    db.rmw_opt(key, &wopts, |cur| {
+        old = cur.map(<[u8]>::to_vec);
+        applied = cond.holds(cur);
+        if applied {
+            Some(value.to_vec())
+        } else {
+            // Lost a race: leave the key as it is (rmw always writes, so write it back).
+            cur.map(<[u8]>::to_vec)
+        }
+    })?;
+    if want_old {
+        ctx.out.opt_bulk(old.as_deref());
+    } else if applied {
+        ctx.out.ok();
+    } else {
+        ctx.out.null();
+    }
+    Ok(Flow::Continue)
+}
+
+pub(super) fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let value = &args[2];
+    let mut old: Option<Vec<u8>> = None;
+    let wopts = ctx.wopts();
+    ctx.shared.db.rmw_opt(&args[1], &wopts, |cur| {
+        old = cur.map(<[u8]>::to_vec);
+        Some(value.to_vec())
+    })?;
+    ctx.out.opt_bulk(old.as_deref());
+    Ok(Flow::Continue)
+}
+
+pub(super) fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let db = &ctx.shared.db;
+    // One snapshot: MGET sees all its keys at the same instant, as in Redis.
+    let snap = db.snapshot();
+    let ropts = tierkv::ReadOptions {
+        snapshot: Some(snap.seq()),
+        ..tierkv::ReadOptions::new()
+    };
+    let mut values = Vec::with_capacity(args.len() - 1);
+    for k in &args[1..] {
+        values.push(db.get_opt(k, &ropts)?);
+    }
+    ctx.out.array(values.len());
+    for v in &values {
+        ctx.out.opt_bulk(v.as_deref());
+    }
+    Ok(Flow::Continue)
+}
+
+pub(super) fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if args.len() % 2 == 0 {
+        return Err(CmdError::err(
+            "wrong number of arguments for 'mset' command",
+        ));
+    }
+    let mut batch = tierkv::WriteBatch::new();
+    for kv in args[1..].chunks_exact(2) {
+        batch.put(&kv[0], &kv[1]);
+    }
+    ctx.shared.db.write_opt(batch, &ctx.wopts())?;
+    ctx.out.ok();
+    Ok(Flow::Continue)
+}
+
+/// Adds `delta` to the integer stored at the key (absent = 0), atomically.
+fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], delta: i64) -> CmdResult {
+    let mut outcome: Result<i64, &'static str> = Ok(0);
+    let wopts = ctx.wopts();
+    ctx.shared.db.rmw_opt(key, &wopts, |cur| {
+        let old = match cur {
+            None => Some(0),
+            Some(v) => parse_int(v),
+        };
+        outcome = match old {
+            None => Err(NOT_INT),
+            Some(old) => old
+                .checked_add(delta)
+                .ok_or("increment or decrement would overflow"),
+        };
+        match outcome {
+            Ok(n) => Some(n.to_string().into_bytes()),
+            // rmw always writes: put back what was there (the key exists: it failed to parse
+            // or overflowed an existing number).
+            Err(_) => cur.map(<[u8]>::to_vec),
+        }
+    })?;
+    match outcome {
+        Ok(n) => {
+            ctx.out.int(n);
+            Ok(Flow::Continue)
+        }
+        Err(msg) => Err(CmdError::err(msg)),
+    }
+}
+
+pub(super) fn incr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &args[1], 1)
+}
+
+pub(super) fn decr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    incr_by(ctx, &args[1], -1)
+}
+
+pub(super) fn incrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let delta = int_arg(&args[2])?;
+    incr_by(ctx, &args[1], delta)
+}
+
+pub(super) fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let delta = int_arg(&args[2])?;
+    if delta == i64::MIN {
+        return Err(CmdError::err("decrement would overflow"));
+    }
+    incr_by(ctx, &args[1], -delta)
+}
+
+pub(super) fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let suffix = &args[2];
+    let max = ctx.shared.config.limits.max_bulk;
+    let mut too_big = false;
+    let wopts = ctx.wopts();
+    let new = ctx.shared.db.rmw_opt(&args[1], &wopts, |cur| {
+        let old = cur.unwrap_or_default();
+        too_big = old.len().saturating_add(suffix.len()) > max;
+        if too_big {
+            return cur.map(<[u8]>::to_vec);
+        }
+        let mut v = Vec::with_capacity(old.len() + suffix.len());
+        v.extend_from_slice(old);
+        v.extend_from_slice(suffix);
+        Some(v)
+    })?;
+    if too_big {
+        return Err(CmdError::err(
+            "string exceeds maximum allowed size (proto-max-bulk-len)",
+        ));
+    }
+    ctx.out.int(new.map_or(0, |v| v.len()) as i64);
+    Ok(Flow::Continue)
+}
+
+pub(super) fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let v = ctx.shared.db.get(&args[1])?;
+    ctx.out.int(v.map_or(0, |v| v.len()) as i64);
+    Ok(Flow::Continue)
+}

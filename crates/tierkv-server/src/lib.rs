@@ -1,0 +1,54 @@
+//! tierkv-server: `tierkv serve`, a Redis-protocol (RESP2, and RESP3 via HELLO) server over
+//! a tierkv store, so any Redis client, `redis-cli`, `redis-benchmark` or a proxy such as
+//! twemproxy can use it.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), tierkv_server::ServeError> {
+//! let db = tierkv::Db::open("/tmp/served", tierkv::Options::default())?;
+//! let config = tierkv_server::ServerConfig { port: 6380, ..Default::default() };
+//! let server = tierkv_server::Server::bind(db, config).await?;
+//! println!("listening on {}", server.local_addr()?);
+//! server.run_until_signal().await // SHUTDOWN, SIGTERM or SIGINT stop it cleanly
+//! # }
+//! ```
+//!
+//! Modules: `resp` (wire format), `glob` (MATCH patterns), `commands` (table, dispatch and
+//! handlers), `info` (the INFO report), `state` (shared and per-connection state),
+//! `server` (networking and shutdown), `config`.
+
+#![warn(missing_docs)]
+
+mod commands;
+mod config;
+pub mod glob;
+mod info;
+pub mod resp;
+mod server;
+mod state;
+
+pub use config::ServerConfig;
+pub use resp::Limits;
+pub use server::{ServeError, Server, ShutdownHandle};
+
+/// Runs a server to completion on a new multi-threaded runtime: binds, calls `on_bound`
+/// with the bound address, and serves until SHUTDOWN, SIGTERM or SIGINT. What `tierkv serve`
+/// calls. `io_threads` bounds the blocking threads that run store calls.
+pub fn serve(
+    db: tierkv::Db,
+    config: ServerConfig,
+    worker_threads: usize,
+    io_threads: usize,
+    on_bound: impl FnOnce(std::net::SocketAddr),
+) -> Result<(), ServeError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(worker_threads.max(1))
+        .max_blocking_threads(io_threads.max(1))
+        .thread_name("tierkv-serve")
+        .enable_all()
+        .build()?;
+    rt.block_on(async move {
+        let server = Server::bind(db, config).await?;
+        on_bound(server.local_addr()?);
+        server.run_until_signal().await
+    })
+}

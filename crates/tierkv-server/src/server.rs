@@ -1,0 +1,380 @@
+//! The network side: the accept loop, one task per connection, graceful shutdown and closing
+//! the store.
+//!
+//! A connection reads, parses every complete command in its buffer (pipelining), runs them
+//! in order and writes their replies, then reads again. Commands that touch the store run
+//! as one batch on a blocking thread (`spawn_blocking`): store calls do disk I/O and may
+//! sleep in the device model, and must never stall the reactor. Reading pauses while a
+//! batch runs and its replies are written, so a client that pipelines without reading
+//! meets TCP backpressure instead of growing server memory.
+
+use crate::commands::{self, Flow};
+use crate::config::ServerConfig;
+use crate::resp::{Args, Parser, ProtocolError, ReplyWriter};
+use crate::state::{ClientInfo, ConnState, ServerStats, Shared};
+use bytes::BytesMut;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tierkv::Db;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::watch;
+use tokio::task::JoinSet;
+
+/// Why the server stopped abnormally.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Binding or accepting failed.
+    #[error("network error: {0}")]
+    Io(#[from] std::io::Error),
+    /// Flushing or closing the store failed at shutdown.
+    #[error("store error: {0}")]
+    Store(#[from] tierkv::Error),
+}
+
+/// Most commands taken from one read before running them: bounds the parsed-but-not-run
+/// backlog of a connection.
+const MAX_PENDING: usize = 1024;
+/// Read size when no large bulk string is in progress.
+const READ_CHUNK: usize = 16 * 1024;
+/// Largest single growth of the read buffer for a bulk string in progress: the buffer
+/// grows with the data actually received, never by what a header claims.
+const MAX_READ_GROWTH: usize = 1024 * 1024;
+/// An idle read buffer larger than this is released.
+const SHRINK_ABOVE: usize = 256 * 1024;
+
+/// Stops a running [`Server`] gracefully from anywhere (another task, a signal handler).
+#[derive(Clone)]
+pub struct ShutdownHandle {
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl ShutdownHandle {
+    /// Stops accepting, lets connections finish their in-flight requests, then flushes and
+    /// closes the store; [`Server::run`] returns when that is done.
+    pub fn shutdown(&self) {
+        self.tx.send_replace(true);
+    }
+}
+
+/// A bound, not yet running, RESP server over one store.
+pub struct Server {
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl Server {
+    /// Binds `config.bind:config.port` (port 0 picks a free port). The store is closed when
+    /// [`Server::run`] returns.
+    pub async fn bind(db: Db, config: ServerConfig) -> Result<Server, ServeError> {
+        let listener = TcpListener::bind((config.bind, config.port)).await?;
+        let port = listener.local_addr()?.port();
+        let (tx, _rx) = watch::channel(false);
+        let tx = Arc::new(tx);
+        let shared = Arc::new(Shared::new(Arc::new(db), config, port, tx.clone()));
+        Ok(Server {
+            listener,
+            shared,
+            tx,
+        })
+    }
+
+    /// The address actually bound.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.listener.local_addr()
+    }
+
+    /// A handle that stops the server.
+    pub fn shutdown_handle(&self) -> ShutdownHandle {
+        ShutdownHandle {
+            tx: self.tx.clone(),
+        }
+    }
+
+    /// Like [`Server::run`], and also shuts down gracefully on SIGTERM or SIGINT.
+    pub async fn run_until_signal(self) -> Result<(), ServeError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        let handle = self.shutdown_handle();
+        let watcher = tokio::spawn(async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+            }
+            handle.shutdown();
+        });
+        let r = self.run().await;
+        watcher.abort();
+        r
+    }
+
+    /// Serves until SHUTDOWN or a [`ShutdownHandle`] asks to stop; then stops accepting,
+    /// waits (up to `shutdown_grace`) for connections to finish their in-flight requests,
+    /// flushes the memtable and closes the store.
+    pub async fn run(self) -> Result<(), ServeError> {
+        let Server {
+            listener,
+            shared,
+            tx,
+        } = self;
+        let mut stop = tx.subscribe();
+        let mut conns: JoinSet<()> = JoinSet::new();
+        loop {
+            tokio::select! {
+                _ = stop.wait_for(|s| *s) => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((sock, addr)) => accept(&shared, &mut conns, sock, addr),
+                    Err(e) => {
+                        // Typically EMFILE: back off instead of spinning; the server lives on.
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+                Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            }
+        }
+        drop(listener);
+        tracing::info!("shutting down: waiting for {} connection(s)", conns.len());
+        let grace = shared.config.shutdown_grace;
+        let drained =
+            tokio::time::timeout(grace, async { while conns.join_next().await.is_some() {} }).await;
+        if drained.is_err() {
+            tracing::warn!("connections still busy after {grace:?}: dropping them");
+            conns.abort_all();
+            while conns.join_next().await.is_some() {}
+        }
+        close_store(shared).await
+    }
+}
+
+fn accept(shared: &Arc<Shared>, conns: &mut JoinSet<()>, sock: TcpStream, addr: SocketAddr) {
+    ServerStats::bump(&shared.stats.connections_received, 1);
+    let laddr = sock
+        .local_addr()
+        .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
+    let id = shared.next_client_id.fetch_add(1, Relaxed);
+    let info = Arc::new(ClientInfo {
+        id,
+        addr,
+        laddr,
+        created: Instant::now(),
+        name: Mutex::new(None),
+        last_cmd: Mutex::new("NULL"),
+        last_active: Mutex::new(Instant::now()),
+        proto: Mutex::new(crate::resp::Proto::Resp2),
+    });
+    {
+        let mut clients = shared.clients.lock();
+        if clients.len() >= shared.config.max_clients {
+            drop(clients);
+            ServerStats::bump(&shared.stats.connections_rejected, 1);
+            conns.spawn(async move {
+                let mut sock = sock;
+                let _ = sock
+                    .write_all(b"-ERR max number of clients reached\r\n")
+                    .await;
+            });
+            return;
+        }
+        clients.insert(id, info.clone());
+    }
+    let shared = shared.clone();
+    conns.spawn(async move {
+        let _ = sock.set_nodelay(true);
+        if let Err(e) = connection(&shared, sock, info).await {
+            tracing::debug!("connection {id} ended: {e}");
+        }
+        shared.clients.lock().remove(&id);
+    });
+}
+
+/// Takes the store out of the shared state once every connection has let go of it, then
+/// flushes and closes it on a blocking thread.
+async fn close_store(shared: Arc<Shared>) -> Result<(), ServeError> {
+    let db = shared.db.clone();
+    drop(shared);
+    let result = tokio::task::spawn_blocking(move || -> tierkv::Result<()> {
+        // A batch of an aborted connection may still hold the store for a moment.
+        let mut db = db;
+        for _ in 0..200 {
+            match Arc::try_unwrap(db) {
+                Ok(owned) => {
+                    owned.flush()?;
+                    return owned.close();
+                }
+                Err(still_shared) => {
+                    db = still_shared;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+        }
+        tracing::warn!("store still referenced at shutdown: flushing; it closes when released");
+        db.flush()
+    })
+    .await;
+    match result {
+        Ok(r) => Ok(r?),
+        Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
+    }
+}
+
+/// Bytes a connection's read buffer holds, kept in the server-wide gauge for INFO.
+struct BufferGauge<'a> {
+    shared: &'a Shared,
+    counted: usize,
+}
+
+impl BufferGauge<'_> {
+    fn set(&mut self, now: usize) {
+        let g = &self.shared.stats.query_buffer_bytes;
+        if now > self.counted {
+            g.fetch_add(now - self.counted, Relaxed);
+        } else {
+            g.fetch_sub(self.counted - now, Relaxed);
+        }
+        self.counted = now;
+    }
+}
+
+impl Drop for BufferGauge<'_> {
+    fn drop(&mut self) {
+        self.set(0);
+    }
+}
+
+fn is_auth_command(args: &Args) -> bool {
+    args.first()
+        .is_some_and(|n| n.eq_ignore_ascii_case(b"auth") || n.eq_ignore_ascii_case(b"hello"))
+}
+
+async fn connection(
+    shared: &Arc<Shared>,
+    mut sock: TcpStream,
+    info: Arc<ClientInfo>,
+) -> std::io::Result<()> {
+    let mut stop = shared.shutdown.subscribe();
+    let authed = shared.config.requirepass.is_none();
+    let mut parser = Parser::new(shared.config.limits, authed);
+    let mut conn = ConnState {
+        info,
+        authed,
+        proto: crate::resp::Proto::Resp2,
+    };
+    let mut buf = BytesMut::with_capacity(READ_CHUNK);
+    let mut gauge = BufferGauge { shared, counted: 0 };
+    let mut pending: VecDeque<Args> = VecDeque::new();
+    let mut out_buf: Vec<u8> = Vec::new();
+    let mut protocol_error: Option<ProtocolError> = None;
+    loop {
+        if protocol_error.is_none() {
+            while pending.len() < MAX_PENDING {
+                match parser.next(&mut buf) {
+                    Ok(Some(args)) => {
+                        // AUTH changes the limits the parser applies to what follows.
+                        let stop_here = !conn.authed && is_auth_command(&args);
+                        pending.push_back(args);
+                        if stop_here {
+                            break;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        protocol_error = Some(e);
+                        break;
+                    }
+                }
+            }
+        }
+        if !pending.is_empty() {
+            *conn.info.last_active.lock() = Instant::now();
+            let (c, p, out, flow) =
+                run_batch(shared, conn, std::mem::take(&mut pending), out_buf).await?;
+            conn = c;
+            pending = p;
+            sock.write_all(&out.buf).await?;
+            ServerStats::bump(&shared.stats.net_output_bytes, out.buf.len() as u64);
+            out_buf = out.buf;
+            out_buf.clear();
+            match flow {
+                Flow::Continue => {}
+                Flow::Close | Flow::Shutdown => {
+                    let _ = sock.shutdown().await;
+                    return Ok(());
+                }
+            }
+            parser.set_authenticated(conn.authed);
+            continue;
+        }
+        if let Some(e) = protocol_error {
+            ServerStats::bump(&shared.stats.protocol_errors, 1);
+            let mut w = ReplyWriter::new(conn.proto);
+            w.error(&format!("ERR {e}"));
+            sock.write_all(&w.buf).await?;
+            let _ = sock.shutdown().await;
+            return Ok(());
+        }
+        // Idle between requests: the moment to leave when the server is stopping, unless
+        // the client already sent more (a pipeline still arriving is in flight too).
+        if *stop.borrow() {
+            buf.reserve(READ_CHUNK);
+            match sock.try_read_buf(&mut buf) {
+                Ok(n) if n > 0 => {
+                    ServerStats::bump(&shared.stats.net_input_bytes, n as u64);
+                    continue;
+                }
+                _ => return Ok(()),
+            }
+        }
+        if buf.is_empty() && buf.capacity() > SHRINK_ABOVE {
+            buf = BytesMut::with_capacity(READ_CHUNK);
+        }
+        let want = parser.wanted(&buf).unwrap_or(0);
+        buf.reserve(want.clamp(READ_CHUNK, MAX_READ_GROWTH));
+        gauge.set(buf.capacity());
+        tokio::select! {
+            n = sock.read_buf(&mut buf) => {
+                let n = n?;
+                if n == 0 {
+                    return Ok(());
+                }
+                ServerStats::bump(&shared.stats.net_input_bytes, n as u64);
+            }
+            _ = stop.changed() => {}
+        }
+    }
+}
+
+type BatchResult = (ConnState, VecDeque<Args>, ReplyWriter, Flow);
+
+/// Runs pending commands: on the reactor when none touches the store (PING, AUTH, ...),
+/// otherwise on a blocking thread.
+async fn run_batch(
+    shared: &Arc<Shared>,
+    mut conn: ConnState,
+    mut pending: VecDeque<Args>,
+    out_buf: Vec<u8>,
+) -> std::io::Result<BatchResult> {
+    let chunk = shared.config.reply_chunk;
+    let mut out = ReplyWriter {
+        buf: out_buf,
+        proto: conn.proto,
+    };
+    if !pending.iter().any(|a| commands::needs_io(a)) {
+        let flow = commands::run_pipeline(shared, &mut conn, &mut out, &mut pending, chunk);
+        return Ok((conn, pending, out, flow));
+    }
+    let sh = shared.clone();
+    tokio::task::spawn_blocking(move || {
+        let flow = commands::run_pipeline(&sh, &mut conn, &mut out, &mut pending, chunk);
+        (conn, pending, out, flow)
+    })
+    .await
+    // A panic in a handler ends this connection only.
+    .map_err(std::io::Error::other)
+}

@@ -1,0 +1,239 @@
+//! State shared by every connection (the store, configuration, counters, the client registry,
+//! SCAN cursors, the cached key count) and the per-connection state that commands change.
+
+use crate::config::ServerConfig;
+use crate::resp::Proto;
+use parking_lot::Mutex;
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tierkv::Db;
+
+/// Server-wide counters reported by INFO.
+#[derive(Default)]
+pub(crate) struct ServerStats {
+    pub connections_received: AtomicU64,
+    pub connections_rejected: AtomicU64,
+    pub commands: AtomicU64,
+    pub protocol_errors: AtomicU64,
+    pub keyspace_hits: AtomicU64,
+    pub keyspace_misses: AtomicU64,
+    pub net_input_bytes: AtomicU64,
+    pub net_output_bytes: AtomicU64,
+    /// Bytes currently held in connection read buffers (memory accounting for INFO).
+    pub query_buffer_bytes: AtomicUsize,
+}
+
+impl ServerStats {
+    pub fn bump(c: &AtomicU64, n: u64) {
+        c.fetch_add(n, Relaxed);
+    }
+}
+
+/// What CLIENT LIST / CLIENT INFO show about one connection.
+pub(crate) struct ClientInfo {
+    pub id: u64,
+    pub addr: SocketAddr,
+    pub laddr: SocketAddr,
+    pub created: Instant,
+    pub name: Mutex<Option<String>>,
+    pub last_cmd: Mutex<&'static str>,
+    pub last_active: Mutex<Instant>,
+    pub proto: Mutex<Proto>,
+}
+
+impl ClientInfo {
+    /// One line in Redis's CLIENT LIST format (the fields tools read).
+    pub fn line(&self) -> String {
+        let now = Instant::now();
+        format!(
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags=N db=0 sub=0 psub=0 \
+             ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 \
+             tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
+            self.id,
+            self.addr,
+            self.laddr,
+            self.name.lock().as_deref().unwrap_or(""),
+            now.duration_since(self.created).as_secs(),
+            now.duration_since(*self.last_active.lock()).as_secs(),
+            self.last_cmd.lock(),
+            self.proto.lock().number(),
+        )
+    }
+}
+
+/// Bounded table of SCAN cursors. Real clients (redis-cli, redis-rs) parse a SCAN cursor
+/// as an unsigned 64-bit number, so the resume key cannot travel in the cursor itself; the
+/// cursor is an opaque id of the key the next call resumes at. Old entries are evicted
+/// first-in first-out when the count or byte bound is hit; a cursor is not removed on use,
+/// so a client may retry a call.
+pub(crate) struct Cursors {
+    map: HashMap<u64, Vec<u8>>,
+    order: VecDeque<u64>,
+    bytes: usize,
+    counter: u64,
+    salt: u64,
+}
+
+/// Most live cursors.
+pub(crate) const MAX_CURSORS: usize = 64 * 1024;
+/// Most bytes of resume keys held by live cursors.
+pub(crate) const MAX_CURSOR_BYTES: usize = 64 * 1024 * 1024;
+
+fn splitmix64(mut z: u64) -> u64 {
+    z = z.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+impl Cursors {
+    pub fn new() -> Self {
+        // Ids from different server runs should not collide, so a stale cursor from before a
+        // restart is reported invalid instead of resuming somewhere unrelated.
+        let salt = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() as u64)
+            .unwrap_or(0)
+            ^ ((std::process::id() as u64) << 32);
+        Cursors {
+            map: HashMap::new(),
+            order: VecDeque::new(),
+            bytes: 0,
+            counter: 0,
+            salt,
+        }
+    }
+
+    /// Stores a resume key and returns its cursor (never 0: 0 means "start" and "done").
+    pub fn insert(&mut self, key: Vec<u8>) -> u64 {
+        let id = loop {
+            self.counter += 1;
+            // Bijective mixing: distinct counters give distinct ids within one run.
+            let id = splitmix64(self.counter ^ self.salt);
+            if id != 0 && !self.map.contains_key(&id) {
+                break id;
+            }
+        };
+        self.bytes += key.len();
+        self.map.insert(id, key);
+        self.order.push_back(id);
+        while self.order.len() > MAX_CURSORS || self.bytes > MAX_CURSOR_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(k) = self.map.remove(&old) {
+                self.bytes -= k.len();
+            }
+        }
+        id
+    }
+
+    /// The resume key of a cursor, if it is still known.
+    pub fn get(&self, id: u64) -> Option<Vec<u8>> {
+        self.map.get(&id).cloned()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+}
+
+/// How long DBSIZE reuses a key count before counting again.
+pub(crate) const DBSIZE_MAX_AGE: Duration = Duration::from_secs(5);
+/// How long INFO reuses a key count: monitoring tools poll INFO every second or so, and a
+/// full scan of a large store (slow tier included) must not run that often.
+pub(crate) const INFO_KEYS_MAX_AGE: Duration = Duration::from_secs(60);
+
+/// Everything connections share.
+pub(crate) struct Shared {
+    pub db: Arc<Db>,
+    pub config: ServerConfig,
+    pub started: Instant,
+    pub started_unix: u64,
+    pub next_client_id: AtomicU64,
+    pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
+    pub stats: ServerStats,
+    pub cursors: Mutex<Cursors>,
+    /// Last key count and when it was taken.
+    pub key_count: Mutex<Option<(Instant, u64)>>,
+    /// Serialises counting so concurrent DBSIZE calls share one scan.
+    pub counting: Mutex<()>,
+    pub shutdown: Arc<tokio::sync::watch::Sender<bool>>,
+    /// The port actually bound (differs from the configured one when that is 0).
+    pub port: u16,
+}
+
+impl Shared {
+    pub fn new(
+        db: Arc<Db>,
+        config: ServerConfig,
+        port: u16,
+        shutdown: Arc<tokio::sync::watch::Sender<bool>>,
+    ) -> Self {
+        Shared {
+            db,
+            config,
+            started: Instant::now(),
+            started_unix: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0),
+            next_client_id: AtomicU64::new(1),
+            clients: Mutex::new(HashMap::new()),
+            stats: ServerStats::default(),
+            cursors: Mutex::new(Cursors::new()),
+            key_count: Mutex::new(None),
+            counting: Mutex::new(()),
+            shutdown,
+            port,
+        }
+    }
+
+    /// Asks the server to shut down gracefully.
+    pub fn request_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// The number of keys, counted by a full scan unless a count younger than `max_age`
+    /// exists (tierkv keeps no exact count, so DBSIZE is approximate), with the age of the
+    /// count.
+    pub fn key_count(&self, max_age: Duration) -> tierkv::Result<(u64, Duration)> {
+        if let Some((at, n)) = *self.key_count.lock() {
+            if at.elapsed() < max_age {
+                return Ok((n, at.elapsed()));
+            }
+        }
+        let _one_at_a_time = self.counting.lock();
+        if let Some((at, n)) = *self.key_count.lock() {
+            if at.elapsed() < max_age {
+                return Ok((n, at.elapsed()));
+            }
+        }
+        let at = Instant::now();
+        // A full scan must not evict the working set from the block cache.
+        let ropts = tierkv::ReadOptions {
+            fill_cache: false,
+            ..tierkv::ReadOptions::new()
+        };
+        let mut it = self.db.iter_opt(&ropts)?;
+        it.seek_to_first()?;
+        let mut n = 0u64;
+        while it.valid() {
+            n += 1;
+            it.next()?;
+        }
+        *self.key_count.lock() = Some((at, n));
+        Ok((n, at.elapsed()))
+    }
+}
+
+/// Per-connection state that commands read and change. Moved into the blocking task that
+/// runs a pipeline and handed back, so no lock is needed.
+pub(crate) struct ConnState {
+    pub info: Arc<ClientInfo>,
+    pub authed: bool,
+    pub proto: Proto,
+}
