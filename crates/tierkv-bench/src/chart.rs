@@ -75,7 +75,8 @@ pub fn write_charts(res: &BenchResults, out: &Path) -> Result<()> {
         "FD hit rate of gets",
         "FD hit rate (%)",
         &series(res, |p| p.fd_hit_rate.map(|r| r * 100.0)),
-        Some(100.0),
+        // A little headroom keeps a 100% line visible above the plot's edge.
+        Some(102.0),
     )?;
     line_chart(
         &out.join("sd_read.png"),

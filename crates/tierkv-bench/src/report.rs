@@ -323,16 +323,24 @@ fn latency(us: f64) -> String {
     }
 }
 
+fn latency_with_unit(us: f64) -> String {
+    if us >= 10_000.0 {
+        latency(us)
+    } else {
+        format!("{} us", latency(us))
+    }
+}
+
 /// One line per finished system for the console.
 pub fn summary_line(cfg: &Config, r: &SystemResult) -> String {
     let mut s = format!(
-        "{}: {} ops in {:.1} s; final 10%: {} ops/s, FD hit rate {}; p99 {} us",
+        "{}: {} ops in {:.1} s; final 10%: {} ops/s, FD hit rate {}; p99 {}",
         r.name,
         r.ops,
         r.run_seconds,
         rate(r.throughput_ops),
         pct(r.fd_hit_rate),
-        latency(r.p99_us)
+        latency_with_unit(r.p99_us)
     );
     if let Some(b) = r.sd_bound_ops {
         let _ = write!(
@@ -371,7 +379,7 @@ pub fn markdown(res: &BenchResults) -> String {
         } else {
             format!("{} B", c.record_size)
         },
-        bytes(c.records.saturating_mul(c.record_size)),
+        bytes(c.loaded_bytes),
         rate(c.ops as f64),
         c.threads
     );

@@ -113,6 +113,8 @@ pub struct Config {
     pub value_size: u64,
     /// Records loaded (for a trace: filled in from its distinct keys).
     pub records: u64,
+    /// Bytes (keys and values) the load phase writes.
+    pub loaded_bytes: u64,
     /// Run-phase operations (for a trace: at most this many of its rows).
     pub ops: u64,
     /// Client threads.
@@ -189,6 +191,8 @@ impl Config {
         }
         let ops = match a.ops {
             Some(n) => n,
+            // A trace is replayed whole unless --ops caps it.
+            None if a.trace.is_some() => u64::MAX,
             None => {
                 let loaded_kib = records as f64 * record_size as f64 / KIB as f64;
                 let n = (loaded_kib * p.ops_per_kib).round() as u64;
@@ -248,6 +252,7 @@ impl Config {
             record_size,
             value_size: record_size - KEY_SIZE as u64,
             records,
+            loaded_bytes: records.saturating_mul(record_size),
             ops,
             threads,
             fd_budget,

@@ -297,6 +297,13 @@ pub trait Store: Send + Sync {
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
     /// Delete one record.
     fn delete(&self, key: &[u8]) -> Result<()>;
+    /// Read `key`, then write `value` to it (YCSB F); true when the key was found. Engines
+    /// with an atomic read-modify-write use it.
+    fn read_modify_write(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        let found = self.get(key)?;
+        self.put(key, value)?;
+        Ok(found)
+    }
     /// Read up to `limit` records from `from` on; returns how many were read.
     fn scan(&self, from: &[u8], limit: usize) -> Result<usize>;
     /// Write records atomically (the load phase).
@@ -390,6 +397,17 @@ impl Store for TierkvStore {
 
     fn delete(&self, key: &[u8]) -> Result<()> {
         self.db.delete(key).map_err(|e| self.err(e))
+    }
+
+    fn read_modify_write(&self, key: &[u8], value: &[u8]) -> Result<bool> {
+        let mut found = false;
+        self.db
+            .rmw(key, |old| {
+                found = old.is_some();
+                Some(value.to_vec())
+            })
+            .map_err(|e| self.err(e))?;
+        Ok(found)
     }
 
     fn scan(&self, from: &[u8], limit: usize) -> Result<usize> {

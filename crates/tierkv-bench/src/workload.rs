@@ -60,7 +60,7 @@ pub struct Mix {
     pub insert: f64,
     /// Short range scans.
     pub scan: f64,
-    /// Read-modify-writes (a get then a put of the same key).
+    /// Read-modify-writes of one key (atomic where the engine has it, else a get then a put).
     pub rmw: f64,
 }
 
