@@ -84,6 +84,8 @@ pub struct Options {
     pub all_on_fast: bool,
     /// Hot-record retention and promotion (HotRAP); acts only on a two-tier store.
     pub promotion: PromotionOptions,
+    /// Injects I/O faults into every file operation (testing; default none).
+    pub fault_injector: Option<std::sync::Arc<crate::env::FaultInjector>>,
 }
 
 /// Switches and sizes of HotRAP's retention and promotion, including the paper's ablations.
@@ -162,6 +164,7 @@ impl Default for Options {
             slow: None,
             all_on_fast: false,
             promotion: PromotionOptions::default(),
+            fault_injector: None,
         }
     }
 }

@@ -66,6 +66,9 @@ pub struct JobContext<'a> {
     pub new_file_number: &'a (dyn Fn() -> u64 + Sync),
     /// Retention and promotion, for compactions from the last fast level into the slow tier.
     pub hot: Option<HotRouting<'a>>,
+    /// The fast disk is full: write every output to the slow tier (a fast level's files may
+    /// live there; the fast-tier budget is a soft limit).
+    pub spill_to_slow: bool,
 }
 
 /// Merges the inputs of `c` into new files. On error, files written so far are deleted.
@@ -91,8 +94,9 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
         out.bytes_read = 0;
         return Ok(out);
     }
-    let mut down = Sink::new(c.output_level, c.output_tier);
-    let mut fast = Sink::new(c.level, Tier::Fast);
+    let place = |tier: Tier| if ctx.spill_to_slow { Tier::Slow } else { tier };
+    let mut down = Sink::new(c.output_level, place(c.output_tier));
+    let mut fast = Sink::new(c.level, place(Tier::Fast));
     if let Err(e) = merge(c, ctx, &mut down, &mut fast, &mut out) {
         for sink in [&down, &fast] {
             for &number in &sink.created {

@@ -115,7 +115,8 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
     picker::pick(v, &inner.opts, Some(&hot))
 }
 
-/// Writes a memtable's entries into a new table file on the fast tier.
+/// Writes a memtable's entries into a new L0 table on the fast tier, or on the slow tier
+/// when the fast disk is full (spill: the fast-tier budget is a soft limit).
 pub(crate) fn write_level0_table(
     env: &Env,
     opts: &Options,
@@ -123,11 +124,38 @@ pub(crate) fn write_level0_table(
     mem: &Arc<MemTable>,
     number: u64,
 ) -> Result<Option<NewFile>> {
+    match write_table_on(env, opts, counters, mem, number, Tier::Fast) {
+        Err(e) if e.is_no_space() && !env.is_single_dir() => {
+            tracing::warn!("fast tier full, writing L0 table {number} to the slow tier: {e}");
+            write_table_on(env, opts, counters, mem, number, Tier::Slow)
+                .map_err(|e2| both_tiers_full(&e, e2))
+        }
+        r => r,
+    }
+}
+
+/// The error for a write that found no room on the fast tier and then failed on the slow.
+pub(crate) fn both_tiers_full(fast: &Error, slow: Error) -> Error {
+    if slow.is_no_space() {
+        Error::NoSpace(format!("both tiers are full (fast: {fast}; slow: {slow})"))
+    } else {
+        slow
+    }
+}
+
+fn write_table_on(
+    env: &Env,
+    opts: &Options,
+    counters: &Counters,
+    mem: &Arc<MemTable>,
+    number: u64,
+    tier: Tier,
+) -> Result<Option<NewFile>> {
     if mem.is_empty() {
         return Ok(None);
     }
     let name = table_file_name(number);
-    let file = env.create_writable(Tier::Fast, &name, IoCause::Flush)?;
+    let file = env.create_writable(tier, &name, IoCause::Flush)?;
     let mut builder = TableBuilder::new(file, opts.table_options());
     let mut it = mem.iter();
     let built = (|| {
@@ -141,10 +169,10 @@ pub(crate) fn write_level0_table(
     match built {
         Ok(info) => {
             Counters::add(&counters.flush_bytes_written, info.file_size);
-            Ok(Some(new_file_from(0, number, Tier::Fast, info)))
+            Ok(Some(new_file_from(0, number, tier, info)))
         }
         Err(e) => {
-            let _ = env.remove(Tier::Fast, &name);
+            let _ = env.remove(tier, &name);
             Err(e)
         }
     }
@@ -169,10 +197,8 @@ fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Result<()> {
         added: file.into_iter().collect(),
         ..Default::default()
     };
-    if let Err(e) = st.versions.log_and_apply(edit) {
-        let _ = inner.env.remove(Tier::Fast, &table_file_name(number));
-        return Err(e);
-    }
+    // On failure the table stays: the edit may be durable anyway (see log_and_apply).
+    st.versions.log_and_apply(edit)?;
     let flushed = st.imms.pop().expect("the flushed memtable");
     debug_assert!(Arc::ptr_eq(&flushed, mem));
     inner.install_super_version(&st);
@@ -214,7 +240,7 @@ pub(crate) fn run_compaction(
         }
         _ => None,
     };
-    let ctx = JobContext {
+    let mut ctx = JobContext {
         env: &inner.env,
         tables: &inner.tables,
         table_options: inner.opts.table_options(),
@@ -223,8 +249,19 @@ pub(crate) fn run_compaction(
         version: v,
         new_file_number: &alloc,
         hot,
+        spill_to_slow: false,
     };
-    let out = match job::run(c, &ctx) {
+    let result = match job::run(c, &ctx) {
+        Err(e) if e.is_no_space() && !inner.env.is_single_dir() => {
+            tracing::warn!(
+                "a compaction found no space, retrying with outputs on the slow tier: {e}"
+            );
+            ctx.spill_to_slow = true;
+            job::run(c, &ctx).map_err(|e2| both_tiers_full(&e, e2))
+        }
+        r => r,
+    };
+    let out = match result {
         Ok(out) => out,
         Err(e) => {
             c.release();
@@ -233,14 +270,9 @@ pub(crate) fn run_compaction(
     };
     let mut st = inner.state.lock();
     let trivial = c.is_trivial_move();
-    let outputs: Vec<NewFile> = out.edit.added.clone();
     if let Err(e) = st.versions.log_and_apply(out.edit) {
+        // The outputs stay: the edit may be durable anyway (see log_and_apply).
         c.release();
-        if !trivial {
-            for f in &outputs {
-                let _ = inner.env.remove(f.tier, &table_file_name(f.number));
-            }
-        }
         return Err(e);
     }
     inner.install_super_version(&st);

@@ -44,6 +44,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         opts.fast_device,
         slow_device,
         opts.use_direct_io,
+        opts.fault_injector.clone(),
     )?;
     let lock_path = env.path(Tier::Fast, LOCK);
     let lock_file = std::fs::OpenOptions::new()

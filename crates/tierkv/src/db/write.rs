@@ -142,24 +142,20 @@ impl DbInner {
             Err(e) => (1, Err(e)),
         };
         let mut queue = self.writers.lock();
-        let mut mine = Ok(true);
-        for (i, w) in queue.drain(..group_len).enumerate() {
-            let r = match &result {
+        for (i, w) in queue.drain(..group_len).enumerate().skip(1) {
+            *w.result.lock() = Some(match &result {
                 Ok(applied) => Ok(applied[i]),
                 Err(e) => Err(e.clone()),
-            };
-            if i == 0 {
-                mine = r;
-            } else {
-                *w.result.lock() = Some(r);
-            }
+            });
         }
         self.writers_cv.notify_all();
         drop(queue);
-        mine.map_err(|e: Arc<Error>| match Arc::try_unwrap(e) {
-            Ok(e) => e,
-            Err(shared) => Error::Background(shared),
-        })
+        match result {
+            Ok(applied) => Ok(applied[0]),
+            // An error of this write alone (e.g. both tiers full) comes back as itself;
+            // one shared with the group is the store's background error.
+            Err(e) => Err(Arc::try_unwrap(e).unwrap_or_else(Error::Background)),
+        }
     }
 
     /// Writes the queue's head group to the WAL and the memtable. Called by the leader
@@ -316,6 +312,9 @@ impl DbInner {
                 );
                 continue;
             }
+            if let Some(full) = self.tiers_over_budget(&st) {
+                return Err(Arc::new(full));
+            }
             // Switch to a new WAL and memtable.
             let number = st.versions.new_file_number();
             let file = self
@@ -345,6 +344,22 @@ impl DbInner {
             self.bg_cv.notify_all();
             force = false;
         }
+    }
+
+    /// `Some(error)` when the slow tier has reached its budget and the fast tier its own:
+    /// a new memtable would have nowhere to go. (The fast-tier budget alone is soft: data
+    /// moves down; a full fast disk spills table files to the slow tier.)
+    fn tiers_over_budget(&self, st: &super::State) -> Option<Error> {
+        let slow_budget = self.opts.slow.as_ref()?.budget?;
+        let v = st.versions.current();
+        let (fast, slow) = (v.tier_bytes(Tier::Fast), v.tier_bytes(Tier::Slow));
+        let fd_budget = self.opts.fd_budget.unwrap_or(0);
+        (slow >= slow_budget && fast >= fd_budget).then(|| {
+            Error::NoSpace(format!(
+                "both tiers are full: the slow tier holds {slow} bytes of its {slow_budget}-byte \
+                 budget and the fast tier {fast} bytes of its {fd_budget}-byte budget"
+            ))
+        })
     }
 
     /// Switches the memtable (if it holds anything) and waits until every immutable

@@ -2,7 +2,7 @@
 //! allows it) and buffered appends. Every syscall is charged to the tier's device model
 //! and counters.
 
-use super::{IoCause, TierHandle};
+use super::{FaultOp, IoCause, TierHandle};
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -123,6 +123,7 @@ impl RandomAccessFile {
                 ),
             ));
         }
+        self.tier.fault(FaultOp::Read, &self.path)?;
         let data = match &self.direct {
             Some(f) => match self.read_direct(f, offset, len) {
                 Ok(d) => d,
@@ -194,12 +195,16 @@ pub struct WritableFile {
 
 impl WritableFile {
     pub(crate) fn create(tier: Arc<TierHandle>, path: PathBuf, cause: IoCause) -> Result<Self> {
+        tier.fault(FaultOp::Create, &path)?;
         let file = OpenOptions::new()
             .write(true)
             .create(true)
             .truncate(true)
             .open(&path)
             .map_err(|e| Error::io(&path, e))?;
+        if let Some(f) = &tier.faults {
+            f.note_created(&path);
+        }
         Ok(WritableFile {
             tier,
             path,
@@ -252,6 +257,7 @@ impl WritableFile {
 
     fn write_out(&mut self, data: &[u8]) -> Result<()> {
         use std::io::Write;
+        self.tier.fault(FaultOp::Write, &self.path)?;
         (&self.file)
             .write_all(data)
             .map_err(|e| Error::io(&self.path, e))?;
@@ -263,6 +269,13 @@ impl WritableFile {
     /// Flushes and fsyncs the data (survives a power cut).
     pub fn sync(&mut self) -> Result<()> {
         self.flush()?;
-        self.file.sync_data().map_err(|e| Error::io(&self.path, e))
+        self.tier.fault(FaultOp::Sync, &self.path)?;
+        self.file
+            .sync_data()
+            .map_err(|e| Error::io(&self.path, e))?;
+        if let Some(f) = &self.tier.faults {
+            f.note_synced(&self.path, self.written);
+        }
+        Ok(())
     }
 }

@@ -6,10 +6,12 @@
 //! no file format: callers hand it bytes.
 
 mod device;
+mod fault;
 mod file;
 mod stats;
 
 pub use device::{DeviceModel, DeviceProfile};
+pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
 pub use file::{thread_read_count, RandomAccessFile, WritableFile};
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};
 
@@ -51,9 +53,22 @@ pub(crate) struct TierHandle {
     pub(crate) dir: PathBuf,
     pub(crate) device: Option<DeviceModel>,
     pub(crate) stats: Arc<IoStats>,
+    pub(crate) faults: Option<Arc<FaultInjector>>,
 }
 
 impl TierHandle {
+    /// Fails with an injected I/O error if a fault rule says so.
+    pub(crate) fn fault(&self, op: FaultOp, path: &Path) -> Result<()> {
+        match self
+            .faults
+            .as_ref()
+            .and_then(|f| f.check(self.tier, op, path))
+        {
+            Some(e) => Err(Error::io(path, e)),
+            None => Ok(()),
+        }
+    }
+
     /// Charges one I/O of `bytes` to the device model (sleeping as it says) and the counters.
     pub(crate) fn charge_read(&self, cause: IoCause, bytes: u64) {
         if let Some(d) = &self.device {
@@ -79,13 +94,14 @@ pub struct Env {
 
 impl Env {
     /// Creates the environment, creating both directories if needed. `slow_dir` may equal
-    /// `fast_dir` (a single-directory store).
+    /// `fast_dir` (a single-directory store). `faults` injects I/O errors (tests).
     pub fn new(
         fast_dir: &Path,
         slow_dir: &Path,
         fast_device: DeviceProfile,
         slow_device: DeviceProfile,
         direct_io: bool,
+        faults: Option<Arc<FaultInjector>>,
     ) -> Result<Arc<Env>> {
         let stats = Arc::new(IoStats::default());
         for dir in [fast_dir, slow_dir] {
@@ -97,6 +113,7 @@ impl Env {
                 dir: dir.to_path_buf(),
                 device: DeviceModel::new(profile),
                 stats: stats.clone(),
+                faults: faults.clone(),
             })
         };
         Ok(Arc::new(Env {
@@ -117,6 +134,7 @@ impl Env {
             DeviceProfile::none(),
             DeviceProfile::none(),
             direct_io,
+            None,
         )
     }
 
@@ -166,6 +184,7 @@ impl Env {
     /// Reads a whole file (WAL replay, manifest, CURRENT), charged to `cause`.
     pub fn read_all(&self, tier: Tier, name: &str, cause: IoCause) -> Result<Vec<u8>> {
         let path = self.path(tier, name);
+        self.tier(tier).fault(FaultOp::Read, &path)?;
         let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
         self.tier(tier).charge_read(cause, data.len() as u64);
         Ok(data)
@@ -197,6 +216,7 @@ impl Env {
     /// Atomically renames `from` to `to` on `tier` and syncs the directory.
     pub fn rename(&self, tier: Tier, from: &str, to: &str) -> Result<()> {
         let (src, dst) = (self.path(tier, from), self.path(tier, to));
+        self.tier(tier).fault(FaultOp::Create, &dst)?;
         std::fs::rename(&src, &dst).map_err(|e| Error::io(&src, e))?;
         self.sync_dir(tier)
     }
@@ -204,6 +224,7 @@ impl Env {
     /// Fsyncs the tier's directory so created, renamed and deleted names are durable.
     pub fn sync_dir(&self, tier: Tier) -> Result<()> {
         let dir = self.dir(tier);
+        self.tier(tier).fault(FaultOp::Sync, dir)?;
         std::fs::File::open(dir)
             .and_then(|f| f.sync_all())
             .map_err(|e| Error::io(dir, e))

@@ -225,7 +225,21 @@ impl VersionSet {
 
     /// Makes `edit` durable in the manifest, then installs the resulting version. Files the
     /// edit deletes are marked obsolete (unlinked when no reader holds them).
+    ///
+    /// On error nothing changes in memory: in particular the log number and last sequence
+    /// stay as they were, so a later edit can never make a failed flush's WAL look flushed.
+    /// The edit may still have reached the disk (a failed sync), so callers must not delete
+    /// the files it adds; the next open removes whatever the manifest does not reference.
     pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<Arc<Version>> {
+        let (old_log, old_seq) = (self.log_number, self.last_sequence);
+        let r = self.log_and_apply_inner(&mut edit);
+        if r.is_err() {
+            (self.log_number, self.last_sequence) = (old_log, old_seq);
+        }
+        r
+    }
+
+    fn log_and_apply_inner(&mut self, edit: &mut VersionEdit) -> Result<Arc<Version>> {
         if let Some(n) = edit.log_number {
             self.log_number = self.log_number.max(n);
         }
@@ -235,7 +249,7 @@ impl VersionSet {
         edit.log_number = Some(self.log_number);
         edit.next_file_number = Some(self.next_file_number);
         edit.last_sequence = Some(self.last_sequence);
-        let version = self.apply(&edit)?;
+        let version = self.apply(edit)?;
         let removed: Vec<Arc<FileMeta>> = edit
             .deleted
             .iter()

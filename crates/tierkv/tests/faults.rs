@@ -1,0 +1,350 @@
+//! Injected faults: failing writes, reads and syncs, full disks, and power cuts that drop
+//! every unsynced byte (issue 10).
+//!
+//! Checks invariant 2 (durability: a synced write survives a power cut, and a cut loses only
+//! a suffix of the writes), invariant 3 (an injected read error is reported, never turned
+//! into wrong data) and invariant 4 (a full fast disk spills tables to the slow tier; writes
+//! fail, clearly, only when both tiers are full). `TIERKV_FAULT_ROUNDS` lengthens the
+//! torture test (default 12 rounds).
+
+mod common;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::Arc;
+use tierkv::env::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
+use tierkv::{Db, Error, Options, Tier, WriteOptions};
+
+fn key(i: u64) -> Vec<u8> {
+    format!("k{i:08}").into_bytes()
+}
+
+fn value(i: u64) -> Vec<u8> {
+    let mut v = format!("value-{i}-").into_bytes();
+    v.resize(150 + (i % 5) as usize * 40, b'v');
+    v
+}
+
+fn with_faults(opts: Options, faults: &Arc<FaultInjector>) -> Options {
+    Options {
+        fault_injector: Some(faults.clone()),
+        ..opts
+    }
+}
+
+fn rule(tier: Option<Tier>, op: FaultOp, name: &str, error: FaultError, t: Trigger) -> FaultRule {
+    FaultRule {
+        tier,
+        op,
+        name_contains: (!name.is_empty()).then(|| name.to_string()),
+        error,
+        trigger: t,
+    }
+}
+
+/// Keys `0..n` are present with their values.
+fn check_prefix(db: &Db, n: u64) {
+    for i in 0..n {
+        assert_eq!(db.get(key(i)).unwrap(), Some(value(i)), "key {i}");
+    }
+}
+
+/// Number of consecutive keys present from 0; asserts nothing exists beyond them (a gap
+/// would mean a middle write was lost).
+fn surviving_prefix(db: &Db) -> u64 {
+    let mut n = 0;
+    while let Some(v) = db.get(key(n)).unwrap() {
+        assert_eq!(v, value(n), "key {n} has a wrong value");
+        n += 1;
+    }
+    let after = db.scan(Some(&key(n)), None, 1).unwrap();
+    assert!(after.is_empty(), "a key after the gap at {n} survived");
+    n
+}
+
+#[test]
+fn failed_flush_makes_the_store_read_only_and_reopen_recovers() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = FaultInjector::new();
+    let opts = with_faults(common::tiny_options(), &faults);
+    let db = Db::open(dir.path(), opts).unwrap();
+    for i in 0..200 {
+        db.put(key(i), value(i)).unwrap();
+    }
+    faults.add(rule(
+        None,
+        FaultOp::Write,
+        ".sst",
+        FaultError::Io,
+        Trigger::After(0),
+    ));
+    let mut acked = 200;
+    let err = loop {
+        match db.put(key(acked), value(acked)) {
+            Ok(()) => acked += 1,
+            Err(e) => break e,
+        }
+        assert!(acked < 100_000, "a failing flush never stopped the writes");
+    };
+    assert!(matches!(err, Error::Background(_)), "{err}");
+    assert!(err.to_string().contains(".sst"), "names the file: {err}");
+    // Reads keep working from memtables and older tables.
+    check_prefix(&db, acked);
+    // A later write gets the same clear error.
+    assert!(matches!(db.put(b"x", b"y"), Err(Error::Background(_))));
+    faults.clear();
+    drop(db);
+    let db = Db::open(dir.path(), common::tiny_options()).unwrap();
+    check_prefix(&db, acked);
+    db.put(b"after", b"reopen").unwrap();
+    db.flush().unwrap();
+}
+
+#[test]
+fn power_cut_keeps_every_synced_write_and_loses_only_a_suffix() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = FaultInjector::new();
+    let opts = with_faults(common::tiny_options(), &faults);
+    let mut rng = StdRng::seed_from_u64(11);
+    let mut next = 0u64;
+    let mut dropped_bytes = 0;
+    for round in 0..6 {
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        let present = surviving_prefix(&db);
+        assert!(present <= next, "round {round}: keys appeared from nowhere");
+        next = present;
+        let mut last_synced = None;
+        for _ in 0..rng.gen_range(200..1500) {
+            let sync = rng.gen_bool(0.05);
+            db.put_opt(key(next), value(next), &WriteOptions { sync })
+                .unwrap();
+            if sync {
+                last_synced = Some(next);
+            }
+            next += 1;
+        }
+        faults.crash();
+        drop(db);
+        dropped_bytes += faults.drop_unsynced_data().unwrap();
+        faults.clear();
+        let db = Db::open(dir.path(), opts.clone()).unwrap();
+        let present = surviving_prefix(&db);
+        if let Some(s) = last_synced {
+            assert!(
+                present > s,
+                "round {round}: synced write {s} lost ({present} kept)"
+            );
+        }
+        next = present;
+    }
+    assert!(dropped_bytes > 0, "the power cuts never dropped anything");
+}
+
+#[test]
+fn full_fast_disk_spills_tables_to_the_slow_tier() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let faults = FaultInjector::new();
+    // Every level on the fast tier: only a spill can put a table on the slow one.
+    let opts = Options {
+        all_on_fast: true,
+        ..with_faults(
+            common::two_tier_options(slow.path(), 1 << 20, false),
+            &faults,
+        )
+    };
+    let db = Db::open(fast.path(), opts).unwrap();
+    assert!(db.layout().tiers.iter().all(|t| *t == Tier::Fast));
+    faults.add(rule(
+        Some(Tier::Fast),
+        FaultOp::Create,
+        ".sst",
+        FaultError::NoSpace,
+        Trigger::After(3),
+    ));
+    for i in 0..4000 {
+        db.put(key(i), value(i)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    check_prefix(&db, 4000);
+    let s = db.stats();
+    assert!(s.slow_tier_bytes > 0, "tables spilled to the slow tier");
+    assert!(faults.injected() > 0);
+    let on_slow = std::fs::read_dir(slow.path()).unwrap().count();
+    assert!(on_slow > 0);
+    db.verify_checksums().unwrap();
+}
+
+#[test]
+fn both_tiers_full_fails_writes_with_a_clear_error() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let faults = FaultInjector::new();
+    let opts = with_faults(
+        common::two_tier_options(slow.path(), 64 << 20, false),
+        &faults,
+    );
+    let db = Db::open(fast.path(), opts).unwrap();
+    for i in 0..100 {
+        db.put(key(i), value(i)).unwrap();
+    }
+    faults.add(rule(
+        None,
+        FaultOp::Create,
+        ".sst",
+        FaultError::NoSpace,
+        Trigger::After(0),
+    ));
+    let mut acked = 100;
+    let err = loop {
+        match db.put(key(acked), value(acked)) {
+            Ok(()) => acked += 1,
+            Err(e) => break e,
+        }
+    };
+    assert!(err.is_no_space(), "{err}");
+    assert!(err.to_string().contains("both tiers are full"), "{err}");
+    check_prefix(&db, acked);
+}
+
+#[test]
+fn slow_tier_budget_reached_rejects_writes_clearly() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let mut opts = common::two_tier_options(slow.path(), 128 * 1024, false);
+    if let Some(s) = opts.slow.as_mut() {
+        s.budget = Some(256 * 1024);
+    }
+    let db = Db::open(fast.path(), opts).unwrap();
+    let mut acked = 0;
+    let err = loop {
+        match db.put(key(acked), value(acked)) {
+            Ok(()) => acked += 1,
+            Err(e) => break e,
+        }
+        assert!(acked < 200_000, "the slow-tier budget was never enforced");
+    };
+    assert!(matches!(err, Error::NoSpace(_)), "{err}");
+    assert!(err.to_string().contains("slow tier holds"), "{err}");
+    check_prefix(&db, acked);
+}
+
+#[test]
+fn read_errors_are_reported_never_turned_into_wrong_data() {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = FaultInjector::new();
+    let opts = Options {
+        block_cache_size: 0,
+        max_open_files: 10,
+        ..with_faults(common::tiny_options(), &faults)
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    for i in 0..3000 {
+        db.put(key(i), value(i)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    faults.add(rule(
+        None,
+        FaultOp::Read,
+        "",
+        FaultError::Io,
+        Trigger::Random {
+            probability: 0.2,
+            seed: 5,
+        },
+    ));
+    let (mut ok, mut failed) = (0, 0);
+    for i in 0..3000 {
+        match db.get(key(i)) {
+            Ok(v) => {
+                assert_eq!(v, Some(value(i)), "key {i}");
+                ok += 1;
+            }
+            Err(e) => {
+                assert!(matches!(e, Error::Io { .. }), "{e}");
+                failed += 1;
+            }
+        }
+    }
+    assert!(ok > 0 && failed > 0, "{ok} ok, {failed} failed");
+    faults.clear();
+    check_prefix(&db, 3000);
+}
+
+/// Random write, sync and create faults while writing, each failure followed by a power
+/// cut and a reopen: every synced write survives, the survivors form a prefix. Prints the
+/// counts recorded in docs/TESTING.md.
+#[test]
+fn fault_torture() {
+    let rounds: u64 = std::env::var("TIERKV_FAULT_ROUNDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(12);
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let faults = FaultInjector::new();
+    let opts = with_faults(
+        common::two_tier_options(slow.path(), 256 * 1024, false),
+        &faults,
+    );
+    let mut rng = StdRng::seed_from_u64(99);
+    let mut next = 0;
+    let (mut failures, mut dropped) = (0, 0);
+    for round in 0..rounds {
+        let db = Db::open(fast.path(), opts.clone()).unwrap();
+        let present = surviving_prefix(&db);
+        assert!(present <= next, "round {round}: keys appeared from nowhere");
+        next = present;
+        let ops = [FaultOp::Write, FaultOp::Sync, FaultOp::Create];
+        faults.add(rule(
+            None,
+            ops[rng.gen_range(0..ops.len())],
+            "",
+            if rng.gen_bool(0.5) {
+                FaultError::Io
+            } else {
+                FaultError::NoSpace
+            },
+            Trigger::Random {
+                probability: rng.gen_range(0.0005..0.01),
+                seed: round,
+            },
+        ));
+        let mut last_synced = None;
+        for _ in 0..rng.gen_range(500..3000) {
+            let sync = rng.gen_bool(0.1);
+            match db.put_opt(key(next), value(next), &WriteOptions { sync }) {
+                Ok(()) => {
+                    if sync {
+                        last_synced = Some(next);
+                    }
+                    next += 1;
+                }
+                Err(_) => {
+                    failures += 1;
+                    break;
+                }
+            }
+        }
+        faults.crash();
+        drop(db);
+        dropped += faults.drop_unsynced_data().unwrap();
+        faults.clear();
+        let db = Db::open(fast.path(), opts.clone()).unwrap();
+        let present = surviving_prefix(&db);
+        if let Some(s) = last_synced {
+            assert!(
+                present > s,
+                "round {round}: synced write {s} lost ({present} kept)"
+            );
+        }
+        next = present;
+        db.verify_checksums().unwrap();
+    }
+    eprintln!(
+        "fault torture: {rounds} rounds, {} faults injected, {failures} writes failed, \
+         {dropped} unsynced bytes dropped, {next} keys survive",
+        faults.injected()
+    );
+}
