@@ -144,6 +144,14 @@ pub struct SystemResult {
     pub reads_found: u64,
     /// Reads that did not (inserts of other threads not yet visible, trace misses).
     pub reads_missing: u64,
+    /// Size of the hot set the hotness tracker (RALT) holds at the end of the run.
+    pub ralt_hot_set_bytes: Option<u64>,
+    /// Its current limit (auto-tuned).
+    pub ralt_hot_set_limit: Option<u64>,
+    /// Physical size of RALT's access records at the end of the run.
+    pub ralt_physical_bytes: Option<u64>,
+    /// Its current limit.
+    pub ralt_physical_limit: Option<u64>,
     /// Fields this system cannot measure.
     pub unavailable: Vec<&'static str>,
     /// Per-interval timeline of the run phase.
@@ -232,10 +240,26 @@ impl SystemResult {
             sd_bound_ops,
             reads_found: m.reads_found,
             reads_missing: m.reads_missing,
+            ralt_hot_set_bytes: None,
+            ralt_hot_set_limit: None,
+            ralt_physical_bytes: None,
+            ralt_physical_limit: None,
             unavailable,
             timeline: m.timeline,
             engine_stats: serde_json::Value::Null,
         }
+    }
+}
+
+impl SystemResult {
+    /// Keeps the engine's final statistics and picks out the hotness tracker's sizes.
+    pub fn set_engine_stats(&mut self, stats: serde_json::Value) {
+        let ralt = &stats["promotion"]["ralt"];
+        self.ralt_hot_set_bytes = ralt["hot_set_size"].as_u64();
+        self.ralt_hot_set_limit = ralt["hot_set_limit"].as_u64();
+        self.ralt_physical_bytes = ralt["physical_size"].as_u64();
+        self.ralt_physical_limit = ralt["physical_limit"].as_u64();
+        self.engine_stats = stats;
     }
 }
 
@@ -463,6 +487,30 @@ pub fn markdown(res: &BenchResults) -> String {
             );
         }
     }
+    let ralt: Vec<&SystemResult> = res
+        .systems
+        .iter()
+        .filter(|r| r.ralt_hot_set_bytes.is_some())
+        .collect();
+    if !ralt.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nHotness tracker (RALT) at the end of the run:\n\n\
+             | system | hot set | hot set limit | physical size | physical limit |\n\
+             |---|--:|--:|--:|--:|"
+        );
+        for r in ralt {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} |",
+                r.name,
+                opt_bytes(r.ralt_hot_set_bytes),
+                opt_bytes(r.ralt_hot_set_limit),
+                opt_bytes(r.ralt_physical_bytes),
+                opt_bytes(r.ralt_physical_limit)
+            );
+        }
+    }
     let _ = writeln!(
         s,
         "\nCharts: `throughput.png`, `fd_hit_rate.png`, `sd_read.png`. Full data: `results.json`."
@@ -553,10 +601,15 @@ pub(crate) mod tests {
                 },
             )
         };
+        let mut tierkv = mk(System::Tierkv, 2000.0, 0.9);
+        tierkv.set_engine_stats(serde_json::json!({
+            "promotion": {"ralt": {"hot_set_size": 1024, "hot_set_limit": 2048,
+                                   "physical_size": 4096, "physical_limit": 8192}}
+        }));
         BenchResults::new(
             &cfg,
             vec![
-                mk(System::Tierkv, 2000.0, 0.9),
+                tierkv,
                 mk(System::TierkvNoPromo, 500.0, 0.1),
                 mk(System::TierkvFd, 2500.0, 1.0),
             ],
@@ -616,6 +669,10 @@ pub(crate) mod tests {
         assert!(md.contains("0.25x"), "{md}");
         assert!(md.contains("90.0%"), "{md}");
         assert!(md.contains("Physical bound"), "{md}");
+        assert!(
+            md.contains("| tierkv | 1.0 KiB | 2.0 KiB | 4.0 KiB | 8.0 KiB |"),
+            "{md}"
+        );
     }
 
     #[test]

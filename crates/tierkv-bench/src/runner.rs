@@ -90,7 +90,7 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
         let mut res = outcome?;
         closed?;
         res.load_seconds = load_seconds;
-        res.engine_stats = engine_stats;
+        res.set_engine_stats(engine_stats);
         ui.say(report::summary_line(cfg, &res));
         results.push(res);
         if !cfg.keep_data {

@@ -18,7 +18,7 @@ use crate::error::{BenchError, Result};
 use crate::trace::{Trace, TraceOpKind};
 
 /// Operations per chunk of the plan.
-pub const CHUNK: u64 = 64;
+pub const CHUNK: u64 = 16;
 /// Bytes of a generated key: `user` and 20 digits.
 pub const KEY_SIZE: usize = 24;
 /// Longest scan of workload E (YCSB's `maxscanlength` for E is 100).
