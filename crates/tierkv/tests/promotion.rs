@@ -70,7 +70,7 @@ fn versions_never_go_backwards_under_promotion() {
                 db.put(common::key(k), value_of(k, v, 200)).unwrap();
                 acked[k as usize].store(v, Ordering::Release);
                 writes += 1;
-                if writes % 64 == 0 {
+                if writes.is_multiple_of(64) {
                     std::thread::sleep(Duration::from_micros(200));
                 }
             }

@@ -42,7 +42,7 @@ fn concurrent_increments_never_lose_an_update() {
     const COUNTERS: u64 = 64;
     let fast = tempfile::tempdir().unwrap();
     let slow = tempfile::tempdir().unwrap();
-    let opts = common::two_tier_options(slow.path(), 192 * 1024, false);
+    let opts = common::two_tier_options(slow.path(), 192 * 1024, true);
     let db = Arc::new(Db::open(fast.path(), opts.clone()).unwrap());
     let applied: Arc<Vec<AtomicU64>> = Arc::new((0..COUNTERS).map(|_| AtomicU64::new(0)).collect());
     std::thread::scope(|s| {
