@@ -301,6 +301,26 @@ fn counters_and_their_errors() {
         q::<i64>(&mut c, &["INCRBY", "m", "-9223372036854775808"]).unwrap(),
         i64::MIN
     );
+    // A pipelined run of counter commands on one key is applied as one rmw; every command
+    // still gets its own reply, and a failing one leaves the value as it was.
+    let mut raw = s.raw();
+    let (out, _) = raw_exchange(
+        &mut raw,
+        b"SET p 9223372036854775805\r\nINCR p\r\nINCRBY p x\r\nINCRBY p 5\r\nDECRBY p 2\r\n\
+          INCR p\r\nINCR p\r\nDECR other\r\nGET p\r\n",
+    );
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "+OK\r\n:9223372036854775806\r\n-ERR value is not an integer or out of range\r\n\
+         -ERR increment or decrement would overflow\r\n:9223372036854775804\r\n\
+         :9223372036854775805\r\n:9223372036854775806\r\n:-1\r\n$19\r\n9223372036854775806\r\n"
+    );
+    let (out, _) = raw_exchange(&mut raw, b"SET s abc\r\nINCR s\r\nINCRBY s 1\r\nGET s\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "+OK\r\n-ERR value is not an integer or out of range\r\n\
+         -ERR value is not an integer or out of range\r\n$3\r\nabc\r\n"
+    );
 }
 
 #[test]

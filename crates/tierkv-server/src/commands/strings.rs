@@ -6,7 +6,7 @@
 //! the command's linearization point and nothing is written; only when it holds does the
 //! command pay for an atomic rmw (which re-checks it).
 
-use super::{int_arg, CmdError, CmdResult, Ctx, Flow, NOT_INT, SYNTAX};
+use super::{CmdError, CmdResult, Ctx, Flow, NOT_INT, SYNTAX};
 use crate::resp::parse_int;
 use crate::state::ServerStats;
 use bytes::Bytes;
@@ -156,56 +156,82 @@ pub(super) fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(Flow::Continue)
 }
 
-/// Adds `delta` to the integer stored at the key (absent = 0), atomically.
-fn incr_by(ctx: &mut Ctx<'_>, key: &[u8], delta: i64) -> CmdResult {
-    let mut outcome: Result<i64, &'static str> = Ok(0);
+/// The delta an INCR/INCRBY/DECR/DECRBY command applies, if `args` is one (with the error
+/// its argument earns, if any), and its key.
+pub(super) fn counter_delta(args: &[Bytes]) -> Option<(&Bytes, Result<i64, &'static str>)> {
+    let name = args.first()?;
+    let is = |n: &[u8]| name.eq_ignore_ascii_case(n);
+    let delta = match args.len() {
+        2 if is(b"incr") => Ok(1),
+        2 if is(b"decr") => Ok(-1),
+        3 if is(b"incrby") => parse_int(&args[2]).ok_or(NOT_INT),
+        3 if is(b"decrby") => match parse_int(&args[2]) {
+            None => Err(NOT_INT),
+            Some(i64::MIN) => Err("decrement would overflow"),
+            Some(d) => Ok(-d),
+        },
+        _ => return None,
+    };
+    Some((&args[1], delta))
+}
+
+/// Applies counter deltas to one key in one atomic read-modify-write and writes one reply
+/// per delta, as if the commands ran one after another (a failing one leaves the value as
+/// it was, like in Redis).
+pub(super) fn counter_run(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    deltas: &[Result<i64, &'static str>],
+) -> Result<(), CmdError> {
+    let mut results: Vec<Result<i64, &'static str>> = Vec::new();
     let wopts = ctx.wopts();
     ctx.shared.db.rmw_opt(key, &wopts, |cur| {
-        let old = match cur {
+        let mut value = match cur {
             None => Some(0),
             Some(v) => parse_int(v),
         };
-        outcome = match old {
-            None => Err(NOT_INT),
-            Some(old) => old
-                .checked_add(delta)
-                .ok_or("increment or decrement would overflow"),
-        };
-        match outcome {
-            Ok(n) => Some(n.to_string().into_bytes()),
-            // rmw always writes: put back what was there (the key exists: it failed to parse
-            // or overflowed an existing number).
-            Err(_) => cur.map(<[u8]>::to_vec),
+        let mut changed = false;
+        results.clear();
+        for d in deltas {
+            let r = match (d, value) {
+                (Err(e), _) => Err(*e),
+                (Ok(_), None) => Err(NOT_INT),
+                (Ok(d), Some(v)) => v
+                    .checked_add(*d)
+                    .ok_or("increment or decrement would overflow"),
+            };
+            if let Ok(n) = r {
+                value = Some(n);
+                changed = true;
+            }
+            results.push(r);
+        }
+        match value {
+            Some(n) if changed => Some(n.to_string().into_bytes()),
+            // Nothing applied; rmw always writes, so put back what was there.
+            _ => cur.map(<[u8]>::to_vec),
         }
     })?;
-    match outcome {
-        Ok(n) => {
-            ctx.out.int(n);
-            Ok(Flow::Continue)
+    for r in &results {
+        match r {
+            Ok(n) => ctx.out.int(*n),
+            Err(e) => ctx.out.error(&format!("ERR {e}")),
         }
-        Err(msg) => Err(CmdError::err(msg)),
     }
+    Ok(())
 }
 
-pub(super) fn incr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    incr_by(ctx, &args[1], 1)
-}
-
-pub(super) fn decr(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    incr_by(ctx, &args[1], -1)
-}
-
-pub(super) fn incrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let delta = int_arg(&args[2])?;
-    incr_by(ctx, &args[1], delta)
-}
-
-pub(super) fn decrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let delta = int_arg(&args[2])?;
-    if delta == i64::MIN {
-        return Err(CmdError::err("decrement would overflow"));
+/// INCR, INCRBY, DECR, DECRBY: one atomic read-modify-write.
+pub(super) fn counter(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let Some((key, delta)) = counter_delta(args) else {
+        return Err(CmdError::err(SYNTAX));
+    };
+    // An argument error touches nothing (Redis checks it before reading the key).
+    if let Err(e) = delta {
+        return Err(CmdError::err(e));
     }
-    incr_by(ctx, &args[1], -delta)
+    counter_run(ctx, key, &[delta])?;
+    Ok(Flow::Continue)
 }
 
 pub(super) fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
