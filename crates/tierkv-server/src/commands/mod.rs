@@ -477,7 +477,10 @@ const MAX_MERGED_BYTES: usize = 8 * 1024 * 1024;
 /// True when `a` and `b` are both counter commands (INCR, INCRBY, DECR, DECRBY) on the
 /// same key.
 fn same_key_counters(a: &[Bytes], b: Option<&Args>) -> bool {
-    match (strings::counter_delta(a), b.and_then(|b| strings::counter_delta(b))) {
+    match (
+        strings::counter_delta(a),
+        b.and_then(|b| strings::counter_delta(b)),
+    ) {
         (Some((ka, _)), Some((kb, _))) => ka == kb,
         _ => false,
     }

@@ -142,7 +142,7 @@ pub(super) fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if args.len() % 2 == 0 {
+    if args.len().is_multiple_of(2) {
         return Err(CmdError::err(
             "wrong number of arguments for 'mset' command",
         ));
