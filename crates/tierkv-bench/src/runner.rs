@@ -251,6 +251,9 @@ struct Shared<'a> {
     /// Completed operations at which the final 10% begins.
     mark_ops: u64,
     mark: OnceLock<(Instant, Counters)>,
+    /// When the last operation completed (the sampler may notice a little later).
+    end: OnceLock<Instant>,
+    total: u64,
 }
 
 fn new_hist() -> Histogram<u64> {
@@ -311,6 +314,9 @@ fn worker(sh: &Shared) -> Result<WorkerOut> {
             if done == sh.mark_ops {
                 let _ = sh.mark.set((Instant::now(), sh.store.counters()));
             }
+            if done == sh.total {
+                let _ = sh.end.set(Instant::now());
+            }
         }
     }
     Ok(out)
@@ -336,6 +342,8 @@ fn run_phase(
         abort: AtomicBool::new(false),
         mark_ops,
         mark: OnceLock::new(),
+        end: OnceLock::new(),
+        total,
     };
     let pb = ui.bar(total, format!("run {}", system.name()));
     let c0 = store.counters();
@@ -361,7 +369,10 @@ fn run_phase(
         let mut next_point = t0 + interval;
         loop {
             let finished = handles.iter().all(|h| h.is_finished());
-            let now = Instant::now();
+            let now = match (finished, sh.end.get()) {
+                (true, Some(&end)) => end.max(last.0),
+                _ => Instant::now(),
+            };
             let done = sh.done.load(Relaxed);
             pb.set_position(done);
             if now >= next_point || finished {
@@ -411,7 +422,7 @@ fn run_phase(
             })
             .collect()
     });
-    let t_end = Instant::now();
+    let t_end = sh.end.get().copied().unwrap_or_else(Instant::now);
     let c_end = store.counters();
     pb.finish_and_clear();
     let mut hist = new_hist();

@@ -152,6 +152,9 @@ pub struct TierDirs {
     pub fast: PathBuf,
     /// Slow-tier directory.
     pub slow: PathBuf,
+    /// The per-system directory holding both, when they share one root.
+    #[serde(skip)]
+    parent: Option<PathBuf>,
 }
 
 impl TierDirs {
@@ -162,11 +165,13 @@ impl TierDirs {
             TierDirs {
                 fast: base.join("fast"),
                 slow: base.join("slow"),
+                parent: Some(base),
             }
         } else {
             TierDirs {
                 fast: cfg.fast_root.join(name),
                 slow: cfg.slow_root.join(name),
+                parent: None,
             }
         }
     }
@@ -179,10 +184,10 @@ impl TierDirs {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => return Err(BenchError::io(d, e)),
             }
-            // Drop the per-system parent when it is now empty (fast/slow under one name).
-            if let Some(parent) = d.parent() {
-                let _ = std::fs::remove_dir(parent);
-            }
+        }
+        // Drop the per-system directory once empty; never a user-given root.
+        if let Some(parent) = &self.parent {
+            let _ = std::fs::remove_dir(parent);
         }
         Ok(())
     }
