@@ -90,15 +90,21 @@ struct ServeArgs {
     /// Device model of the slow tier: none, gp3, gp3-max, hdd.
     #[arg(long, default_value = "none", requires = "slow_dir")]
     slow_device: String,
+    /// Block cache capacity (e.g. 64MiB, 1GiB); the engine's default when absent.
+    #[arg(long, value_parser = tierkv_bench::parse_size)]
+    block_cache: Option<u64>,
     /// Address to listen on (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1")]
     bind: std::net::IpAddr,
     /// TCP port (0 picks a free one; the bound address is printed on stderr).
     #[arg(long, default_value_t = 6380)]
     port: u16,
-    /// Require AUTH with this password.
-    #[arg(long)]
+    /// Require AUTH with this password (visible to `ps`: prefer --requirepass-file).
+    #[arg(long, conflicts_with = "requirepass_file")]
     requirepass: Option<String>,
+    /// Require AUTH with the password on the first line of this file.
+    #[arg(long)]
+    requirepass_file: Option<std::path::PathBuf>,
     /// Make every write durable (WAL fsync, group-committed) before replying.
     #[arg(long)]
     sync: bool,
@@ -131,7 +137,7 @@ fn serve(args: ServeArgs) -> CliResult {
         other => return Err(format!("unknown --slow-device {other:?}").into()),
     };
     let store = &args.store;
-    let opts = tierkv::Options {
+    let mut opts = tierkv::Options {
         fd_budget: store.fd_budget,
         slow: store.slow_dir.as_ref().map(|dir| tierkv::SlowTier {
             dir: dir.clone(),
@@ -140,12 +146,23 @@ fn serve(args: ServeArgs) -> CliResult {
         }),
         ..Default::default()
     };
-    let db = tierkv::Db::open(&store.db, opts)?;
+    let requirepass = match &args.requirepass_file {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            Some(text.lines().next().unwrap_or("").to_string())
+        }
+        None => args.requirepass.clone(),
+    };
     let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    if let Some(b) = args.block_cache {
+        opts.block_cache_size = size(b);
+    }
+    let db = tierkv::Db::open(&store.db, opts)?;
     let config = tierkv_server::ServerConfig {
         bind: args.bind,
         port: args.port,
-        requirepass: args.requirepass.clone(),
+        requirepass,
         sync: args.sync,
         limits: tierkv_server::Limits {
             max_bulk: size(args.max_bulk),
