@@ -96,7 +96,9 @@ impl Server {
         }
     }
 
-    /// Like [`Server::run`], and also shuts down gracefully on SIGTERM or SIGINT.
+    /// Like [`Server::run`], and also shuts down gracefully on SIGTERM or SIGINT. A second
+    /// signal during the graceful shutdown exits the process at once (every acknowledged
+    /// write is already in the OS, so only the final memtable flush is skipped).
     pub async fn run_until_signal(self) -> Result<(), ServeError> {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate())?;
@@ -108,6 +110,12 @@ impl Server {
                 _ = int.recv() => tracing::info!("SIGINT: shutting down"),
             }
             handle.shutdown();
+            tokio::select! {
+                _ = term.recv() => {},
+                _ = int.recv() => {},
+            }
+            eprintln!("tierkv serve: second signal, exiting without finishing the shutdown");
+            std::process::exit(130);
         });
         let r = self.run().await;
         watcher.abort();
