@@ -236,11 +236,8 @@ impl Parser {
                     *bulk = None;
                     *remaining -= 1;
                     if *remaining == 0 {
-                        let State::Array { args, .. } =
-                            std::mem::replace(&mut self.state, State::Idle)
-                        else {
-                            unreachable!("state was just matched as Array")
-                        };
+                        let args = std::mem::take(args);
+                        self.state = State::Idle;
                         return Ok(Some(args));
                     }
                 }

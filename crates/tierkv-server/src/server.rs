@@ -44,6 +44,8 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Largest single growth of the read buffer for a bulk string in progress: the buffer
 /// grows with the data actually received, never by what a header claims.
 const MAX_READ_GROWTH: usize = 1024 * 1024;
+/// How long a connection that is idle when the server stops waits for more input.
+const STOP_LINGER: Duration = Duration::from_millis(100);
 /// An idle read buffer larger than this is released.
 const SHRINK_ABOVE: usize = 256 * 1024;
 
@@ -324,15 +326,17 @@ async fn connection(
             let mut w = ReplyWriter::new(conn.proto);
             w.error(&format!("ERR {e}"));
             sock.write_all(&w.buf).await?;
-            let _ = sock.shutdown().await;
+            linger_close(sock).await;
             return Ok(());
         }
         // Idle between requests: the moment to leave when the server is stopping, unless
-        // the client already sent more (a pipeline still arriving is in flight too).
+        // the client is still sending (the rest of a pipeline it wrote before the stop may
+        // be on its way through the TCP window); closing on unread input would also turn
+        // the close into a reset that can destroy replies not yet read.
         if *stop.borrow() {
             buf.reserve(READ_CHUNK);
-            match sock.try_read_buf(&mut buf) {
-                Ok(n) if n > 0 => {
+            match tokio::time::timeout(STOP_LINGER, sock.read_buf(&mut buf)).await {
+                Ok(Ok(n)) if n > 0 => {
                     ServerStats::bump(&shared.stats.net_input_bytes, n as u64);
                     continue;
                 }
@@ -356,6 +360,24 @@ async fn connection(
             _ = stop.changed() => {}
         }
     }
+}
+
+/// Closes after a protocol error the way a careful HTTP server does: send FIN, then read
+/// and discard what the client still sends for a moment. Closing with unread input makes
+/// the kernel send a reset, which can destroy the error reply before the client reads it.
+async fn linger_close(mut sock: TcpStream) {
+    let _ = sock.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let mut left: usize = 1024 * 1024; // bounded: a client streaming garbage is not waited for
+    let _ = tokio::time::timeout(STOP_LINGER, async {
+        while left > 0 {
+            match sock.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => left = left.saturating_sub(n),
+            }
+        }
+    })
+    .await;
 }
 
 type BatchResult = (ConnState, VecDeque<Args>, ReplyWriter, Flow);

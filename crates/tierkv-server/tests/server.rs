@@ -943,6 +943,12 @@ fn graceful_stop_finishes_in_flight_requests() {
     let () = p.query(&mut c).unwrap();
     // Replies to a pipeline sent before the stop still arrive, then the connection closes.
     let mut raw = s.raw();
+    // Make sure the server has accepted the connection: a stop resets connections still
+    // waiting in the listen backlog (it stops accepting).
+    raw.write_all(b"PING\r\n").unwrap();
+    let mut pong = [0u8; 7];
+    raw.read_exact(&mut pong).unwrap();
+    assert_eq!(&pong, b"+PONG\r\n");
     let mut req = Vec::new();
     for i in 0..5000 {
         let k = format!("g{i}");
