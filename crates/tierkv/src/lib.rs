@@ -30,7 +30,9 @@ pub mod version;
 pub mod wal;
 
 pub use batch::{BatchEntry, WriteBatch};
-pub use db::{CacheStats, Db, DbIterator, DbStats, GetSources, LevelStats, Snapshot, SuperVersion};
+pub use db::{
+    CacheStats, Db, DbIterator, DbStats, GetSources, LevelStats, Snapshot, SuperVersion, Update,
+};
 pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};
 pub use options::{LevelLayout, Options, PromotionOptions, ReadOptions, SlowTier, WriteOptions};

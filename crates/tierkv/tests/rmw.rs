@@ -95,6 +95,11 @@ fn concurrent_increments_never_lose_an_update() {
     drop(db);
     let db = Db::open(fast.path(), opts).unwrap();
     check(&db);
+    // Keep writes nothing and returns the current value; Delete removes the key.
+    let before = db.stats().puts;
+    let kept = db.update(counter_key(1), |_| tierkv::Update::Keep).unwrap();
+    assert_eq!(parse(kept.as_deref()), applied[1].load(Ordering::Relaxed));
+    assert_eq!(db.stats().puts, before, "Keep wrote something");
     // Deleting through rmw works too.
     assert_eq!(db.rmw(counter_key(0), |_| None).unwrap(), None);
     assert_eq!(db.get(counter_key(0)).unwrap(), None);

@@ -20,9 +20,13 @@ pub(super) fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             continue;
         }
         let mut existed = false;
-        db.rmw_opt(key, &wopts, |cur| {
+        db.update_opt(key, &wopts, |cur| {
             existed = cur.is_some();
-            None
+            if existed {
+                tierkv::Update::Delete
+            } else {
+                tierkv::Update::Keep
+            }
         })?;
         removed += existed as i64;
     }

@@ -1,7 +1,8 @@
 //! String commands: GET, SET (NX/XX/GET), GETSET, MGET, MSET, INCR/INCRBY/DECR/DECRBY,
 //! APPEND, STRLEN.
 //!
-//! Every read-modify-write goes through `Db::rmw`, so concurrent INCRs never lose an update.
+//! Every read-modify-write goes through `Db::update`, so concurrent INCRs never lose an
+//! update, and one whose condition fails (or whose value is not a number) writes nothing.
 //! Conditional writes first read the key: when the condition already fails, that read is
 //! the command's linearization point and nothing is written; only when it holds does the
 //! command pay for an atomic rmw (which re-checks it).
@@ -10,6 +11,7 @@ use super::{CmdError, CmdResult, Ctx, Flow, NOT_INT, SYNTAX};
 use crate::resp::parse_int;
 use crate::state::ServerStats;
 use bytes::Bytes;
+use tierkv::Update;
 
 pub(super) fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let v = ctx.shared.db.get(&args[1])?;
@@ -90,14 +92,14 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     }
     let mut old: Option<Vec<u8>> = None;
     let mut applied = false;
-    db.rmw_opt(key, &wopts, |cur| {
+    db.update_opt(key, &wopts, |cur| {
         old = cur.map(<[u8]>::to_vec);
         applied = cond.holds(cur);
         if applied {
-            Some(value.to_vec())
+            Update::Put(value.to_vec())
         } else {
-            // Lost a race: leave the key as it is (rmw always writes, so write it back).
-            cur.map(<[u8]>::to_vec)
+            // Lost a race: leave the key as it is.
+            Update::Keep
         }
     })?;
     if want_old {
@@ -185,7 +187,7 @@ pub(super) fn counter_run(
 ) -> Result<(), CmdError> {
     let mut results: Vec<Result<i64, &'static str>> = Vec::new();
     let wopts = ctx.wopts();
-    ctx.shared.db.rmw_opt(key, &wopts, |cur| {
+    ctx.shared.db.update_opt(key, &wopts, |cur| {
         let mut value = match cur {
             None => Some(0),
             Some(v) => parse_int(v),
@@ -207,9 +209,8 @@ pub(super) fn counter_run(
             results.push(r);
         }
         match value {
-            Some(n) if changed => Some(n.to_string().into_bytes()),
-            // Nothing applied; rmw always writes, so put back what was there.
-            _ => cur.map(<[u8]>::to_vec),
+            Some(n) if changed => Update::Put(n.to_string().into_bytes()),
+            _ => Update::Keep,
         }
     })?;
     for r in &results {

@@ -18,6 +18,7 @@ mod write;
 
 pub use iterator::DbIterator;
 pub use stats::{CacheStats, DbStats, GetSources, LevelStats, PromotionStats};
+pub use write::Update;
 
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
@@ -218,9 +219,34 @@ impl Db {
         &self,
         key: impl AsRef<[u8]>,
         wopts: &WriteOptions,
-        f: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+        mut f: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
     ) -> Result<Option<Vec<u8>>> {
-        self.inner.rmw(key.as_ref(), wopts.sync, f)
+        self.update_opt(key, wopts, |old| match f(old) {
+            Some(v) => Update::Put(v),
+            None => Update::Delete,
+        })
+    }
+
+    /// Read-modify-write that may also leave the key alone: `f` returns an [`Update`];
+    /// [`Update::Keep`] writes nothing (e.g. a conditional set whose condition fails, or an
+    /// increment of a value that is not a number). Atomic like [`Db::rmw`]; returns the
+    /// key's value afterwards.
+    pub fn update(
+        &self,
+        key: impl AsRef<[u8]>,
+        f: impl FnMut(Option<&[u8]>) -> Update,
+    ) -> Result<Option<Vec<u8>>> {
+        self.update_opt(key, &WriteOptions::default(), f)
+    }
+
+    /// [`Db::update`] with write options (e.g. `sync`).
+    pub fn update_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        wopts: &WriteOptions,
+        f: impl FnMut(Option<&[u8]>) -> Update,
+    ) -> Result<Option<Vec<u8>>> {
+        self.inner.update(key.as_ref(), wopts.sync, f)
     }
 
     /// Takes a snapshot of the current state.

@@ -39,6 +39,17 @@ pub(crate) struct PendingWrite {
     result: Mutex<Option<Result<bool, Arc<Error>>>>,
 }
 
+/// What a read-modify-write does with the value it read (see [`crate::Db::update`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Update {
+    /// Write this value.
+    Put(Vec<u8>),
+    /// Delete the key.
+    Delete,
+    /// Leave the key as it is (nothing is written).
+    Keep,
+}
+
 /// What the leader decided about one write of its group.
 struct GroupOutcome {
     /// Writes taken from the head of the queue.
@@ -70,13 +81,13 @@ impl DbInner {
         self.write_conditional(batch, sync, None).map(|_| ())
     }
 
-    /// Atomically replaces the value of `key` with `f(current value)` (`None`: absent, or
-    /// delete). Retries when another write to the key races it; returns the new value.
-    pub(crate) fn rmw(
+    /// Atomically applies `f(current value)` to `key` and returns the value afterwards.
+    /// Retries when another write to the key races it.
+    pub(crate) fn update(
         &self,
         key: &[u8],
         sync: bool,
-        mut f: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+        mut f: impl FnMut(Option<&[u8]>) -> Update,
     ) -> Result<Option<Vec<u8>>> {
         loop {
             let seq = self.visible_seq.load(Ordering::Acquire);
@@ -85,11 +96,18 @@ impl DbInner {
                 ..crate::options::ReadOptions::new()
             };
             let old = self.get(key, &ropts)?;
-            let new = f(old.as_deref());
             let mut batch = WriteBatch::new();
-            match &new {
-                Some(v) => batch.put(key, v),
-                None => batch.delete(key),
+            let new = match f(old.as_deref()) {
+                // Nothing to write: the read itself is the atomic step.
+                Update::Keep => return Ok(old),
+                Update::Put(v) => {
+                    batch.put(key, &v);
+                    Some(v)
+                }
+                Update::Delete => {
+                    batch.delete(key);
+                    None
+                }
             };
             if self.write_conditional(batch, sync, Some((key.to_vec(), seq)))? {
                 Counters::add(&self.counters.rmws, 1);
