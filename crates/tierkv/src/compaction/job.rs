@@ -327,6 +327,9 @@ fn merge(
         }
         // A newer version of this key is visible to every snapshot: this one is hidden.
         let shadowed = last_seq_for_key <= ctx.smallest_snapshot;
+        // Promotion copies records with their sequence numbers, so the same version can
+        // reach one merge twice (from the promoted file and from the slow tier).
+        let duplicate = !new_user_key && parsed.seq == last_seq_for_key;
         // A tombstone every snapshot sees, with nothing deeper to hide, can go.
         let dead_tombstone = parsed.kind == ValueKind::Delete
             && parsed.seq <= ctx.smallest_snapshot
@@ -334,7 +337,7 @@ fn merge(
                 .version
                 .is_base_level_for_key(c.output_level, parsed.user_key);
         last_seq_for_key = parsed.seq;
-        if shadowed || dead_tombstone {
+        if shadowed || dead_tombstone || duplicate {
             out.entries_dropped += 1;
         } else if keep_on_fast {
             fast.add(ctx, ikey, iter.value())?;
