@@ -208,3 +208,77 @@ fn promotion_off_never_promotes() {
         (0, 0, 0, 0)
     );
 }
+
+/// Invariant 1 with a long-lived snapshot: promotion copies records with their sequence
+/// numbers, so one version can reach a compaction twice (promoted copy and slow-tier copy);
+/// the merge must keep one, not fail on a duplicate key (which made the store read-only).
+#[test]
+fn promoted_copies_and_an_old_snapshot_compact_cleanly() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = common::two_tier_options(slow.path(), 1 << 20, true);
+    let db = Db::open(fast.path(), opts).unwrap();
+    let snap = db.snapshot();
+    for k in 0..20_000 {
+        db.put(common::key(k), value_of(k, 1, 200)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    assert!(db.stats().slow_tier_bytes > 0);
+    // Rounds of reads of the same keys, letting background work (RALT flushes, the
+    // checker) keep up between rounds as it would at a realistic request rate.
+    for _ in 0..6 {
+        for k in (0..20_000).step_by(50) {
+            db.get(common::key(k)).unwrap();
+        }
+        db.wait_for_background().unwrap();
+    }
+    let p = db.stats().promotion;
+    assert!(
+        p.promoted_by_flush_bytes + p.promoted_by_compaction_bytes > 0,
+        "{p:?}"
+    );
+    db.compact_range(None, None).unwrap();
+    db.put(b"still", b"writable").unwrap();
+    let ropts = tierkv::ReadOptions {
+        snapshot: Some(snap.seq()),
+        ..tierkv::ReadOptions::new()
+    };
+    assert_eq!(db.get_opt(common::key(50), &ropts).unwrap(), None);
+    for k in (0..20_000).step_by(997) {
+        assert_eq!(db.get(common::key(k)).unwrap(), Some(value_of(k, 1, 200)));
+    }
+    drop(snap);
+}
+
+/// Invariant 1 when the fast disk spilled: a table of a fast level that lives on the slow
+/// tier must not feed the promotion cache (no compaction into the slow tier would ever
+/// drain it), or a deleted key comes back from the cache.
+#[test]
+fn spilled_fast_level_reads_are_not_promoted() {
+    use tierkv::env::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let faults = FaultInjector::new();
+    let mut opts = common::two_tier_options(slow.path(), 1 << 20, true);
+    opts.promotion.cache_size = Some(1 << 20);
+    opts.fault_injector = Some(faults.clone());
+    let db = Db::open(fast.path(), opts).unwrap();
+    faults.add(FaultRule {
+        tier: Some(tierkv::Tier::Fast),
+        op: FaultOp::Create,
+        name_contains: Some(".sst".into()),
+        error: FaultError::NoSpace,
+        trigger: Trigger::After(0),
+    });
+    db.put(b"k", b"old-value").unwrap();
+    db.flush().unwrap();
+    faults.clear();
+    assert!(db.stats().slow_tier_bytes > 0, "the L0 table spilled");
+    assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"old-value"[..]));
+    db.delete(b"k").unwrap();
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    assert_eq!(db.get(b"k").unwrap(), None, "a deleted key came back");
+    assert!(db.scan(None, None, 10).unwrap().is_empty());
+}

@@ -271,7 +271,7 @@ impl<'a> HotRouter<'a> {
             }
             let (k, r) = self.pending.pop_front().expect("peeked");
             let ralt = self.hot.ralt;
-            ralt.record_access(&k, r.value.len().min(u32::MAX as usize) as u32)?;
+            crate::db::record_cached_read(ralt, &k, &r)?;
             if !self.hot.hotness_check || ralt.is_hot(&k) {
                 out.push((k, r));
             }

@@ -19,6 +19,7 @@ mod write;
 pub use iterator::DbIterator;
 pub use stats::{CacheStats, DbStats, GetSources, LevelStats, PromotionStats};
 pub use write::Update;
+pub(crate) use promote::record_cached_read;
 
 use crate::batch::WriteBatch;
 use crate::cache::BlockCache;
@@ -467,15 +468,16 @@ impl DbInner {
         let LevelGet::Found(value) = hit.result else {
             return Ok(None);
         };
+        // Classified by level, not by the file's tier: a spilled table of a fast level
+        // lives on the slow disk but sits above the promotion cache in the read order, and
+        // no compaction into the slow tier would ever drain a record cached from it.
         if promoting {
-            match hit.tier {
-                Tier::Fast => self.record_access(key, value.len()),
+            if hit.level <= split {
+                self.record_access(key, value.len());
+            } else if ropts.snapshot.is_none() {
                 // Only reads of the latest state may cache: a snapshot read may have
                 // returned a version that is no longer the newest.
-                Tier::Slow if ropts.snapshot.is_none() => {
-                    self.offer_for_promotion(key, &value, hit.seq, read_epoch)
-                }
-                Tier::Slow => {}
+                self.offer_for_promotion(key, &value, hit.seq, read_epoch);
             }
         }
         Ok(Some(Vec::from(value)))
@@ -555,6 +557,8 @@ impl DbInner {
                 checker_runs: c.checker_runs.load(Relaxed),
                 checker_dropped_newer: c.checker_dropped_newer.load(Relaxed),
                 checker_put_back: c.checker_put_back.load(Relaxed),
+                checker_stale: c.checker_stale.load(Relaxed),
+                cache_full: c.promotion_cache_full.load(Relaxed),
                 ralt: self.ralt.as_ref().map(|r| r.stats()),
             },
         }

@@ -7,7 +7,8 @@ use super::stats::Counters;
 use super::{DbInner, SuperVersion};
 use crate::compaction::job::new_file_from;
 use crate::env::{IoCause, Tier};
-use crate::hot::promotion::{InsertOutcome, PcRecord, PcTable};
+use crate::hot::promotion::{InsertOutcome, PcRecord, PcTable, MAX_FROZEN_TABLES};
+use crate::hot::ralt::Ralt;
 use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
 use crate::sst::TableBuilder;
 use crate::version::{table_file_name, VersionEdit};
@@ -29,25 +30,44 @@ impl DbInner {
     }
 
     /// Offers a record just read from the slow tier to the promotion cache (HotRAP §3.3).
+    /// Never blocks the reader beyond a try-lock (invariant 5).
     pub(crate) fn offer_for_promotion(&self, key: &[u8], value: &Bytes, seq: u64, epoch: u64) {
-        let record = PcRecord {
-            value: value.clone(),
-            seq,
-        };
-        if self.pc.try_insert(key, record, epoch) != InsertOutcome::Inserted {
-            return;
-        }
         let limit = self.opts.promotion_cache_size();
-        if self.pc.mutable_size() < limit {
+        let inserted = if self.pc.mutable_size() >= 2 * limit {
+            // The checker is behind (frozen tables at their cap): memory stays bounded
+            // (invariant 4) and the record simply stays where it is.
+            Counters::add(&self.counters.promotion_cache_full, 1);
+            false
+        } else {
+            let record = PcRecord {
+                value: value.clone(),
+                seq,
+                recorded: false,
+            };
+            self.pc.try_insert(key, record, epoch) == InsertOutcome::Inserted
+        };
+        if !inserted {
+            // The checker will not log this read for us: log it now, so a key read while
+            // the cache is busy still gains its score.
+            self.record_access(key, value.len());
+        }
+        // Also when the insert was refused: a full table must freeze once the checker
+        // catches up, or it would stay full forever.
+        if self.pc.mutable_size() < limit || self.pc.frozen_count() >= MAX_FROZEN_TABLES {
             return;
         }
         // Freeze under the database mutex (HotRAP §3.4 step 3), so the list of frozen
-        // caches cannot change while a memtable switch marks updated keys.
-        let mut st = self.state.lock();
-        if self.pc.mutable_size() < limit {
+        // caches cannot change while a memtable switch records itself in them. A reader
+        // only tries the mutex: if it is busy, a later insert freezes.
+        let Some(mut st) = self.state.try_lock() else {
+            return;
+        };
+        if self.pc.mutable_size() < limit || self.pc.frozen_count() >= MAX_FROZEN_TABLES {
             return;
         }
-        let frozen = self.pc.freeze();
+        let Some(frozen) = self.pc.freeze() else {
+            return;
+        };
         if self.opts.promotion.by_flush {
             st.pc_pending.push((frozen, self.sv.load_full()));
             self.bg_cv.notify_all();
@@ -58,6 +78,18 @@ impl DbInner {
         }
     }
 }
+
+/// Logs in RALT the slow-tier read that put `record` in the promotion cache, unless an
+/// earlier checker pass did (HotRAP: "RALT is updated later").
+pub(crate) fn record_cached_read(ralt: &Ralt, key: &[u8], record: &PcRecord) -> Result<()> {
+    if record.recorded {
+        return Ok(());
+    }
+    ralt.record_access_background(key, record.value.len().min(u32::MAX as usize) as u32)
+}
+
+/// Attempts at writing a promotion file whose keys go stale meanwhile before giving up.
+const CHECKER_ATTEMPTS: usize = 3;
 
 /// The checker: promotes the hot records of a frozen promotion cache to L0, or puts them
 /// back when too few to fill half a file. `sv` is the superversion taken at the freeze.
@@ -73,17 +105,17 @@ pub(crate) fn run_checker(
     let counters = &inner.counters;
     Counters::add(&counters.checker_runs, 1);
     let last_fast = inner.layout.last_fast_level;
-    let mut hot: Vec<(Bytes, PcRecord)> = Vec::new();
-    let mut hot_bytes = 0usize;
+    let half_file = inner.opts.promotion_cache_size() / 2;
     // Compactions into the slow tier announced before this epoch already took the frozen
     // records in their ranges (promotion by compaction); later ones are checked at install.
     let check_epoch = inner.pc.read_epoch();
+    let mut switched_seen = table.switched_count();
+    let mut hot: Vec<(Bytes, PcRecord)> = Vec::new();
     for (key, record) in table.records() {
         if table.is_updated(&key) {
             continue;
         }
-        // The SD read that cached the record is an access RALT has not seen yet.
-        ralt.record_access(&key, record.value.len().min(u32::MAX as usize) as u32)?;
+        record_cached_read(ralt, &key, &record)?;
         if inner.opts.promotion.hotness_check && !ralt.is_hot(&key) {
             continue;
         }
@@ -106,66 +138,90 @@ pub(crate) fn run_checker(
             Counters::add(&counters.checker_dropped_newer, 1);
             continue;
         }
-        hot_bytes += key.len() + record.value.len();
         hot.push((key, record));
     }
-    if hot.is_empty() {
-        inner.pc.retire(table);
-        return Ok(());
+    let bytes = |hot: &[(Bytes, PcRecord)]| -> usize {
+        hot.iter().map(|(k, r)| k.len() + r.value.len()).sum()
+    };
+    for _ in 0..CHECKER_ATTEMPTS {
+        if hot.is_empty() {
+            break;
+        }
+        if bytes(&hot) < half_file {
+            Counters::add(&counters.checker_put_back, 1);
+            inner.pc.put_back(table, hot);
+            break;
+        }
+        let number = inner.state.lock().versions.new_file_number();
+        let info = match write_promotion_file(inner, number, &hot) {
+            Ok(info) => info,
+            Err(e) => {
+                inner.pc.retire(table);
+                return Err(e);
+            }
+        };
+        let mut st = inner.state.lock();
+        // Under the mutex nothing changes underneath: drop keys written since the probe
+        // above (their memtables switched since) or taken by a compaction into the slow
+        // tier meanwhile (HotRAP §3.4 step 9), one by one.
+        let stale: Vec<usize> = (0..hot.len())
+            .filter(|&i| {
+                let k = &hot[i].0;
+                table.is_updated_since(k, switched_seen) || inner.pc.compacted_since(k, check_epoch)
+            })
+            .collect();
+        if stale.is_empty() {
+            let edit = VersionEdit {
+                added: vec![new_file_from(0, number, Tier::Fast, info)],
+                ..Default::default()
+            };
+            if let Err(e) = st.versions.log_and_apply(edit) {
+                // The file stays: the edit may be durable anyway (see log_and_apply).
+                drop(st);
+                inner.pc.retire(table);
+                return Err(e);
+            }
+            inner.install_super_version(&st);
+            drop(st);
+            Counters::add(&counters.promoted_by_flush_bytes, bytes(&hot) as u64);
+            inner.bg_cv.notify_all();
+            break;
+        }
+        // Rare (the window is one file write): rewrite the file without the stale keys.
+        switched_seen = table.switched_count();
+        drop(st);
+        // A file that cannot be removed now is removed by the next open.
+        let _ = inner.env.remove(Tier::Fast, &table_file_name(number));
+        Counters::add(&counters.checker_stale, stale.len() as u64);
+        for &i in stale.iter().rev() {
+            hot.swap_remove(i);
+        }
+        hot.sort_by(|a, b| a.0.cmp(&b.0));
     }
-    if hot_bytes < inner.opts.promotion_cache_size() / 2 {
-        Counters::add(&counters.checker_put_back, 1);
-        inner.pc.put_back(table, hot);
-        inner.pc.retire(table);
-        return Ok(());
-    }
+    inner.pc.retire(table);
+    Ok(())
+}
 
-    let number = inner.state.lock().versions.new_file_number();
+/// Writes `hot` (sorted by key) as table `number` on the fast tier.
+fn write_promotion_file(
+    inner: &DbInner,
+    number: u64,
+    hot: &[(Bytes, PcRecord)],
+) -> Result<crate::sst::TableInfo> {
     let name = table_file_name(number);
     let written = (|| {
         let file = inner
             .env
             .create_writable(Tier::Fast, &name, IoCause::Promotion)?;
         let mut builder = TableBuilder::new(file, inner.opts.table_options());
-        for (key, record) in &hot {
+        for (key, record) in hot {
             let ikey = make_internal_key(key, record.seq, ValueKind::Value);
             builder.add(&ikey, &record.value)?;
         }
         builder.finish()
     })();
-    let info = match written {
-        Ok(info) => info,
-        Err(e) => {
-            let _ = inner.env.remove(Tier::Fast, &name);
-            inner.pc.retire(table);
-            return Err(e);
-        }
-    };
-    let mut st = inner.state.lock();
-    // Under the mutex nothing changes underneath: a key updated (its memtable switched) or
-    // taken by a compaction into the slow tier while the file was written disqualifies the
-    // file (rare: the window is one file write).
-    let stale = hot
-        .iter()
-        .any(|(k, _)| table.is_updated(k) || inner.pc.compacted_since(k, check_epoch));
-    if stale {
-        drop(st);
-        inner.pc.retire(table);
-        return inner.env.remove(Tier::Fast, &name);
+    if written.is_err() {
+        let _ = inner.env.remove(Tier::Fast, &name);
     }
-    let edit = VersionEdit {
-        added: vec![new_file_from(0, number, Tier::Fast, info)],
-        ..Default::default()
-    };
-    if let Err(e) = st.versions.log_and_apply(edit) {
-        // The file stays: the edit may be durable anyway (see log_and_apply).
-        drop(st);
-        inner.pc.retire(table);
-        return Err(e);
-    }
-    inner.install_super_version(&st);
-    inner.pc.retire(table);
-    Counters::add(&counters.promoted_by_flush_bytes, hot_bytes as u64);
-    inner.bg_cv.notify_all();
-    Ok(())
+    written
 }

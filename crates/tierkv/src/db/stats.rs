@@ -38,6 +38,8 @@ pub(crate) struct Counters {
     pub checker_put_back: AtomicU64,
     pub rmws: AtomicU64,
     pub rmw_retries: AtomicU64,
+    pub promotion_cache_full: AtomicU64,
+    pub checker_stale: AtomicU64,
 }
 
 impl Counters {
@@ -208,6 +210,11 @@ pub struct PromotionStats {
     pub checker_dropped_newer: u64,
     /// Checker runs whose hot records were too few and went back to the cache.
     pub checker_put_back: u64,
+    /// Hot records the checker dropped because they were written, or taken by a compaction
+    /// into the slow tier, while their promotion file was being written.
+    pub checker_stale: u64,
+    /// Slow-tier reads not cached because the promotion cache was at its memory cap.
+    pub cache_full: u64,
     /// The hotness tracker.
     pub ralt: Option<crate::hot::ralt::RaltStats>,
 }

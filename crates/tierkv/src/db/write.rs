@@ -351,12 +351,9 @@ impl DbInner {
                 };
             }
             let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
-            if self.pc.has_immutables() {
-                // HotRAP §3.4 steps a-c: keys written while a frozen promotion cache awaits
-                // the checker must not be promoted from it.
-                let keys = old.user_keys();
-                self.pc.note_updated_keys(keys.iter().map(|k| k.as_ref()));
-            }
+            // HotRAP §3.4 steps a-c: keys written while a frozen promotion cache awaits
+            // the checker must not be promoted from it (O(frozen caches) here).
+            self.pc.note_switched(&old);
             st.imms.insert(0, old);
             self.install_super_version(&st);
             self.bg_cv.notify_all();

@@ -3,8 +3,10 @@
 //! by flush or by compaction moves the hot ones to the fast tier.
 //!
 //! It owns the cache tables, the lock and epoch that keep inserts safe against concurrent
-//! compactions into the slow tier, and the `updated` sets of immutable tables. It does not
-//! decide hotness (RALT does) nor write files (the engine's checker and compaction do).
+//! compactions into the slow tier, and the memtables switched while a table is frozen (the
+//! paper's `updated` sets, kept as memtable references so that a memtable switch costs
+//! O(1), not a pass over its keys, on the write path). It does not decide hotness (RALT
+//! does) nor write files (the engine's checker and compaction do).
 //!
 //! Safety of inserts (invariant 1: a read never returns a version older than the newest
 //! one visible to it). A record read from the slow tier is the newest version in its
@@ -19,10 +21,11 @@
 //! range no slow file covered yet.
 
 use crate::key::SeqNo;
+use crate::memtable::MemTable;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -40,14 +43,22 @@ pub struct PcRecord {
     pub value: Bytes,
     /// Its sequence number.
     pub seq: SeqNo,
+    /// The slow-tier read that cached it was already logged in RALT (a record put back by
+    /// the checker), so the next checker or compaction must not log it again.
+    pub recorded: bool,
 }
+
+/// Frozen tables allowed at once (awaiting or inside the checker): beyond it the mutable
+/// table is not frozen, and inserts stop once it holds twice its size (invariant 4).
+pub const MAX_FROZEN_TABLES: usize = 2;
 
 /// One promotion cache table (mutable, then immutable while the checker works on it).
 pub struct PcTable {
     map: SkipMap<Bytes, PcRecord>,
     size: AtomicUsize,
-    /// Keys written since this table became immutable (HotRAP §3.4): never promoted.
-    updated: Mutex<HashSet<Bytes>>,
+    /// Memtables that became immutable while this table was frozen (HotRAP §3.4 steps
+    /// a-c): a key any of them holds was written after the freeze and is never promoted.
+    switched: Mutex<Vec<Arc<MemTable>>>,
     /// Epoch when the table was frozen: compactions announced after it may have made its
     /// records stale, so records promoted or put back are checked against it.
     frozen_epoch: AtomicU64,
@@ -58,7 +69,7 @@ impl PcTable {
         PcTable {
             map: SkipMap::new(),
             size: AtomicUsize::new(0),
-            updated: Mutex::new(HashSet::new()),
+            switched: Mutex::new(Vec::new()),
             frozen_epoch: AtomicU64::new(0),
         }
     }
@@ -86,9 +97,21 @@ impl PcTable {
             .collect()
     }
 
-    /// True if `key` was written after the table froze.
+    /// True if `key` was written after the table froze (it is in a memtable switched since).
     pub fn is_updated(&self, key: &[u8]) -> bool {
-        self.updated.lock().contains(key)
+        self.is_updated_since(key, 0)
+    }
+
+    /// Like [`PcTable::is_updated`], looking only at memtables switched after the first
+    /// `seen` (a caller that already checked those).
+    pub fn is_updated_since(&self, key: &[u8], seen: usize) -> bool {
+        let switched = self.switched.lock().clone();
+        switched.iter().skip(seen).any(|m| m.contains_user_key(key))
+    }
+
+    /// Memtables switched since the freeze so far.
+    pub fn switched_count(&self) -> usize {
+        self.switched.lock().len()
     }
 
     /// Epoch at which the table was frozen.
@@ -101,16 +124,15 @@ impl PcTable {
     }
 
     fn insert(&self, key: &[u8], record: PcRecord) {
-        if self
-            .map
-            .get(key)
-            .is_some_and(|e| e.value().seq >= record.seq)
-        {
+        let old = self.map.get(key);
+        if old.as_ref().is_some_and(|e| e.value().seq >= record.seq) {
             return;
         }
         let charge = key.len() + record.value.len() + ENTRY_OVERHEAD;
+        let replaced = old.map_or(0, |e| key.len() + e.value().value.len() + ENTRY_OVERHEAD);
         self.map.insert(Bytes::copy_from_slice(key), record);
         self.size.fetch_add(charge, Ordering::Relaxed);
+        self.size.fetch_sub(replaced, Ordering::Relaxed);
     }
 }
 
@@ -248,37 +270,31 @@ impl PromotionCache {
     }
 
     /// Freezes the mutable table (the caller holds the database mutex, HotRAP §3.4 step 3)
-    /// and returns it for the checker.
-    pub fn freeze(&self) -> Arc<PcTable> {
-        let _guard = self.lock.write();
+    /// and returns it for the checker. `None` if a compaction holds the cache's lock right
+    /// now (a reader never waits for it; the next insert tries again).
+    pub fn freeze(&self) -> Option<Arc<PcTable>> {
+        let _guard = self.lock.try_write()?;
         let mut m = self.mutable.write();
         let frozen = std::mem::replace(&mut *m, Arc::new(PcTable::new()));
         frozen
             .frozen_epoch
             .store(self.epoch.load(Ordering::Acquire), Ordering::Release);
         self.immutables.lock().push(frozen.clone());
-        frozen
+        Some(frozen)
     }
 
-    /// Called (under the database mutex) when a memtable becomes immutable: its keys that
-    /// an immutable table holds are marked updated there (HotRAP §3.4 steps a-c).
-    pub fn note_updated_keys<'a>(&self, keys: impl Iterator<Item = &'a [u8]>) {
-        let imms = self.immutables.lock().clone();
-        if imms.is_empty() {
-            return;
-        }
-        for k in keys {
-            for t in &imms {
-                if t.map.contains_key(k) {
-                    t.updated.lock().insert(Bytes::copy_from_slice(k));
-                }
-            }
+    /// Called (under the database mutex) when a memtable becomes immutable: every frozen
+    /// table remembers it, so the keys it holds are never promoted from them (HotRAP §3.4
+    /// steps a-c). O(frozen tables): the write path never walks the memtable's keys.
+    pub fn note_switched(&self, mem: &Arc<MemTable>) {
+        for t in self.immutables.lock().iter() {
+            t.switched.lock().push(mem.clone());
         }
     }
 
-    /// True while an immutable table awaits the checker.
-    pub fn has_immutables(&self) -> bool {
-        !self.immutables.lock().is_empty()
+    /// Frozen tables (awaiting or inside the checker).
+    pub fn frozen_count(&self) -> usize {
+        self.immutables.lock().len()
     }
 
     /// Drops an immutable table once the checker is done with it.
@@ -287,11 +303,23 @@ impl PromotionCache {
     }
 
     /// Puts records of a frozen table back into the mutable one (too few hot records to
-    /// fill a file), skipping any a compaction announced since the freeze may have staled.
+    /// fill a file), skipping any a compaction announced since the freeze may have staled
+    /// and any written since. Their reads are already logged in RALT.
     pub fn put_back(&self, table: &PcTable, records: Vec<(Bytes, PcRecord)>) {
         let epoch = table.frozen_epoch();
+        let _guard = self.lock.read();
+        let mutable = self.mutable.read().clone();
         for (k, r) in records {
-            self.try_insert(&k, r, epoch);
+            if table.is_updated(&k) || self.compacted_since(&k, epoch) {
+                continue;
+            }
+            mutable.insert(
+                &k,
+                PcRecord {
+                    recorded: true,
+                    ..r
+                },
+            );
         }
     }
 
@@ -325,6 +353,7 @@ mod tests {
         PcRecord {
             value: Bytes::copy_from_slice(v.as_bytes()),
             seq,
+            recorded: false,
         }
     }
 
@@ -364,6 +393,15 @@ mod tests {
     }
 
     #[test]
+    fn overwriting_a_record_charges_only_the_difference() {
+        let pc = PromotionCache::new();
+        pc.try_insert(b"k", rec("aaaa", 1), pc.read_epoch());
+        let once = pc.mutable_size();
+        pc.try_insert(b"k", rec("bbbb", 2), pc.read_epoch());
+        assert_eq!(pc.mutable_size(), once);
+    }
+
+    #[test]
     fn snapshot_older_than_the_record_does_not_see_it() {
         let pc = PromotionCache::new();
         pc.try_insert(b"k", rec("v", 10), pc.read_epoch());
@@ -376,18 +414,22 @@ mod tests {
         let pc = PromotionCache::new();
         pc.try_insert(b"a", rec("a", 1), pc.read_epoch());
         pc.try_insert(b"b", rec("b", 2), pc.read_epoch());
-        let frozen = pc.freeze();
+        let frozen = pc.freeze().unwrap();
         assert_eq!(pc.mutable_size(), 0);
         assert!(
             pc.get(b"a", 9).is_some(),
             "immutable tables still serve reads"
         );
-        pc.note_updated_keys([&b"a"[..], b"zz"].into_iter());
+        let mem = Arc::new(MemTable::new(7));
+        mem.add(9, crate::key::ValueKind::Value, b"a", b"new");
+        mem.add(10, crate::key::ValueKind::Value, b"zz", b"new");
+        pc.note_switched(&mem);
         assert!(frozen.is_updated(b"a") && !frozen.is_updated(b"b"));
+        assert!(!frozen.is_updated_since(b"a", 1));
         pc.begin_compaction(b"b", b"b");
         pc.put_back(&frozen, frozen.records());
         pc.retire(&frozen);
-        assert!(pc.get(b"a", 9).is_some());
+        assert!(pc.get(b"a", 9).is_none(), "a was written after the freeze");
         assert!(
             pc.get(b"b", 9).is_none(),
             "b may be stale after the compaction"

@@ -223,24 +223,52 @@ impl Ralt {
     /// ([`Ralt::needs_maintenance`]); when the handed-over one is not flushed yet either,
     /// the access only advances the clock and is counted as dropped.
     pub fn record_access(&self, key: &[u8], value_len: u32) -> Result<()> {
+        self.record(key, value_len, true).map(|_| ())
+    }
+
+    /// Records an access from a background thread (the promotion checker, a compaction):
+    /// when both buffers are full it flushes the frozen one itself instead of dropping the
+    /// access, since nothing waits on it but background work.
+    pub fn record_access_background(&self, key: &[u8], value_len: u32) -> Result<()> {
+        while !self.record(key, value_len, false)? {
+            let mut m = self.maint.lock();
+            let frozen = self.front.lock().frozen.clone();
+            if let Some(buf) = frozen {
+                self.flush_frozen(&mut m, &buf)?;
+            }
+            self.update_pending(&m);
+        }
+        Ok(())
+    }
+
+    /// Merges one access into the buffers. When both buffers are full: drops it (counted)
+    /// if `drop_if_full`, else records nothing and returns `false`.
+    fn record(&self, key: &[u8], value_len: u32, drop_if_full: bool) -> Result<bool> {
         let hash = filter_hash(key);
         let size = key.len() as u64 + value_len as u64;
         let mut f = self.front.lock();
         let c = f.clock;
-        f.clock
-            .advance(size, self.params.tick_bytes, self.params.decay_bytes);
-        f.accesses += 1;
         let access = self
             .scorer
             .first_access(value_len, c.tick, c.epoch, c.total);
         if f.active.merge_access(hash, key, &access, &self.scorer) {
-            return Ok(());
+            f.clock
+                .advance(size, self.params.tick_bytes, self.params.decay_bytes);
+            f.accesses += 1;
+            return Ok(true);
         }
         if !f.active.is_empty() && f.active.bytes() + entry_cost(key.len()) > self.opts.buffer_bytes
         {
             if f.frozen.is_some() {
-                f.dropped += 1;
-                return Ok(());
+                if drop_if_full {
+                    // Time still moves: the paper's clock counts every accessed byte.
+                    f.clock
+                        .advance(size, self.params.tick_bytes, self.params.decay_bytes);
+                    f.accesses += 1;
+                    f.dropped += 1;
+                    return Ok(true);
+                }
+                return Ok(false);
             }
             // Sized like the buffer just filled, which tells the typical key length.
             let key_len = f.active.key_bytes() / f.active.len().max(1);
@@ -249,6 +277,9 @@ impl Ralt {
             f.frozen = Some(Arc::new(full));
             self.has_frozen.store(true, Relaxed);
         }
+        f.clock
+            .advance(size, self.params.tick_bytes, self.params.decay_bytes);
+        f.accesses += 1;
         // Accessed again while its earlier access waits in the frozen buffer: that is a
         // second buffered access too.
         let earlier = f
@@ -257,7 +288,7 @@ impl Ralt {
             .and_then(|b| b.get(hash, key))
             .map(|e| e.count);
         f.active.insert(hash, key, access, earlier.unwrap_or(0));
-        Ok(())
+        Ok(true)
     }
 
     /// True if `key` is hot: a hot-key filter of some run says so (no I/O, no second
