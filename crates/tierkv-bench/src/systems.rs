@@ -465,7 +465,7 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
     let fast = s.io.fast.total();
     let slow = s.io.slow.total();
     Counters {
-        gets_fd: g.memtable + g.block_cache + g.promotion_cache + g.fast,
+        gets_fd: g.memory_hits() + g.promotion_cache + g.fast,
         gets_sd: g.slow,
         fd_read_bytes: Some(fast.read_bytes),
         fd_write_bytes: Some(fast.write_bytes),

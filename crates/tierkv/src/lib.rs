@@ -30,6 +30,7 @@ pub mod version;
 pub mod wal;
 
 pub use batch::{BatchEntry, WriteBatch};
+pub use cache::{AdaptiveCacheStats, CacheMode, CacheOptions, ComponentStats};
 pub use db::{
     CacheStats, Db, DbIterator, DbStats, GetSources, LevelStats, Snapshot, SuperVersion, Update,
 };

@@ -58,8 +58,14 @@ pub struct Options {
     pub num_levels: usize,
     /// Background threads for flushes and compactions (default 2).
     pub background_threads: usize,
-    /// Block cache capacity in bytes, 0 disables it (default 64 MiB).
+    /// Memory budget of the whole cache in bytes, 0 disables it (default 64 MiB): the KV,
+    /// KP and block caches and the ghost caches' metadata together stay within it. (The
+    /// name predates the adaptive cache; it used to size the block cache alone, which is
+    /// what [`crate::cache::CacheMode::BlockOnly`] still does.)
     pub block_cache_size: usize,
+    /// How the cache budget is split between KV, KP and block caches (default: adaptive,
+    /// AC-Key) and the adaptive policy's parameters.
+    pub cache: crate::cache::CacheOptions,
     /// Table files kept open (default 1000).
     pub max_open_files: usize,
     /// Read table data with O_DIRECT so the page cache cannot hide a slow tier (default true;
@@ -154,6 +160,7 @@ impl Default for Options {
             num_levels: 7,
             background_threads: 2,
             block_cache_size: 64 * MIB,
+            cache: crate::cache::CacheOptions::default(),
             max_open_files: 1000,
             use_direct_io: true,
             max_key_size: 64 * KIB,
@@ -254,6 +261,18 @@ impl Options {
         }
         if self.fd_budget == Some(0) {
             return bad("fd_budget must be positive".into());
+        }
+        if !(self.cache.learning_rate.is_finite() && self.cache.learning_rate >= 0.0) {
+            return bad(format!(
+                "cache.learning_rate {} must be a finite number >= 0",
+                self.cache.learning_rate
+            ));
+        }
+        if !(0.0..=1.0).contains(&self.cache.ghost_turnoff) {
+            return bad(format!(
+                "cache.ghost_turnoff {} is outside 0..=1",
+                self.cache.ghost_turnoff
+            ));
         }
         if self.promotion.cache_size == Some(0) {
             return bad("promotion.cache_size must be positive".into());

@@ -143,11 +143,14 @@ fn run(seed: u64, steps: usize, opts: Options) {
             }
             57..=76 => {
                 let k = common::key(rng.gen_range(0..keyspace));
-                assert_eq!(
-                    db.get(&k).unwrap(),
-                    model.get(&k).cloned(),
-                    "seed {seed} step {step} get {k:?}"
-                );
+                // Repeated gets walk a key through the point caches (miss, KP, KV).
+                for _ in 0..rng.gen_range(1..=3) {
+                    assert_eq!(
+                        db.get(&k).unwrap(),
+                        model.get(&k).cloned(),
+                        "seed {seed} step {step} get {k:?}"
+                    );
+                }
             }
             77..=83 => check_scan(&db, &model, None, &mut rng, keyspace),
             84..=86 => {
@@ -239,6 +242,58 @@ fn model_two_tiers_with_promotion() {
             3000,
             common::two_tier_options(slow.path(), 128 * 1024, true),
         );
+    }
+}
+
+/// The KV, KP and block caches with budgets of a few KiB, so entries churn through every
+/// cache and ghost while the model's updates, deletes, flushes, compactions and reopens
+/// happen: no cache may return a stale value (invariant 1).
+fn with_cache(opts: Options, mode: tierkv::CacheMode, budget: usize) -> Options {
+    Options {
+        block_cache_size: budget,
+        cache: tierkv::CacheOptions {
+            mode,
+            ..Default::default()
+        },
+        ..opts
+    }
+}
+
+#[test]
+fn model_cache_modes_tiny_budgets() {
+    use tierkv::CacheMode::*;
+    for (seed, mode, budget) in [
+        (500, Adaptive, 16 * 1024),
+        (501, Adaptive, 6 * 1024),
+        (502, KvOnly, 8 * 1024),
+        (503, KpOnly, 8 * 1024),
+        (
+            504,
+            Split {
+                kv: 2.0,
+                kp: 1.0,
+                block: 1.0,
+            },
+            12 * 1024,
+        ),
+    ] {
+        run(seed, 1500, with_cache(common::tiny_options(), mode, budget));
+    }
+}
+
+#[test]
+fn model_cache_two_tiers() {
+    // Promotion on for the adaptive and KP runs: promoted L0 files and retained records
+    // must not disturb the KV/KP entries.
+    use tierkv::CacheMode::*;
+    for (seed, mode, promotion) in [
+        (600, Adaptive, true),
+        (601, KvOnly, false),
+        (602, KpOnly, true),
+    ] {
+        let slow = tempfile::tempdir().unwrap();
+        let opts = common::two_tier_options(slow.path(), 128 * 1024, promotion);
+        run(seed, 1500, with_cache(opts, mode, 12 * 1024));
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::stats::Counters;
 use super::{promote, DbInner, State};
+use crate::cache::FlushedKey;
 use crate::compaction::job::{self, new_file_from, HotRouting, JobContext};
 use crate::compaction::{picker, Compaction};
 use crate::env::{Env, IoCause, Tier};
@@ -11,7 +12,7 @@ use crate::iter::InternalIterator;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sst::TableBuilder;
-use crate::version::{table_file_name, wal_file_name, NewFile, VersionEdit};
+use crate::version::{table_file_name, wal_file_name, FileMeta, NewFile, VersionEdit};
 use crate::{Error, Result};
 use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering;
@@ -182,6 +183,10 @@ fn write_table_on(
 fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Result<()> {
     let number = inner.state.lock().versions.new_file_number();
     let file = write_level0_table(&inner.env, &inner.opts, &inner.counters, mem, number)?;
+    if let Some(f) = &file {
+        // Before the SuperVersion without `mem` is published (invariant 1, see cache).
+        update_cache_for_flush(inner, mem, f)?;
+    }
     let mut st = inner.state.lock();
     // WALs older than the next-oldest memtable hold nothing unflushed after this.
     let next_log = st
@@ -212,6 +217,47 @@ fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Result<()> {
             }
         }
     }
+    Ok(())
+}
+
+/// Gives the cached entries of the keys of a flushed memtable their newest version, which
+/// now lives in the L0 table `file` (see `crate::cache`, "Correctness"). Runs before the
+/// SuperVersion without the memtable is published, so no reader can miss the memtable and
+/// find an older version in the cache. The new table is opened (into the table cache) only
+/// if a KP entry needs re-pointing; if it cannot be, such entries are dropped.
+fn update_cache_for_flush(inner: &Arc<DbInner>, mem: &Arc<MemTable>, file: &NewFile) -> Result<()> {
+    let Some(cache) = inner.tables.cache().filter(|c| c.point_enabled()) else {
+        return Ok(());
+    };
+    let mut keys: Vec<FlushedKey> = Vec::new();
+    let mut it = mem.iter();
+    // A failure here fails the flush: the memtable then stays readable, so no cached entry
+    // of its keys can be returned stale.
+    {
+        it.seek_to_first()?;
+        while it.valid() {
+            if let Some(k) = crate::key::parse_internal_key(it.key()) {
+                // Versions of a key come newest first: keep the first of each.
+                if keys.last().is_none_or(|l| l.key.as_ref() != k.user_key) {
+                    keys.push(FlushedKey {
+                        key: bytes::Bytes::copy_from_slice(k.user_key),
+                        value: (k.kind == crate::key::ValueKind::Value)
+                            .then(|| bytes::Bytes::copy_from_slice(it.value())),
+                    });
+                }
+            }
+            it.next()?;
+        }
+    }
+    let meta = FileMeta::new(file.clone(), inner.env.clone());
+    let mut table: Option<Option<Arc<crate::sst::Table>>> = None;
+    cache.apply_flush(&keys, file.number, |key| {
+        let t = table.get_or_insert_with(|| inner.tables.get(&meta, IoCause::Flush).ok());
+        let t = t.as_ref()?;
+        t.block_handle_for(&crate::key::seek_key(key, crate::key::MAX_SEQ))
+            .ok()
+            .flatten()
+    });
     Ok(())
 }
 

@@ -17,16 +17,16 @@ mod stats;
 mod write;
 
 pub use iterator::DbIterator;
+pub(crate) use promote::record_cached_read;
 pub use stats::{CacheStats, DbStats, GetSources, LevelStats, PromotionStats};
 pub use write::Update;
-pub(crate) use promote::record_cached_read;
 
 use crate::batch::WriteBatch;
-use crate::cache::BlockCache;
+use crate::cache::{BlockPtr, Cache, PointLookup};
 use crate::env::{thread_read_count, Env, IoCause, Tier};
 use crate::hot::promotion::{PcTable, PromotionCache};
 use crate::hot::ralt::Ralt;
-use crate::key::{seek_key, SeqNo};
+use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::{MemGet, MemTable};
 use crate::options::{LevelLayout, Options, ReadOptions, WriteOptions};
 use crate::version::{LevelGet, TableCache, Version, VersionSet};
@@ -408,9 +408,18 @@ impl DbInner {
 
     fn get(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Vec<u8>>> {
         Counters::add(&self.counters.gets, 1);
-        // The promotion epoch before the SuperVersion (see hot::promotion), the sequence
-        // before the SuperVersion too: every write at or below `seq` is already in a
-        // memtable or table that this SuperVersion (or a later one) contains.
+        // Only reads of the latest state use the KV/KP caches: their entries are the newest
+        // version outside the memtables, which a snapshot may not be allowed to see.
+        let cache = self
+            .tables
+            .cache()
+            .filter(|c| ropts.snapshot.is_none() && c.point_enabled());
+        // The flush fence, the promotion epoch and the sequence, all before the
+        // SuperVersion (see crate::cache and hot::promotion): every write at or below `seq`
+        // is already in a memtable or table that this SuperVersion (or a later one)
+        // contains, and an insert into either cache gives up if a flush or compaction it
+        // cannot see ran since.
+        let fence = cache.map_or(0, |c| c.fence());
         let read_epoch = self.pc.read_epoch();
         let seq = ropts
             .snapshot
@@ -429,9 +438,52 @@ impl DbInner {
                 MemGet::NotFound => {}
             }
         }
+        let promoting = self.ralt.is_some();
+        let hash = cache.map_or(0, |_| crate::cache::key_hash(key));
+        // A key the point caches remembered (a ghost hit or a stale pointer) enters KV.
+        let mut warm = false;
+        if let Some(c) = cache {
+            match c.lookup_point(key, hash) {
+                PointLookup::Value(v) => {
+                    Counters::add(&self.counters.get_kv_cache, 1);
+                    if promoting {
+                        // Hotness must not fade because the cache answers.
+                        self.record_access(key, v.len());
+                    }
+                    return Ok(Some(v));
+                }
+                PointLookup::Pointer(p) => {
+                    let reads_before = thread_read_count();
+                    match self.read_pointer(&sv.version, key, &p)? {
+                        Some((value, found_seq, tier)) => {
+                            let counter = match (thread_read_count() != reads_before, tier) {
+                                (false, _) => &self.counters.get_kp_cache,
+                                (true, Tier::Fast) => &self.counters.get_fast,
+                                (true, Tier::Slow) => &self.counters.get_slow,
+                            };
+                            Counters::add(counter, 1);
+                            c.promote(key, hash, &value, p, fence);
+                            if promoting {
+                                match tier {
+                                    Tier::Fast => self.record_access(key, value.len()),
+                                    Tier::Slow => {
+                                        self.offer_for_promotion(key, &value, found_seq, read_epoch)
+                                    }
+                                }
+                            }
+                            return Ok(Some(Vec::from(value)));
+                        }
+                        None => {
+                            c.forget(key, hash, p);
+                            warm = true;
+                        }
+                    }
+                }
+                PointLookup::Miss { warm: w } => warm = w,
+            }
+        }
         let lookup = seek_key(key, seq);
         let last = sv.version.num_levels() - 1;
-        let promoting = self.ralt.is_some();
         // Read order (HotRAP): fast levels, promotion cache, slow levels.
         let split = if promoting {
             self.layout.last_fast_level.min(last)
@@ -446,6 +498,10 @@ impl DbInner {
             if let Some(r) = self.pc.get(key, seq) {
                 Counters::add(&self.counters.get_promotion_cache, 1);
                 self.record_access(key, r.value.len());
+                if let Some(c) = cache {
+                    // Its table is on the slow tier below the fast levels.
+                    c.admit(key, hash, &r.value, split + 1, None, warm, fence);
+                }
                 return Ok(Some(r.value.to_vec()));
             }
         }
@@ -468,6 +524,14 @@ impl DbInner {
         let LevelGet::Found(value) = hit.result else {
             return Ok(None);
         };
+        if let Some(c) = cache {
+            let ptr = BlockPtr {
+                file: hit.file,
+                level: hit.level.min(u8::MAX as usize) as u8,
+                handle: hit.block,
+            };
+            c.admit(key, hash, &value, hit.level, Some(ptr), warm, fence);
+        }
         // Classified by level, not by the file's tier: a spilled table of a fast level
         // lives on the slow disk but sits above the promotion cache in the read order, and
         // no compaction into the slow tier would ever drain a record cached from it.
@@ -483,12 +547,48 @@ impl DbInner {
         Ok(Some(Vec::from(value)))
     }
 
+    /// Follows a KP cache pointer: the newest version of `key` in the block it names, if
+    /// that file is still at the pointer's level in `version` and the block holds a value
+    /// of the key. `None` (a compaction moved the key, or it was deleted) sends the caller
+    /// back to the levels.
+    fn read_pointer(
+        &self,
+        version: &Version,
+        key: &[u8],
+        p: &BlockPtr,
+    ) -> Result<Option<(bytes::Bytes, SeqNo, Tier)>> {
+        let Some(files) = version.levels.get(p.level as usize) else {
+            return Ok(None);
+        };
+        let target = seek_key(key, MAX_SEQ);
+        let meta = if p.level == 0 {
+            files.iter().find(|f| f.number == p.file)
+        } else {
+            files
+                .get(Version::find_file(files, &target))
+                .filter(|f| f.number == p.file)
+        };
+        let Some(meta) = meta else {
+            return Ok(None);
+        };
+        let table = self.tables.get(meta, IoCause::UserGet)?;
+        let Some((ikey, value)) = table.get_in_block(p.handle, &target, IoCause::UserGet)? else {
+            return Ok(None);
+        };
+        Ok(match parse_internal_key(&ikey) {
+            Some(k) if k.kind == ValueKind::Value => Some((value, k.seq, meta.tier)),
+            _ => None,
+        })
+    }
+
     fn stats(&self) -> DbStats {
         use std::sync::atomic::Ordering::Relaxed;
         let c = &self.counters;
         let get_sources = GetSources {
             memtable: c.get_memtable.load(Relaxed),
             block_cache: c.get_block_cache.load(Relaxed),
+            kv_cache: c.get_kv_cache.load(Relaxed),
+            kp_cache: c.get_kp_cache.load(Relaxed),
             promotion_cache: c.get_promotion_cache.load(Relaxed),
             fast: c.get_fast.load(Relaxed),
             slow: c.get_slow.load(Relaxed),
@@ -505,16 +605,17 @@ impl DbInner {
                 target_bytes: self.layout.targets[l],
             })
             .collect();
-        let block_cache = self
+        let cache = self
             .tables
-            .block_cache()
-            .map(|bc: &Arc<BlockCache>| CacheStats {
-                capacity: bc.capacity(),
-                usage: bc.usage(),
-                hits: bc.hits(),
-                misses: bc.misses(),
-            })
+            .cache()
+            .map(|c: &Arc<Cache>| c.stats())
             .unwrap_or_default();
+        let block_cache = CacheStats {
+            capacity: cache.capacity,
+            usage: cache.usage,
+            hits: cache.block.hits,
+            misses: cache.block.lookups - cache.block.hits,
+        };
         DbStats {
             puts: c.puts.load(Relaxed),
             deletes: c.deletes.load(Relaxed),
@@ -541,6 +642,7 @@ impl DbInner {
             slow_tier_bytes: v.tier_bytes(Tier::Slow),
             fd_budget: self.opts.fd_budget,
             block_cache,
+            cache,
             table_memory: self.tables.memory_usage(),
             memtable_bytes: sv.mem.approximate_size(),
             immutable_memtables: sv.imms.len(),

@@ -5,7 +5,7 @@ use super::background::{thread_loop, write_level0_table};
 use super::stats::Counters;
 use super::{Db, DbInner, State, SuperVersion, Wal};
 use crate::batch::DecodedBatch;
-use crate::cache::BlockCache;
+use crate::cache::Cache;
 use crate::env::{DeviceProfile, Env, IoCause, Tier};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::ralt::{Ralt, RaltOptions};
@@ -64,8 +64,14 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         opts.create_if_missing,
         opts.error_if_exists,
     )?;
-    let block_cache =
-        (opts.block_cache_size > 0).then(|| Arc::new(BlockCache::new(opts.block_cache_size)));
+    let block_cache = (opts.block_cache_size > 0).then(|| {
+        Arc::new(Cache::with_options(
+            opts.block_cache_size,
+            &opts.cache,
+            opts.block_size,
+            opts.level0_compaction_trigger,
+        ))
+    });
     let tables = Arc::new(TableCache::new(
         env.clone(),
         opts.max_open_files,

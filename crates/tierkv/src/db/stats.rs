@@ -16,6 +16,8 @@ pub(crate) struct Counters {
     pub gets: AtomicU64,
     pub get_memtable: AtomicU64,
     pub get_block_cache: AtomicU64,
+    pub get_kv_cache: AtomicU64,
+    pub get_kp_cache: AtomicU64,
     pub get_fast: AtomicU64,
     pub get_slow: AtomicU64,
     pub get_not_found: AtomicU64,
@@ -55,6 +57,11 @@ pub struct GetSources {
     pub memtable: u64,
     /// Answered by table files without any disk read (block cache).
     pub block_cache: u64,
+    /// Answered by the KV cache.
+    pub kv_cache: u64,
+    /// Answered through a KP cache pointer without any disk read (a KP hit whose block
+    /// was read from disk counts as `fast` or `slow`).
+    pub kp_cache: u64,
     /// Answered by the promotion cache (records read from the slow tier earlier).
     pub promotion_cache: u64,
     /// Answered by a table on the fast tier, reading the disk.
@@ -66,11 +73,17 @@ pub struct GetSources {
 }
 
 impl GetSources {
-    /// Share of found gets that did not read the slow disk: (memtable + block cache +
+    /// Gets answered from memory without a disk read: memtable, KV cache, KP pointers into
+    /// cached blocks, block cache.
+    pub fn memory_hits(&self) -> u64 {
+        self.memtable + self.kv_cache + self.kp_cache + self.block_cache
+    }
+
+    /// Share of found gets that did not read the slow disk: (memtable + caches +
     /// promotion cache + fast) / (the same + slow). Misses are left out: they say nothing
     /// about placement.
     pub fn fd_hit_rate(&self) -> f64 {
-        let fd = self.memtable + self.block_cache + self.promotion_cache + self.fast;
+        let fd = self.memory_hits() + self.promotion_cache + self.fast;
         let all = fd + self.slow;
         if all == 0 {
             0.0
@@ -171,8 +184,12 @@ pub struct DbStats {
     pub slow_tier_bytes: u64,
     /// Configured fast-tier budget.
     pub fd_budget: Option<u64>,
-    /// Block cache figures.
+    /// The whole cache's budget and usage (all components and ghosts), with the block
+    /// component's hits and misses (the figures from before the adaptive cache; `cache`
+    /// has every component).
     pub block_cache: CacheStats,
+    /// The KV, KP and block caches: sizes, targets, hit rates, ghosts.
+    pub cache: crate::cache::AdaptiveCacheStats,
     /// Bytes of index and filter blocks held by open tables.
     pub table_memory: usize,
     /// Bytes in the mutable memtable.

@@ -10,7 +10,7 @@ use super::format::{
     FOOTER_LEN,
 };
 use super::properties::TableProperties;
-use crate::cache::BlockCache;
+use crate::cache::Cache;
 use crate::env::{IoCause, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, user_key};
@@ -31,7 +31,7 @@ pub struct Table {
     index_offset: u64,
     filter: Option<Bytes>,
     props: TableProperties,
-    cache: Option<Arc<BlockCache>>,
+    cache: Option<Arc<Cache>>,
     /// Offset where the data blocks end (the first metadata block starts).
     data_end: u64,
 }
@@ -41,7 +41,7 @@ impl Table {
     pub fn open(
         file: RandomAccessFile,
         number: u64,
-        cache: Option<Arc<BlockCache>>,
+        cache: Option<Arc<Cache>>,
         cause: IoCause,
     ) -> Result<Table> {
         let size = file.size();
@@ -138,7 +138,7 @@ impl Table {
     /// A data block through the block cache.
     fn data_block(&self, h: BlockHandle, cause: IoCause, fill_cache: bool) -> Result<Block> {
         if let Some(cache) = &self.cache {
-            if let Some(b) = cache.get(self.number, h.offset) {
+            if let Some(b) = cache.get_block(self.number, h.offset) {
                 return Ok(b);
             }
         }
@@ -149,7 +149,7 @@ impl Table {
         )?;
         if fill_cache {
             if let Some(cache) = &self.cache {
-                cache.insert(self.number, h.offset, block.clone());
+                cache.insert_block(self.number, h.offset, block.clone());
             }
         }
         Ok(block)
@@ -159,22 +159,62 @@ impl Table {
     /// [`crate::key::seek_key`]) if it has the same user key: the newest version of that
     /// key visible at the seek key's sequence number.
     pub fn get(&self, seek_key: &[u8], cause: IoCause) -> Result<Option<(Bytes, Bytes)>> {
+        Ok(self
+            .get_with_handle(seek_key, cause)?
+            .map(|(k, v, _)| (k, v)))
+    }
+
+    /// [`Table::get`], also returning the handle of the data block that held the entry
+    /// (what a KP cache entry points at).
+    pub fn get_with_handle(
+        &self,
+        seek_key: &[u8],
+        cause: IoCause,
+    ) -> Result<Option<(Bytes, Bytes, BlockHandle)>> {
         let ukey = user_key(seek_key);
         if let Some(f) = &self.filter {
             if !may_contain(f, ukey) {
                 return Ok(None);
             }
         }
+        let Some(h) = self.block_handle_for(seek_key)? else {
+            return Ok(None);
+        };
+        Ok(self
+            .get_in_block(h, seek_key, cause)?
+            .map(|(k, v)| (k, v, h)))
+    }
+
+    /// The handle of the data block where `seek_key` would be (index only, no I/O).
+    pub fn block_handle_for(&self, seek_key: &[u8]) -> Result<Option<BlockHandle>> {
         let mut idx = self.index.iter();
         idx.seek(seek_key).map_err(|e| self.index_error(e))?;
         if !idx.valid() {
             return Ok(None);
         }
-        let h = self.decode_handle(idx.value())?;
+        Ok(Some(self.decode_handle(idx.value())?))
+    }
+
+    /// Looks `seek_key` up in the data block at `h` (a handle this table's index gave, as
+    /// kept by a KP cache entry): the first entry at or after it, if it has the same user
+    /// key. A handle outside the data blocks finds nothing.
+    pub fn get_in_block(
+        &self,
+        h: BlockHandle,
+        seek_key: &[u8],
+        cause: IoCause,
+    ) -> Result<Option<(Bytes, Bytes)>> {
+        let end = h
+            .offset
+            .checked_add(h.size)
+            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64));
+        if end.is_none_or(|e| e > self.data_end) {
+            return Ok(None);
+        }
         let block = self.data_block(h, cause, true)?;
         let mut it = block.iter();
         it.seek(seek_key).map_err(|e| self.corrupt(h.offset, e))?;
-        if it.valid() && user_key(it.key()) == ukey {
+        if it.valid() && user_key(it.key()) == user_key(seek_key) {
             return Ok(Some((Bytes::copy_from_slice(it.key()), it.value_bytes())));
         }
         Ok(None)

@@ -1,7 +1,7 @@
 //! Table round trips against an in-memory model, and damage detection (invariant 3).
 
 use super::*;
-use crate::cache::BlockCache;
+use crate::cache::Cache;
 use crate::env::{Env, IoCause, Tier};
 use crate::iter::InternalIterator;
 use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
@@ -44,7 +44,7 @@ fn build(env: &Env, name: &str, entries: &Entries, opts: TableOptions) -> TableI
     b.finish().unwrap()
 }
 
-fn open(env: &Env, name: &str, cache: Option<Arc<BlockCache>>) -> crate::Result<Arc<Table>> {
+fn open(env: &Env, name: &str, cache: Option<Arc<Cache>>) -> crate::Result<Arc<Table>> {
     let file = env.open_random(Tier::Fast, name)?;
     Ok(Arc::new(Table::open(file, 1, cache, IoCause::UserGet)?))
 }
@@ -78,7 +78,7 @@ fn round_trip_iterate_seek_and_get() {
         assert_eq!(info.largest.encoded(), data.last().unwrap().0.as_slice());
         assert_eq!(info.props.num_entries, data.len() as u64);
         assert_eq!(info.file_size, env.file_size(Tier::Fast, &name).unwrap());
-        let cache = Arc::new(BlockCache::new(1 << 20));
+        let cache = Arc::new(Cache::new(1 << 20));
         let t = open(&env, &name, Some(cache.clone())).unwrap();
         assert_eq!(t.verify(IoCause::Check).unwrap(), data.len() as u64);
 

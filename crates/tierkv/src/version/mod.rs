@@ -153,6 +153,10 @@ pub struct LevelHit {
     pub tier: Tier,
     /// Sequence number of the entry found.
     pub seq: SeqNo,
+    /// Number of the table file that held it.
+    pub file: u64,
+    /// The data block that held it (what a KP cache entry points at).
+    pub block: crate::sst::format::BlockHandle,
 }
 
 /// An immutable set of files per level.
@@ -261,7 +265,7 @@ impl Version {
                     break;
                 }
                 let table = tables.get(f, cause)?;
-                if let Some((ikey, value)) = table.get(seek_key, cause)? {
+                if let Some((ikey, value, block)) = table.get_with_handle(seek_key, cause)? {
                     let parsed = crate::key::parse_internal_key(&ikey).ok_or_else(|| {
                         crate::Error::corruption(
                             tables_path(tables, f),
@@ -281,6 +285,8 @@ impl Version {
                         level,
                         tier: f.tier,
                         seq: parsed.seq,
+                        file: f.number,
+                        block,
                     });
                     if level > 0 {
                         break;

