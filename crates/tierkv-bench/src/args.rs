@@ -9,11 +9,12 @@ pub struct BenchArgs {
     /// Preset sizes: smoke (seconds, CI), small (a few minutes), paper (hours).
     #[arg(long, default_value = "small")]
     pub scale: String,
-    /// Operation mix: ro, rw, wh, uh (HotRAP) or a..f (YCSB).
+    /// Operation mix: ro, rw, wh, uh (HotRAP), a..f (YCSB) or scan (short scans only).
     #[arg(long)]
     pub workload: Option<String>,
     /// Key distribution: uniform, zipfian[:CONST], hotspot-5%, hotspot:KEYFRAC[:OPFRAC[:SHIFT]],
-    /// latest, exponential[:RANGE], dynamic (the paper's shifting hotspot) or phased:FILE.
+    /// latest, exponential[:RANGE], dynamic (the paper's shifting hotspot) or phased:FILE
+    /// (lines `LENGTH DISTRIBUTION [WORKLOAD]`; a workload there overrides --workload).
     #[arg(long)]
     pub distribution: Option<String>,
     /// Replay a Twitter cache-trace CSV file instead of generating operations (its distinct
@@ -39,7 +40,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub sd_profile: Option<String>,
     /// Systems to run, comma-separated: tierkv, tierkv-nopromo, tierkv-fd, tierkv-noretain,
-    /// tierkv-nohotcheck, tierkv-nobycompaction, tierkv-nobyflush, rocksdb-tiered, rocksdb-fd.
+    /// tierkv-nohotcheck, tierkv-nobycompaction, tierkv-nobyflush, rocksdb-tiered, rocksdb-fd;
+    /// cache modes of tierkv: tierkv-blockonly, tierkv-kvonly, tierkv-kponly,
+    /// tierkv-split:KV:KP:BLOCK (integer shares) and tierkv-adaptive (= tierkv).
     #[arg(long, value_delimiter = ',')]
     pub systems: Option<Vec<String>>,
     /// Output directory for report.md, results.json, charts and (by default) the stores.
@@ -55,8 +58,9 @@ pub struct BenchArgs {
     /// Seed of the generated operations (every system gets the same ones).
     #[arg(long)]
     pub seed: Option<u64>,
-    /// Block cache size of every system (default: scaled to the fast-disk budget).
-    #[arg(long, value_parser = parse_size)]
+    /// Cache budget of every system: tierkv's KV, KP and block caches together, RocksDB's
+    /// block cache (default: scaled to the fast-disk budget).
+    #[arg(long, alias = "cache", value_parser = parse_size)]
     pub block_cache: Option<u64>,
     /// Seconds per timeline point.
     #[arg(long)]

@@ -61,7 +61,8 @@ fn series(res: &BenchResults, f: impl Fn(&TimelinePoint) -> Option<f64>) -> Vec<
         .collect()
 }
 
-/// Writes `throughput.png`, `fd_hit_rate.png` and `sd_read.png` into `out`.
+/// Writes `throughput.png`, `fd_hit_rate.png`, `sd_read.png` and, per system with a cache,
+/// `cache_<system>.png` (KV, KP and block cache sizes over time) into `out`.
 pub fn write_charts(res: &BenchResults, out: &Path) -> Result<()> {
     line_chart(
         &out.join("throughput.png"),
@@ -89,6 +90,30 @@ pub fn write_charts(res: &BenchResults, out: &Path) -> Result<()> {
         }),
         None,
     )?;
+    for sys in &res.systems {
+        let pts = |f: fn(&TimelinePoint) -> Option<u64>| -> Vec<(f64, f64)> {
+            sys.timeline
+                .iter()
+                .filter_map(|p| f(p).map(|b| (p.t_s, b as f64 / (1u64 << 20) as f64)))
+                .collect()
+        };
+        let data: Vec<Series> = vec![
+            ("KV".to_string(), pts(|p| p.cache_kv_bytes)),
+            ("KP".to_string(), pts(|p| p.cache_kp_bytes)),
+            ("block".to_string(), pts(|p| p.cache_block_bytes)),
+        ];
+        if data.iter().all(|(_, p)| p.is_empty()) {
+            continue;
+        }
+        let file = format!("cache_{}.png", sys.name.replace([':', '/'], "-"));
+        line_chart(
+            &out.join(file),
+            &format!("Cache components of {}", sys.name),
+            "MiB",
+            &data,
+            None,
+        )?;
+    }
     Ok(())
 }
 

@@ -68,9 +68,34 @@ pub struct Phase {
     pub len: PhaseLen,
     /// Distribution during the phase (never itself phased).
     pub dist: DistSpec,
+    /// Operation mix during the phase (`None`: the run's `--workload`), e.g. a scan phase
+    /// followed by a get phase (AC-Key's phase-change experiment).
+    pub mix: Option<crate::workload::Workload>,
 }
 
 impl DistSpec {
+    /// Operation index at which each phase ends (exclusive), for a run of `total_ops`
+    /// operations; one phase covering everything when not phased.
+    pub fn phase_ends(&self, total_ops: u64) -> Vec<u64> {
+        match self {
+            DistSpec::Phased(phases) => {
+                let mut at = 0u64;
+                phases
+                    .iter()
+                    .map(|p| {
+                        let len = match p.len {
+                            PhaseLen::Ops(n) => n,
+                            PhaseLen::Fraction(f) => ((total_ops as f64 * f).round() as u64).max(1),
+                        };
+                        at = at.saturating_add(len);
+                        at
+                    })
+                    .collect()
+            }
+            _ => vec![total_ops],
+        }
+    }
+
     /// Parses the `--distribution` syntax. `phased:FILE` reads the phase file.
     pub fn parse(s: &str) -> Result<DistSpec> {
         let bad = |msg: String| BenchError::InvalidArgument(format!("--distribution {s:?}: {msg}"));
@@ -107,6 +132,7 @@ impl DistSpec {
                 .map(|dist| Phase {
                     len: PhaseLen::Fraction(1.0 / 7.0),
                     dist,
+                    mix: None,
                 })
                 .collect(),
         )
@@ -239,10 +265,13 @@ impl DistSpec {
             DistSpec::Phased(phases) => {
                 let p: Vec<String> = phases
                     .iter()
-                    .map(|p| match p.len {
-                        PhaseLen::Ops(n) => format!("{n} {}", p.dist.describe()),
-                        PhaseLen::Fraction(f) => {
-                            format!("{:.1}% {}", f * 100.0, p.dist.describe())
+                    .map(|p| {
+                        let mix = p.mix.map(|w| format!(" {}", w.name())).unwrap_or_default();
+                        match p.len {
+                            PhaseLen::Ops(n) => format!("{n} {}{mix}", p.dist.describe()),
+                            PhaseLen::Fraction(f) => {
+                                format!("{:.1}% {}{mix}", f * 100.0, p.dist.describe())
+                            }
                         }
                     })
                     .collect();
@@ -271,8 +300,9 @@ fn hotspot(key_frac: f64, op_frac: f64, shift: f64) -> std::result::Result<DistS
     })
 }
 
-/// Reads a phase file: one phase per line, `LENGTH DISTRIBUTION`, where LENGTH is a number
-/// of operations or a percentage of the run (`25%`); `#` starts a comment.
+/// Reads a phase file: one phase per line, `LENGTH DISTRIBUTION [WORKLOAD]`, where LENGTH is
+/// a number of operations or a percentage of the run (`25%`) and WORKLOAD, when given,
+/// replaces `--workload`'s operation mix during the phase; `#` starts a comment.
 pub fn parse_phase_file(path: &Path) -> Result<DistSpec> {
     let text = std::fs::read_to_string(path).map_err(|e| BenchError::io(path, e))?;
     parse_phases(&text, path)
@@ -292,12 +322,18 @@ pub fn parse_phases(text: &str, path: &Path) -> Result<DistSpec> {
             continue;
         }
         let mut fields = line.split_whitespace();
-        let (Some(len), Some(dist), None) = (fields.next(), fields.next(), fields.next()) else {
+        let (Some(len), Some(dist), mix, None) =
+            (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
             return Err(err(
                 i + 1,
-                format!("expected `OPS DISTRIBUTION` (e.g. `100000 hotspot-5%` or `25% uniform`), got {line:?}"),
+                format!("expected `OPS DISTRIBUTION [WORKLOAD]` (e.g. `100000 hotspot-5%`, `25% uniform` or `30% hotspot-5% scan`), got {line:?}"),
             ));
         };
+        let mix = mix
+            .map(|m| m.parse::<crate::workload::Workload>())
+            .transpose()
+            .map_err(|e| err(i + 1, e.to_string()))?;
         let len = if let Some(pct) = len.strip_suffix('%') {
             let f: f64 = pct
                 .parse()
@@ -322,7 +358,7 @@ pub fn parse_phases(text: &str, path: &Path) -> Result<DistSpec> {
             PhaseLen::Ops(n)
         };
         let dist = DistSpec::parse_simple(dist).map_err(|m| err(i + 1, m))?;
-        phases.push(Phase { len, dist });
+        phases.push(Phase { len, dist, mix });
     }
     if phases.is_empty() {
         return Err(err(

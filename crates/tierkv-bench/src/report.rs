@@ -36,6 +36,16 @@ pub struct TimelinePoint {
     pub sd_write_bytes: Option<u64>,
     /// Phase of a phased distribution at the end of the interval.
     pub phase: usize,
+    /// Bytes of the KV cache at the end of the interval (`None`: not tierkv).
+    pub cache_kv_bytes: Option<u64>,
+    /// Bytes of the KP cache at the end of the interval.
+    pub cache_kp_bytes: Option<u64>,
+    /// Bytes of the block cache at the end of the interval.
+    pub cache_block_bytes: Option<u64>,
+    /// Share of the interval's point lookups answered by the KV or KP cache.
+    pub point_cache_hit_rate: Option<f64>,
+    /// Share of the interval's block lookups answered by the block cache.
+    pub block_cache_hit_rate: Option<f64>,
 }
 
 impl TimelinePoint {
@@ -52,8 +62,32 @@ impl TimelinePoint {
             sd_read_bytes: d.sd_read_bytes,
             sd_write_bytes: d.sd_write_bytes,
             phase,
+            cache_kv_bytes: d.cache_bytes.map(|c| c[0]),
+            cache_kp_bytes: d.cache_bytes.map(|c| c[1]),
+            cache_block_bytes: d.cache_bytes.map(|c| c[2]),
+            point_cache_hit_rate: d
+                .cache_hits
+                .filter(|h| h[3] > 0)
+                .map(|h| (h[0] + h[1]) as f64 / h[3] as f64),
+            block_cache_hit_rate: d
+                .cache_hits
+                .filter(|h| h[4] > 0)
+                .map(|h| h[2] as f64 / h[4] as f64),
         }
     }
+}
+
+/// Throughput of one phase of a phased workload (the whole run is one phase otherwise).
+#[derive(Clone, Debug, Serialize)]
+pub struct PhaseResult {
+    /// Phase index.
+    pub phase: usize,
+    /// Operations in the phase.
+    pub ops: u64,
+    /// Operations per second over the phase.
+    pub ops_per_sec: f64,
+    /// Operations per second over the phase's second half (after adaptive caches settle).
+    pub second_half_ops_per_sec: f64,
 }
 
 /// Raw measurements of one run phase, turned into a [`SystemResult`].
@@ -78,6 +112,8 @@ pub struct RunMeasure {
     pub reads_missing: u64,
     /// The timeline.
     pub timeline: Vec<TimelinePoint>,
+    /// Per-phase throughput.
+    pub phases: Vec<PhaseResult>,
 }
 
 /// Everything reported about one system. Byte and hit-rate fields are `None` (JSON `null`)
@@ -156,6 +192,8 @@ pub struct SystemResult {
     pub unavailable: Vec<&'static str>,
     /// Per-interval timeline of the run phase.
     pub timeline: Vec<TimelinePoint>,
+    /// Throughput of each phase (one entry when the workload is not phased).
+    pub phases: Vec<PhaseResult>,
     /// The engine's own statistics at the end of the run.
     pub engine_stats: serde_json::Value,
 }
@@ -211,7 +249,7 @@ impl SystemResult {
         }
         let rate = |ops: u64, secs: f64| if secs > 0.0 { ops as f64 / secs } else { 0.0 };
         SystemResult {
-            name: system.name().to_string(),
+            name: system.name(),
             load_seconds: 0.0,
             run_seconds: m.run_seconds,
             ops: m.total_ops,
@@ -246,6 +284,7 @@ impl SystemResult {
             ralt_physical_limit: None,
             unavailable,
             timeline: m.timeline,
+            phases: m.phases,
             engine_stats: serde_json::Value::Null,
         }
     }
@@ -511,9 +550,78 @@ pub fn markdown(res: &BenchResults) -> String {
             );
         }
     }
+    if res.systems.iter().any(|r| r.phases.len() > 1) {
+        let _ = writeln!(
+            s,
+            "\nThroughput by phase (ops/s over the whole phase / over its second half):\n"
+        );
+        let n = res
+            .systems
+            .iter()
+            .map(|r| r.phases.len())
+            .max()
+            .unwrap_or(0);
+        let head: Vec<String> = (0..n).map(|i| format!("phase {i}")).collect();
+        let _ = writeln!(s, "| system | {} |", head.join(" | "));
+        let _ = writeln!(s, "|---|{}", "--:|".repeat(n));
+        for r in &res.systems {
+            let cells: Vec<String> = r
+                .phases
+                .iter()
+                .map(|p| {
+                    format!(
+                        "{} / {}",
+                        rate(p.ops_per_sec),
+                        rate(p.second_half_ops_per_sec)
+                    )
+                })
+                .collect();
+            let _ = writeln!(s, "| {} | {} |", r.name, cells.join(" | "));
+        }
+    }
+    let caches: Vec<(&SystemResult, &serde_json::Value)> = res
+        .systems
+        .iter()
+        .filter_map(|r| r.engine_stats.get("cache").map(|c| (r, c)))
+        .filter(|(_, c)| c.get("mode").is_some())
+        .collect();
+    if !caches.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nCache at the end of the run (size / hit rate; KV and KP hit rates are shares of \
+             point lookups; ghosts on/off and their memory):\n\n\
+             | system | mode | KV | KP | block | ghosts |\n|---|---|--:|--:|--:|--:|"
+        );
+        for (r, c) in caches {
+            let comp = |name: &str| {
+                let x = &c[name];
+                format!(
+                    "{} / {}",
+                    bytes(x["bytes"].as_u64().unwrap_or(0)),
+                    pct(x["hit_rate"].as_f64())
+                )
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} {} |",
+                r.name,
+                c["mode"].as_str().unwrap_or("?"),
+                comp("kv"),
+                comp("kp"),
+                comp("block"),
+                if c["ghosts_on"].as_bool().unwrap_or(false) {
+                    "on"
+                } else {
+                    "off"
+                },
+                bytes(c["ghost_bytes"].as_u64().unwrap_or(0))
+            );
+        }
+    }
     let _ = writeln!(
         s,
-        "\nCharts: `throughput.png`, `fd_hit_rate.png`, `sd_read.png`. Full data: `results.json`."
+        "\nCharts: `throughput.png`, `fd_hit_rate.png`, `sd_read.png`, `cache_<system>.png` \
+         (cache component sizes over time). Full data: `results.json`."
     );
     s
 }
@@ -577,6 +685,8 @@ pub(crate) mod tests {
                 promoted_by_flush_bytes: Some(10),
                 promoted_by_compaction_bytes: Some(5),
                 retained_bytes: Some(7),
+                cache_bytes: Some([3 << 20, 1 << 20, 4 << 20]),
+                cache_hits: Some([60, 20, 30, 100, 50]),
             };
             SystemResult::new(
                 &cfg,
@@ -598,6 +708,20 @@ pub(crate) mod tests {
                     reads_found: 10_000,
                     reads_missing: 0,
                     timeline,
+                    phases: vec![
+                        PhaseResult {
+                            phase: 0,
+                            ops: 4000,
+                            ops_per_sec: ops_per_s * 0.8,
+                            second_half_ops_per_sec: ops_per_s * 0.9,
+                        },
+                        PhaseResult {
+                            phase: 1,
+                            ops: 6000,
+                            ops_per_sec: ops_per_s,
+                            second_half_ops_per_sec: ops_per_s * 1.1,
+                        },
+                    ],
                 },
             )
         };

@@ -59,7 +59,7 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
 
     let mut results = Vec::new();
     for &system in &cfg.systems {
-        let dirs = TierDirs::for_name(cfg, system.name());
+        let dirs = TierDirs::for_name(cfg, &system.name());
         dirs.remove()?;
         let load_seconds = match system.load_class() {
             Some(class) => {
@@ -81,7 +81,7 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
                 }
                 secs
             }
-            None => load(cfg, &plan, &values, system, &dirs, &ui, system.name())?,
+            None => load(cfg, &plan, &values, system, &dirs, &ui, &system.name())?,
         };
         let store = open_store(cfg, system, &dirs, false)?;
         let outcome = run_phase(cfg, &plan, &values, store.as_ref(), system, &ui);
@@ -254,6 +254,9 @@ struct Shared<'a> {
     /// When the last operation completed (the sampler may notice a little later).
     end: OnceLock<Instant>,
     total: u64,
+    /// Completed-operation counts at which a phase starts, reaches its middle or ends, and
+    /// when that happened.
+    phase_marks: Vec<(u64, OnceLock<Instant>)>,
 }
 
 fn new_hist() -> Histogram<u64> {
@@ -317,6 +320,11 @@ fn worker(sh: &Shared) -> Result<WorkerOut> {
             if done == sh.total {
                 let _ = sh.end.set(Instant::now());
             }
+            for (at, when) in &sh.phase_marks {
+                if done == *at {
+                    let _ = when.set(Instant::now());
+                }
+            }
         }
     }
     Ok(out)
@@ -333,6 +341,16 @@ fn run_phase(
 ) -> Result<SystemResult> {
     let total = plan.total_ops();
     let mark_ops = total - (total / 10).max(1);
+    // Each phase's start, middle and end (by completed operations).
+    let mut bounds = Vec::new();
+    let mut start = 0u64;
+    for &end in plan.phase_ends() {
+        bounds.push((start, start + (end - start) / 2, end));
+        start = end;
+    }
+    let mut mark_at: Vec<u64> = bounds.iter().flat_map(|&(a, m, e)| [a, m, e]).collect();
+    mark_at.sort_unstable();
+    mark_at.dedup();
     let sh = Shared {
         plan,
         values,
@@ -344,7 +362,11 @@ fn run_phase(
         mark: OnceLock::new(),
         end: OnceLock::new(),
         total,
+        phase_marks: mark_at.iter().map(|&a| (a, OnceLock::new())).collect(),
     };
+    if let Some((_, when)) = sh.phase_marks.iter().find(|(a, _)| *a == 0) {
+        let _ = when.set(Instant::now());
+    }
     let pb = ui.bar(total, format!("run {}", system.name()));
     let c0 = store.counters();
     let t0 = Instant::now();
@@ -415,7 +437,7 @@ fn run_phase(
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
                     Err(BenchError::engine(
-                        system.name(),
+                        &system.name(),
                         "a client thread panicked",
                     ))
                 })
@@ -436,6 +458,28 @@ fn run_phase(
     }
     let (t_mark, c_mark) = sh.mark.get().cloned().unwrap_or((t0, c0.clone()));
     let timeline = timeline.into_inner().unwrap_or_default();
+    let at = |n: u64| {
+        sh.phase_marks
+            .iter()
+            .find(|(a, _)| *a == n)
+            .and_then(|(_, w)| w.get().copied())
+    };
+    let phases = bounds
+        .iter()
+        .enumerate()
+        .map(|(i, &(a, m, e))| {
+            let rate = |from: u64, to: u64| match (at(from), at(to)) {
+                (Some(t1), Some(t2)) if t2 > t1 => (to - from) as f64 / (t2 - t1).as_secs_f64(),
+                _ => 0.0,
+            };
+            report::PhaseResult {
+                phase: i,
+                ops: e - a,
+                ops_per_sec: rate(a, e),
+                second_half_ops_per_sec: rate(m, e),
+            }
+        })
+        .collect();
     Ok(SystemResult::new(
         cfg,
         system,
@@ -450,6 +494,7 @@ fn run_phase(
             reads_found: found,
             reads_missing: missing,
             timeline,
+            phases,
         },
     ))
 }

@@ -26,6 +26,21 @@ pub enum System {
     TierkvNoByCompaction,
     /// Ablation: no promotion by flush.
     TierkvNoByFlush,
+    /// tierkv with the block cache only (RocksDB-like caching, tierkv before AC-Key).
+    TierkvBlockOnly,
+    /// tierkv with the whole cache budget as a KV cache.
+    TierkvKvOnly,
+    /// tierkv with the whole cache budget as a KP cache.
+    TierkvKpOnly,
+    /// tierkv with a fixed split of the cache budget (shares of KV, KP and block).
+    TierkvSplit {
+        /// KV share.
+        kv: u16,
+        /// KP share.
+        kp: u16,
+        /// Block share.
+        block: u16,
+    },
     /// RocksDB with `db_paths` (fast disk first) and direct I/O.
     RocksdbTiered,
     /// RocksDB with everything on the fast disk.
@@ -50,14 +65,21 @@ impl FromStr for System {
             "tierkv-nohotcheck" => System::TierkvNoHotCheck,
             "tierkv-nobycompaction" => System::TierkvNoByCompaction,
             "tierkv-nobyflush" => System::TierkvNoByFlush,
+            "tierkv-adaptive" => System::Tierkv,
+            "tierkv-blockonly" => System::TierkvBlockOnly,
+            "tierkv-kvonly" => System::TierkvKvOnly,
+            "tierkv-kponly" => System::TierkvKpOnly,
             "rocksdb-tiered" => System::RocksdbTiered,
             "rocksdb-fd" => System::RocksdbFd,
-            _ => {
-                return Err(BenchError::InvalidArgument(format!(
-                    "unknown system {s:?}: expected one of {}",
-                    System::ALL.map(|s| s.name()).join(", ")
-                )))
-            }
+            other => match other.strip_prefix("tierkv-split:") {
+                Some(shares) => parse_split(shares)?,
+                None => {
+                    return Err(BenchError::InvalidArgument(format!(
+                        "unknown system {s:?}: expected one of {}, or tierkv-split:KV:KP:BLOCK",
+                        System::ALL.map(|s| s.name()).join(", ")
+                    )))
+                }
+            },
         };
         if sys.is_rocksdb() && !cfg!(feature = "rocksdb-peer") {
             return Err(BenchError::InvalidArgument(format!(
@@ -69,9 +91,28 @@ impl FromStr for System {
     }
 }
 
+/// `KV:KP:BLOCK` shares of a fixed split (integers, e.g. `8:2:0` or `60:20:20`).
+fn parse_split(shares: &str) -> Result<System> {
+    let bad = || {
+        BenchError::InvalidArgument(format!(
+            "tierkv-split:{shares}: expected three integer shares KV:KP:BLOCK, not all zero"
+        ))
+    };
+    let v: Vec<u16> = shares
+        .split(':')
+        .map(|p| p.trim().parse::<u16>().map_err(|_| bad()))
+        .collect::<Result<_>>()?;
+    match v[..] {
+        [kv, kp, block] if kv as u32 + kp as u32 + block as u32 > 0 => {
+            Ok(System::TierkvSplit { kv, kp, block })
+        }
+        _ => Err(bad()),
+    }
+}
+
 impl System {
-    /// Every system.
-    pub const ALL: [System; 9] = [
+    /// Every system with a fixed name (fixed splits are `tierkv-split:KV:KP:BLOCK`).
+    pub const ALL: [System; 12] = [
         System::Tierkv,
         System::TierkvNoPromo,
         System::TierkvFd,
@@ -79,13 +120,24 @@ impl System {
         System::TierkvNoHotCheck,
         System::TierkvNoByCompaction,
         System::TierkvNoByFlush,
+        System::TierkvBlockOnly,
+        System::TierkvKvOnly,
+        System::TierkvKpOnly,
         System::RocksdbTiered,
         System::RocksdbFd,
     ];
 
     /// The name used by `--systems` and in reports.
-    pub fn name(self) -> &'static str {
+    pub fn name(self) -> String {
         match self {
+            System::TierkvSplit { kv, kp, block } => format!("tierkv-split:{kv}:{kp}:{block}"),
+            s => s.fixed_name().to_string(),
+        }
+    }
+
+    fn fixed_name(self) -> &'static str {
+        match self {
+            System::TierkvSplit { .. } => "tierkv-split",
             System::Tierkv => "tierkv",
             System::TierkvNoPromo => "tierkv-nopromo",
             System::TierkvFd => "tierkv-fd",
@@ -93,6 +145,9 @@ impl System {
             System::TierkvNoHotCheck => "tierkv-nohotcheck",
             System::TierkvNoByCompaction => "tierkv-nobycompaction",
             System::TierkvNoByFlush => "tierkv-nobyflush",
+            System::TierkvBlockOnly => "tierkv-blockonly",
+            System::TierkvKvOnly => "tierkv-kvonly",
+            System::TierkvKpOnly => "tierkv-kponly",
             System::RocksdbTiered => "rocksdb-tiered",
             System::RocksdbFd => "rocksdb-fd",
         }
@@ -116,6 +171,21 @@ impl System {
             System::TierkvFd => Some("tierkv-all-fast"),
             s if s.is_rocksdb() => None,
             _ => Some("tierkv-two-tier"),
+        }
+    }
+
+    /// The cache mode of a tierkv system (adaptive unless it is a cache-mode system).
+    pub fn cache_mode(self) -> tierkv::CacheMode {
+        match self {
+            System::TierkvBlockOnly => tierkv::CacheMode::BlockOnly,
+            System::TierkvKvOnly => tierkv::CacheMode::KvOnly,
+            System::TierkvKpOnly => tierkv::CacheMode::KpOnly,
+            System::TierkvSplit { kv, kp, block } => tierkv::CacheMode::Split {
+                kv: kv as f64,
+                kp: kp as f64,
+                block: block as f64,
+            },
+            _ => tierkv::CacheMode::Adaptive,
         }
     }
 
@@ -252,6 +322,11 @@ pub struct Counters {
     pub promoted_by_compaction_bytes: Option<u64>,
     /// Bytes kept on the fast disk by compactions into the slow disk.
     pub retained_bytes: Option<u64>,
+    /// Sizes of the cache's components now (gauges, not counts): KV, KP, block bytes.
+    pub cache_bytes: Option<[u64; 3]>,
+    /// Hits of the KV, KP and block caches and lookups of the point and block caches
+    /// (counts).
+    pub cache_hits: Option<[u64; 5]>,
 }
 
 fn sub(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -279,6 +354,11 @@ impl Counters {
                 earlier.promoted_by_compaction_bytes,
             ),
             retained_bytes: sub(self.retained_bytes, earlier.retained_bytes),
+            cache_bytes: self.cache_bytes,
+            cache_hits: match (self.cache_hits, earlier.cache_hits) {
+                (Some(a), Some(b)) => Some(std::array::from_fn(|i| a[i].saturating_sub(b[i]))),
+                _ => None,
+            },
         }
     }
 
@@ -337,6 +417,10 @@ pub fn tierkv_options(
         target_file_size: cfg.target_file_size,
         max_bytes_for_level_base: cfg.level_base,
         block_cache_size: cfg.block_cache as usize,
+        cache: tierkv::CacheOptions {
+            mode: system.cache_mode(),
+            ..Default::default()
+        },
         fd_budget: Some(cfg.fd_budget),
         slow: Some(tierkv::SlowTier {
             dir: dirs.slow.clone(),
@@ -375,10 +459,10 @@ impl TierkvStore {
             std::fs::create_dir_all(d).map_err(|e| BenchError::io(d, e))?;
         }
         let opts = tierkv_options(cfg, system, dirs, loading);
-        let db =
-            tierkv::Db::open(&dirs.fast, opts).map_err(|e| BenchError::engine(system.name(), e))?;
+        let db = tierkv::Db::open(&dirs.fast, opts)
+            .map_err(|e| BenchError::engine(&system.name(), e))?;
         Ok(TierkvStore {
-            name: system.name().to_string(),
+            name: system.name(),
             db,
         })
     }
@@ -476,6 +560,18 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
         promoted_by_flush_bytes: Some(s.promotion.promoted_by_flush_bytes),
         promoted_by_compaction_bytes: Some(s.promotion.promoted_by_compaction_bytes),
         retained_bytes: Some(s.promotion.retained_bytes),
+        cache_bytes: Some([
+            s.cache.kv.bytes as u64,
+            s.cache.kp.bytes as u64,
+            s.cache.block.bytes as u64,
+        ]),
+        cache_hits: Some([
+            s.cache.kv.hits,
+            s.cache.kp.hits,
+            s.cache.block.hits,
+            s.cache.kv.lookups,
+            s.cache.block.lookups,
+        ]),
     }
 }
 
@@ -515,6 +611,34 @@ mod tests {
             }
             assert_eq!(s.name().parse::<System>().unwrap(), s);
         }
+    }
+
+    #[test]
+    fn cache_systems_parse_and_configure() {
+        let s: System = "tierkv-split:8:2:0".parse().unwrap();
+        assert_eq!(s.name(), "tierkv-split:8:2:0");
+        assert_eq!(
+            s.cache_mode(),
+            tierkv::CacheMode::Split {
+                kv: 8.0,
+                kp: 2.0,
+                block: 0.0
+            }
+        );
+        assert_eq!(s.load_class(), System::Tierkv.load_class());
+        for bad in [
+            "tierkv-split:1:2",
+            "tierkv-split:0:0:0",
+            "tierkv-split:a:1:1",
+        ] {
+            assert!(bad.parse::<System>().is_err(), "{bad}");
+        }
+        assert_eq!(
+            "tierkv-kvonly".parse::<System>().unwrap().cache_mode(),
+            tierkv::CacheMode::KvOnly
+        );
+        assert_eq!("tierkv-adaptive".parse::<System>().unwrap(), System::Tierkv);
+        assert_eq!(System::Tierkv.cache_mode(), tierkv::CacheMode::Adaptive);
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub enum Workload {
     E,
     /// YCSB F: 50% reads, 50% read-modify-writes.
     F,
+    /// 100% short scans (a phase of AC-Key's phase-change experiment).
+    Scan,
 }
 
 /// Shares of each operation type (they add up to 1).
@@ -79,9 +81,10 @@ impl FromStr for Workload {
             "d" => Workload::D,
             "e" => Workload::E,
             "f" => Workload::F,
+            "scan" => Workload::Scan,
             _ => {
                 return Err(BenchError::InvalidArgument(format!(
-                    "unknown workload {s:?}: expected ro, rw, wh, uh, a, b, c, d, e or f"
+                    "unknown workload {s:?}: expected ro, rw, wh, uh, a, b, c, d, e, f or scan"
                 )))
             }
         })
@@ -107,6 +110,7 @@ impl Workload {
             Workload::D => m(0.95, 0.0, 0.05, 0.0, 0.0),
             Workload::E => m(0.0, 0.0, 0.05, 0.95, 0.0),
             Workload::F => m(0.5, 0.0, 0.0, 0.0, 0.5),
+            Workload::Scan => m(0.0, 0.0, 0.0, 1.0, 0.0),
         }
     }
 
@@ -134,6 +138,7 @@ impl Workload {
             Workload::D => "d",
             Workload::E => "e",
             Workload::F => "f",
+            Workload::Scan => "scan",
         }
     }
 }
@@ -214,7 +219,8 @@ impl ValueSource {
 #[derive(Clone, Debug)]
 enum Source {
     Synthetic {
-        mix: Mix,
+        /// The mix of each phase and the operation index where the phase ends.
+        mixes: Vec<(u64, Mix)>,
         chooser: KeyChooser,
         value_size: u32,
     },
@@ -230,6 +236,8 @@ pub struct OpPlan {
     seed: u64,
     /// First inserted id of each chunk.
     insert_base: Vec<u64>,
+    /// Operation index where each phase ends (exclusive; the last is `total_ops`).
+    phase_ends: Vec<u64>,
 }
 
 impl OpPlan {
@@ -242,7 +250,22 @@ impl OpPlan {
         value_size: u32,
         seed: u64,
     ) -> Result<OpPlan> {
-        let mix = workload.mix();
+        let phase_mixes: Vec<Mix> = match dist {
+            DistSpec::Phased(phases) => phases
+                .iter()
+                .map(|p| p.mix.unwrap_or(workload).mix())
+                .collect(),
+            _ => vec![workload.mix()],
+        };
+        let mut mixes: Vec<(u64, Mix)> = dist
+            .phase_ends(total_ops)
+            .into_iter()
+            .zip(phase_mixes)
+            .collect();
+        // The last phase lasts until the end.
+        if let Some(last) = mixes.last_mut() {
+            last.0 = u64::MAX;
+        }
         let chunks = total_ops.div_ceil(CHUNK);
         let mut insert_base = Vec::with_capacity(chunks as usize);
         let mut next = records;
@@ -250,8 +273,8 @@ impl OpPlan {
             insert_base.push(next);
             let mut rng = type_rng(seed, c);
             let n = CHUNK.min(total_ops - c * CHUNK);
-            for _ in 0..n {
-                if pick_kind(&mix, &mut rng) == OpKind::Insert {
+            for i in 0..n {
+                if pick_kind(mix_at(&mixes, c * CHUNK + i), &mut rng) == OpKind::Insert {
                     next += 1;
                 }
             }
@@ -260,7 +283,7 @@ impl OpPlan {
         let chooser = KeyChooser::new(dist, space, total_ops)?;
         Ok(OpPlan {
             source: Source::Synthetic {
-                mix,
+                mixes,
                 chooser,
                 value_size,
             },
@@ -268,6 +291,18 @@ impl OpPlan {
             total_ops,
             seed,
             insert_base,
+            phase_ends: {
+                let mut ends: Vec<u64> = dist
+                    .phase_ends(total_ops)
+                    .into_iter()
+                    .map(|e| e.min(total_ops))
+                    .collect();
+                if let Some(last) = ends.last_mut() {
+                    *last = total_ops;
+                }
+                ends.dedup();
+                ends
+            },
         })
     }
 
@@ -281,6 +316,7 @@ impl OpPlan {
             total_ops,
             seed,
             insert_base: Vec::new(),
+            phase_ends: vec![total_ops],
         }
     }
 
@@ -304,7 +340,7 @@ impl OpPlan {
 
     fn space(&self) -> u64 {
         match &self.source {
-            Source::Synthetic { mix, .. } => {
+            Source::Synthetic { mixes, .. } => {
                 // Recount the last chunk: insert_base holds only chunk starts.
                 let Some(&last) = self.insert_base.last() else {
                     return self.records;
@@ -313,7 +349,9 @@ impl OpPlan {
                 let mut rng = type_rng(self.seed, c);
                 let n = CHUNK.min(self.total_ops - c * CHUNK);
                 last + (0..n)
-                    .filter(|_| pick_kind(mix, &mut rng) == OpKind::Insert)
+                    .filter(|&i| {
+                        pick_kind(mix_at(mixes, c * CHUNK + i), &mut rng) == OpKind::Insert
+                    })
                     .count() as u64
             }
             Source::Trace(t) => t.keys.len() as u64,
@@ -323,6 +361,11 @@ impl OpPlan {
     /// Chunks in the run phase.
     pub fn chunks(&self) -> u64 {
         self.total_ops.div_ceil(CHUNK)
+    }
+
+    /// Operation index where each phase ends (exclusive), the last being the run's end.
+    pub fn phase_ends(&self) -> &[u64] {
+        &self.phase_ends
     }
 
     /// Index of the phase (of a phased distribution) operation `index` belongs to.
@@ -343,7 +386,7 @@ impl OpPlan {
         let n = CHUNK.min(self.total_ops - start);
         match &self.source {
             Source::Synthetic {
-                mix,
+                mixes,
                 chooser,
                 value_size,
             } => {
@@ -352,7 +395,7 @@ impl OpPlan {
                 let mut next_insert = self.insert_base[c as usize];
                 for i in 0..n {
                     let index = start + i;
-                    let kind = pick_kind(mix, &mut types);
+                    let kind = pick_kind(mix_at(mixes, index), &mut types);
                     let (id, len) = match kind {
                         OpKind::Insert => {
                             next_insert += 1;
@@ -419,6 +462,12 @@ impl OpPlan {
             Source::Trace(t) => t.load_value_sizes.iter().copied().max().unwrap_or(1),
         }
     }
+}
+
+/// The mix in force at operation `index`.
+fn mix_at(mixes: &[(u64, Mix)], index: u64) -> &Mix {
+    let i = mixes.partition_point(|&(end, _)| end <= index);
+    &mixes[i.min(mixes.len() - 1)].1
 }
 
 fn type_rng(seed: u64, chunk: u64) -> SmallRng {
@@ -527,6 +576,33 @@ mod tests {
         }
         assert!("x".parse::<Workload>().is_err());
         assert_eq!("RW".parse::<Workload>().unwrap(), Workload::Rw);
+    }
+
+    #[test]
+    fn phases_can_change_the_mix() {
+        // AC-Key's phase change: scans, then gets.
+        let dist = crate::distribution::parse_phases(
+            "30% hotspot-5% scan\n70% hotspot-5% c\n",
+            std::path::Path::new("p"),
+        )
+        .unwrap();
+        let plan = OpPlan::synthetic(Workload::Ro, &dist, 1000, 1000, 100, 5).unwrap();
+        assert_eq!(plan.phase_ends(), &[300, 1000]);
+        let ops = all_ops(&plan);
+        assert!(ops[..300].iter().all(|o| o.kind == OpKind::Scan));
+        assert!(ops[300..].iter().all(|o| o.kind == OpKind::Read));
+        assert_eq!(plan.phase_of(299), 0);
+        assert_eq!(plan.phase_of(300), 1);
+        assert!(dist.describe().contains("scan"), "{}", dist.describe());
+        assert!(crate::distribution::parse_phases(
+            "30% uniform scan extra\n",
+            std::path::Path::new("p")
+        )
+        .is_err());
+        assert!(
+            crate::distribution::parse_phases("30% uniform nope\n", std::path::Path::new("p"))
+                .is_err()
+        );
     }
 
     #[test]

@@ -120,9 +120,11 @@ fn pick_level(v: &Version, level: usize) -> Option<Compaction> {
     })
 }
 
-/// Ln -> Ln+1 at the fast-to-slow boundary (HotRAP §3.6): the unclaimed file with the most
-/// cold bytes per overlapping byte, `(size - hot size) / overlapping bytes`; when every
-/// benefit is zero (RALT overestimates), the oldest file.
+/// Ln -> Ln+1 at the fast-to-slow boundary (HotRAP §3.5): the unclaimed file with the best
+/// cost-benefit score `(size - hot size) / (size + overlapping bytes)`: the benefit is the
+/// cold data that leaves the fast tier (hot records are retained), the cost is everything
+/// the compaction rewrites. When every benefit is zero (RALT overestimates), the oldest
+/// file.
 fn pick_level_hot_aware(v: &Version, level: usize, hot: &HotPicking<'_>) -> Option<Compaction> {
     let mut best: Option<(f64, Arc<FileMeta>, Vec<Arc<FileMeta>>)> = None;
     let mut oldest: Option<(Arc<FileMeta>, Vec<Arc<FileMeta>>)> = None;
@@ -144,7 +146,7 @@ fn pick_level_hot_aware(v: &Version, level: usize, hot: &HotPicking<'_>) -> Opti
             continue;
         }
         let overlap_bytes: u64 = overlap.iter().map(|o| o.size()).sum();
-        let benefit = cold as f64 / overlap_bytes.max(1) as f64;
+        let benefit = cold as f64 / (f.size() + overlap_bytes).max(1) as f64;
         if best.as_ref().is_none_or(|(b, _, _)| benefit > *b) {
             best = Some((benefit, f.clone(), overlap));
         }

@@ -89,7 +89,9 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
 }
 
 /// True while the last fast level holds (nearly) only retained hot data and has not grown
-/// by a file since: compacting it would only rewrite it in place.
+/// by a file since: compacting it would only rewrite it in place. Never once the level is
+/// half again over its target: then the next compaction pushes data down regardless of
+/// hotness (see `run_compaction`), so the fast tier stays within its budget (invariant 4).
 fn retention_saturated(
     inner: &DbInner,
     st: &State,
@@ -98,15 +100,24 @@ fn retention_saturated(
 ) -> bool {
     st.retention_saturated_at
         .is_some_and(|at| v.level_bytes(level) <= at + inner.opts.target_file_size)
+        && !far_over_target(v, level)
+}
+
+/// The level holds more than 1.5 times its target.
+fn far_over_target(v: &crate::version::Version, level: usize) -> bool {
+    v.level_bytes(level) > v.layout.targets[level] / 2 * 3
 }
 
 /// Picks the next compaction, hot-aware at the fast-to-slow boundary when promoting.
 fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Compaction> {
-    let Some(ralt) = &inner.ralt else {
-        return picker::pick(v, &inner.opts, None);
+    let ralt = match &inner.ralt {
+        // Without retention nothing stays behind: plain picking (the no-retain ablation).
+        Some(ralt) if inner.opts.promotion.retention => ralt,
+        _ => return picker::pick(v, &inner.opts, None),
     };
     let level = inner.layout.last_fast_level;
-    let hot_size = |lo: &[u8], hi: &[u8]| ralt.range_hot_size(lo, hi);
+    let sizer = ralt.range_hot_sizer();
+    let hot_size = |lo: &[u8], hi: &[u8]| sizer.range_hot_size(lo, hi);
     let saturated = retention_saturated(inner, st, v, level);
     let hot = picker::HotPicking {
         level,
@@ -271,13 +282,17 @@ pub(crate) fn run_compaction(
     // A compaction from the fast into the slow tier moves newer versions below the
     // promotion cache: announce it (HotRAP §3.3) and take the cached records in its range.
     let crosses_tiers = v.layout.tiers[c.level] == Tier::Fast && c.output_tier == Tier::Slow;
+    // A level full of retained hot data and far over its target pushes this compaction's
+    // data down whatever its hotness: the hot set outgrew the fast tier.
+    let force_down =
+        inner.state.lock().retention_saturated_at.is_some() && far_over_target(v, c.level);
     let hot = match (&inner.ralt, crosses_tiers, picker::key_range(&c.inputs)) {
         (Some(ralt), true, Some((lo, hi))) => {
             let taken = inner.pc.begin_compaction(&lo, &hi);
             let p = &inner.opts.promotion;
             Some(HotRouting {
                 ralt,
-                retention: p.retention && c.level == inner.layout.last_fast_level,
+                retention: p.retention && c.level == inner.layout.last_fast_level && !force_down,
                 hotness_check: p.hotness_check,
                 promote: if p.by_compaction { taken } else { Vec::new() },
                 lo,
@@ -316,6 +331,13 @@ pub(crate) fn run_compaction(
     };
     let mut st = inner.state.lock();
     let trivial = c.is_trivial_move();
+    let stayed: u64 = out
+        .edit
+        .added
+        .iter()
+        .filter(|f| f.level == c.level)
+        .map(|f| f.size)
+        .sum();
     if let Err(e) = st.versions.log_and_apply(out.edit) {
         // The outputs stay: the edit may be durable anyway (see log_and_apply).
         c.release();
@@ -324,12 +346,12 @@ pub(crate) fn run_compaction(
     inner.install_super_version(&st);
     c.release();
     if ctx.hot.is_some() {
-        // Nearly everything stayed on the fast tier: the level is full of hot data, and
+        // The compaction barely shrank the level (in file bytes: what stayed or was
+        // promoted into it against what it took out): the level is full of hot data, and
         // picking it again before it grows would only rewrite it.
         let fast_in: u64 = c.inputs.iter().map(|f| f.size()).sum();
-        let kept = out.retained_bytes + out.promoted_bytes;
         st.retention_saturated_at =
-            (kept * 10 >= fast_in * 9).then(|| st.versions.current().level_bytes(c.level));
+            (stayed * 10 >= fast_in * 9).then(|| st.versions.current().level_bytes(c.level));
     }
     drop(st);
     if !trivial {

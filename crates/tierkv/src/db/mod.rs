@@ -429,6 +429,9 @@ impl DbInner {
             match mem.get(key, seq) {
                 MemGet::Found(v) => {
                     Counters::add(&self.counters.get_memtable, 1);
+                    // A hot key that is also updated often must keep its score, or it
+                    // would not be retained when its older versions move down.
+                    self.record_access(key, v.len());
                     return Ok(Some(v.to_vec()));
                 }
                 MemGet::Deleted => {
@@ -463,12 +466,13 @@ impl DbInner {
                             };
                             Counters::add(counter, 1);
                             c.promote(key, hash, &value, p, fence);
+                            // By level, not tier, as on the normal path below.
                             if promoting {
-                                match tier {
-                                    Tier::Fast => self.record_access(key, value.len()),
-                                    Tier::Slow => {
-                                        self.offer_for_promotion(key, &value, found_seq, read_epoch)
-                                    }
+                                let split = self.layout.last_fast_level;
+                                if (p.level as usize) <= split {
+                                    self.record_access(key, value.len());
+                                } else {
+                                    self.offer_for_promotion(key, &value, found_seq, read_epoch);
                                 }
                             }
                             return Ok(Some(Vec::from(value)));

@@ -99,8 +99,12 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
     };
     let ralt = match (opts.promotion_active(), opts.fd_budget) {
         (true, Some(fd_budget)) => {
+            // RALT's "FD size" is what the fast levels below L0 hold: the hot set limit
+            // must fit the level that retains hot records (the layout reserves part of the
+            // budget for L0).
+            let fast_levels: u64 = layout.targets[1..=layout.last_fast_level].iter().sum();
             let ralt_opts = RaltOptions {
-                fd_budget,
+                fd_budget: fast_levels.clamp(1, fd_budget),
                 ..opts.promotion.ralt.clone()
             };
             Some(Arc::new(Ralt::open(env.clone(), ralt_opts)?))

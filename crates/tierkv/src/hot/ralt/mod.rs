@@ -82,6 +82,26 @@ pub struct Ralt {
     evicted_keys: AtomicU64,
 }
 
+/// Answers `range_hot_size` from one snapshot of the runs and the buffers' hot keys.
+pub struct RangeHotSizer {
+    version: Arc<Version>,
+    /// Hot buffered keys, sorted, and the prefix sums of their HotRAP sizes.
+    keys: Vec<Vec<u8>>,
+    prefix: Vec<u64>,
+}
+
+impl RangeHotSizer {
+    /// HotRAP bytes of hot keys in `[lo, hi]` (an overestimate, never below the truth).
+    pub fn range_hot_size(&self, lo: &[u8], hi: &[u8]) -> u64 {
+        if lo > hi {
+            return 0;
+        }
+        let from = self.keys.partition_point(|k| k.as_slice() < lo);
+        let to = self.keys.partition_point(|k| k.as_slice() <= hi);
+        self.version.range_hot_size(lo, hi) + self.prefix[to] - self.prefix[from]
+    }
+}
+
 /// A snapshot of RALT's sizes and counters.
 #[derive(Clone, Debug, Default, serde::Serialize)]
 pub struct RaltStats {
@@ -309,19 +329,33 @@ impl Ralt {
     /// the prefix sums at the range's edge blocks (edge blocks counted whole), summed over
     /// levels, plus hot buffered keys. Never below the exact value, often a little above.
     pub fn range_hot_size(&self, lo: &[u8], hi: &[u8]) -> u64 {
-        if lo > hi {
-            return 0;
+        self.range_hot_sizer().range_hot_size(lo, hi)
+    }
+
+    /// A snapshot for many `range_hot_size` questions (compaction picking asks once per
+    /// file): the buffers are scanned once, under the lock `record_access` takes, instead
+    /// of once per question.
+    pub fn range_hot_sizer(&self) -> RangeHotSizer {
+        let mut buffered: Vec<(Vec<u8>, u64)> = {
+            let f = self.front.lock();
+            std::iter::once(&f.active)
+                .chain(f.frozen.as_deref())
+                .flat_map(|b| b.entries().iter())
+                .filter(|e| e.is_hot())
+                .map(|e| (e.key.to_vec(), e.key.len() as u64 + e.meta.value_len as u64))
+                .collect()
+        };
+        buffered.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        let mut prefix = Vec::with_capacity(buffered.len() + 1);
+        prefix.push(0u64);
+        for (_, size) in &buffered {
+            prefix.push(prefix.last().copied().unwrap_or(0) + size);
         }
-        let mut sum = self.version.load().range_hot_size(lo, hi);
-        let f = self.front.lock();
-        for b in std::iter::once(&f.active).chain(f.frozen.as_deref()) {
-            for e in b.entries() {
-                if e.is_hot() && &*e.key >= lo && &*e.key <= hi {
-                    sum += e.key.len() as u64 + e.meta.value_len as u64;
-                }
-            }
+        RangeHotSizer {
+            version: self.version.load_full(),
+            keys: buffered.into_iter().map(|(k, _)| k).collect(),
+            prefix,
         }
-        sum
     }
 
     /// The hot keys in `[lo, hi]` in key order, each with the value length of its newest
