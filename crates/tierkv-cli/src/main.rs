@@ -90,7 +90,8 @@ struct ServeArgs {
     /// Device model of the slow tier: none, gp3, gp3-max, hdd.
     #[arg(long, default_value = "none", requires = "slow_dir")]
     slow_device: String,
-    /// Block cache capacity (e.g. 64MiB, 1GiB); the engine's default when absent.
+    /// Cache budget: the KV, KP and block caches together (e.g. 64MiB, 1GiB); the engine's
+    /// default when absent.
     #[arg(long, value_parser = tierkv_bench::parse_size)]
     block_cache: Option<u64>,
     /// Address to listen on (loopback unless told otherwise).
@@ -322,13 +323,29 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
         "write stalls: {} ({} us), slowdowns: {}",
         s.write_stalls, s.write_stall_micros, s.write_slowdowns
     )?;
+    let c = &s.cache;
     writeln!(
         out,
-        "block cache: {} / {} bytes, hit rate {:.1}%",
-        s.block_cache.usage,
-        s.block_cache.capacity,
-        s.block_cache.hit_rate() * 100.0
+        "cache ({}): {} / {} bytes, ghosts {} ({} bytes); gets from KV {}, from KP {}",
+        c.mode,
+        c.usage,
+        c.capacity,
+        if c.ghosts_on { "on" } else { "off" },
+        c.ghost_bytes,
+        g.kv_cache,
+        g.kp_cache
     )?;
+    for (name, x) in [("KV", &c.kv), ("KP", &c.kp), ("block", &c.block)] {
+        writeln!(
+            out,
+            "  {name}: {} bytes in {} entries (target {}), hit rate {:.1}%, ghost hits {}",
+            x.bytes,
+            x.entries,
+            x.target,
+            x.hit_rate * 100.0,
+            x.ghost_hits
+        )?;
+    }
     writeln!(
         out,
         "tiers: fast {} bytes{}, slow {} bytes",

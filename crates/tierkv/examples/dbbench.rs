@@ -5,11 +5,14 @@
 //!
 //! ```sh
 //! cargo run --release -p tierkv --example dbbench -- [--records N] [--dir DIR] [--threads T]
+//!     [--cache-mode adaptive|block|kv|kp|split:KV:KP:BLOCK]
 //! ```
 //!
 //! Records are 1 KiB (24-byte keys, 1000-byte values). `readrandom-cached` runs with a block
 //! cache larger than the data; `readrandom-disk` reopens with a 8 MiB cache so nearly every
 //! get reads a 16 KiB block from disk (O_DIRECT: the page cache does not help).
+//! `readhot-cached` reads 1% of the keys over and over (with the adaptive cache they are
+//! answered by the KV cache; with `--cache-mode block` by the block cache).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -21,6 +24,7 @@ struct Args {
     records: u64,
     dir: PathBuf,
     threads: usize,
+    cache_mode: tierkv::CacheMode,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -28,6 +32,7 @@ fn parse_args() -> Result<Args, String> {
         records: 1_000_000,
         dir: std::env::temp_dir().join("tierkv-dbbench"),
         threads: 1,
+        cache_mode: tierkv::CacheMode::Adaptive,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -36,6 +41,7 @@ fn parse_args() -> Result<Args, String> {
             "--records" => args.records = value()?.parse().map_err(|e| format!("{e}"))?,
             "--dir" => args.dir = value()?.into(),
             "--threads" => args.threads = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--cache-mode" => args.cache_mode = value()?.parse().map_err(|e| format!("{e}"))?,
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -90,11 +96,16 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let _ = std::fs::remove_dir_all(&args.dir);
     let opts = Options {
         block_cache_size: 2 << 30,
+        cache: tierkv::CacheOptions {
+            mode: args.cache_mode,
+            ..Default::default()
+        },
         ..Options::default()
     };
     println!(
-        "{n} records of 1 KiB, {} thread(s), dir {}",
+        "{n} records of 1 KiB, {} thread(s), cache mode {}, dir {}",
         args.threads,
+        args.cache_mode,
         args.dir.display()
     );
     {
@@ -139,6 +150,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     parallel(&db, args.threads, gets, get);
     report("readrandom-cached", gets, start, 1024);
     let hit = db.stats().block_cache.hit_rate();
+    let hot = (n / 100).max(1);
+    let get_hot = |db: &Db, rng: &mut StdRng| {
+        let i = rng.gen_range(0..hot);
+        db.get(key(i)).expect("get").expect("present");
+    };
+    parallel(&db, args.threads, 3 * hot, get_hot);
+    let start = Instant::now();
+    parallel(&db, args.threads, gets, get_hot);
+    report("readhot-cached", gets, start, 1024);
+    let g = db.stats().get_sources;
+    println!(
+        "readhot-cached sources: KV {} KP {} block cache {} disk {}",
+        g.kv_cache,
+        g.kp_cache,
+        g.block_cache,
+        g.fast + g.slow
+    );
     drop(db);
 
     let small_cache = Options {
