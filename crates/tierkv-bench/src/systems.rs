@@ -26,6 +26,9 @@ pub enum System {
     TierkvNoByCompaction,
     /// Ablation: no promotion by flush.
     TierkvNoByFlush,
+    /// Ablation: RALT keeps its initial limits (hot set 50%, physical 15% of the fast
+    /// disk) instead of auto-tuning them (HotRAP §3.7).
+    TierkvNoAutoTune,
     /// tierkv with the block cache only (RocksDB-like caching, tierkv before AC-Key).
     TierkvBlockOnly,
     /// tierkv with the whole cache budget as a KV cache.
@@ -65,6 +68,7 @@ impl FromStr for System {
             "tierkv-nohotcheck" => System::TierkvNoHotCheck,
             "tierkv-nobycompaction" => System::TierkvNoByCompaction,
             "tierkv-nobyflush" => System::TierkvNoByFlush,
+            "tierkv-noautotune" => System::TierkvNoAutoTune,
             "tierkv-adaptive" => System::Tierkv,
             "tierkv-blockonly" => System::TierkvBlockOnly,
             "tierkv-kvonly" => System::TierkvKvOnly,
@@ -112,7 +116,7 @@ fn parse_split(shares: &str) -> Result<System> {
 
 impl System {
     /// Every system with a fixed name (fixed splits are `tierkv-split:KV:KP:BLOCK`).
-    pub const ALL: [System; 12] = [
+    pub const ALL: [System; 13] = [
         System::Tierkv,
         System::TierkvNoPromo,
         System::TierkvFd,
@@ -120,6 +124,7 @@ impl System {
         System::TierkvNoHotCheck,
         System::TierkvNoByCompaction,
         System::TierkvNoByFlush,
+        System::TierkvNoAutoTune,
         System::TierkvBlockOnly,
         System::TierkvKvOnly,
         System::TierkvKpOnly,
@@ -145,6 +150,7 @@ impl System {
             System::TierkvNoHotCheck => "tierkv-nohotcheck",
             System::TierkvNoByCompaction => "tierkv-nobycompaction",
             System::TierkvNoByFlush => "tierkv-nobyflush",
+            System::TierkvNoAutoTune => "tierkv-noautotune",
             System::TierkvBlockOnly => "tierkv-blockonly",
             System::TierkvKvOnly => "tierkv-kvonly",
             System::TierkvKpOnly => "tierkv-kponly",
@@ -210,6 +216,11 @@ impl System {
                 by_flush: false,
                 ..on
             },
+            System::TierkvNoAutoTune => {
+                let mut p = on;
+                p.ralt.auto_tune = false;
+                p
+            }
             _ => on,
         }
     }
