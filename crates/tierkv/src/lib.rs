@@ -18,6 +18,8 @@ pub mod cache;
 pub mod coding;
 pub mod compaction;
 mod db;
+#[doc(hidden)]
+pub mod decode;
 pub mod env;
 mod error;
 pub mod hot;
