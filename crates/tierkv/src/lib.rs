@@ -26,6 +26,7 @@ pub mod hot;
 pub mod iter;
 pub mod key;
 pub mod memtable;
+pub mod merge;
 mod options;
 pub mod sst;
 pub mod version;

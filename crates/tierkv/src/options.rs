@@ -92,6 +92,8 @@ pub struct Options {
     pub promotion: PromotionOptions,
     /// Injects I/O faults into every file operation (testing; default none).
     pub fault_injector: Option<std::sync::Arc<crate::env::FaultInjector>>,
+    /// The operator behind [`crate::Db::merge`] (default none: `merge` is refused).
+    pub merge_operator: Option<std::sync::Arc<dyn crate::merge::MergeOperator>>,
 }
 
 /// Switches and sizes of HotRAP's retention and promotion, including the paper's ablations.
@@ -172,6 +174,7 @@ impl Default for Options {
             all_on_fast: false,
             promotion: PromotionOptions::default(),
             fault_injector: None,
+            merge_operator: None,
         }
     }
 }

@@ -104,3 +104,39 @@ fn concurrent_increments_never_lose_an_update() {
     assert_eq!(db.rmw(counter_key(0), |_| None).unwrap(), None);
     assert_eq!(db.get(counter_key(0)).unwrap(), None);
 }
+
+/// `Db::merge` with the counter operator: concurrent merges from 8 threads never lose an
+/// update (invariant 1 for read-modify-write); a rejected operand leaves the key unchanged.
+#[test]
+fn concurrent_merges_add_up_and_rejections_change_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = tierkv::Options {
+        merge_operator: Some(Arc::new(tierkv::merge::AddI64)),
+        ..common::tiny_options()
+    };
+    let db = Arc::new(Db::open(dir.path(), opts.clone()).unwrap());
+    std::thread::scope(|s| {
+        for t in 0..8u64 {
+            let db = db.clone();
+            s.spawn(move || {
+                for i in 0..500u64 {
+                    db.merge(format!("c{}", i % 5), "2").unwrap();
+                    db.put(format!("f{t}-{i}"), [b'x'; 200]).unwrap();
+                }
+            });
+        }
+    });
+    for c in 0..5 {
+        assert_eq!(db.get(format!("c{c}")).unwrap().unwrap(), b"1600");
+    }
+    db.put("text", "abc").unwrap();
+    let err = db.merge("text", "1").unwrap_err();
+    assert!(err.to_string().contains("not a decimal"), "{err}");
+    assert_eq!(db.get("text").unwrap().unwrap(), b"abc");
+    drop(db);
+    let db = Db::open(dir.path(), opts).unwrap();
+    assert_eq!(db.merge("c0", "-600").unwrap(), b"1000");
+    let plain = tempfile::tempdir().unwrap();
+    let db = Db::open(plain.path(), common::tiny_options()).unwrap();
+    assert!(db.merge("k", "1").is_err(), "no operator configured");
+}

@@ -250,6 +250,47 @@ impl Db {
         self.inner.update(key.as_ref(), wopts.sync, f)
     }
 
+    /// Combines `operand` with the current value of `key` through the configured
+    /// [`Options::merge_operator`](crate::Options::merge_operator), atomically (as
+    /// [`Db::update`]): concurrent merges never lose an update. Returns the new value. An
+    /// operand the operator rejects leaves the key unchanged and returns
+    /// [`Error::InvalidArgument`].
+    ///
+    /// ```no_run
+    /// # use std::sync::Arc;
+    /// let opts = tierkv::Options {
+    ///     merge_operator: Some(Arc::new(tierkv::merge::AddI64)),
+    ///     ..Default::default()
+    /// };
+    /// let db = tierkv::Db::open("/tmp/merge-demo", opts)?;
+    /// db.merge(b"visits", b"1")?;
+    /// # Ok::<(), tierkv::Error>(())
+    /// ```
+    pub fn merge(&self, key: impl AsRef<[u8]>, operand: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+        let op = self.inner.opts.merge_operator.clone().ok_or_else(|| {
+            Error::InvalidArgument("merge needs Options::merge_operator to be set".into())
+        })?;
+        let key = key.as_ref();
+        let mut rejected = None;
+        let new = self.update(key, |old| match op.merge(key, old, operand.as_ref()) {
+            Ok(v) => {
+                rejected = None;
+                Update::Put(v)
+            }
+            Err(why) => {
+                rejected = Some(why);
+                Update::Keep
+            }
+        })?;
+        match rejected {
+            Some(why) => Err(Error::InvalidArgument(format!(
+                "merge operator {} rejected the merge: {why}",
+                op.name()
+            ))),
+            None => Ok(new.unwrap_or_default()),
+        }
+    }
+
     /// Takes a snapshot of the current state.
     pub fn snapshot(&self) -> Snapshot {
         let mut snaps = self.inner.snapshots.lock();
