@@ -39,6 +39,10 @@ pub use db::{
 };
 pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};
-pub use options::{LevelLayout, Options, PromotionOptions, ReadOptions, SlowTier, WriteOptions};
+pub use hot::bloom::BloomCascadeOptions;
+pub use hot::HotnessTracker;
+pub use options::{
+    CompactionOptions, LevelLayout, Options, PromotionOptions, ReadOptions, SlowTier, WriteOptions,
+};
 pub use sst::Compression;
 pub use wal::RecoveryMode;

@@ -3,7 +3,9 @@
 //! derived from them (targets and tier placement); it never opens files.
 
 use crate::env::{DeviceProfile, Tier};
+use crate::hot::bloom::BloomCascadeOptions;
 use crate::hot::ralt::RaltOptions;
+use crate::hot::HotnessTracker;
 use crate::sst::{Compression, TableOptions};
 use crate::wal::RecoveryMode;
 use crate::{Error, Result};
@@ -90,6 +92,8 @@ pub struct Options {
     pub all_on_fast: bool,
     /// Hot-record retention and promotion (HotRAP); acts only on a two-tier store.
     pub promotion: PromotionOptions,
+    /// How compactions save background I/O (HyperDB's ideas within the table format).
+    pub compaction: CompactionOptions,
     /// Injects I/O faults into every file operation (testing; default none).
     pub fault_injector: Option<std::sync::Arc<crate::env::FaultInjector>>,
     /// The operator behind [`crate::Db::merge`] (default none: `merge` is refused).
@@ -114,8 +118,36 @@ pub struct PromotionOptions {
     /// Size at which the mutable promotion cache is frozen for the checker (default: the
     /// target file size, as in the paper).
     pub cache_size: Option<usize>,
-    /// The hotness tracker's settings; its `fd_budget` is taken from [`Options::fd_budget`].
+    /// Which hotness tracker decides what is hot (default RALT).
+    pub tracker: HotnessTracker,
+    /// RALT's settings; its `fd_budget` is taken from [`Options::fd_budget`].
     pub ralt: RaltOptions,
+    /// The bloom-cascade tracker's settings (when `tracker` is `BloomCascade`); its
+    /// `fd_bytes` is taken from the fast levels' capacity.
+    pub bloom_cascade: BloomCascadeOptions,
+}
+
+/// Switches of the compaction's background-traffic savings (HyperDB, issue 11).
+#[derive(Clone, Debug)]
+pub struct CompactionOptions {
+    /// Copy a data block of an input table into the output verbatim, instead of decoding
+    /// and re-encoding it, when no other input has a key inside its range and nothing in
+    /// it is dropped or routed elsewhere (default true). Saves CPU, not bytes: the output
+    /// holds the same bytes either way.
+    pub block_reuse: bool,
+    /// At the fast-to-slow boundary, demote narrow key ranges in batches: extend the
+    /// picked file with neighbours of its level whose overlap in the slow level adds no
+    /// file, so the slow files are rewritten once for all of them (default true).
+    pub batched_demotion: bool,
+}
+
+impl Default for CompactionOptions {
+    fn default() -> Self {
+        CompactionOptions {
+            block_reuse: true,
+            batched_demotion: true,
+        }
+    }
 }
 
 impl Default for PromotionOptions {
@@ -127,7 +159,9 @@ impl Default for PromotionOptions {
             by_compaction: true,
             by_flush: true,
             cache_size: None,
+            tracker: HotnessTracker::Ralt,
             ralt: RaltOptions::default(),
+            bloom_cascade: BloomCascadeOptions::default(),
         }
     }
 }
@@ -173,6 +207,7 @@ impl Default for Options {
             slow: None,
             all_on_fast: false,
             promotion: PromotionOptions::default(),
+            compaction: CompactionOptions::default(),
             fault_injector: None,
             merge_operator: None,
         }
@@ -281,7 +316,10 @@ impl Options {
             return bad("promotion.cache_size must be positive".into());
         }
         if self.promotion_active() {
-            self.promotion.ralt.validate()?;
+            match self.promotion.tracker {
+                HotnessTracker::Ralt => self.promotion.ralt.validate()?,
+                HotnessTracker::BloomCascade => self.promotion.bloom_cascade.validate()?,
+            }
         }
         Ok(())
     }

@@ -2,16 +2,32 @@
 //! and tombstones that hide nothing, and write the survivors into new tables of the output
 //! level, split at the target file size (never inside one user key's versions, so deeper
 //! levels stay disjoint by user key).
+//!
+//! **Block reuse** (HyperDB's clean blocks, within the unchanged table format): the merge
+//! walks its inputs block by block, and when a data block is reached whose whole key range
+//! holds no key of any other input, whose entries are each the only version of their user
+//! key, none of them a tombstone the merge would drop, and none routed to the fast tier by
+//! retention or interleaved with a promoted record, the block is appended to the output as
+//! it is stored (compressed bytes and trailer) instead of being decoded and re-encoded.
+//! Everything else goes entry by entry exactly as without reuse, through the same
+//! decisions ([`Merger`]). With reuse off the merge runs over a `MergingIterator`, the
+//! older code path, which the tests compare against.
 
 use super::Compaction;
 use crate::env::{Env, IoCause, Tier};
 use crate::hot::promotion::PcRecord;
-use crate::hot::ralt::Ralt;
+use crate::hot::{HotKeys, HotTracker};
 use crate::iter::{InternalIterator, MergingIterator};
-use crate::key::{make_internal_key, parse_internal_key, SeqNo, ValueKind, MAX_SEQ};
-use crate::sst::{TableBuilder, TableOptions};
-use crate::version::{table_file_name, LevelIterator, NewFile, TableCache, Version, VersionEdit};
+use crate::key::{
+    compare_internal, make_internal_key, parse_internal_key, user_key, ParsedKey, SeqNo, ValueKind,
+    MAX_SEQ,
+};
+use crate::sst::block::BlockIter;
+use crate::sst::{BlockWrites, DataBlocks, RawBlock, TableBuilder, TableOptions};
+use crate::version::VersionEdit;
+use crate::version::{table_file_name, FileMeta, LevelIterator, NewFile, TableCache, Version};
 use crate::{Error, Result};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// What a finished job produced.
@@ -29,15 +45,17 @@ pub struct JobOutput {
     pub retained_bytes: u64,
     /// Key and value bytes of promotion-cache records written to the last fast level.
     pub promoted_bytes: u64,
+    /// Data blocks of the outputs: copied from an input as stored, or encoded anew.
+    pub blocks: BlockWrites,
 }
 
 /// HotRAP's part in a compaction from the last fast level into the slow tier.
 pub struct HotRouting<'a> {
     /// The hotness tracker.
-    pub ralt: &'a Ralt,
+    pub tracker: &'a HotTracker,
     /// Keep hot input records on the fast tier.
     pub retention: bool,
-    /// Ask RALT before promoting cache records (off: promote them all).
+    /// Ask the tracker before promoting cache records (off: promote them all).
     pub hotness_check: bool,
     /// Promotion-cache records taken for this compaction, sorted by key.
     pub promote: Vec<(bytes::Bytes, PcRecord)>,
@@ -69,6 +87,8 @@ pub struct JobContext<'a> {
     /// The fast disk is full: write every output to the slow tier (a fast level's files may
     /// live there; the fast-tier budget is a soft limit).
     pub spill_to_slow: bool,
+    /// Copy untouched data blocks verbatim (see the module comment).
+    pub block_reuse: bool,
 }
 
 /// Merges the inputs of `c` into new files. On error, files written so far are deleted.
@@ -97,13 +117,27 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
     let place = |tier: Tier| if ctx.spill_to_slow { Tier::Slow } else { tier };
     let mut down = Sink::new(c.output_level, place(c.output_tier));
     let mut fast = Sink::new(c.level, place(Tier::Fast));
-    if let Err(e) = merge(c, ctx, &mut down, &mut fast, &mut out) {
+    let merged = Merger::new(c, ctx, &mut down, &mut fast, &mut out).and_then(|m| {
+        if ctx.block_reuse {
+            merge_blocks(c, ctx, m)
+        } else {
+            merge_entries(c, ctx, m)
+        }
+    });
+    if let Err(e) = merged {
         for sink in [&down, &fast] {
             for &number in &sink.created {
                 let _ = ctx.env.remove(sink.tier, &table_file_name(number));
             }
         }
         return Err(e);
+    }
+    for sink in [&down, &fast] {
+        let b = &sink.blocks;
+        out.blocks.copied_blocks += b.copied_blocks;
+        out.blocks.copied_bytes += b.copied_bytes;
+        out.blocks.built_blocks += b.built_blocks;
+        out.blocks.built_bytes += b.built_bytes;
     }
     let written: Vec<NewFile> = down.done.into_iter().chain(fast.done).collect();
     out.bytes_written = written.iter().map(|f| f.size).sum();
@@ -151,6 +185,7 @@ struct Sink {
     created: Vec<u64>,
     done: Vec<NewFile>,
     bytes_in: u64,
+    blocks: BlockWrites,
 }
 
 impl Sink {
@@ -162,29 +197,40 @@ impl Sink {
             created: Vec::new(),
             done: Vec::new(),
             bytes_in: 0,
+            blocks: BlockWrites::default(),
         }
     }
 
+    /// The table being written, created on first use.
+    fn builder(&mut self, ctx: &JobContext<'_>) -> Result<&mut TableBuilder> {
+        let o = match self.current.take() {
+            Some(o) => o,
+            None => {
+                let number = (ctx.new_file_number)();
+                self.created.push(number);
+                let file = ctx.env.create_writable(
+                    self.tier,
+                    &table_file_name(number),
+                    IoCause::Compaction,
+                )?;
+                Output {
+                    builder: TableBuilder::new(file, ctx.table_options),
+                    number,
+                }
+            }
+        };
+        Ok(&mut self.current.insert(o).builder)
+    }
+
     fn add(&mut self, ctx: &JobContext<'_>, ikey: &[u8], value: &[u8]) -> Result<()> {
-        if self.current.is_none() {
-            let number = (ctx.new_file_number)();
-            self.created.push(number);
-            let file = ctx.env.create_writable(
-                self.tier,
-                &table_file_name(number),
-                IoCause::Compaction,
-            )?;
-            self.current = Some(Output {
-                builder: TableBuilder::new(file, ctx.table_options),
-                number,
-            });
-        }
         self.bytes_in += (ikey.len() - crate::key::TRAILER_LEN + value.len()) as u64;
-        self.current
-            .as_mut()
-            .expect("created above")
-            .builder
-            .add(ikey, value)
+        self.builder(ctx)?.add(ikey, value)
+    }
+
+    /// Appends a stored block whose entries hold `bytes_in` key and value bytes.
+    fn add_block(&mut self, ctx: &JobContext<'_>, raw: &RawBlock, bytes_in: u64) -> Result<()> {
+        self.bytes_in += bytes_in;
+        self.builder(ctx)?.add_raw_block(raw)
     }
 
     /// Finishes the current file if it reached the target size (call between user keys).
@@ -204,55 +250,119 @@ impl Sink {
             return Ok(());
         };
         let info = o.builder.finish()?;
+        let b = &mut self.blocks;
+        b.copied_blocks += info.blocks.copied_blocks;
+        b.copied_bytes += info.blocks.copied_bytes;
+        b.built_blocks += info.blocks.built_blocks;
+        b.built_bytes += info.blocks.built_bytes;
         self.done
             .push(new_file_from(self.level, o.number, self.tier, info));
         Ok(())
     }
 }
 
-/// Decides, key by key, what a compaction from the last fast level into the slow tier keeps
-/// on the fast tier (HotRAP §3.5): hot keys of the inputs (retention, RALT's hot-key
-/// iterator merged with the compaction's), and hot promotion-cache records the inputs do
-/// not hold (promotion by compaction).
-/// RALT's hot keys of a range, in order, with their value lengths.
-type HotKeys = Box<dyn Iterator<Item = Result<(Vec<u8>, u32)>> + Send>;
+/// Where retention learns which keys are hot.
+enum HotSource {
+    /// Retention is off: nothing stays.
+    Off,
+    /// RALT's hot keys of the range, merged with the compaction's keys (HotRAP §3.5).
+    Listed(std::iter::Peekable<HotKeys>),
+    /// A tracker that cannot list keys (the bloom cascade): `is_hot` per merged key.
+    PerKey,
+}
 
+/// Decides, key by key, what a compaction from the last fast level into the slow tier keeps
+/// on the fast tier (HotRAP §3.5): hot keys of the inputs (retention), and hot
+/// promotion-cache records the inputs do not hold (promotion by compaction).
 struct HotRouter<'a> {
     hot: &'a HotRouting<'a>,
-    hot_keys: std::iter::Peekable<HotKeys>,
-    pending: std::collections::VecDeque<(bytes::Bytes, PcRecord)>,
+    source: HotSource,
+    pending: VecDeque<(bytes::Bytes, PcRecord)>,
 }
 
 impl<'a> HotRouter<'a> {
     fn new(hot: &'a HotRouting<'a>) -> Result<Self> {
-        let hot_keys = if hot.retention {
-            hot.ralt.hot_keys(&hot.lo, &hot.hi)?
+        let source = if !hot.retention {
+            HotSource::Off
         } else {
-            Box::new(std::iter::empty()) as HotKeys
+            match hot.tracker.hot_keys(&hot.lo, &hot.hi)? {
+                Some(keys) => HotSource::Listed(keys.peekable()),
+                None => HotSource::PerKey,
+            }
         };
         Ok(HotRouter {
             hot,
-            hot_keys: hot_keys.peekable(),
+            source,
             pending: hot.promote.iter().cloned().collect(),
+        })
+    }
+
+    fn in_range(&self, ukey: &[u8]) -> bool {
+        ukey >= self.hot.lo.as_slice() && ukey <= self.hot.hi.as_slice()
+    }
+
+    /// Skips listed hot keys below `ukey` and returns the next one (at or above it). Keys
+    /// arrive in order, so nothing skipped is asked about again.
+    fn next_hot_from(&mut self, ukey: &[u8]) -> Result<Option<&[u8]>> {
+        let HotSource::Listed(keys) = &mut self.source else {
+            return Ok(None);
+        };
+        loop {
+            match keys.peek() {
+                None => return Ok(None),
+                Some(Err(_)) => {
+                    return match keys.next() {
+                        Some(Err(e)) => Err(e),
+                        _ => Ok(None),
+                    }
+                }
+                Some(Ok((k, _))) if k.as_slice() < ukey => {
+                    keys.next();
+                }
+                Some(Ok(_)) => break,
+            }
+        }
+        Ok(match keys.peek() {
+            Some(Ok((k, _))) => Some(k.as_slice()),
+            _ => None,
         })
     }
 
     /// True if `ukey` (the next user key of the merge, in order) stays on the fast tier.
     fn retain(&mut self, ukey: &[u8]) -> Result<bool> {
-        if ukey < self.hot.lo.as_slice() || ukey > self.hot.hi.as_slice() {
+        if !self.in_range(ukey) {
             return Ok(false);
         }
-        loop {
-            match self.hot_keys.peek() {
-                None => return Ok(false),
-                Some(Err(_)) => {
-                    return Err(self.hot_keys.next().expect("peeked").expect_err("peeked"))
-                }
-                Some(Ok((k, _))) if k.as_slice() < ukey => {
-                    self.hot_keys.next();
-                }
-                Some(Ok((k, _))) => return Ok(k.as_slice() == ukey),
-            }
+        match self.source {
+            HotSource::Off => Ok(false),
+            HotSource::PerKey => Ok(self.hot.tracker.is_hot(ukey)),
+            HotSource::Listed(_) => Ok(self.next_hot_from(ukey)? == Some(ukey)),
+        }
+    }
+
+    /// True if routing could treat some key of a block spanning `[first, last]` (user keys
+    /// `keys`, in order) differently from "goes down": a key would be retained, or a
+    /// promoted record falls inside the range. Call after `promotable_before(first)`.
+    /// Consumes nothing a later `retain` of a key `>= first` needs.
+    fn touches(&mut self, first: &[u8], last: &[u8], keys: &[Vec<u8>]) -> Result<bool> {
+        if self
+            .pending
+            .front()
+            .is_some_and(|(k, _)| k.as_ref() <= last)
+        {
+            return Ok(true);
+        }
+        if last < self.hot.lo.as_slice() || first > self.hot.hi.as_slice() {
+            return Ok(false);
+        }
+        match self.source {
+            HotSource::Off => Ok(false),
+            HotSource::PerKey => Ok(keys
+                .iter()
+                .any(|k| self.in_range(k) && self.hot.tracker.is_hot(k))),
+            // Conservative: any listed hot key inside the block's range, whether or not
+            // the block holds it.
+            HotSource::Listed(_) => Ok(self.next_hot_from(first)?.is_some_and(|k| k <= last)),
         }
     }
 
@@ -260,19 +370,18 @@ impl<'a> HotRouter<'a> {
     /// record for `ukey` itself is dropped: the merge holds that version or a newer one.
     fn promotable_before(&mut self, ukey: Option<&[u8]>) -> Result<Vec<(bytes::Bytes, PcRecord)>> {
         let mut out = Vec::new();
-        while let Some((k, _)) = self.pending.front() {
+        while let Some((k, r)) = self.pending.pop_front() {
             match ukey {
-                Some(u) if k.as_ref() > u => break,
-                Some(u) if k.as_ref() == u => {
-                    self.pending.pop_front();
+                Some(u) if k.as_ref() > u => {
+                    self.pending.push_front((k, r));
                     break;
                 }
+                Some(u) if k.as_ref() == u => break,
                 _ => {}
             }
-            let (k, r) = self.pending.pop_front().expect("peeked");
-            let ralt = self.hot.ralt;
-            crate::db::record_cached_read(ralt, &k, &r)?;
-            if !self.hot.hotness_check || ralt.is_hot(&k) {
+            let tracker = self.hot.tracker;
+            crate::db::record_cached_read(tracker, &k, &r)?;
+            if !self.hot.hotness_check || tracker.is_hot(&k) {
                 out.push((k, r));
             }
         }
@@ -280,87 +389,346 @@ impl<'a> HotRouter<'a> {
     }
 }
 
-fn merge(
-    c: &Compaction,
-    ctx: &JobContext<'_>,
-    down: &mut Sink,
-    fast: &mut Sink,
-    out: &mut JobOutput,
-) -> Result<()> {
-    let mut iter = input_iterator(c, ctx)?;
-    iter.seek_to_first()?;
-    let mut router = ctx.hot.as_ref().map(HotRouter::new).transpose()?;
-    let mut promoted = 0u64;
-    let mut last_user_key: Vec<u8> = Vec::new();
-    let mut has_last = false;
-    let mut last_seq_for_key = MAX_SEQ;
-    let mut keep_on_fast = false;
-    while iter.valid() {
-        let ikey = iter.key();
-        let parsed = parse_internal_key(ikey).ok_or_else(|| {
-            Error::corruption(
-                ctx.env.dir(c.output_tier),
-                0,
-                "compaction input holds a malformed internal key",
-            )
-        })?;
-        let new_user_key = !has_last || parsed.user_key != last_user_key.as_slice();
-        if new_user_key {
-            // Cut outputs only between user keys.
-            down.maybe_cut(ctx)?;
-            fast.maybe_cut(ctx)?;
-            if let Some(r) = router.as_mut() {
-                for (k, rec) in r.promotable_before(Some(parsed.user_key))? {
-                    fast.add(
-                        ctx,
-                        &make_internal_key(&k, rec.seq, ValueKind::Value),
-                        &rec.value,
-                    )?;
-                    promoted += (k.len() + rec.value.len()) as u64;
-                }
-                keep_on_fast = r.retain(parsed.user_key)?;
+/// The per-entry decisions of a merge, shared by both drivers: what to drop, where each
+/// survivor goes, when to cut output files.
+struct Merger<'a, 's> {
+    c: &'a Compaction,
+    ctx: &'a JobContext<'a>,
+    down: &'s mut Sink,
+    fast: &'s mut Sink,
+    out: &'s mut JobOutput,
+    router: Option<HotRouter<'a>>,
+    promoted: u64,
+    last_user_key: Vec<u8>,
+    has_last: bool,
+    last_seq_for_key: SeqNo,
+    keep_on_fast: bool,
+    /// Scratch for the user keys of a block considered for reuse.
+    block_keys: Vec<Vec<u8>>,
+}
+
+impl<'a, 's> Merger<'a, 's> {
+    fn new(
+        c: &'a Compaction,
+        ctx: &'a JobContext<'a>,
+        down: &'s mut Sink,
+        fast: &'s mut Sink,
+        out: &'s mut JobOutput,
+    ) -> Result<Self> {
+        Ok(Merger {
+            c,
+            ctx,
+            down,
+            fast,
+            out,
+            router: ctx.hot.as_ref().map(HotRouter::new).transpose()?,
+            promoted: 0,
+            last_user_key: Vec::new(),
+            has_last: false,
+            last_seq_for_key: MAX_SEQ,
+            keep_on_fast: false,
+            block_keys: Vec::new(),
+        })
+    }
+
+    fn malformed(&self) -> Error {
+        Error::corruption(
+            self.ctx.env.dir(self.c.output_tier),
+            0,
+            "compaction input holds a malformed internal key",
+        )
+    }
+
+    /// A tombstone every snapshot sees, with nothing deeper to hide, can go.
+    fn dead_tombstone(&self, k: &ParsedKey<'_>) -> bool {
+        k.kind == ValueKind::Delete
+            && k.seq <= self.ctx.smallest_snapshot
+            && self
+                .ctx
+                .version
+                .is_base_level_for_key(self.c.output_level, k.user_key)
+    }
+
+    /// Work due before the first version of a new user key: cut outputs (only between
+    /// user keys), write promoted records that sort before it, decide its retention.
+    /// Calling it twice for one key changes nothing.
+    fn start_user_key(&mut self, ukey: &[u8]) -> Result<()> {
+        self.down.maybe_cut(self.ctx)?;
+        self.fast.maybe_cut(self.ctx)?;
+        if let Some(r) = self.router.as_mut() {
+            for (k, rec) in r.promotable_before(Some(ukey))? {
+                self.fast.add(
+                    self.ctx,
+                    &make_internal_key(&k, rec.seq, ValueKind::Value),
+                    &rec.value,
+                )?;
+                self.promoted += (k.len() + rec.value.len()) as u64;
             }
-            last_user_key.clear();
-            last_user_key.extend_from_slice(parsed.user_key);
-            has_last = true;
-            last_seq_for_key = MAX_SEQ;
+            self.keep_on_fast = r.retain(ukey)?;
+        }
+        Ok(())
+    }
+
+    /// The next entry of the merge, in internal-key order.
+    fn add_entry(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
+        let parsed = parse_internal_key(ikey).ok_or_else(|| self.malformed())?;
+        let new_user_key = !self.has_last || parsed.user_key != self.last_user_key.as_slice();
+        if new_user_key {
+            self.start_user_key(parsed.user_key)?;
+            self.last_user_key.clear();
+            self.last_user_key.extend_from_slice(parsed.user_key);
+            self.has_last = true;
+            self.last_seq_for_key = MAX_SEQ;
         }
         // A newer version of this key is visible to every snapshot: this one is hidden.
-        let shadowed = last_seq_for_key <= ctx.smallest_snapshot;
+        let shadowed = self.last_seq_for_key <= self.ctx.smallest_snapshot;
         // Promotion copies records with their sequence numbers, so the same version can
         // reach one merge twice (from the promoted file and from the slow tier).
-        let duplicate = !new_user_key && parsed.seq == last_seq_for_key;
-        // A tombstone every snapshot sees, with nothing deeper to hide, can go.
-        let dead_tombstone = parsed.kind == ValueKind::Delete
-            && parsed.seq <= ctx.smallest_snapshot
-            && ctx
-                .version
-                .is_base_level_for_key(c.output_level, parsed.user_key);
-        last_seq_for_key = parsed.seq;
+        let duplicate = !new_user_key && parsed.seq == self.last_seq_for_key;
+        let dead_tombstone = self.dead_tombstone(&parsed);
+        self.last_seq_for_key = parsed.seq;
         if shadowed || dead_tombstone || duplicate {
-            out.entries_dropped += 1;
-        } else if keep_on_fast {
-            fast.add(ctx, ikey, iter.value())?;
+            self.out.entries_dropped += 1;
+        } else if self.keep_on_fast {
+            self.fast.add(self.ctx, ikey, value)?;
         } else {
-            down.add(ctx, ikey, iter.value())?;
+            self.down.add(self.ctx, ikey, value)?;
         }
+        Ok(())
+    }
+
+    /// Copies `raw` (a block whose first entry is the merge's next entry) to the output
+    /// level as stored, if nothing in it would be handled differently entry by entry:
+    /// - every key of the merge's other inputs is above its last user key
+    ///   (`next_other`: the smallest user key any other input has left), and everything
+    ///   already merged is below its first, so no other version of its keys is anywhere
+    ///   in the merge;
+    /// - its entries have distinct user keys (no version shadows another) and none is a
+    ///   tombstone the merge would drop;
+    /// - routing sends every key down: none retained, no promoted record inside its range.
+    ///
+    /// Returns false (and changes nothing the entry path depends on) otherwise.
+    fn try_reuse(&mut self, raw: &RawBlock, next_other: Option<&[u8]>) -> Result<bool> {
+        let mut it = raw.block().iter();
+        if it.seek_to_first().is_err() || !it.valid() {
+            // The entry path reports the damage with its file and offset.
+            return Ok(false);
+        }
+        let mut keys = std::mem::take(&mut self.block_keys);
+        keys.clear();
+        let mut bytes_in = 0u64;
+        let mut last_seq = MAX_SEQ;
+        let mut ok = true;
+        while it.valid() {
+            let Some(k) = parse_internal_key(it.key()) else {
+                ok = false;
+                break;
+            };
+            if keys.last().is_some_and(|p| p.as_slice() >= k.user_key) || self.dead_tombstone(&k) {
+                ok = false;
+                break;
+            }
+            bytes_in += (k.user_key.len() + it.value().len()) as u64;
+            last_seq = k.seq;
+            keys.push(k.user_key.to_vec());
+            if it.next().is_err() {
+                ok = false;
+                break;
+            }
+        }
+        let reused = ok && self.reuse_checked(raw, &keys, next_other, bytes_in, last_seq)?;
+        self.block_keys = keys;
+        Ok(reused)
+    }
+
+    fn reuse_checked(
+        &mut self,
+        raw: &RawBlock,
+        keys: &[Vec<u8>],
+        next_other: Option<&[u8]>,
+        bytes_in: u64,
+        last_seq: SeqNo,
+    ) -> Result<bool> {
+        let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
+            return Ok(false);
+        };
+        if user_key(raw.last_key()) != last.as_slice() {
+            return Ok(false);
+        }
+        if self.has_last && self.last_user_key.as_slice() >= first.as_slice() {
+            return Ok(false);
+        }
+        if next_other.is_some_and(|o| o <= last.as_slice()) {
+            return Ok(false);
+        }
+        // A new user key starts here whatever happens next.
+        self.start_user_key(first)?;
+        if let Some(r) = self.router.as_mut() {
+            if r.touches(first, last, keys)? {
+                return Ok(false);
+            }
+        }
+        self.down.add_block(self.ctx, raw, bytes_in)?;
+        self.last_user_key.clear();
+        self.last_user_key.extend_from_slice(last);
+        self.has_last = true;
+        self.last_seq_for_key = last_seq;
+        self.keep_on_fast = false;
+        Ok(true)
+    }
+
+    /// Writes the remaining promoted records and closes the outputs.
+    fn finish(mut self) -> Result<()> {
+        if let Some(r) = self.router.as_mut() {
+            for (k, rec) in r.promotable_before(None)? {
+                self.fast.add(
+                    self.ctx,
+                    &make_internal_key(&k, rec.seq, ValueKind::Value),
+                    &rec.value,
+                )?;
+                self.promoted += (k.len() + rec.value.len()) as u64;
+            }
+        }
+        self.down.finish()?;
+        self.fast.finish()?;
+        self.out.promoted_bytes = self.promoted;
+        self.out.retained_bytes = self.fast.bytes_in - self.promoted;
+        Ok(())
+    }
+}
+
+/// The entry-by-entry merge over a merging iterator (block reuse off).
+fn merge_entries(c: &Compaction, ctx: &JobContext<'_>, mut m: Merger<'_, '_>) -> Result<()> {
+    let mut iter = input_iterator(c, ctx)?;
+    iter.seek_to_first()?;
+    while iter.valid() {
+        m.add_entry(iter.key(), iter.value())?;
         iter.next()?;
     }
-    if let Some(r) = router.as_mut() {
-        for (k, rec) in r.promotable_before(None)? {
-            fast.add(
-                ctx,
-                &make_internal_key(&k, rec.seq, ValueKind::Value),
-                &rec.value,
-            )?;
-            promoted += (k.len() + rec.value.len()) as u64;
+    m.finish()
+}
+
+/// One sorted input of a block-aware merge (an L0 file, or a level's files in key order),
+/// read block by block.
+struct BlockSource {
+    files: VecDeque<Arc<FileMeta>>,
+    blocks: Option<DataBlocks>,
+    /// The current block and the cursor in it.
+    current: Option<(RawBlock, BlockIter)>,
+    /// The cursor is on the block's first entry.
+    at_block_start: bool,
+}
+
+impl BlockSource {
+    fn new(files: Vec<Arc<FileMeta>>) -> BlockSource {
+        BlockSource {
+            files: files.into(),
+            blocks: None,
+            current: None,
+            at_block_start: false,
         }
     }
-    down.finish()?;
-    fast.finish()?;
-    out.promoted_bytes = promoted;
-    out.retained_bytes = fast.bytes_in - promoted;
-    Ok(())
+
+    /// Moves to the first entry of the next non-empty block (of this or a later file).
+    fn next_block(&mut self, tables: &TableCache) -> Result<()> {
+        self.current = None;
+        loop {
+            let Some(blocks) = self.blocks.as_mut() else {
+                let Some(f) = self.files.pop_front() else {
+                    return Ok(());
+                };
+                let t = tables.get(&f, IoCause::Compaction)?;
+                self.blocks = Some(t.data_blocks(IoCause::Compaction));
+                continue;
+            };
+            let Some(raw) = blocks.next_block()? else {
+                self.blocks = None;
+                continue;
+            };
+            let mut it = raw.block().iter();
+            it.seek_to_first()
+                .map_err(|e| blocks.corrupt(raw.offset(), e))?;
+            if it.valid() {
+                self.current = Some((raw, it));
+                self.at_block_start = true;
+                return Ok(());
+            }
+        }
+    }
+
+    fn key(&self) -> Option<&[u8]> {
+        self.current.as_ref().map(|(_, it)| it.key())
+    }
+
+    fn advance(&mut self, tables: &TableCache) -> Result<()> {
+        let Some((raw, it)) = self.current.as_mut() else {
+            return Ok(());
+        };
+        self.at_block_start = false;
+        if let Err(e) = it.next() {
+            let offset = raw.offset();
+            return Err(match &self.blocks {
+                Some(b) => b.corrupt(offset, e),
+                None => Error::corruption("<compaction input>", offset, e),
+            });
+        }
+        if !it.valid() {
+            self.next_block(tables)?;
+        }
+        Ok(())
+    }
+}
+
+/// The block-aware merge (block reuse on): picks the input with the smallest next entry;
+/// at the start of one of its blocks, tries to copy the whole block.
+fn merge_blocks(c: &Compaction, ctx: &JobContext<'_>, mut m: Merger<'_, '_>) -> Result<()> {
+    let mut sources: Vec<BlockSource> = Vec::new();
+    if c.level == 0 {
+        // L0 files overlap: one source each, newest first (they are stored that way).
+        for f in &c.inputs {
+            sources.push(BlockSource::new(vec![f.clone()]));
+        }
+    } else {
+        sources.push(BlockSource::new(c.inputs.clone()));
+    }
+    sources.push(BlockSource::new(c.output_inputs.clone()));
+    for s in &mut sources {
+        s.next_block(ctx.tables)?;
+    }
+    loop {
+        // The smallest next entry and the runner-up (whose user key is the smallest any
+        // other input has left). Ties go to the earlier (newer) source.
+        let mut best: Option<usize> = None;
+        let mut second: Option<usize> = None;
+        for (i, s) in sources.iter().enumerate() {
+            let Some(k) = s.key() else { continue };
+            let smaller = |j: Option<usize>| {
+                j.and_then(|j| sources[j].key())
+                    .is_none_or(|kj| compare_internal(k, kj).is_lt())
+            };
+            if smaller(best) {
+                second = best;
+                best = Some(i);
+            } else if smaller(second) {
+                second = Some(i);
+            }
+        }
+        let Some(i) = best else { break };
+        if sources[i].at_block_start {
+            let next_other = second.and_then(|j| sources[j].key()).map(user_key);
+            if let Some((raw, _)) = sources[i].current.as_ref() {
+                if m.try_reuse(raw, next_other)? {
+                    sources[i].next_block(ctx.tables)?;
+                    continue;
+                }
+            }
+        }
+        if let Some((_, it)) = sources[i].current.as_ref() {
+            m.add_entry(it.key(), it.value())?;
+        }
+        sources[i].advance(ctx.tables)?;
+    }
+    m.finish()
 }
 
 /// The manifest record of a finished table.

@@ -60,3 +60,6 @@ impl Compaction {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

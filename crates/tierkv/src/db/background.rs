@@ -291,7 +291,7 @@ pub(crate) fn run_compaction(
             let taken = inner.pc.begin_compaction(&lo, &hi);
             let p = &inner.opts.promotion;
             Some(HotRouting {
-                ralt,
+                tracker: ralt,
                 retention: p.retention && c.level == inner.layout.last_fast_level && !force_down,
                 hotness_check: p.hotness_check,
                 promote: if p.by_compaction { taken } else { Vec::new() },
@@ -311,6 +311,7 @@ pub(crate) fn run_compaction(
         new_file_number: &alloc,
         hot,
         spill_to_slow: false,
+        block_reuse: inner.opts.compaction.block_reuse,
     };
     let result = match job::run(c, &ctx) {
         Err(e) if e.is_no_space() && !inner.env.is_single_dir() => {
@@ -369,6 +370,10 @@ pub(crate) fn run_compaction(
     Counters::add(&k.compaction_entries_dropped, out.entries_dropped);
     Counters::add(&k.retained_bytes, out.retained_bytes);
     Counters::add(&k.promoted_by_compaction_bytes, out.promoted_bytes);
+    Counters::add(&k.compaction_blocks_reused, out.blocks.copied_blocks);
+    Counters::add(&k.compaction_bytes_reused, out.blocks.copied_bytes);
+    Counters::add(&k.compaction_blocks_rewritten, out.blocks.built_blocks);
+    Counters::add(&k.compaction_bytes_rewritten, out.blocks.built_bytes);
     Ok(())
 }
 

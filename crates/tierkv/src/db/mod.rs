@@ -25,7 +25,7 @@ use crate::batch::WriteBatch;
 use crate::cache::{BlockPtr, Cache, PointLookup};
 use crate::env::{thread_read_count, Env, IoCause, Tier};
 use crate::hot::promotion::{PcTable, PromotionCache};
-use crate::hot::ralt::Ralt;
+use crate::hot::HotTracker;
 use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::{MemGet, MemTable};
 use crate::options::{LevelLayout, Options, ReadOptions, WriteOptions};
@@ -96,8 +96,8 @@ pub(crate) struct DbInner {
     pub counters: Counters,
     /// Records read from the slow tier awaiting promotion.
     pub pc: PromotionCache,
-    /// The hotness tracker (when promotion is active).
-    pub ralt: Option<Arc<Ralt>>,
+    /// The hotness tracker, RALT or the bloom cascade (when promotion is active).
+    pub ralt: Option<Arc<HotTracker>>,
     _lock_file: std::fs::File,
 }
 
@@ -677,6 +677,10 @@ impl DbInner {
             compaction_bytes_read: c.compaction_bytes_read.load(Relaxed),
             compaction_bytes_written: c.compaction_bytes_written.load(Relaxed),
             compaction_entries_dropped: c.compaction_entries_dropped.load(Relaxed),
+            compaction_blocks_reused: c.compaction_blocks_reused.load(Relaxed),
+            compaction_bytes_reused: c.compaction_bytes_reused.load(Relaxed),
+            compaction_blocks_rewritten: c.compaction_blocks_rewritten.load(Relaxed),
+            compaction_bytes_rewritten: c.compaction_bytes_rewritten.load(Relaxed),
             write_stalls: c.write_stalls.load(Relaxed),
             write_stall_micros: c.write_stall_micros.load(Relaxed),
             write_slowdowns: c.write_slowdowns.load(Relaxed),
@@ -706,7 +710,8 @@ impl DbInner {
                 checker_put_back: c.checker_put_back.load(Relaxed),
                 checker_stale: c.checker_stale.load(Relaxed),
                 cache_full: c.promotion_cache_full.load(Relaxed),
-                ralt: self.ralt.as_ref().map(|r| r.stats()),
+                ralt: self.ralt.as_ref().and_then(|r| r.ralt_stats()),
+                bloom_tracker: self.ralt.as_ref().and_then(|r| r.bloom_stats()),
             },
         }
     }

@@ -7,8 +7,10 @@ use super::{Db, DbInner, State, SuperVersion, Wal};
 use crate::batch::DecodedBatch;
 use crate::cache::Cache;
 use crate::env::{DeviceProfile, Env, IoCause, Tier};
+use crate::hot::bloom::{BloomCascade, BloomCascadeOptions};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::ralt::{Ralt, RaltOptions};
+use crate::hot::{HotTracker, HotnessTracker};
 use crate::memtable::MemTable;
 use crate::options::{LevelLayout, Options};
 use crate::version::{
@@ -103,11 +105,23 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             // must fit the level that retains hot records (the layout reserves part of the
             // budget for L0).
             let fast_levels: u64 = layout.targets[1..=layout.last_fast_level].iter().sum();
-            let ralt_opts = RaltOptions {
-                fd_budget: fast_levels.clamp(1, fd_budget),
-                ..opts.promotion.ralt.clone()
-            };
-            Some(Arc::new(Ralt::open(env.clone(), ralt_opts)?))
+            let fd_bytes = fast_levels.clamp(1, fd_budget);
+            Some(Arc::new(match opts.promotion.tracker {
+                HotnessTracker::Ralt => HotTracker::Ralt(Ralt::open(
+                    env.clone(),
+                    RaltOptions {
+                        fd_budget: fd_bytes,
+                        ..opts.promotion.ralt.clone()
+                    },
+                )?),
+                // The same "FD size": one window is what the fast levels hold.
+                HotnessTracker::BloomCascade => {
+                    HotTracker::BloomCascade(BloomCascade::new(BloomCascadeOptions {
+                        fd_bytes,
+                        ..opts.promotion.bloom_cascade.clone()
+                    })?)
+                }
+            }))
         }
         _ => None,
     };

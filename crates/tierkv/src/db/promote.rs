@@ -8,7 +8,7 @@ use super::{DbInner, SuperVersion};
 use crate::compaction::job::new_file_from;
 use crate::env::{IoCause, Tier};
 use crate::hot::promotion::{InsertOutcome, PcRecord, PcTable, MAX_FROZEN_TABLES};
-use crate::hot::ralt::Ralt;
+use crate::hot::HotTracker;
 use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
 use crate::sst::TableBuilder;
 use crate::version::{table_file_name, VersionEdit};
@@ -81,7 +81,7 @@ impl DbInner {
 
 /// Logs in RALT the slow-tier read that put `record` in the promotion cache, unless an
 /// earlier checker pass did (HotRAP: "RALT is updated later").
-pub(crate) fn record_cached_read(ralt: &Ralt, key: &[u8], record: &PcRecord) -> Result<()> {
+pub(crate) fn record_cached_read(ralt: &HotTracker, key: &[u8], record: &PcRecord) -> Result<()> {
     if record.recorded {
         return Ok(());
     }

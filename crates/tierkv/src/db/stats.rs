@@ -28,6 +28,10 @@ pub(crate) struct Counters {
     pub compaction_bytes_read: AtomicU64,
     pub compaction_bytes_written: AtomicU64,
     pub compaction_entries_dropped: AtomicU64,
+    pub compaction_blocks_reused: AtomicU64,
+    pub compaction_bytes_reused: AtomicU64,
+    pub compaction_blocks_rewritten: AtomicU64,
+    pub compaction_bytes_rewritten: AtomicU64,
     pub write_stalls: AtomicU64,
     pub write_stall_micros: AtomicU64,
     pub write_slowdowns: AtomicU64,
@@ -166,6 +170,14 @@ pub struct DbStats {
     pub compaction_bytes_written: u64,
     /// Entries compactions dropped (shadowed versions, dead tombstones).
     pub compaction_entries_dropped: u64,
+    /// Data blocks compactions copied from an input as stored (block reuse).
+    pub compaction_blocks_reused: u64,
+    /// Their bytes (trailers included).
+    pub compaction_bytes_reused: u64,
+    /// Data blocks compactions encoded anew from entries.
+    pub compaction_blocks_rewritten: u64,
+    /// Their bytes (trailers included).
+    pub compaction_bytes_rewritten: u64,
     /// Times a write waited for flush or compaction to catch up.
     pub write_stalls: u64,
     /// Total time writes spent stalled, in microseconds.
@@ -232,6 +244,8 @@ pub struct PromotionStats {
     pub checker_stale: u64,
     /// Slow-tier reads not cached because the promotion cache was at its memory cap.
     pub cache_full: u64,
-    /// The hotness tracker.
+    /// The hotness tracker, when it is RALT.
     pub ralt: Option<crate::hot::ralt::RaltStats>,
+    /// The hotness tracker, when it is the bloom cascade.
+    pub bloom_tracker: Option<crate::hot::bloom::BloomCascadeStats>,
 }

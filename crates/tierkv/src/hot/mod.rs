@@ -1,5 +1,10 @@
 //! HotRAP's hot-record machinery: the promotion cache (records read from the slow tier
-//! awaiting promotion) and RALT (the on-disk access tracker deciding what is hot).
+//! awaiting promotion) and the hotness tracker deciding what is hot: RALT (the on-disk
+//! access tracker) or HyperDB's bloom-filter cascade, behind one interface (`tracker`).
 
+pub mod bloom;
 pub mod promotion;
 pub mod ralt;
+pub mod tracker;
+
+pub use tracker::{HotKeys, HotSizer, HotTracker, HotnessTracker};

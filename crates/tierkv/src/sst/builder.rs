@@ -1,13 +1,16 @@
 //! Writing a table: entries in internal-key order are cut into data blocks, each indexed
 //! by its last key; the bloom filter collects user keys; properties, index and footer
 //! close the file, which is synced before `finish` returns (a table the manifest names is
-//! always durable). Owns the write side of the format only.
+//! always durable). A compaction may also append a data block of another table verbatim
+//! ([`TableBuilder::add_raw_block`]): the format is the same either way. Owns the write
+//! side of the format only.
 
 use super::block::BlockBuilder;
 use super::filter::BloomBuilder;
-use super::format::{frame_block, BlockHandle, Footer};
+use super::format::{frame_block, BlockHandle, Footer, BLOCK_TRAILER_LEN};
 use super::properties::TableProperties;
-use super::{TableInfo, TableOptions};
+use super::table::RawBlock;
+use super::{BlockWrites, TableInfo, TableOptions};
 use crate::env::WritableFile;
 use crate::key::{compare_internal, parse_internal_key, InternalKey, ValueKind};
 use crate::{Error, Result};
@@ -23,6 +26,7 @@ pub struct TableBuilder {
     smallest: Option<Vec<u8>>,
     last_key: Vec<u8>,
     offset: u64,
+    writes: BlockWrites,
 }
 
 impl TableBuilder {
@@ -43,11 +47,69 @@ impl TableBuilder {
             smallest: None,
             last_key: Vec::new(),
             offset: 0,
+            writes: BlockWrites::default(),
         }
     }
 
     /// Appends an entry; internal keys must arrive in increasing order.
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        self.account(key, value.len())?;
+        self.data.add(key, value);
+        if self.data.estimated_size() >= self.opts.block_size {
+            self.flush_data_block()?;
+        }
+        Ok(())
+    }
+
+    /// Appends a data block read from another table exactly as it is stored (compressed
+    /// bytes and trailer; the checksum was verified when it was read, and the bytes do not
+    /// change, so it stays valid). Its keys must all follow the keys added so far. The
+    /// block still feeds the filter and the properties: its entries are walked (decoded,
+    /// not re-encoded). A data block in progress is closed first, so it may be smaller
+    /// than `block_size`.
+    pub fn add_raw_block(&mut self, raw: &RawBlock) -> Result<()> {
+        self.flush_data_block()?;
+        let mut it = raw.block.iter();
+        let path = self.file.path().to_path_buf();
+        let bad = |reason: &str| {
+            Error::corruption(
+                &path,
+                0,
+                format!(
+                    "copied block from offset {} of another table: {reason}",
+                    raw.offset()
+                ),
+            )
+        };
+        it.seek_to_first().map_err(bad)?;
+        if !it.valid() {
+            return Err(bad("empty data block"));
+        }
+        while it.valid() {
+            self.account(it.key(), it.value().len())?;
+            it.next().map_err(bad)?;
+        }
+        if self.last_key.as_slice() != raw.last_key() {
+            return Err(bad("index key differs from the block's last key"));
+        }
+        let stored = raw.framed.len() as u64;
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: stored - BLOCK_TRAILER_LEN as u64,
+        };
+        self.file.append(&raw.framed)?;
+        self.offset += stored;
+        let mut encoded = Vec::with_capacity(16);
+        handle.encode_varint(&mut encoded);
+        self.index.add(&self.last_key, &encoded);
+        self.props.num_data_blocks += 1;
+        self.writes.copied_blocks += 1;
+        self.writes.copied_bytes += stored;
+        Ok(())
+    }
+
+    /// Checks the order of `key` and counts it in the filter and the properties.
+    fn account(&mut self, key: &[u8], value_len: usize) -> Result<()> {
         let parsed = parse_internal_key(key).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "table builder for {} got a malformed internal key of {} bytes",
@@ -74,7 +136,7 @@ impl TableBuilder {
             p.num_deletions += 1;
         }
         p.raw_key_bytes += key.len() as u64;
-        p.raw_value_bytes += value.len() as u64;
+        p.raw_value_bytes += value_len as u64;
         p.smallest_seq = p.smallest_seq.min(parsed.seq);
         p.largest_seq = p.largest_seq.max(parsed.seq);
         if self.smallest.is_none() {
@@ -82,10 +144,6 @@ impl TableBuilder {
         }
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
-        self.data.add(key, value);
-        if self.data.estimated_size() >= self.opts.block_size {
-            self.flush_data_block()?;
-        }
         Ok(())
     }
 
@@ -110,6 +168,8 @@ impl TableBuilder {
         handle.encode_varint(&mut encoded);
         self.index.add(&self.last_key, &encoded);
         self.props.num_data_blocks += 1;
+        self.writes.built_blocks += 1;
+        self.writes.built_bytes += handle.size + BLOCK_TRAILER_LEN as u64;
         Ok(())
     }
 
@@ -162,6 +222,7 @@ impl TableBuilder {
             smallest: InternalKey(smallest.into()),
             largest: InternalKey(std::mem::take(&mut self.last_key).into()),
             props: self.props,
+            blocks: self.writes,
         })
     }
 }

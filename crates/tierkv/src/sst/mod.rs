@@ -18,7 +18,7 @@ mod table;
 
 pub use builder::TableBuilder;
 pub use properties::TableProperties;
-pub use table::{Table, TableIterator};
+pub use table::{DataBlocks, RawBlock, Table, TableIterator};
 
 use crate::key::InternalKey;
 
@@ -67,6 +67,22 @@ pub struct TableInfo {
     pub largest: InternalKey,
     /// Counts and sequence bounds.
     pub props: TableProperties,
+    /// How its data blocks were written.
+    pub blocks: BlockWrites,
+}
+
+/// Data blocks a builder wrote: encoded from entries, or copied verbatim from another
+/// table (block-reuse compaction). Bytes include the 5-byte block trailer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockWrites {
+    /// Blocks copied as stored.
+    pub copied_blocks: u64,
+    /// Their bytes.
+    pub copied_bytes: u64,
+    /// Blocks encoded from entries.
+    pub built_blocks: u64,
+    /// Their bytes.
+    pub built_bytes: u64,
 }
 
 #[cfg(test)]

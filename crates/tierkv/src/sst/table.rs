@@ -235,6 +235,18 @@ impl Table {
         }
     }
 
+    /// A cursor over the data blocks with their stored bytes (see [`RawBlock`]); reads
+    /// ahead and bypasses the block cache, like a compaction's table iterator.
+    pub fn data_blocks(self: &Arc<Self>, cause: IoCause) -> DataBlocks {
+        DataBlocks {
+            table: self.clone(),
+            cause,
+            index: self.index.iter(),
+            started: false,
+            readahead: Readahead::default(),
+        }
+    }
+
     /// Reads every data block from disk (not the cache), checking checksums, entry
     /// structure, key order and the index; returns the number of entries.
     pub fn verify(self: &Arc<Self>, cause: IoCause) -> Result<u64> {
@@ -295,22 +307,110 @@ impl Table {
 #[derive(Default)]
 struct Readahead {
     offset: u64,
-    buf: Vec<u8>,
+    buf: Bytes,
 }
 
 impl Readahead {
     fn block(&mut self, table: &Table, h: BlockHandle, cause: IoCause) -> Result<Block> {
+        Ok(self.framed_block(table, h, cause)?.1)
+    }
+
+    /// The block at `h` as stored (contents and trailer, checksum verified) and decoded.
+    fn framed_block(
+        &mut self,
+        table: &Table,
+        h: BlockHandle,
+        cause: IoCause,
+    ) -> Result<(Bytes, Block)> {
         let len = h.size as usize + BLOCK_TRAILER_LEN;
         let end = h.offset + len as u64;
         let covered = h.offset >= self.offset && end <= self.offset + self.buf.len() as u64;
         if !covered {
             let want = (table.data_end - h.offset).min(READAHEAD.max(len) as u64) as usize;
-            self.buf = table.file.read_at(h.offset, want, cause)?;
+            self.buf = Bytes::from(table.file.read_at(h.offset, want, cause)?);
             self.offset = h.offset;
         }
         let from = (h.offset - self.offset) as usize;
-        let contents = unframe_block(&self.buf[from..from + len], &table.file, h.offset)?;
-        parse_block(contents, &table.file, h.offset)
+        let framed = self
+            .buf
+            .get(from..from + len)
+            .ok_or_else(|| table.corrupt(h.offset, "block runs past the end of the data blocks"))?;
+        let contents = unframe_block(framed, &table.file, h.offset)?;
+        let block = parse_block(contents, &table.file, h.offset)?;
+        Ok((self.buf.slice(from..from + len), block))
+    }
+}
+
+/// One data block as a compaction sees it: the bytes exactly as stored in its table
+/// (contents and trailer, checksum already verified), the decoded block, and its index key
+/// (its last internal key). A [`crate::sst::TableBuilder`] can append it verbatim.
+#[derive(Clone)]
+pub struct RawBlock {
+    pub(super) framed: Bytes,
+    pub(super) block: Block,
+    pub(super) last_key: Bytes,
+    offset: u64,
+}
+
+impl RawBlock {
+    /// The decoded block.
+    pub fn block(&self) -> &Block {
+        &self.block
+    }
+
+    /// Its last internal key (the key of its index entry).
+    pub fn last_key(&self) -> &[u8] {
+        &self.last_key
+    }
+
+    /// Bytes it occupies in a table, trailer included.
+    pub fn stored_len(&self) -> u64 {
+        self.framed.len() as u64
+    }
+
+    /// Its offset in the table it was read from (for error messages).
+    pub fn offset(&self) -> u64 {
+        self.offset
+    }
+}
+
+/// A forward cursor over a table's data blocks with readahead, for compaction: every block
+/// comes with its stored bytes so that an untouched one can be copied, not re-encoded.
+pub struct DataBlocks {
+    table: Arc<Table>,
+    cause: IoCause,
+    index: BlockIter,
+    started: bool,
+    readahead: Readahead,
+}
+
+impl DataBlocks {
+    /// The next data block, `None` after the last.
+    pub fn next_block(&mut self) -> Result<Option<RawBlock>> {
+        if self.started {
+            self.index.next().map_err(|e| self.table.index_error(e))?;
+        } else {
+            self.index
+                .seek_to_first()
+                .map_err(|e| self.table.index_error(e))?;
+            self.started = true;
+        }
+        if !self.index.valid() {
+            return Ok(None);
+        }
+        let h = self.table.decode_handle(self.index.value())?;
+        let (framed, block) = self.readahead.framed_block(&self.table, h, self.cause)?;
+        Ok(Some(RawBlock {
+            framed,
+            block,
+            last_key: Bytes::copy_from_slice(self.index.key()),
+            offset: h.offset,
+        }))
+    }
+
+    /// A corruption error at `offset` of this table.
+    pub fn corrupt(&self, offset: u64, reason: impl Into<String>) -> Error {
+        self.table.corrupt(offset, reason)
     }
 }
 

@@ -1,0 +1,413 @@
+//! Block-reuse compaction against the entry-by-entry merge, over the same random inputs:
+//! the outputs must hold exactly the same entries at the same levels (invariant 1: the
+//! versions that survive, and where, do not depend on how blocks are written), every
+//! output must pass `Table::verify` with checksums and properties right (invariant 3), and
+//! output files must not split a user key (the levels stay disjoint).
+
+use super::job::{self, HotRouting, JobContext, JobOutput};
+use super::Compaction;
+use crate::env::{Env, IoCause, Tier};
+use crate::hot::bloom::{BloomCascade, BloomCascadeOptions};
+use crate::hot::promotion::PcRecord;
+use crate::hot::ralt::{Ralt, RaltOptions};
+use crate::hot::HotTracker;
+use crate::iter::InternalIterator;
+use crate::key::{compare_internal, make_internal_key, user_key, ValueKind};
+use crate::options::{LevelLayout, Options};
+use crate::sst::{Compression, TableBuilder, TableOptions};
+use crate::version::{table_file_name, FileMeta, TableCache, Version};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+type Entries = Vec<(Vec<u8>, Vec<u8>)>;
+
+fn ukey(i: u32) -> Vec<u8> {
+    format!("k{i:05}").into_bytes()
+}
+
+/// Entries for `keys` (sorted, distinct) with 1..=`max_versions` versions each, sequence
+/// numbers from `seq` up, some tombstones.
+fn gen_entries(
+    rng: &mut StdRng,
+    keys: &[u32],
+    seq: &mut u64,
+    max_versions: u32,
+    tombstones: f64,
+) -> Entries {
+    let mut out = Vec::new();
+    for &k in keys {
+        for _ in 0..rng.gen_range(1..=max_versions) {
+            *seq += 1;
+            let kind = if rng.gen_bool(tombstones) {
+                ValueKind::Delete
+            } else {
+                ValueKind::Value
+            };
+            let value = match kind {
+                ValueKind::Delete => Vec::new(),
+                ValueKind::Value => {
+                    let len = if rng.gen_bool(0.1) {
+                        rng.gen_range(300..1500)
+                    } else {
+                        rng.gen_range(0..60)
+                    };
+                    (0..len).map(|_| rng.gen::<u8>() % 4).collect()
+                }
+            };
+            out.push((make_internal_key(&ukey(k), *seq, kind), value));
+        }
+    }
+    out.sort_by(|a, b| compare_internal(&a.0, &b.0));
+    out
+}
+
+/// Splits sorted entries into up to `n` runs, never inside one user key's versions.
+fn split(entries: Entries, n: usize) -> Vec<Entries> {
+    let per = entries.len().div_ceil(n.max(1)).max(1);
+    let mut out: Vec<Entries> = vec![Vec::new()];
+    for e in entries {
+        let cut = out.last().is_some_and(|l| {
+            l.len() >= per && l.last().is_some_and(|p| user_key(&p.0) != user_key(&e.0))
+        });
+        if cut {
+            out.push(Vec::new());
+        }
+        if let Some(l) = out.last_mut() {
+            l.push(e);
+        }
+    }
+    out.retain(|l| !l.is_empty());
+    out
+}
+
+fn write_table(
+    env: &Arc<Env>,
+    number: u64,
+    level: usize,
+    entries: &Entries,
+    opts: TableOptions,
+) -> Arc<FileMeta> {
+    let file = env
+        .create_writable(Tier::Fast, &table_file_name(number), IoCause::Flush)
+        .unwrap();
+    let mut b = TableBuilder::new(file, opts);
+    for (k, v) in entries {
+        b.add(k, v).unwrap();
+    }
+    let info = b.finish().unwrap();
+    Arc::new(FileMeta::new(
+        job::new_file_from(level, number, Tier::Fast, info),
+        env.clone(),
+    ))
+}
+
+/// Sorted distinct keys: a few dense clusters (so that some blocks of the other level lie
+/// between them untouched) or a sparse spread.
+fn pick_keys(rng: &mut StdRng, universe: u32) -> Vec<u32> {
+    let mut keys = Vec::new();
+    if rng.gen_bool(0.7) {
+        for _ in 0..rng.gen_range(1..=4) {
+            let start = rng.gen_range(0..universe);
+            let width = rng.gen_range(5..80);
+            let density = rng.gen_range(0.2..1.0);
+            for k in start..(start + width).min(universe) {
+                if rng.gen_bool(density) {
+                    keys.push(k);
+                }
+            }
+        }
+    } else {
+        for k in 0..universe {
+            if rng.gen_bool(0.05) {
+                keys.push(k);
+            }
+        }
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    if keys.is_empty() {
+        keys.push(rng.gen_range(0..universe));
+    }
+    keys
+}
+
+struct Case {
+    _dir: tempfile::TempDir,
+    env: Arc<Env>,
+    tables: Arc<TableCache>,
+    version: Version,
+    compaction: Compaction,
+    table_options: TableOptions,
+    target_file_size: u64,
+    smallest_snapshot: u64,
+    tracker: Option<HotTracker>,
+    promote: Vec<(bytes::Bytes, PcRecord)>,
+}
+
+fn make_case(seed: u64) -> Case {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let tables = Arc::new(TableCache::new(env.clone(), 200, None));
+    let table_options = TableOptions {
+        block_size: rng.gen_range(256..2048),
+        restart_interval: rng.gen_range(1..8),
+        bloom_bits_per_key: if rng.gen_bool(0.7) { 10 } else { 0 },
+        compression: if rng.gen_bool(0.5) {
+            Compression::Lz4
+        } else {
+            Compression::None
+        },
+    };
+    let universe = 3000;
+    let mut number = 1u64;
+    let mut seq = 0u64;
+    let layout = Arc::new(LevelLayout::new(&Options {
+        num_levels: 4,
+        ..Options::default()
+    }));
+    let mut levels: Vec<Vec<Arc<FileMeta>>> = vec![Vec::new(); 4];
+    let from_l0 = rng.gen_bool(0.3);
+    let (level, output_level) = if from_l0 { (0, 1) } else { (1, 2) };
+    // Deeper than the output: a file that keeps some tombstones alive.
+    if output_level + 1 < 4 && rng.gen_bool(0.7) {
+        let lo = rng.gen_range(0..universe);
+        let deep: Vec<u32> = (lo..(lo + 400).min(universe)).step_by(7).collect();
+        let e = gen_entries(&mut rng, &deep, &mut seq, 1, 0.0);
+        levels[output_level + 1].push(write_table(
+            &env,
+            number,
+            output_level + 1,
+            &e,
+            table_options,
+        ));
+        number += 1;
+    }
+    // The output level: many keys, older versions, split into a few files.
+    let out_keys: Vec<u32> = (0..universe).filter(|_| rng.gen_bool(0.3)).collect();
+    let out_entries = gen_entries(&mut rng, &out_keys, &mut seq, 2, 0.1);
+    for e in split(out_entries, rng.gen_range(1..5)) {
+        levels[output_level].push(write_table(&env, number, output_level, &e, table_options));
+        number += 1;
+    }
+    // The upper level: newer versions of clustered keys.
+    let inputs;
+    if from_l0 {
+        let mut l0 = Vec::new();
+        for _ in 0..rng.gen_range(1..4) {
+            let keys = pick_keys(&mut rng, universe);
+            let e = gen_entries(&mut rng, &keys, &mut seq, 2, 0.15);
+            l0.push(write_table(&env, number, 0, &e, table_options));
+            number += 1;
+        }
+        l0.reverse(); // newest first, as L0 is stored
+        inputs = l0.clone();
+        levels[0] = l0;
+    } else {
+        let keys = pick_keys(&mut rng, universe);
+        let e = gen_entries(&mut rng, &keys, &mut seq, 2, 0.15);
+        let files: Vec<Arc<FileMeta>> = split(e, rng.gen_range(1..3))
+            .iter()
+            .map(|e| {
+                number += 1;
+                write_table(&env, number - 1, level, e, table_options)
+            })
+            .collect();
+        // Compact a contiguous run of the level's files.
+        let from = rng.gen_range(0..files.len());
+        let to = rng.gen_range(from..files.len());
+        inputs = files[from..=to].to_vec();
+        levels[level] = files;
+    }
+    let (lo, hi) = super::picker::key_range(&inputs).unwrap();
+    let version = Version { levels, layout };
+    let output_inputs = version.overlapping(output_level, Some(&lo), Some(&hi));
+    let smallest_snapshot = if rng.gen_bool(0.5) {
+        seq
+    } else {
+        rng.gen_range(0..=seq)
+    };
+    // Hot routing in some cases: a tracker with a few hot keys, and promoted records.
+    let (tracker, promote) = if rng.gen_bool(0.5) {
+        let hot: Vec<Vec<u8>> = (0..universe)
+            .filter(|_| rng.gen_bool(0.03))
+            .map(ukey)
+            .collect();
+        let tracker = if rng.gen_bool(0.5) {
+            let b = BloomCascade::new(BloomCascadeOptions {
+                window_objects: Some(64),
+                ..Default::default()
+            })
+            .unwrap();
+            let mut filler = 0u64;
+            for _ in 0..4 {
+                for k in &hot {
+                    b.record_access(k, 10);
+                }
+                let seals = b.stats().seals;
+                while b.stats().seals == seals {
+                    b.record_access(format!("zz{filler}").as_bytes(), 10);
+                    filler += 1;
+                }
+            }
+            HotTracker::BloomCascade(b)
+        } else {
+            let r = Ralt::open(
+                env.clone(),
+                RaltOptions {
+                    fd_budget: 1 << 30,
+                    buffer_bytes: 1 << 20,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
+            // Accessed twice while buffered: hot ("super hot" in the paper).
+            for k in hot.iter().chain(hot.iter()) {
+                r.record_access(k, 10).unwrap();
+            }
+            HotTracker::Ralt(r)
+        };
+        let lo_i: u32 = std::str::from_utf8(&lo[1..]).unwrap().parse().unwrap();
+        let hi_i: u32 = std::str::from_utf8(&hi[1..]).unwrap().parse().unwrap();
+        let mut promote: Vec<(bytes::Bytes, PcRecord)> = Vec::new();
+        for k in lo_i..=hi_i {
+            if rng.gen_bool(0.05) {
+                promote.push((
+                    bytes::Bytes::from(ukey(k)),
+                    PcRecord {
+                        value: bytes::Bytes::from(vec![7u8; 20]),
+                        seq: rng.gen_range(1..=seq),
+                        // Already logged: both runs must see the same tracker state.
+                        recorded: true,
+                    },
+                ));
+            }
+        }
+        promote.sort_by(|a, b| a.0.cmp(&b.0));
+        (Some(tracker), promote)
+    } else {
+        (None, Vec::new())
+    };
+    let compaction = Compaction {
+        level,
+        output_level,
+        inputs,
+        output_inputs,
+        output_tier: Tier::Fast,
+        reason: "test",
+    };
+    Case {
+        _dir: dir,
+        env,
+        tables,
+        version,
+        compaction,
+        table_options,
+        target_file_size: rng.gen_range(2048..40_000),
+        smallest_snapshot,
+        tracker,
+        promote,
+    }
+}
+
+/// Runs the case's compaction; returns the job output and each output level's entries.
+fn run_case(case: &Case, reuse: bool, first_number: u64) -> (JobOutput, Vec<(usize, Entries)>) {
+    let next = AtomicU64::new(first_number);
+    let alloc = || next.fetch_add(1, Ordering::Relaxed);
+    let hot = case.tracker.as_ref().map(|t| {
+        let (lo, hi) = super::picker::key_range(&case.compaction.inputs).unwrap();
+        HotRouting {
+            tracker: t,
+            retention: true,
+            hotness_check: true,
+            promote: case.promote.clone(),
+            lo,
+            hi,
+        }
+    });
+    let ctx = JobContext {
+        env: &case.env,
+        tables: &case.tables,
+        table_options: case.table_options,
+        target_file_size: case.target_file_size,
+        smallest_snapshot: case.smallest_snapshot,
+        version: &case.version,
+        new_file_number: &alloc,
+        hot,
+        spill_to_slow: false,
+        block_reuse: reuse,
+    };
+    let out = job::run(&case.compaction, &ctx).unwrap();
+    let mut levels: Vec<(usize, Entries)> = Vec::new();
+    let mut last_user: Option<(usize, Vec<u8>)> = None;
+    for f in &out.edit.added {
+        let meta = FileMeta::new(f.clone(), case.env.clone());
+        let t = case.tables.get(&meta, IoCause::Check).unwrap();
+        // Checksums, structure, order, index keys and the entry count.
+        assert_eq!(t.verify(IoCause::Check).unwrap(), f.num_entries);
+        let mut it = t.iter(IoCause::Check, false);
+        it.seek_to_first().unwrap();
+        let mut entries = Vec::new();
+        let mut deletions = 0;
+        while it.valid() {
+            if crate::key::parse_internal_key(it.key()).unwrap().kind == ValueKind::Delete {
+                deletions += 1;
+            }
+            entries.push((it.key().to_vec(), it.value().to_vec()));
+            it.next().unwrap();
+        }
+        assert_eq!(deletions, f.num_deletions);
+        assert_eq!(
+            entries.first().map(|e| e.0.as_slice()),
+            Some(&f.smallest[..])
+        );
+        assert_eq!(entries.last().map(|e| e.0.as_slice()), Some(&f.largest[..]));
+        // Files of one level are disjoint by user key, in order.
+        if let Some((level, prev)) = &last_user {
+            if *level == f.level {
+                assert!(prev.as_slice() < user_key(&f.smallest), "files overlap");
+            }
+        }
+        last_user = Some((f.level, user_key(&f.largest).to_vec()));
+        match levels.last_mut() {
+            Some((l, e)) if *l == f.level => e.extend(entries),
+            _ => levels.push((f.level, entries)),
+        }
+    }
+    (out, levels)
+}
+
+#[test]
+fn block_reuse_writes_what_a_full_rewrite_writes() {
+    let (mut reused, mut cases_with_reuse) = (0u64, 0);
+    for seed in 0..60 {
+        let case = make_case(seed);
+        let (plain, want) = run_case(&case, false, 100_000);
+        let (fast, got) = run_case(&case, true, 200_000);
+        assert_eq!(got.len(), want.len(), "seed {seed}: output levels");
+        for ((lg, g), (lw, w)) in got.iter().zip(&want) {
+            assert_eq!(lg, lw, "seed {seed}");
+            assert_eq!(g.len(), w.len(), "seed {seed}: entries at level {lg}");
+            assert!(g == w, "seed {seed}: content at level {lg} differs");
+        }
+        assert_eq!(fast.entries_dropped, plain.entries_dropped, "seed {seed}");
+        assert_eq!(fast.retained_bytes, plain.retained_bytes, "seed {seed}");
+        assert_eq!(fast.promoted_bytes, plain.promoted_bytes, "seed {seed}");
+        assert_eq!(plain.blocks.copied_blocks, 0);
+        assert!(fast.blocks.built_blocks + fast.blocks.copied_blocks > 0 || got.is_empty());
+        let data_bytes = |o: &JobOutput| o.blocks.copied_bytes + o.blocks.built_bytes;
+        assert!(data_bytes(&fast) <= fast.bytes_written);
+        reused += fast.blocks.copied_blocks;
+        if fast.blocks.copied_blocks > 0 {
+            cases_with_reuse += 1;
+        }
+    }
+    // The inputs are built so that untouched blocks are common.
+    assert!(
+        cases_with_reuse >= 20,
+        "{cases_with_reuse} cases reused blocks"
+    );
+    assert!(reused > 100, "{reused} blocks reused");
+}

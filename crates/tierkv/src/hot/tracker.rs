@@ -1,0 +1,143 @@
+//! The one interface the engine asks about hotness: RALT (HotRAP's on-disk tracker, the
+//! default) or HyperDB's bloom-filter cascade (a cheap alternative kept for comparison),
+//! chosen by `PromotionOptions::tracker`.
+//!
+//! What differs between them is what they can answer: RALT enumerates hot keys
+//! ([`HotTracker::hot_keys`]) and sizes hot ranges from its runs; the cascade answers
+//! membership only, so retention asks [`HotTracker::is_hot`] for every key of a
+//! compaction's merge, and hot range sizes come from a sample (an estimate).
+
+use super::bloom::{BloomCascade, BloomCascadeStats, BloomRangeSizer};
+use super::ralt::{Ralt, RaltStats, RangeHotSizer};
+use crate::Result;
+
+/// Hot keys of a range in key order, each with its value length.
+pub type HotKeys = Box<dyn Iterator<Item = Result<(Vec<u8>, u32)>> + Send>;
+
+/// Which hotness tracker promotion and retention use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum HotnessTracker {
+    /// RALT (HotRAP §3.2): scored access records in a small LSM-tree on the fast disk.
+    #[default]
+    Ralt,
+    /// HyperDB's cascade of bloom filters: hot when seen in 3 of the last 4 windows.
+    BloomCascade,
+}
+
+/// A hotness tracker. (One per store, held behind an `Arc`: the size difference between
+/// the variants costs nothing.)
+#[allow(clippy::large_enum_variant)]
+pub enum HotTracker {
+    /// RALT.
+    Ralt(Ralt),
+    /// The bloom-filter cascade.
+    BloomCascade(BloomCascade),
+}
+
+/// A snapshot for many `range_hot_size` questions (one compaction pick).
+pub enum HotSizer {
+    /// RALT's prefix sums.
+    Ralt(RangeHotSizer),
+    /// The cascade's hot sample.
+    BloomCascade(BloomRangeSizer),
+}
+
+impl HotSizer {
+    /// Estimated key plus value bytes of hot keys in `[lo, hi]`.
+    pub fn range_hot_size(&self, lo: &[u8], hi: &[u8]) -> u64 {
+        match self {
+            HotSizer::Ralt(s) => s.range_hot_size(lo, hi),
+            HotSizer::BloomCascade(s) => s.range_hot_size(lo, hi),
+        }
+    }
+}
+
+impl HotTracker {
+    /// Records a foreground access (a get). Never does I/O.
+    pub fn record_access(&self, key: &[u8], value_len: u32) -> Result<()> {
+        match self {
+            HotTracker::Ralt(r) => r.record_access(key, value_len),
+            HotTracker::BloomCascade(b) => {
+                b.record_access(key, value_len);
+                Ok(())
+            }
+        }
+    }
+
+    /// Records an access from background work (the checker, a compaction), which may wait.
+    pub fn record_access_background(&self, key: &[u8], value_len: u32) -> Result<()> {
+        match self {
+            HotTracker::Ralt(r) => r.record_access_background(key, value_len),
+            HotTracker::BloomCascade(b) => {
+                b.record_access(key, value_len);
+                Ok(())
+            }
+        }
+    }
+
+    /// True if `key` is hot.
+    pub fn is_hot(&self, key: &[u8]) -> bool {
+        match self {
+            HotTracker::Ralt(r) => r.is_hot(key),
+            HotTracker::BloomCascade(b) => b.is_hot(key),
+        }
+    }
+
+    /// The hot keys of `[lo, hi]` in key order, or `None` when the tracker cannot list
+    /// them (the cascade): the caller then asks `is_hot` key by key.
+    pub fn hot_keys(&self, lo: &[u8], hi: &[u8]) -> Result<Option<HotKeys>> {
+        match self {
+            HotTracker::Ralt(r) => r.hot_keys(lo, hi).map(Some),
+            HotTracker::BloomCascade(_) => Ok(None),
+        }
+    }
+
+    /// A snapshot answering `range_hot_size` (RALT: never below the truth; the cascade:
+    /// a sample-based estimate).
+    pub fn range_hot_sizer(&self) -> HotSizer {
+        match self {
+            HotTracker::Ralt(r) => HotSizer::Ralt(r.range_hot_sizer()),
+            HotTracker::BloomCascade(b) => HotSizer::BloomCascade(b.range_hot_sizer()),
+        }
+    }
+
+    /// Background work is waiting (RALT's flushes, compactions, evictions).
+    pub fn needs_maintenance(&self) -> bool {
+        match self {
+            HotTracker::Ralt(r) => r.needs_maintenance(),
+            HotTracker::BloomCascade(_) => false,
+        }
+    }
+
+    /// One unit of background work; whether it did anything.
+    pub fn maintenance(&self) -> Result<bool> {
+        match self {
+            HotTracker::Ralt(r) => r.maintenance(),
+            HotTracker::BloomCascade(_) => Ok(false),
+        }
+    }
+
+    /// Persists what survives a restart (RALT; the cascade lives in memory only).
+    pub fn flush(&self) -> Result<()> {
+        match self {
+            HotTracker::Ralt(r) => r.flush(),
+            HotTracker::BloomCascade(_) => Ok(()),
+        }
+    }
+
+    /// RALT's statistics, if this is RALT.
+    pub fn ralt_stats(&self) -> Option<RaltStats> {
+        match self {
+            HotTracker::Ralt(r) => Some(r.stats()),
+            HotTracker::BloomCascade(_) => None,
+        }
+    }
+
+    /// The cascade's statistics, if this is the cascade.
+    pub fn bloom_stats(&self) -> Option<BloomCascadeStats> {
+        match self {
+            HotTracker::Ralt(_) => None,
+            HotTracker::BloomCascade(b) => Some(b.stats()),
+        }
+    }
+}
