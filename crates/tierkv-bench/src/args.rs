@@ -40,7 +40,10 @@ pub struct BenchArgs {
     #[arg(long)]
     pub sd_profile: Option<String>,
     /// Systems to run, comma-separated: tierkv, tierkv-nopromo, tierkv-fd, tierkv-noretain,
-    /// tierkv-nohotcheck, tierkv-nobycompaction, tierkv-nobyflush, tierkv-noautotune, rocksdb-tiered, rocksdb-fd;
+    /// tierkv-nohotcheck, tierkv-nobycompaction, tierkv-nobyflush, tierkv-noautotune,
+    /// tierkv-noreuse (no block reuse), tierkv-nobatch (no batched demotion),
+    /// tierkv-bloomtracker (HyperDB's bloom cascade instead of RALT), rocksdb-tiered,
+    /// rocksdb-fd;
     /// cache modes of tierkv: tierkv-blockonly, tierkv-kvonly, tierkv-kponly,
     /// tierkv-split:KV:KP:BLOCK (integer shares) and tierkv-adaptive (= tierkv).
     #[arg(long, value_delimiter = ',')]

@@ -61,8 +61,9 @@ fn series(res: &BenchResults, f: impl Fn(&TimelinePoint) -> Option<f64>) -> Vec<
         .collect()
 }
 
-/// Writes `throughput.png`, `fd_hit_rate.png`, `sd_read.png` and, per system with a cache,
-/// `cache_<system>.png` (KV, KP and block cache sizes over time) into `out`.
+/// Writes `throughput.png`, `fd_hit_rate.png`, `sd_read.png`, `sd_compaction.png` and, per
+/// system with a cache, `cache_<system>.png` (KV, KP and block cache sizes over time) into
+/// `out`.
 pub fn write_charts(res: &BenchResults, out: &Path) -> Result<()> {
     line_chart(
         &out.join("throughput.png"),
@@ -85,6 +86,17 @@ pub fn write_charts(res: &BenchResults, out: &Path) -> Result<()> {
         "SD read MiB/s",
         &series(res, |p| {
             p.sd_read_bytes
+                .filter(|_| p.interval_s > 0.0)
+                .map(|b| b as f64 / (1u64 << 20) as f64 / p.interval_s)
+        }),
+        None,
+    )?;
+    line_chart(
+        &out.join("sd_compaction.png"),
+        "Slow-disk bandwidth used by compaction",
+        "SD compaction MiB/s (read + write)",
+        &series(res, |p| {
+            p.sd_compaction_bytes
                 .filter(|_| p.interval_s > 0.0)
                 .map(|b| b as f64 / (1u64 << 20) as f64 / p.interval_s)
         }),

@@ -46,6 +46,8 @@ pub struct TimelinePoint {
     pub point_cache_hit_rate: Option<f64>,
     /// Share of the interval's block lookups answered by the block cache.
     pub block_cache_hit_rate: Option<f64>,
+    /// Bytes compactions read from and wrote to the slow disk during the interval.
+    pub sd_compaction_bytes: Option<u64>,
 }
 
 impl TimelinePoint {
@@ -73,6 +75,7 @@ impl TimelinePoint {
                 .cache_hits
                 .filter(|h| h[4] > 0)
                 .map(|h| h[2] as f64 / h[4] as f64),
+            sd_compaction_bytes: d.sd_compaction_bytes,
         }
     }
 }
@@ -88,6 +91,77 @@ pub struct PhaseResult {
     pub ops_per_sec: f64,
     /// Operations per second over the phase's second half (after adaptive caches settle).
     pub second_half_ops_per_sec: f64,
+}
+
+/// Background I/O of the run phase (flushes, compactions, promotion, hotness tracking; not
+/// the WAL) against what users wrote: write amplification by tier.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct BackgroundTraffic {
+    /// Key and value bytes users wrote.
+    pub user_bytes_written: u64,
+    /// Background bytes written, all tiers.
+    pub write_bytes: u64,
+    /// `write_bytes / user_bytes_written`.
+    pub write_amp: Option<f64>,
+    /// Background bytes read from the fast disk.
+    pub fd_read_bytes: Option<u64>,
+    /// Background bytes written to the fast disk.
+    pub fd_write_bytes: Option<u64>,
+    /// Background bytes read from the slow disk.
+    pub sd_read_bytes: Option<u64>,
+    /// Background bytes written to the slow disk.
+    pub sd_write_bytes: Option<u64>,
+    /// Fast-disk background writes per user byte written.
+    pub fd_write_amp: Option<f64>,
+    /// Slow-disk background writes per user byte written.
+    pub sd_write_amp: Option<f64>,
+    /// Fast-disk background reads per user byte written.
+    pub fd_read_amp: Option<f64>,
+    /// Slow-disk background reads per user byte written.
+    pub sd_read_amp: Option<f64>,
+    /// Data-block bytes compactions copied as stored (block reuse).
+    pub reused_block_bytes: Option<u64>,
+    /// Data-block bytes compactions encoded anew.
+    pub rewritten_block_bytes: Option<u64>,
+    /// Mean slow-disk bandwidth (reads plus writes) compactions used, MiB/s.
+    pub sd_compaction_mib_s: Option<f64>,
+    /// The highest interval's slow-disk compaction bandwidth, MiB/s.
+    pub sd_compaction_peak_mib_s: Option<f64>,
+}
+
+impl BackgroundTraffic {
+    /// From the run phase's counter deltas; `None` when the system cannot tell.
+    pub fn of(run: &Counters, seconds: f64, timeline: &[TimelinePoint]) -> Option<Self> {
+        let user = run.user_bytes_written?;
+        let write_bytes = run.bg_write_bytes?;
+        let per_user = |b: Option<u64>| b.filter(|_| user > 0).map(|b| b as f64 / user as f64);
+        let tier = |i: usize| run.bg_tier_bytes.map(|t| t[i]);
+        let mib = (1u64 << 20) as f64;
+        Some(BackgroundTraffic {
+            user_bytes_written: user,
+            write_bytes,
+            write_amp: per_user(Some(write_bytes)),
+            fd_read_bytes: tier(0),
+            fd_write_bytes: tier(1),
+            sd_read_bytes: tier(2),
+            sd_write_bytes: tier(3),
+            fd_read_amp: per_user(tier(0)),
+            fd_write_amp: per_user(tier(1)),
+            sd_read_amp: per_user(tier(2)),
+            sd_write_amp: per_user(tier(3)),
+            reused_block_bytes: run.block_bytes.map(|b| b[0]),
+            rewritten_block_bytes: run.block_bytes.map(|b| b[1]),
+            sd_compaction_mib_s: run
+                .sd_compaction_bytes
+                .filter(|_| seconds > 0.0)
+                .map(|b| b as f64 / mib / seconds),
+            sd_compaction_peak_mib_s: timeline
+                .iter()
+                .filter(|p| p.interval_s > 0.0)
+                .filter_map(|p| p.sd_compaction_bytes.map(|b| b as f64 / mib / p.interval_s))
+                .reduce(f64::max),
+        })
+    }
 }
 
 /// Raw measurements of one run phase, turned into a [`SystemResult`].
@@ -188,6 +262,8 @@ pub struct SystemResult {
     pub ralt_physical_bytes: Option<u64>,
     /// Its current limit.
     pub ralt_physical_limit: Option<u64>,
+    /// Background I/O and write amplification by tier over the run phase.
+    pub background: Option<BackgroundTraffic>,
     /// Fields this system cannot measure.
     pub unavailable: Vec<&'static str>,
     /// Per-interval timeline of the run phase.
@@ -282,6 +358,7 @@ impl SystemResult {
             ralt_hot_set_limit: None,
             ralt_physical_bytes: None,
             ralt_physical_limit: None,
+            background: BackgroundTraffic::of(&m.run, m.run_seconds, &m.timeline),
             unavailable,
             timeline: m.timeline,
             phases: m.phases,
@@ -562,6 +639,54 @@ pub fn markdown(res: &BenchResults) -> String {
             );
         }
     }
+    let bg: Vec<(&SystemResult, &BackgroundTraffic)> = res
+        .systems
+        .iter()
+        .filter_map(|r| r.background.as_ref().map(|b| (r, b)))
+        .collect();
+    if !bg.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nBackground traffic over the run phase (flushes, compactions, promotion, hotness \
+             tracking; not the WAL): bytes, and in parentheses per byte users wrote (write \
+             amplification by tier). Block reuse: share of compacted data-block bytes copied \
+             as stored. SD compaction: slow-disk bandwidth compactions used, mean / peak \
+             interval.\n\n\
+             | system | user writes | background writes | FD write | SD write | FD read | SD read | block reuse | SD compaction MiB/s |\n\
+             |---|--:|--:|--:|--:|--:|--:|--:|--:|"
+        );
+        let amp = |b: Option<u64>, a: Option<f64>| match (b, a) {
+            (Some(b), Some(a)) => format!("{} ({a:.2})", bytes(b)),
+            (Some(b), None) => bytes(b),
+            _ => "n/a".to_string(),
+        };
+        for (r, b) in bg {
+            let reuse = match (b.reused_block_bytes, b.rewritten_block_bytes) {
+                (Some(u), Some(w)) if u + w > 0 => {
+                    format!("{:.1}%", 100.0 * u as f64 / (u + w) as f64)
+                }
+                _ => "n/a".to_string(),
+            };
+            let bw = match (b.sd_compaction_mib_s, b.sd_compaction_peak_mib_s) {
+                (Some(m), Some(p)) => format!("{m:.1} / {p:.1}"),
+                (Some(m), None) => format!("{m:.1}"),
+                _ => "n/a".to_string(),
+            };
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.name,
+                bytes(b.user_bytes_written),
+                amp(Some(b.write_bytes), b.write_amp),
+                amp(b.fd_write_bytes, b.fd_write_amp),
+                amp(b.sd_write_bytes, b.sd_write_amp),
+                amp(b.fd_read_bytes, b.fd_read_amp),
+                amp(b.sd_read_bytes, b.sd_read_amp),
+                reuse,
+                bw
+            );
+        }
+    }
     if res.systems.iter().any(|r| r.phases.len() > 1) {
         let _ = writeln!(
             s,
@@ -632,8 +757,9 @@ pub fn markdown(res: &BenchResults) -> String {
     }
     let _ = writeln!(
         s,
-        "\nCharts: `throughput.png`, `fd_hit_rate.png`, `sd_read.png`, `cache_<system>.png` \
-         (cache component sizes over time). Full data: `results.json`."
+        "\nCharts: `throughput.png`, `fd_hit_rate.png`, `sd_read.png`, `sd_compaction.png` \
+         (slow-disk bandwidth of compactions), `cache_<system>.png` (cache component sizes \
+         over time). Full data: `results.json`."
     );
     s
 }
@@ -699,6 +825,11 @@ pub(crate) mod tests {
                 retained_bytes: Some(7),
                 cache_bytes: Some([3 << 20, 1 << 20, 4 << 20]),
                 cache_hits: Some([60, 20, 30, 100, 50]),
+                user_bytes_written: Some(1 << 20),
+                bg_write_bytes: Some(5 << 20),
+                bg_tier_bytes: Some([1 << 20, 2 << 20, 3 << 20, 3 << 20]),
+                sd_compaction_bytes: Some(6 << 20),
+                block_bytes: Some([1 << 20, 3 << 20]),
             };
             SystemResult::new(
                 &cfg,
@@ -792,6 +923,17 @@ pub(crate) mod tests {
         assert_eq!(v["config"]["systems"][1], "tierkv-nopromo");
         assert_eq!(v["config"]["workload"], "ro");
         assert_eq!(v["config"]["distribution"], "hotspot-5%");
+        // Write amplification by tier: 1 MiB written by users, 5 MiB in the background.
+        let bg = &v["systems"][0]["background"];
+        assert_eq!(bg["write_amp"], 5.0);
+        assert_eq!(bg["sd_write_amp"], 3.0);
+        assert_eq!(bg["fd_write_amp"], 2.0);
+        assert_eq!(bg["reused_block_bytes"], 1 << 20);
+        let md = markdown(&res);
+        assert!(
+            md.contains("| tierkv | 1.0 MiB | 5.0 MiB (5.00) | 2.0 MiB (2.00) |"),
+            "{md}"
+        );
     }
 
     #[test]
@@ -822,6 +964,7 @@ pub(crate) mod tests {
             "throughput.png",
             "fd_hit_rate.png",
             "sd_read.png",
+            "sd_compaction.png",
         ] {
             let meta = std::fs::metadata(dir.path().join(f)).unwrap();
             assert!(meta.len() > 100, "{f} is {} bytes", meta.len());

@@ -171,6 +171,10 @@ impl Store for RocksStore {
             promoted_by_flush_bytes: Some(0),
             promoted_by_compaction_bytes: Some(0),
             retained_bytes: Some(0),
+            // Background writes, all tiers together: flushes and compactions.
+            user_bytes_written: Some(t(Ticker::BytesWritten)),
+            bg_write_bytes: Some(t(Ticker::FlushWriteBytes) + t(Ticker::CompactWriteBytes)),
+            ..Default::default()
         }
     }
 

@@ -29,6 +29,12 @@ pub enum System {
     /// Ablation: RALT keeps its initial limits (hot set 50%, physical 15% of the fast
     /// disk) instead of auto-tuning them (HotRAP §3.7).
     TierkvNoAutoTune,
+    /// Ablation: compactions re-encode every block (no block reuse).
+    TierkvNoReuse,
+    /// Ablation: one file at a time from the fast into the slow tier (no batched demotion).
+    TierkvNoBatch,
+    /// tierkv with HyperDB's bloom-filter cascade instead of RALT as the hotness tracker.
+    TierkvBloomTracker,
     /// tierkv with the block cache only (RocksDB-like caching, tierkv before AC-Key).
     TierkvBlockOnly,
     /// tierkv with the whole cache budget as a KV cache.
@@ -69,6 +75,9 @@ impl FromStr for System {
             "tierkv-nobycompaction" => System::TierkvNoByCompaction,
             "tierkv-nobyflush" => System::TierkvNoByFlush,
             "tierkv-noautotune" => System::TierkvNoAutoTune,
+            "tierkv-noreuse" => System::TierkvNoReuse,
+            "tierkv-nobatch" => System::TierkvNoBatch,
+            "tierkv-bloomtracker" => System::TierkvBloomTracker,
             "tierkv-adaptive" => System::Tierkv,
             "tierkv-blockonly" => System::TierkvBlockOnly,
             "tierkv-kvonly" => System::TierkvKvOnly,
@@ -116,7 +125,7 @@ fn parse_split(shares: &str) -> Result<System> {
 
 impl System {
     /// Every system with a fixed name (fixed splits are `tierkv-split:KV:KP:BLOCK`).
-    pub const ALL: [System; 13] = [
+    pub const ALL: [System; 16] = [
         System::Tierkv,
         System::TierkvNoPromo,
         System::TierkvFd,
@@ -125,6 +134,9 @@ impl System {
         System::TierkvNoByCompaction,
         System::TierkvNoByFlush,
         System::TierkvNoAutoTune,
+        System::TierkvNoReuse,
+        System::TierkvNoBatch,
+        System::TierkvBloomTracker,
         System::TierkvBlockOnly,
         System::TierkvKvOnly,
         System::TierkvKpOnly,
@@ -151,6 +163,9 @@ impl System {
             System::TierkvNoByCompaction => "tierkv-nobycompaction",
             System::TierkvNoByFlush => "tierkv-nobyflush",
             System::TierkvNoAutoTune => "tierkv-noautotune",
+            System::TierkvNoReuse => "tierkv-noreuse",
+            System::TierkvNoBatch => "tierkv-nobatch",
+            System::TierkvBloomTracker => "tierkv-bloomtracker",
             System::TierkvBlockOnly => "tierkv-blockonly",
             System::TierkvKvOnly => "tierkv-kvonly",
             System::TierkvKpOnly => "tierkv-kponly",
@@ -221,6 +236,26 @@ impl System {
                 p.ralt.auto_tune = false;
                 p
             }
+            System::TierkvBloomTracker => tierkv::PromotionOptions {
+                tracker: tierkv::HotnessTracker::BloomCascade,
+                ..on
+            },
+            _ => on,
+        }
+    }
+
+    /// Compaction switches of a tierkv system (block reuse, batched demotion).
+    pub fn compaction(self) -> tierkv::CompactionOptions {
+        let on = tierkv::CompactionOptions::default();
+        match self {
+            System::TierkvNoReuse => tierkv::CompactionOptions {
+                block_reuse: false,
+                ..on
+            },
+            System::TierkvNoBatch => tierkv::CompactionOptions {
+                batched_demotion: false,
+                ..on
+            },
             _ => on,
         }
     }
@@ -338,10 +373,27 @@ pub struct Counters {
     /// Hits of the KV, KP and block caches and lookups of the point and block caches
     /// (counts).
     pub cache_hits: Option<[u64; 5]>,
+    /// Key and value bytes users wrote.
+    pub user_bytes_written: Option<u64>,
+    /// Bytes background work (flush, compaction, promotion, hotness tracking) wrote, all
+    /// tiers together (what RocksDB can report as well).
+    pub bg_write_bytes: Option<u64>,
+    /// Background bytes read from / written to the fast and the slow disk:
+    /// `[fd read, fd write, sd read, sd write]`.
+    pub bg_tier_bytes: Option<[u64; 4]>,
+    /// Bytes compactions read from and wrote to the slow disk.
+    pub sd_compaction_bytes: Option<u64>,
+    /// Data-block bytes compactions copied as stored (block reuse) and encoded anew.
+    pub block_bytes: Option<[u64; 2]>,
 }
 
 fn sub(a: Option<u64>, b: Option<u64>) -> Option<u64> {
     Some(a?.saturating_sub(b?))
+}
+
+fn sub_array<const N: usize>(a: Option<[u64; N]>, b: Option<[u64; N]>) -> Option<[u64; N]> {
+    let (a, b) = (a?, b?);
+    Some(std::array::from_fn(|i| a[i].saturating_sub(b[i])))
 }
 
 impl Counters {
@@ -370,6 +422,11 @@ impl Counters {
                 (Some(a), Some(b)) => Some(std::array::from_fn(|i| a[i].saturating_sub(b[i]))),
                 _ => None,
             },
+            user_bytes_written: sub(self.user_bytes_written, earlier.user_bytes_written),
+            bg_write_bytes: sub(self.bg_write_bytes, earlier.bg_write_bytes),
+            bg_tier_bytes: sub_array(self.bg_tier_bytes, earlier.bg_tier_bytes),
+            sd_compaction_bytes: sub(self.sd_compaction_bytes, earlier.sd_compaction_bytes),
+            block_bytes: sub_array(self.block_bytes, earlier.block_bytes),
         }
     }
 
@@ -447,6 +504,12 @@ pub fn tierkv_options(
             tierkv::PromotionOptions::disabled()
         } else {
             system.promotion()
+        },
+        // Every two-tier system shares one load, made with the default compaction.
+        compaction: if loading {
+            tierkv::CompactionOptions::default()
+        } else {
+            system.compaction()
         },
         ..Default::default()
     }
@@ -559,6 +622,9 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
     let g = &s.get_sources;
     let fast = s.io.fast.total();
     let slow = s.io.slow.total();
+    let bg_fast = s.background_io(tierkv::Tier::Fast);
+    let bg_slow = s.background_io(tierkv::Tier::Slow);
+    let sd_compaction = s.io.slow.cause(tierkv::env::IoCause::Compaction);
     Counters {
         gets_fd: g.memory_hits() + g.promotion_cache + g.fast,
         gets_sd: g.slow,
@@ -583,6 +649,16 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
             s.cache.kv.lookups,
             s.cache.block.lookups,
         ]),
+        user_bytes_written: Some(s.user_bytes_written),
+        bg_write_bytes: Some(bg_fast.write_bytes + bg_slow.write_bytes),
+        bg_tier_bytes: Some([
+            bg_fast.read_bytes,
+            bg_fast.write_bytes,
+            bg_slow.read_bytes,
+            bg_slow.write_bytes,
+        ]),
+        sd_compaction_bytes: Some(sd_compaction.read_bytes + sd_compaction.write_bytes),
+        block_bytes: Some([s.compaction_bytes_reused, s.compaction_bytes_rewritten]),
     }
 }
 
@@ -661,6 +737,13 @@ mod tests {
         assert!(!System::TierkvNoByCompaction.promotion().by_compaction);
         assert!(!System::TierkvNoByFlush.promotion().by_flush);
         assert!(System::Tierkv.promotion().enabled);
+        assert!(!System::TierkvNoReuse.compaction().block_reuse);
+        assert!(!System::TierkvNoBatch.compaction().batched_demotion);
+        assert!(System::Tierkv.compaction().block_reuse);
+        assert_eq!(
+            System::TierkvBloomTracker.promotion().tracker,
+            tierkv::HotnessTracker::BloomCascade
+        );
     }
 
     #[test]

@@ -320,6 +320,27 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
     )?;
     writeln!(
         out,
+        "compaction blocks: {} reused as stored ({} bytes), {} re-encoded ({} bytes)",
+        s.compaction_blocks_reused,
+        s.compaction_bytes_reused,
+        s.compaction_blocks_rewritten,
+        s.compaction_bytes_rewritten
+    )?;
+    for tier in [tierkv::Tier::Fast, tierkv::Tier::Slow] {
+        let io = s.background_io(tier);
+        let per_user = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
+        writeln!(
+            out,
+            "background I/O on {} (flush, compaction, promotion, tracker): read {} bytes ({} per user byte), wrote {} bytes (write amplification {})",
+            tier.name(),
+            io.read_bytes,
+            per_user(s.read_amplification(tier)),
+            io.write_bytes,
+            per_user(s.write_amplification(tier))
+        )?;
+    }
+    writeln!(
+        out,
         "write stalls: {} ({} us), slowdowns: {}",
         s.write_stalls, s.write_stall_micros, s.write_slowdowns
     )?;

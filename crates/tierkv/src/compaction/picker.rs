@@ -1,6 +1,18 @@
 //! Choosing the next compaction: the level whose size most exceeds its target (L0 by file
 //! count), then within it the file with the least overlapping bytes in the next level per
 //! byte of its own (RocksDB's "min overlapping ratio"), skipping files already claimed.
+//!
+//! At the fast-to-slow boundary (the last fast level) the choice is a *batch*, HyperDB's
+//! narrow-range demotion within leveled compaction: each candidate file is extended with
+//! its neighbours on the level as long as that adds no file of the slow level to rewrite
+//! (and the neighbour is at least half cold, and the batch stays within
+//! [`MAX_BATCH_FILES`] target files), so slow files are rewritten once for the whole run of
+//! fast files that lands in them. Batches are scored by HotRAP's cost-benefit rule
+//! `(size - hot) / (size + overlap)` (hot = 0 without promotion); among those scoring within
+//! [`SIMILAR_SCORE`] of the best, the one touching the fewest slow files (the narrowest,
+//! densest overlap) wins: fewer files claimed and rewritten on the slow disk per compaction,
+//! a narrower range taken from the promotion cache, for the same bytes demoted per byte
+//! written.
 
 use super::Compaction;
 use crate::key::user_key;
@@ -33,6 +45,13 @@ fn claimed(files: &[Arc<FileMeta>]) -> bool {
     files.iter().any(|f| f.being_compacted.load(Relaxed))
 }
 
+/// A batch may grow to this many target-size files of demoted data.
+pub const MAX_BATCH_FILES: u64 = 4;
+
+/// Batches scoring at least this share of the best score count as equally good, and the
+/// narrowest of them is taken.
+pub const SIMILAR_SCORE: f64 = 0.95;
+
 /// What HotRAP changes in picking at the fast-to-slow boundary.
 pub struct HotPicking<'a> {
     /// The last fast level (its compactions go to the slow tier).
@@ -54,10 +73,19 @@ pub fn pick(v: &Version, opts: &Options, hot: Option<&HotPicking<'_>>) -> Option
         if hot_here.is_some_and(|h| h.saturated) {
             continue;
         }
+        let boundary = level == v.layout.last_fast_level
+            && v.layout.tiers.get(level + 1) == Some(&crate::env::Tier::Slow);
+        let batch_bytes = if opts.compaction.batched_demotion {
+            MAX_BATCH_FILES.saturating_mul(opts.target_file_size)
+        } else {
+            0
+        };
         let picked = if level == 0 {
             pick_level0(v)
         } else if let Some(h) = hot_here {
-            pick_level_hot_aware(v, level, h)
+            pick_boundary(v, level, Some(h), batch_bytes)
+        } else if boundary {
+            pick_boundary(v, level, None, batch_bytes)
         } else {
             pick_level(v, level)
         };
@@ -120,48 +148,123 @@ fn pick_level(v: &Version, level: usize) -> Option<Compaction> {
     })
 }
 
-/// Ln -> Ln+1 at the fast-to-slow boundary (HotRAP §3.5): the unclaimed file with the best
-/// cost-benefit score `(size - hot size) / (size + overlapping bytes)`: the benefit is the
-/// cold data that leaves the fast tier (hot records are retained), the cost is everything
-/// the compaction rewrites. When every benefit is zero (RALT overestimates), the oldest
-/// file.
-fn pick_level_hot_aware(v: &Version, level: usize, hot: &HotPicking<'_>) -> Option<Compaction> {
-    let mut best: Option<(f64, Arc<FileMeta>, Vec<Arc<FileMeta>>)> = None;
-    let mut oldest: Option<(Arc<FileMeta>, Vec<Arc<FileMeta>>)> = None;
-    for f in &v.levels[level] {
+/// A candidate at the fast-to-slow boundary: a run of adjacent files of the level.
+struct Batch {
+    /// Indexes `from..=to` into the level's files.
+    from: usize,
+    to: usize,
+    overlap: Vec<Arc<FileMeta>>,
+    score: f64,
+}
+
+/// Ln -> Ln+1 at the fast-to-slow boundary (HotRAP §3.5, HyperDB's batched demotion; see
+/// the module comment): the batch with the best cost-benefit score
+/// `(size - hot size) / (size + overlapping bytes)` (the benefit is the cold data that
+/// leaves the fast tier, hot records being retained; the cost is everything rewritten),
+/// the narrowest among those scoring within [`SIMILAR_SCORE`] of the best. When every
+/// benefit is zero (the tracker overestimates), the oldest file alone. `batch_bytes` 0
+/// disables batching; `hot` `None` counts nothing as hot (no promotion).
+fn pick_boundary(
+    v: &Version,
+    level: usize,
+    hot: Option<&HotPicking<'_>>,
+    batch_bytes: u64,
+) -> Option<Compaction> {
+    let files = &v.levels[level];
+    // Hot bytes per file, asked once.
+    let hot_of: Vec<u64> = files
+        .iter()
+        .map(|f| match hot {
+            Some(h) => (h.hot_size)(user_key(f.smallest()), user_key(f.largest())),
+            None => 0,
+        })
+        .collect();
+    let cold_of = |i: usize| files[i].size().saturating_sub(hot_of[i]);
+    let overlap_of = |from: usize, to: usize| {
+        v.overlapping(
+            level + 1,
+            Some(user_key(files[from].smallest())),
+            Some(user_key(files[to].largest())),
+        )
+    };
+    // A neighbour joins a batch if it is free, at least half cold, fits, and lands only in
+    // slow files the batch rewrites anyway.
+    let joins = |i: usize, bytes: u64, overlap: &[Arc<FileMeta>], from: usize, to: usize| {
+        let f = &files[i];
+        !f.being_compacted.load(Relaxed)
+            && cold_of(i) * 2 >= f.size()
+            && bytes + f.size() <= batch_bytes
+            && overlap_of(from, to).len() == overlap.len()
+    };
+    let mut candidates: Vec<Batch> = Vec::new();
+    let mut oldest: Option<(usize, Vec<Arc<FileMeta>>)> = None;
+    for (i, f) in files.iter().enumerate() {
         if f.being_compacted.load(Relaxed) {
             continue;
         }
-        let lo = user_key(f.smallest());
-        let hi = user_key(f.largest());
-        let overlap = v.overlapping(level + 1, Some(lo), Some(hi));
+        let overlap = overlap_of(i, i);
         if claimed(&overlap) {
             continue;
         }
-        if oldest.as_ref().is_none_or(|(o, _)| f.number < o.number) {
-            oldest = Some((f.clone(), overlap.clone()));
+        if oldest
+            .as_ref()
+            .is_none_or(|(o, _)| f.number < files[*o].number)
+        {
+            oldest = Some((i, overlap.clone()));
         }
-        let cold = f.size().saturating_sub((hot.hot_size)(lo, hi));
-        if cold == 0 {
+        if cold_of(i) == 0 {
             continue;
         }
-        let overlap_bytes: u64 = overlap.iter().map(|o| o.size()).sum();
-        let benefit = cold as f64 / (f.size() + overlap_bytes).max(1) as f64;
-        if best.as_ref().is_none_or(|(b, _, _)| benefit > *b) {
-            best = Some((benefit, f.clone(), overlap));
+        let (mut from, mut to) = (i, i);
+        let mut bytes = f.size();
+        if bytes < batch_bytes {
+            while to + 1 < files.len() && joins(to + 1, bytes, &overlap, from, to + 1) {
+                to += 1;
+                bytes += files[to].size();
+            }
+            while from > 0 && joins(from - 1, bytes, &overlap, from - 1, to) {
+                from -= 1;
+                bytes += files[from].size();
+            }
         }
+        let cold: u64 = (from..=to).map(cold_of).sum();
+        let overlap_bytes: u64 = overlap.iter().map(|o| o.size()).sum();
+        let score = cold as f64 / (bytes + overlap_bytes).max(1) as f64;
+        candidates.push(Batch {
+            from,
+            to,
+            overlap,
+            score,
+        });
     }
-    let (file, output_inputs) = match best {
-        Some((_, f, o)) => (f, o),
-        None => oldest?,
+    let best = candidates.iter().map(|b| b.score).fold(0.0f64, f64::max);
+    let chosen = candidates
+        .into_iter()
+        .filter(|b| b.score >= best * SIMILAR_SCORE)
+        .min_by(|a, b| {
+            a.overlap
+                .len()
+                .cmp(&b.overlap.len())
+                .then(b.score.total_cmp(&a.score))
+        });
+    let (inputs, output_inputs) = match chosen {
+        Some(b) => (files[b.from..=b.to].to_vec(), b.overlap),
+        None => {
+            let (i, overlap) = oldest?;
+            (vec![files[i].clone()], overlap)
+        }
     };
     Some(Compaction {
         level,
         output_level: level + 1,
-        inputs: vec![file],
+        inputs,
         output_inputs,
         output_tier: v.layout.tiers[level + 1],
-        reason: "level size (hot-aware)",
+        reason: if hot.is_some() {
+            "level size (hot-aware)"
+        } else {
+            "level size (fast-to-slow)"
+        },
     })
 }
 

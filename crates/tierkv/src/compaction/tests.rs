@@ -411,3 +411,95 @@ fn block_reuse_writes_what_a_full_rewrite_writes() {
     );
     assert!(reused > 100, "{reused} blocks reused");
 }
+
+/// A file of `size` bytes covering user keys `lo..=hi` (metadata only: picking reads none).
+fn meta(env: &Arc<Env>, number: u64, level: usize, lo: &str, hi: &str, size: u64) -> Arc<FileMeta> {
+    Arc::new(FileMeta::new(
+        crate::version::NewFile {
+            level,
+            number,
+            tier: if level >= 2 { Tier::Slow } else { Tier::Fast },
+            size,
+            smallest: make_internal_key(lo.as_bytes(), 2, ValueKind::Value),
+            largest: make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
+            smallest_seq: 1,
+            largest_seq: 2,
+            num_entries: 1,
+            num_deletions: 0,
+        },
+        env.clone(),
+    ))
+}
+
+/// Picking at the fast-to-slow boundary demotes a run of fast files landing in the same
+/// slow files as one batch, and prefers the narrowest overlap among similar scores.
+#[test]
+fn boundary_picking_batches_and_prefers_narrow_overlaps() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let layout = Arc::new(LevelLayout {
+        targets: vec![0, 1000, 100_000],
+        tiers: vec![Tier::Fast, Tier::Fast, Tier::Slow],
+        last_fast_level: 1,
+    });
+    let opts = Options {
+        target_file_size: 1000,
+        ..Options::default()
+    };
+    let fast = vec![
+        meta(&env, 1, 1, "a00", "a09", 1000),
+        meta(&env, 2, 1, "a10", "a19", 1000),
+        meta(&env, 3, 1, "a20", "a29", 1000),
+        meta(&env, 4, 1, "m00", "m09", 1000),
+        meta(&env, 5, 1, "x00", "x09", 1000),
+    ];
+    let slow = vec![
+        // a00..a29 all land in one slow file.
+        meta(&env, 10, 2, "a00", "a35", 6000),
+        // m00..m09 lands in two files of the same total size as one of the a-file's.
+        meta(&env, 11, 2, "m00", "m04", 1500),
+        meta(&env, 12, 2, "m05", "m20", 1500),
+        // x00..x09 in one file a little larger than those two together.
+        meta(&env, 13, 2, "x00", "x09", 3100),
+    ];
+    let version = Version {
+        levels: vec![Vec::new(), fast.clone(), slow],
+        layout,
+    };
+    let numbers = |c: &Compaction| -> (Vec<u64>, Vec<u64>) {
+        (
+            c.inputs.iter().map(|f| f.number).collect(),
+            c.output_inputs.iter().map(|f| f.number).collect(),
+        )
+    };
+    // Batched: a00..a29 (3000 bytes) over one 6000-byte slow file scores 1/3, better than
+    // any single file (at best 1000 / 4000): the three go down together, and the slow
+    // file is rewritten once instead of three times.
+    let c = super::picker::pick(&version, &opts, None).unwrap();
+    assert_eq!(numbers(&c), (vec![1, 2, 3], vec![10]));
+    c.release();
+    // An all-hot file neither starts nor joins a batch (it would only be rewritten in
+    // place): the a-files stay single and score 1000 / 7000, so another file goes.
+    let hot_size = |lo: &[u8], _hi: &[u8]| if lo == b"a10" { 1000 } else { 0 };
+    let hot = super::picker::HotPicking {
+        level: 1,
+        hot_size: &hot_size,
+        saturated: false,
+    };
+    let c = super::picker::pick(&version, &opts, Some(&hot)).unwrap();
+    assert_eq!(numbers(&c), (vec![5], vec![13]));
+    c.release();
+    // Unbatched: single files. m00 (1000 over 3000 in two files, 0.25) and x00 (1000 over
+    // 3100 in one file, 0.244) score within 5% (an a-file alone: 1000 / 7000): the
+    // one-file overlap is taken.
+    let unbatched = Options {
+        compaction: crate::options::CompactionOptions {
+            batched_demotion: false,
+            ..Default::default()
+        },
+        ..opts.clone()
+    };
+    let c = super::picker::pick(&version, &unbatched, None).unwrap();
+    assert_eq!(numbers(&c), (vec![5], vec![13]));
+    c.release();
+}

@@ -1,7 +1,7 @@
 //! Database counters and the [`DbStats`] report. Counters are relaxed atomics: they
 //! describe the store, they never steer it.
 
-use crate::env::{IoStatsSnapshot, Tier};
+use crate::env::{CauseIo, IoCause, IoStatsSnapshot, Tier};
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -214,6 +214,27 @@ pub struct DbStats {
     pub io: IoStatsSnapshot,
     /// Hot-record retention and promotion.
     pub promotion: PromotionStats,
+}
+
+impl DbStats {
+    /// Bytes background work (flush, compaction, promotion, the hotness tracker; see
+    /// [`IoCause::BACKGROUND`]) read and wrote on `tier` since open.
+    pub fn background_io(&self, tier: Tier) -> CauseIo {
+        self.io.tier(tier).sum(&IoCause::BACKGROUND)
+    }
+
+    /// Write amplification of `tier`: background bytes written there per key and value
+    /// byte users wrote since open (`None` before any write). The WAL is not counted.
+    pub fn write_amplification(&self, tier: Tier) -> Option<f64> {
+        (self.user_bytes_written > 0)
+            .then(|| self.background_io(tier).write_bytes as f64 / self.user_bytes_written as f64)
+    }
+
+    /// Background bytes read on `tier` per user byte written (`None` before any write).
+    pub fn read_amplification(&self, tier: Tier) -> Option<f64> {
+        (self.user_bytes_written > 0)
+            .then(|| self.background_io(tier).read_bytes as f64 / self.user_bytes_written as f64)
+    }
 }
 
 /// What HotRAP's machinery did.

@@ -46,6 +46,17 @@ impl IoCause {
         IoCause::Check,
     ];
 
+    /// Background work: what the engine writes and reads on its own (flushes,
+    /// compactions, promotion, the hotness tracker), as opposed to the foreground (gets,
+    /// scans, the WAL every write appends to) and to maintenance (recovery, checks,
+    /// manifest). Write amplification by tier counts these.
+    pub const BACKGROUND: [IoCause; 4] = [
+        IoCause::Flush,
+        IoCause::Compaction,
+        IoCause::Promotion,
+        IoCause::Ralt,
+    ];
+
     /// Stable snake_case name used in stats output.
     pub fn name(self) -> &'static str {
         match self {
@@ -160,7 +171,17 @@ impl TierIo {
 
     /// Sum over all causes.
     pub fn total(&self) -> CauseIo {
-        self.causes.iter().fold(CauseIo::default(), |a, c| CauseIo {
+        self.sum_where(|_| true)
+    }
+
+    /// Sum over the causes listed.
+    pub fn sum(&self, causes: &[IoCause]) -> CauseIo {
+        self.sum_where(|c| causes.contains(&c))
+    }
+
+    fn sum_where(&self, keep: impl Fn(IoCause) -> bool) -> CauseIo {
+        let kept = self.causes.iter().filter(|c| keep(c.cause));
+        kept.fold(CauseIo::default(), |a, c| CauseIo {
             cause: a.cause,
             read_bytes: a.read_bytes + c.read_bytes,
             read_ops: a.read_ops + c.read_ops,
