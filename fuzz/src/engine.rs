@@ -33,7 +33,9 @@ fn open_table(env: &Env, dir: &Path) -> Option<Arc<Table>> {
     let file = env
         .open_random(Tier::Fast, TABLE)
         .unwrap_or_else(|e| panic!("scratch table in {}: {e}", dir.display()));
-    Table::open(file, 1, None, IoCause::Check).ok().map(Arc::new)
+    Table::open(file, 1, None, IoCause::Check)
+        .ok()
+        .map(Arc::new)
 }
 
 /// Scans forward from the first entry, asserting every key is above the one before.
@@ -100,7 +102,11 @@ pub fn sst_table(data: &[u8], dir: &Path) {
     if let Ok(n) = verified {
         // A table that passes verification reads back the same way by every path.
         assert!(fwd_ok && bwd_ok, "verify passed but a scan failed");
-        assert_eq!(n, fwd.len() as u64, "verify counted other entries than a scan");
+        assert_eq!(
+            n,
+            fwd.len() as u64,
+            "verify counted other entries than a scan"
+        );
         assert_eq!(fwd, bwd, "forward and backward scans differ");
     }
     // Gets of the keys the scan saw (bounded: a forged table may hold many).
@@ -150,9 +156,14 @@ enum Damage {
     /// XOR `pattern` (a burst of at most 32 bits, first byte non-zero) at `at` (taken
     /// modulo the file size). CRC32C detects every burst of up to 32 bits, so the
     /// checksums must catch each one.
-    Burst { at: usize, pattern: Vec<u8> },
+    Burst {
+        at: usize,
+        pattern: Vec<u8>,
+    },
     /// Keep the first `keep` bytes (modulo the file size).
-    Truncate { keep: usize },
+    Truncate {
+        keep: usize,
+    },
 }
 
 fn decode_damage_case(data: &[u8]) -> Option<DamageCase> {
@@ -359,17 +370,30 @@ pub fn wal_log(data: &[u8]) {
     let pit = read_log(data, RecoveryMode::PointInTime);
     let strict = read_log(data, RecoveryMode::Strict);
     assert!(!pit.error, "point-in-time recovery failed");
-    assert_eq!(tolerant.records, pit.records, "tolerant and point-in-time differ");
-    assert_eq!(strict.records, pit.records, "strict and point-in-time differ");
+    assert_eq!(
+        tolerant.records, pit.records,
+        "tolerant and point-in-time differ"
+    );
+    assert_eq!(
+        strict.records, pit.records,
+        "strict and point-in-time differ"
+    );
     if !strict.error {
         assert!(!tolerant.error && tolerant.dropped.is_none() && pit.dropped.is_none());
     }
     if !tolerant.error && tolerant.dropped.is_none() {
-        assert!(pit.dropped.is_none(), "a clean log lost a tail at point in time");
+        assert!(
+            pit.dropped.is_none(),
+            "a clean log lost a tail at point in time"
+        );
     }
     for read in [&tolerant, &pit] {
         if let Some((at, len)) = read.dropped {
-            assert_eq!(at + len, data.len() as u64, "a dropped tail must reach the end");
+            assert_eq!(
+                at + len,
+                data.len() as u64,
+                "a dropped tail must reach the end"
+            );
         }
     }
     for (at, rec) in &pit.records {
@@ -395,8 +419,7 @@ fn wal_model(wal: &[u8]) -> Option<BTreeMap<Vec<u8>, Vec<u8>>> {
     let mut model = BTreeMap::new();
     let mut next_seq = 1u64;
     for (at, rec) in &read.records {
-        let (seq, entries) =
-            tierkv::decode::wal_batch(rec, Path::new("fuzz.log"), *at).ok()?;
+        let (seq, entries) = tierkv::decode::wal_batch(rec, Path::new("fuzz.log"), *at).ok()?;
         if entries.is_empty() {
             continue;
         }
@@ -470,18 +493,26 @@ pub fn wal_replay(data: &[u8], dir: &Path) {
     };
     let first = contents(&db).expect("read a recovered store");
     if let Some(model) = &model {
-        assert_eq!(&first, model, "recovered store differs from the log's writes");
+        assert_eq!(
+            &first, model,
+            "recovered store differs from the log's writes"
+        );
     }
     db.verify_checksums().expect("a recovered store verifies");
     db.close().expect("close a recovered store");
     let db = Db::open(&store, replay_options()).expect("reopen a recovered store");
-    assert_eq!(contents(&db).expect("read again"), first, "second recovery differs");
+    assert_eq!(
+        contents(&db).expect("read again"),
+        first,
+        "second recovery differs"
+    );
     db.close().expect("close again");
 }
 
 /// Arbitrary bytes as a manifest: every record decodes to an edit that re-encodes to
 /// itself or fails cleanly, and a store whose manifest it is opens or fails cleanly (with
-/// no table files present it can only open if the manifest lists none).
+/// no table files present it can only open if the manifest lists none); a store that
+/// opens takes a write that survives a reopen.
 pub fn manifest(data: &[u8], dir: &Path) {
     let name = "MANIFEST-000001";
     let mut r = LogReader::new(
@@ -500,10 +531,31 @@ pub fn manifest(data: &[u8], dir: &Path) {
     std::fs::write(dir.join(name), data).expect("write manifest");
     let opts = Options::default();
     let layout = Arc::new(LevelLayout::new(&opts));
-    if let Ok((vs, created)) = VersionSet::open(env_in(dir), layout, false, false) {
-        assert!(!created, "an existing manifest was replaced by a new store");
-        let files = vs.current().all_files().count();
-        assert_eq!(files, 0, "opened a version whose tables do not exist");
+    let Ok((vs, created)) = VersionSet::open(env_in(dir), layout, false, false) else {
+        return;
+    };
+    assert!(!created, "an existing manifest was replaced by a new store");
+    let files = vs.current().all_files().count();
+    assert_eq!(files, 0, "opened a version whose tables do not exist");
+    drop(vs);
+    // The counters it recovered must let the store take writes: open it, write, reopen.
+    let opts = || Options {
+        create_if_missing: false,
+        use_direct_io: false,
+        ..Options::default()
+    };
+    let Ok(db) = Db::open(dir, opts()) else {
+        return;
+    };
+    let wrote = db.put(b"key", b"value").is_ok() && db.flush().is_ok();
+    if wrote {
+        assert_eq!(db.get(b"key").expect("get").as_deref(), Some(&b"value"[..]));
+    }
+    let _ = db.close();
+    if wrote {
+        let db = Db::open(dir, opts()).expect("reopen after a write");
+        assert_eq!(db.get(b"key").expect("get").as_deref(), Some(&b"value"[..]));
+        let _ = db.close();
     }
 }
 

@@ -50,8 +50,7 @@ fn reference_parse_int(s: &[u8]) -> Option<i64> {
         return Some(0);
     }
     let digits = t.strip_prefix('-').unwrap_or(t);
-    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit())
-    {
+    if digits.is_empty() || digits.starts_with('0') || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
     t.parse().ok()
@@ -92,12 +91,23 @@ pub fn resp(data: &[u8]) {
     assert_eq!(whole, pieces, "parsing depends on how the input is split");
     for args in &whole.0 {
         assert!(!args.is_empty(), "an empty command was returned");
-        assert!(args.len() <= limits.max_args, "more arguments than max_args");
+        assert!(
+            args.len() <= limits.max_args,
+            "more arguments than max_args"
+        );
     }
     let line = stream.split(|&b| b == b'\n').next().unwrap_or_default();
     if let Some(args) = split_args(line) {
-        assert_eq!(split_args(&quote(&args)), Some(args), "split_args round trip");
+        assert_eq!(
+            split_args(&quote(&args)),
+            Some(args),
+            "split_args round trip"
+        );
     }
     let num = &stream[..stream.len().min(24)];
-    assert_eq!(parse_int(num), reference_parse_int(num), "parse_int({num:?})");
+    assert_eq!(
+        parse_int(num),
+        reference_parse_int(num),
+        "parse_int({num:?})"
+    );
 }

@@ -6,7 +6,7 @@
 //! and its validation; it never touches memtables or files.
 
 use crate::coding::{decode_fixed32, decode_fixed64, get_length_prefixed, put_length_prefixed};
-use crate::key::{SeqNo, ValueKind};
+use crate::key::{SeqNo, ValueKind, MAX_SEQ};
 use crate::{Error, Result};
 use std::path::Path;
 
@@ -147,6 +147,23 @@ impl<'a> DecodedBatch<'a> {
                 path,
                 offset,
                 format!("write batch claims {} entries but holds {n}", batch.count),
+            ));
+        }
+        // Replay numbers the entries seq, seq + 1, ...: past MAX_SEQ (a damaged or forged
+        // record) they would overflow the key trailer and shadow every real version.
+        if n > 0
+            && batch
+                .seq
+                .checked_add(n as u64 - 1)
+                .is_none_or(|last| last > MAX_SEQ)
+        {
+            return Err(Error::corruption(
+                path,
+                offset,
+                format!(
+                    "write batch sequence numbers {}+{n} run past the maximum {MAX_SEQ}",
+                    batch.seq
+                ),
             ));
         }
         Ok(batch)

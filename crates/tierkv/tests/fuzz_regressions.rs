@@ -144,10 +144,13 @@ fn write_fuzz_seeds() {
     let sync = WriteOptions { sync: true };
     let live_wal = |dir: &Path| smallest(dir, ".log", usize::MAX).into_iter().max().unwrap();
     for i in 0..5u64 {
-        db.put_opt(common::key(5000 + i), value(i, 40), &sync).unwrap();
+        db.put_opt(common::key(5000 + i), value(i, 40), &sync)
+            .unwrap();
     }
     let mut b = WriteBatch::new();
-    b.put(b"batch-a", b"1").delete(b"batch-b").put(b"batch-c", b"");
+    b.put(b"batch-a", b"1")
+        .delete(b"batch-b")
+        .put(b"batch-c", b"");
     db.write_opt(b, &sync).unwrap();
     let wal = live_wal(fast.path());
     for t in ["wal_log", "wal_replay"] {
@@ -159,7 +162,10 @@ fn write_fuzz_seeds() {
         copy_seed(&wal, &out, t, "fragmented.log", b"");
     }
     let stats = db.stats();
-    assert!(stats.promotion.cache_inserts > 0, "no slow-tier reads cached");
+    assert!(
+        stats.promotion.cache_inserts > 0,
+        "no slow-tier reads cached"
+    );
     db.close().unwrap();
     for p in smallest(fast.path(), ".sst", 1) {
         copy_seed(&p, &out, "sst_table", "fast.sst", b"");
@@ -169,7 +175,12 @@ fn write_fuzz_seeds() {
     }
     let manifest = smallest(fast.path(), "", usize::MAX)
         .into_iter()
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("MANIFEST-"))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("MANIFEST-")
+        })
         .unwrap();
     copy_seed(&manifest, &out, "manifest", "store.manifest", b"");
     let fresh = tempfile::tempdir().unwrap();
@@ -179,7 +190,12 @@ fn write_fuzz_seeds() {
         .unwrap();
     let manifest = smallest(fresh.path(), "", usize::MAX)
         .into_iter()
-        .find(|p| p.file_name().unwrap().to_string_lossy().starts_with("MANIFEST-"))
+        .find(|p| {
+            p.file_name()
+                .unwrap()
+                .to_string_lossy()
+                .starts_with("MANIFEST-")
+        })
         .unwrap();
     copy_seed(&manifest, &out, "manifest", "fresh.manifest", b"");
     let ralt = fast.path().join("ralt");
@@ -201,7 +217,10 @@ fn write_fuzz_seeds() {
     }
     for (name, head) in [
         ("plain", [0x00u8, 0, 0, 0, 0, 0, 0]),
-        ("lz4-bloom-burst", [0x5d, 0x10, 0x02, 0x03, 0xff, 0x01, 0x80]),
+        (
+            "lz4-bloom-burst",
+            [0x5d, 0x10, 0x02, 0x03, 0xff, 0x01, 0x80],
+        ),
         ("restart1-truncate", [0xa0, 0x40, 0x01, 0, 0, 0, 0]),
         ("big-blocks-burst", [0xfe, 0x33, 0x00, 0x01, 0x20, 0, 0]),
     ] {

@@ -232,6 +232,7 @@ impl Table {
             data: None,
             data_offset: 0,
             readahead: readahead.then(Readahead::default),
+            prev_key: Vec::new(),
         }
     }
 
@@ -424,11 +425,31 @@ pub struct TableIterator {
     data: Option<BlockIter>,
     data_offset: u64,
     readahead: Option<Readahead>,
+    /// The key before the last step. Checksums only prove a block is what was written: a
+    /// forged or miswritten table whose entries are out of order must read as corrupt,
+    /// never hand keys out of order to a merge that relies on the order.
+    prev_key: Vec<u8>,
 }
 
 impl TableIterator {
     fn data_error(&self, reason: &str) -> Error {
         self.table.corrupt(self.data_offset, reason)
+    }
+
+    fn remember_key(&mut self) {
+        if let Some(d) = &self.data {
+            self.prev_key.clear();
+            self.prev_key.extend_from_slice(d.key());
+        }
+    }
+
+    /// After a step, the new key must be on the `want` side of the one before.
+    fn check_step(&mut self, want: std::cmp::Ordering) -> Result<()> {
+        if self.valid() && compare_internal(&self.prev_key, self.key()) != want {
+            self.data = None;
+            return Err(self.data_error("keys out of order"));
+        }
+        Ok(())
     }
 
     /// Loads the block the index cursor points at (or clears it when the index is done).
@@ -517,15 +538,25 @@ impl InternalIterator for TableIterator {
             .seek(target)
             .map_err(|e| self.table.index_error(e))?;
         self.load_block()?;
-        self.on_data(true, |d| d.seek(target))
+        self.on_data(true, |d| d.seek(target))?;
+        // An index whose keys disagree with its blocks can land before the target.
+        if self.valid() && compare_internal(self.key(), target).is_lt() {
+            self.data = None;
+            return Err(self.table.index_error("seek landed before its target"));
+        }
+        Ok(())
     }
 
     fn next(&mut self) -> Result<()> {
-        self.on_data(true, |d| d.next())
+        self.remember_key();
+        self.on_data(true, |d| d.next())?;
+        self.check_step(std::cmp::Ordering::Less)
     }
 
     fn prev(&mut self) -> Result<()> {
-        self.on_data(false, |d| d.prev())
+        self.remember_key();
+        self.on_data(false, |d| d.prev())?;
+        self.check_step(std::cmp::Ordering::Greater)
     }
 
     fn key(&self) -> &[u8] {

@@ -8,7 +8,7 @@
 
 use super::{manifest_file_name, table_file_name, FileMeta, NewFile, Version, VersionEdit};
 use crate::env::{Env, IoCause, Tier};
-use crate::key::{compare_internal, SeqNo};
+use crate::key::{compare_internal, SeqNo, MAX_SEQ};
 use crate::options::LevelLayout;
 use crate::wal::{LogReader, LogWriter, RecoveryMode};
 use crate::{Error, Result};
@@ -33,6 +33,10 @@ pub struct VersionSet {
     /// WALs numbered below this are fully flushed and may be deleted.
     pub log_number: u64,
 }
+
+/// File numbers above this are corruption: far beyond any real store, and low enough that
+/// counting up from one never overflows.
+const MAX_FILE_NUMBER: u64 = 1 << 62;
 
 impl VersionSet {
     /// Opens the version set of the store in `env`: recovers it from `CURRENT` and the
@@ -87,7 +91,9 @@ impl VersionSet {
             .to_string();
         let manifest_number: u64 = name["MANIFEST-".len()..]
             .parse()
-            .map_err(|_| Error::corruption(&current_path, 0, "bad manifest number in CURRENT"))?;
+            .ok()
+            .filter(|&n| n <= MAX_FILE_NUMBER)
+            .ok_or_else(|| Error::corruption(&current_path, 0, "bad manifest number in CURRENT"))?;
         let path = env.path(Tier::Fast, &name);
         let data = env.read_all(Tier::Fast, &name, IoCause::Manifest)?;
         let mut reader = LogReader::new(data, path.clone(), RecoveryMode::TolerateTornTail);
@@ -107,6 +113,9 @@ impl VersionSet {
                 }
             }
             for f in edit.added {
+                if f.number > MAX_FILE_NUMBER {
+                    return Err(bad(format!("file number {} out of range", f.number)));
+                }
                 if f.level >= num_levels {
                     return Err(bad(format!(
                         "file {} is at level {} but the store is opened with {num_levels} levels",
@@ -126,6 +135,17 @@ impl VersionSet {
                 "manifest lacks the next file number or last sequence",
             ));
         };
+        // Counters past these bounds (a damaged or forged manifest) would overflow as the
+        // store counts up: new writes would get sequence numbers no key trailer can hold.
+        if last_sequence > MAX_SEQ || next_file_number > MAX_FILE_NUMBER {
+            return Err(Error::corruption(
+                &path,
+                0,
+                format!(
+                    "manifest counters out of range: last sequence {last_sequence}, next file {next_file_number}"
+                ),
+            ));
+        }
         let mut version = Version::empty(layout.clone());
         for (level, files) in levels.into_iter().enumerate() {
             version.levels[level] = files
