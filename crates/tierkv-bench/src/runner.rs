@@ -447,6 +447,12 @@ fn run_phase(
     let t_end = sh.end.get().copied().unwrap_or_else(Instant::now);
     let c_end = store.counters();
     pb.finish_and_clear();
+    // Background work the run left behind (levels over their targets) is part of what its
+    // writes cost: wait for it, so that write amplification counts it.
+    let settle_start = Instant::now();
+    store.settle()?;
+    let settle_seconds = settle_start.elapsed().as_secs_f64();
+    let c_settled = store.counters();
     let mut hist = new_hist();
     let (mut found, mut missing) = (0, 0);
     for o in outs {
@@ -495,6 +501,8 @@ fn run_phase(
             reads_missing: missing,
             timeline,
             phases,
+            settled: Some(c_settled.since(&c0)),
+            settle_seconds,
         },
     ))
 }

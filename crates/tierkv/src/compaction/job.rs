@@ -509,6 +509,12 @@ impl<'a, 's> Merger<'a, 's> {
     ///
     /// Returns false (and changes nothing the entry path depends on) otherwise.
     fn try_reuse(&mut self, raw: &RawBlock, next_other: Option<&[u8]>) -> Result<bool> {
+        // The neighbour checks first: they need only the block's index key and the
+        // cursor's position, and they are what most blocks of a dense merge fail.
+        let last = user_key(raw.last_key());
+        if next_other.is_some_and(|o| o <= last) {
+            return Ok(false);
+        }
         let mut it = raw.block().iter();
         if it.seek_to_first().is_err() || !it.valid() {
             // The entry path reports the damage with its file and offset.
