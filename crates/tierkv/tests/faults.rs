@@ -42,6 +42,19 @@ fn rule(tier: Option<Tier>, op: FaultOp, name: &str, error: FaultError, t: Trigg
     }
 }
 
+/// Writes keys `from..` until a write fails; returns the first key not acknowledged and the
+/// error.
+fn write_until_error(db: &Db, from: u64) -> (u64, Error) {
+    let mut next = from;
+    loop {
+        match db.put(key(next), value(next)) {
+            Ok(()) => next += 1,
+            Err(e) => return (next, e),
+        }
+        assert!(next < from + 200_000, "the writes never failed");
+    }
+}
+
 /// Keys `0..n` are present with their values.
 fn check_prefix(db: &Db, n: u64) {
     for i in 0..n {
@@ -78,14 +91,7 @@ fn failed_flush_makes_the_store_read_only_and_reopen_recovers() {
         FaultError::Io,
         Trigger::After(0),
     ));
-    let mut acked = 200;
-    let err = loop {
-        match db.put(key(acked), value(acked)) {
-            Ok(()) => acked += 1,
-            Err(e) => break e,
-        }
-        assert!(acked < 100_000, "a failing flush never stopped the writes");
-    };
+    let (acked, err) = write_until_error(&db, 200);
     assert!(matches!(err, Error::Background(_)), "{err}");
     assert!(err.to_string().contains(".sst"), "names the file: {err}");
     // Reads keep working from memtables and older tables.
@@ -196,13 +202,7 @@ fn both_tiers_full_fails_writes_with_a_clear_error() {
         FaultError::NoSpace,
         Trigger::After(0),
     ));
-    let mut acked = 100;
-    let err = loop {
-        match db.put(key(acked), value(acked)) {
-            Ok(()) => acked += 1,
-            Err(e) => break e,
-        }
-    };
+    let (acked, err) = write_until_error(&db, 100);
     assert!(err.is_no_space(), "{err}");
     assert!(err.to_string().contains("both tiers are full"), "{err}");
     check_prefix(&db, acked);
@@ -217,14 +217,7 @@ fn slow_tier_budget_reached_rejects_writes_clearly() {
         s.budget = Some(256 * 1024);
     }
     let db = Db::open(fast.path(), opts).unwrap();
-    let mut acked = 0;
-    let err = loop {
-        match db.put(key(acked), value(acked)) {
-            Ok(()) => acked += 1,
-            Err(e) => break e,
-        }
-        assert!(acked < 200_000, "the slow-tier budget was never enforced");
-    };
+    let (acked, err) = write_until_error(&db, 0);
     assert!(matches!(err, Error::NoSpace(_)), "{err}");
     assert!(err.to_string().contains("slow tier holds"), "{err}");
     check_prefix(&db, acked);
