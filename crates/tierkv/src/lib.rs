@@ -25,6 +25,7 @@ mod error;
 pub mod hot;
 pub mod iter;
 pub mod key;
+pub mod memory;
 pub mod memtable;
 pub mod merge;
 mod options;
@@ -41,8 +42,14 @@ pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};
 pub use hot::bloom::BloomCascadeOptions;
 pub use hot::HotnessTracker;
+pub use memory::{MemoryDivision, MemoryShares, MemoryStats};
 pub use options::{
     CompactionOptions, LevelLayout, Options, PromotionOptions, ReadOptions, SlowTier, WriteOptions,
 };
 pub use sst::Compression;
 pub use wal::RecoveryMode;
+
+/// The README's example, compiled and run as a doc test so it stays true.
+#[doc = include_str!("../../../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;
