@@ -114,16 +114,15 @@ impl Filter {
     }
 
     /// Probe positions by double hashing (as the table filters do).
-    fn positions(&self, hash: u64) -> impl Iterator<Item = u64> + '_ {
+    fn positions(nbits: u64, probes: u32, hash: u64) -> impl Iterator<Item = u64> {
         let delta = hash.rotate_left(32) | 1;
-        (0..self.probes as u64).map(move |i| hash.wrapping_add(i.wrapping_mul(delta)) % self.nbits)
+        (0..probes as u64).map(move |i| hash.wrapping_add(i.wrapping_mul(delta)) % nbits)
     }
 
     /// Inserts; true when a bit changed (a new object, up to false positives).
     fn insert(&mut self, hash: u64) -> bool {
         let mut changed = false;
-        let positions: Vec<u64> = self.positions(hash).collect();
-        for bit in positions {
+        for bit in Self::positions(self.nbits, self.probes, hash) {
             let (w, b) = ((bit / 64) as usize, bit % 64);
             changed |= self.bits[w] & (1 << b) == 0;
             self.bits[w] |= 1 << b;
@@ -135,7 +134,7 @@ impl Filter {
     }
 
     fn contains(&self, hash: u64) -> bool {
-        self.positions(hash)
+        Self::positions(self.nbits, self.probes, hash)
             .all(|bit| self.bits[(bit / 64) as usize] & (1 << (bit % 64)) != 0)
     }
 
