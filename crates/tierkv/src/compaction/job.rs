@@ -525,6 +525,7 @@ impl<'a, 's> Merger<'a, 's> {
         let mut bytes_in = 0u64;
         let mut last_seq = MAX_SEQ;
         let mut ok = true;
+        let mut last_ikey_matches = false;
         while it.valid() {
             let Some(k) = parse_internal_key(it.key()) else {
                 ok = false;
@@ -536,12 +537,16 @@ impl<'a, 's> Merger<'a, 's> {
             }
             bytes_in += (k.user_key.len() + it.value().len()) as u64;
             last_seq = k.seq;
+            last_ikey_matches = it.key() == raw.last_key();
             keys.push(k.user_key.to_vec());
             if it.next().is_err() {
                 ok = false;
                 break;
             }
         }
+        // (Its index key must be its last key; a table where it is not is left to the
+        // entry path.)
+        ok &= last_ikey_matches;
         let reused = ok && self.reuse_checked(raw, &keys, next_other, bytes_in, last_seq)?;
         self.block_keys = keys;
         Ok(reused)
@@ -623,6 +628,8 @@ struct BlockSource {
     current: Option<(RawBlock, BlockIter)>,
     /// The cursor is on the block's first entry.
     at_block_start: bool,
+    /// The last key this source handed out (or the last key of a block copied whole).
+    prev: Option<Vec<u8>>,
 }
 
 impl BlockSource {
@@ -632,7 +639,42 @@ impl BlockSource {
             blocks: None,
             current: None,
             at_block_start: false,
+            prev: None,
         }
+    }
+
+    fn corrupt(&self, offset: u64, reason: &str) -> Error {
+        match &self.blocks {
+            Some(b) => b.corrupt(offset, reason),
+            None => Error::corruption("<compaction input>", offset, reason),
+        }
+    }
+
+    /// A checksum-valid table can still hold entries out of order (a forged or miswritten
+    /// file): that is corruption of that table, never keys handed to the merge out of order.
+    fn check_order(&mut self) -> Result<()> {
+        let Some((raw, it)) = self.current.as_ref() else {
+            return Ok(());
+        };
+        if self
+            .prev
+            .as_deref()
+            .is_some_and(|p| compare_internal(p, it.key()).is_ge())
+        {
+            return Err(self.corrupt(raw.offset(), "keys out of order"));
+        }
+        let prev = self.prev.get_or_insert_with(Vec::new);
+        prev.clear();
+        prev.extend_from_slice(it.key());
+        Ok(())
+    }
+
+    /// Moves past the current block, which was copied whole.
+    fn skip_block(&mut self, tables: &TableCache) -> Result<()> {
+        if let Some((raw, _)) = self.current.as_ref() {
+            self.prev = Some(raw.last_key().to_vec());
+        }
+        self.next_block(tables)
     }
 
     /// Moves to the first entry of the next non-empty block (of this or a later file).
@@ -657,7 +699,7 @@ impl BlockSource {
             if it.valid() {
                 self.current = Some((raw, it));
                 self.at_block_start = true;
-                return Ok(());
+                return self.check_order();
             }
         }
     }
@@ -673,15 +715,13 @@ impl BlockSource {
         self.at_block_start = false;
         if let Err(e) = it.next() {
             let offset = raw.offset();
-            return Err(match &self.blocks {
-                Some(b) => b.corrupt(offset, e),
-                None => Error::corruption("<compaction input>", offset, e),
-            });
+            return Err(self.corrupt(offset, e));
         }
-        if !it.valid() {
-            self.next_block(tables)?;
+        if it.valid() {
+            self.check_order()
+        } else {
+            self.next_block(tables)
         }
-        Ok(())
     }
 }
 
@@ -724,7 +764,7 @@ fn merge_blocks(c: &Compaction, ctx: &JobContext<'_>, mut m: Merger<'_, '_>) -> 
             let next_other = second.and_then(|j| sources[j].key()).map(user_key);
             if let Some((raw, _)) = sources[i].current.as_ref() {
                 if m.try_reuse(raw, next_other)? {
-                    sources[i].next_block(ctx.tables)?;
+                    sources[i].skip_block(ctx.tables)?;
                     continue;
                 }
             }
