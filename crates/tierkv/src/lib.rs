@@ -25,6 +25,7 @@ mod error;
 pub mod hot;
 pub mod iter;
 pub mod key;
+pub mod memory;
 pub mod memtable;
 pub mod merge;
 mod options;
@@ -41,6 +42,7 @@ pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};
 pub use hot::bloom::BloomCascadeOptions;
 pub use hot::HotnessTracker;
+pub use memory::{MemoryDivision, MemoryShares, MemoryStats};
 pub use options::{
     CompactionOptions, LevelLayout, Options, PromotionOptions, ReadOptions, SlowTier, WriteOptions,
 };

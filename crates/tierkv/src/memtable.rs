@@ -52,6 +52,19 @@ impl MemTable {
         self.id
     }
 
+    /// Bytes an entry of these sizes adds to [`MemTable::approximate_size`].
+    pub fn entry_charge(key_len: usize, value_len: usize) -> usize {
+        key_len + 8 + value_len + ENTRY_OVERHEAD
+    }
+
+    /// What a whole batch adds to [`MemTable::approximate_size`].
+    pub fn batch_charge(batch: &crate::batch::WriteBatch) -> usize {
+        batch
+            .iter()
+            .map(|e| Self::entry_charge(e.key.len(), e.value.len()))
+            .sum()
+    }
+
     /// Inserts one version. Sequence numbers are unique, so entries never collide.
     pub fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
         let ikey = InternalKey::new(key, seq, kind);

@@ -70,6 +70,18 @@ pub struct Options {
     pub cache: crate::cache::CacheOptions,
     /// Table files kept open (default 1000).
     pub max_open_files: usize,
+    /// Most bytes of index and filter blocks the open tables hold (default `None`: only
+    /// `max_open_files` bounds them). A table evicted from the table cache gives its memory
+    /// back once no reader or compaction holds it; a table too large for the limit alone is
+    /// opened for each use and never kept.
+    pub table_memory_limit: Option<usize>,
+    /// One memory budget for the whole store (default `None`: each component has its own
+    /// option). Divided by `memory_shares` among the memtables, the cache, the open tables'
+    /// index and filter blocks, the promotion cache and the hotness tracker, and overriding
+    /// the options that size them; see [`crate::memory`] and [`crate::DbStats::memory`].
+    pub memory_budget: Option<usize>,
+    /// How `memory_budget` is divided (used only with a budget).
+    pub memory_shares: crate::memory::MemoryShares,
     /// Read table data with O_DIRECT so the page cache cannot hide a slow tier (default true;
     /// falls back to buffered reads, with a warning, where the filesystem refuses it).
     pub use_direct_io: bool,
@@ -118,6 +130,10 @@ pub struct PromotionOptions {
     /// Size at which the mutable promotion cache is frozen for the checker (default: the
     /// target file size, as in the paper).
     pub cache_size: Option<usize>,
+    /// Most bytes the promotion cache holds, mutable and frozen tables together; a record
+    /// read from the slow tier beyond it is not cached (default `None`: bounded by the
+    /// mutable table's cap of twice `cache_size` and the frozen tables' count).
+    pub memory_limit: Option<usize>,
     /// Which hotness tracker decides what is hot (default RALT).
     pub tracker: HotnessTracker,
     /// RALT's settings; its `fd_budget` is taken from [`Options::fd_budget`].
@@ -159,6 +175,7 @@ impl Default for PromotionOptions {
             by_compaction: true,
             by_flush: true,
             cache_size: None,
+            memory_limit: None,
             tracker: HotnessTracker::Ralt,
             ralt: RaltOptions::default(),
             bloom_cascade: BloomCascadeOptions::default(),
@@ -198,6 +215,9 @@ impl Default for Options {
             block_cache_size: 64 * MIB,
             cache: crate::cache::CacheOptions::default(),
             max_open_files: 1000,
+            table_memory_limit: None,
+            memory_budget: None,
+            memory_shares: crate::memory::MemoryShares::default(),
             use_direct_io: true,
             max_key_size: 64 * KIB,
             max_value_size: 256 * MIB,
@@ -315,6 +335,15 @@ impl Options {
         if self.promotion.cache_size == Some(0) {
             return bad("promotion.cache_size must be positive".into());
         }
+        if self.promotion.memory_limit == Some(0) {
+            return bad("promotion.memory_limit must be positive".into());
+        }
+        if self.table_memory_limit == Some(0) {
+            return bad("table_memory_limit must be positive".into());
+        }
+        if let Some(budget) = self.memory_budget {
+            crate::memory::MemoryDivision::new(budget, self)?;
+        }
         if self.promotion_active() {
             match self.promotion.tracker {
                 HotnessTracker::Ralt => self.promotion.ralt.validate()?,
@@ -327,6 +356,20 @@ impl Options {
     /// True when hot-record promotion runs: enabled, with a slow tier actually in use.
     pub fn promotion_active(&self) -> bool {
         self.promotion.enabled && self.slow.is_some() && !self.all_on_fast
+    }
+
+    /// The options a store opened with these really uses: with a memory budget, every
+    /// per-component size derived from it (and the division); otherwise a copy.
+    pub fn resolve_memory_budget(
+        &self,
+    ) -> Result<(Options, Option<crate::memory::MemoryDivision>)> {
+        match self.memory_budget {
+            Some(budget) => {
+                let d = crate::memory::MemoryDivision::new(budget, self)?;
+                Ok((d.apply(self), Some(d)))
+            }
+            None => Ok((self.clone(), None)),
+        }
     }
 
     /// Size at which the promotion cache freezes.

@@ -98,6 +98,8 @@ pub(crate) struct DbInner {
     pub pc: PromotionCache,
     /// The hotness tracker, RALT or the bloom cascade (when promotion is active).
     pub ralt: Option<Arc<HotTracker>>,
+    /// How `Options::memory_budget` was divided (`opts` already holds the derived sizes).
+    pub memory: Option<crate::memory::MemoryDivision>,
     _lock_file: std::fs::File,
 }
 
@@ -655,6 +657,18 @@ impl DbInner {
             .cache()
             .map(|c: &Arc<Cache>| c.stats())
             .unwrap_or_default();
+        let ralt_stats = self.ralt.as_ref().and_then(|r| r.ralt_stats());
+        let bloom_stats = self.ralt.as_ref().and_then(|r| r.bloom_stats());
+        let tracker_bytes = ralt_stats
+            .as_ref()
+            .map(|s| s.memory_bytes)
+            .or(bloom_stats.as_ref().map(|s| s.memory_bytes))
+            .unwrap_or(0);
+        let memory = self.memory_stats(
+            &sv,
+            &cache,
+            usize::try_from(tracker_bytes).unwrap_or(usize::MAX),
+        );
         let block_cache = CacheStats {
             capacity: cache.capacity,
             usage: cache.usage,
@@ -693,6 +707,7 @@ impl DbInner {
             block_cache,
             cache,
             table_memory: self.tables.memory_usage(),
+            memory,
             memtable_bytes: sv.mem.approximate_size(),
             immutable_memtables: sv.imms.len(),
             last_sequence: self.visible_seq.load(Relaxed),
@@ -710,8 +725,8 @@ impl DbInner {
                 checker_put_back: c.checker_put_back.load(Relaxed),
                 checker_stale: c.checker_stale.load(Relaxed),
                 cache_full: c.promotion_cache_full.load(Relaxed),
-                ralt: self.ralt.as_ref().and_then(|r| r.ralt_stats()),
-                bloom_tracker: self.ralt.as_ref().and_then(|r| r.bloom_stats()),
+                ralt: ralt_stats,
+                bloom_tracker: bloom_stats,
             },
         }
     }

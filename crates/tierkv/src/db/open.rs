@@ -29,6 +29,9 @@ const LOCK: &str = "LOCK";
 
 pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
     opts.validate()?;
+    // From here on the sizes the memory budget derived are the store's options.
+    let (opts, memory) = opts.resolve_memory_budget()?;
+    opts.validate()?;
     let layout = Arc::new(LevelLayout::new(&opts));
     let (slow_dir, slow_device) = match &opts.slow {
         Some(s) => (s.dir.clone(), s.device),
@@ -74,9 +77,10 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             opts.level0_compaction_trigger,
         ))
     });
-    let tables = Arc::new(TableCache::new(
+    let tables = Arc::new(TableCache::with_limits(
         env.clone(),
         opts.max_open_files,
+        opts.table_memory_limit,
         block_cache,
     ));
 
@@ -157,6 +161,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         counters,
         pc: PromotionCache::new(),
         ralt,
+        memory,
         _lock_file: lock_file,
         opts,
     });

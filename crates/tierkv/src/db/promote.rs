@@ -44,7 +44,17 @@ impl DbInner {
                 seq,
                 recorded: false,
             };
-            self.pc.try_insert(key, record, epoch) == InsertOutcome::Inserted
+            // With a memory limit (the memory budget's share) every table together stays
+            // within it.
+            let cap = self.opts.promotion.memory_limit;
+            match self.pc.try_insert_within(key, record, epoch, cap) {
+                InsertOutcome::Inserted => true,
+                InsertOutcome::Aborted => false,
+                InsertOutcome::Full => {
+                    Counters::add(&self.counters.promotion_cache_full, 1);
+                    false
+                }
+            }
         };
         if !inserted {
             // The checker will not log this read for us: log it now, so a key read while

@@ -204,6 +204,8 @@ pub struct DbStats {
     pub cache: crate::cache::AdaptiveCacheStats,
     /// Bytes of index and filter blocks held by open tables.
     pub table_memory: usize,
+    /// Memory by component against the memory budget (or the components' own limits).
+    pub memory: crate::memory::MemoryStats,
     /// Bytes in the mutable memtable.
     pub memtable_bytes: usize,
     /// Immutable memtables awaiting flush.
@@ -269,4 +271,85 @@ pub struct PromotionStats {
     pub ralt: Option<crate::hot::ralt::RaltStats>,
     /// The hotness tracker, when it is the bloom cascade.
     pub bloom_tracker: Option<crate::hot::bloom::BloomCascadeStats>,
+}
+
+impl super::DbInner {
+    /// Memory by component: the division's shares (or each option's own limit) and what
+    /// each component holds now. `cache` and `tracker_bytes` come from the caller's
+    /// snapshot of the same stats.
+    pub(super) fn memory_stats(
+        &self,
+        sv: &super::SuperVersion,
+        cache: &crate::cache::AdaptiveCacheStats,
+        tracker_bytes: usize,
+    ) -> crate::memory::MemoryStats {
+        use crate::memory::{MemoryComponent, MemoryStats};
+        let opts = &self.opts;
+        let live: Vec<&std::sync::Arc<crate::memtable::MemTable>> =
+            std::iter::once(&sv.mem).chain(sv.imms.iter()).collect();
+        let mut memtable_bytes: usize = live.iter().map(|m| m.approximate_size()).sum();
+        // Flushed memtables a frozen promotion table still holds are memory too.
+        for m in self.pc.held_memtables() {
+            if !live.iter().any(|l| std::sync::Arc::ptr_eq(l, &m)) {
+                memtable_bytes += m.approximate_size();
+            }
+        }
+        let active = self.ralt.is_some();
+        let promotion_limit =
+            if !active {
+                Some(0)
+            } else {
+                // Without a limit: a mutable table of up to twice its size plus the frozen ones.
+                let size = opts.promotion_cache_size();
+                Some(opts.promotion.memory_limit.unwrap_or(
+                    (2 + 2 * crate::hot::promotion::MAX_FROZEN_TABLES).saturating_mul(size),
+                ))
+            };
+        let tracker_limit = if !active {
+            Some(0)
+        } else {
+            match &self.ralt.as_deref() {
+                Some(crate::hot::HotTracker::Ralt(_)) => opts
+                    .promotion
+                    .ralt
+                    .memory_limit
+                    .map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
+                _ => None,
+            }
+        };
+        let memtables = MemoryComponent {
+            limit: Some(
+                opts.write_buffer_size
+                    .saturating_mul(1 + opts.max_immutable_memtables),
+            ),
+            bytes: memtable_bytes,
+        };
+        let cache = MemoryComponent {
+            limit: Some(opts.block_cache_size),
+            bytes: cache.usage,
+        };
+        let tables = MemoryComponent {
+            limit: self.tables.byte_limit(),
+            bytes: self.tables.memory_usage(),
+        };
+        let promotion_cache = MemoryComponent {
+            limit: promotion_limit,
+            bytes: self.pc.memory_usage(),
+        };
+        let tracker = MemoryComponent {
+            limit: tracker_limit,
+            bytes: tracker_bytes,
+        };
+        let total_bytes =
+            memtables.bytes + cache.bytes + tables.bytes + promotion_cache.bytes + tracker.bytes;
+        MemoryStats {
+            budget: self.memory.map(|d| d.budget),
+            memtables,
+            cache,
+            tables,
+            promotion_cache,
+            tracker,
+            total_bytes,
+        }
+    }
 }

@@ -149,10 +149,12 @@ impl DbInner {
             self.writers_cv.wait(&mut queue);
         }
         drop(queue);
-        // Leader: commit a group that starts with this write.
+        // Leader: commit a group that starts with this write, in a memtable with room for
+        // at least this write (so memtables stay within write_buffer_size: invariant 4).
         let guard = self.write_lock.lock();
+        let charge = me.batch.lock().as_ref().map_or(0, MemTable::batch_charge);
         let outcome = self
-            .make_room_for_write(false)
+            .make_room_for_write(false, charge)
             .and_then(|_| self.commit_group());
         drop(guard);
         let (group_len, result) = match outcome {
@@ -180,20 +182,29 @@ impl DbInner {
     /// holding `write_lock`.
     fn commit_group(&self) -> Result<GroupOutcome, Arc<Error>> {
         let group: Vec<Arc<PendingWrite>> = {
+            // The leader made room for its own write; followers join only while the
+            // memtable stays within write_buffer_size.
+            let room = self
+                .opts
+                .write_buffer_size
+                .saturating_sub(self.sv.load().mem.approximate_size());
             let queue = self.writers.lock();
             let leader_sync = queue[0].sync;
-            let mut size = 0;
+            let (mut size, mut charge) = (0, 0);
             let mut group = Vec::new();
             for w in queue.iter() {
                 // A sync write never rides in a group whose leader would not fsync.
                 if w.sync && !leader_sync && !group.is_empty() {
                     break;
                 }
-                let len = w.batch.lock().as_ref().map_or(0, |b| b.approximate_size());
-                if !group.is_empty() && size + len > MAX_GROUP_BYTES {
+                let (len, c) = w.batch.lock().as_ref().map_or((0, 0), |b| {
+                    (b.approximate_size(), MemTable::batch_charge(b))
+                });
+                if !group.is_empty() && (size + len > MAX_GROUP_BYTES || charge + c > room) {
                     break;
                 }
                 size += len;
+                charge += c;
                 group.push(w.clone());
             }
             group
@@ -291,7 +302,14 @@ impl DbInner {
     /// Ensures the memtable has room, switching to a new one (and WAL) when it is full or
     /// `force` is set, and stalling while too much awaits flush or compaction. Called with
     /// `write_lock` held.
-    pub(crate) fn make_room_for_write(&self, mut force: bool) -> Result<(), Arc<Error>> {
+    /// `incoming` is what the next write adds to the memtable: a memtable that cannot take
+    /// it is switched first, unless it is empty (a batch larger than a whole memtable
+    /// still goes into one).
+    pub(crate) fn make_room_for_write(
+        &self,
+        mut force: bool,
+        incoming: usize,
+    ) -> Result<(), Arc<Error>> {
         let mut delayed = false;
         let mut st = self.state.lock();
         loop {
@@ -311,13 +329,22 @@ impl DbInner {
                 st = self.state.lock();
                 continue;
             }
-            if !force && st.mem.approximate_size() < self.opts.write_buffer_size {
+            let size = st.mem.approximate_size();
+            if !force && (st.mem.is_empty() || size + incoming <= self.opts.write_buffer_size) {
                 return Ok(());
             }
             if force && st.mem.is_empty() {
                 return Ok(());
             }
-            if st.imms.len() >= self.opts.max_immutable_memtables
+            // A flushed memtable that a frozen promotion cache still holds for its update
+            // check is memory like an immutable one: it counts against the same limit.
+            let held = self
+                .pc
+                .held_memtables()
+                .iter()
+                .filter(|m| !st.imms.iter().any(|i| Arc::ptr_eq(i, m)))
+                .count();
+            if st.imms.len() + held >= self.opts.max_immutable_memtables
                 || l0 >= self.opts.level0_stop_trigger
             {
                 let start = Instant::now();
@@ -382,7 +409,8 @@ impl DbInner {
     pub(crate) fn flush_and_wait(&self) -> Result<()> {
         {
             let _w = self.write_lock.lock();
-            self.make_room_for_write(true).map_err(Error::Background)?;
+            self.make_room_for_write(true, 0)
+                .map_err(Error::Background)?;
         }
         let mut st = self.state.lock();
         while !st.imms.is_empty() {

@@ -36,6 +36,11 @@ const ENTRY_OVERHEAD: usize = 64;
 /// remembered aborts (rare: it means this many compactions started during one read).
 const RECENT_COMPACTIONS: usize = 256;
 
+/// Bytes a record of these sizes is charged.
+pub fn record_charge(key_len: usize, value_len: usize) -> usize {
+    key_len + value_len + ENTRY_OVERHEAD
+}
+
 /// One cached record: the newest slow-tier version of its key when it was read.
 #[derive(Clone, Debug)]
 pub struct PcRecord {
@@ -123,6 +128,18 @@ impl PcTable {
         self.map.get(key).map(|e| e.value().clone())
     }
 
+    /// Drops `key` if the table holds exactly version `seq` of it.
+    fn remove_version(&self, key: &[u8], seq: SeqNo) {
+        let Some(e) = self.map.get(key) else { return };
+        if e.value().seq != seq {
+            return;
+        }
+        let charge = key.len() + e.value().value.len() + ENTRY_OVERHEAD;
+        if e.remove() {
+            self.size.fetch_sub(charge, Ordering::Relaxed);
+        }
+    }
+
     fn insert(&self, key: &[u8], record: PcRecord) {
         let old = self.map.get(key);
         if old.as_ref().is_some_and(|e| e.value().seq >= record.seq) {
@@ -147,6 +164,8 @@ pub enum InsertOutcome {
     /// A concurrent compaction may have moved a newer version to the slow tier, or the
     /// lock was contended: the record was not cached (the read itself is still correct).
     Aborted,
+    /// The cache is at its memory limit: the record was not cached.
+    Full,
 }
 
 /// The promotion cache: one mutable table and the immutable ones awaiting the checker.
@@ -157,6 +176,9 @@ pub struct PromotionCache {
     recent: Mutex<VecDeque<AnnouncedCompaction>>,
     mutable: RwLock<Arc<PcTable>>,
     immutables: Mutex<Vec<Arc<PcTable>>>,
+    /// Serializes inserts under a memory limit, so that two readers cannot both pass the
+    /// limit check and together exceed it.
+    capped_insert: Mutex<()>,
     aborted: AtomicU64,
     inserted: AtomicU64,
 }
@@ -176,6 +198,7 @@ impl PromotionCache {
             recent: Mutex::new(VecDeque::new()),
             mutable: RwLock::new(Arc::new(PcTable::new())),
             immutables: Mutex::new(Vec::new()),
+            capped_insert: Mutex::new(()),
             aborted: AtomicU64::new(0),
             inserted: AtomicU64::new(0),
         }
@@ -200,6 +223,31 @@ impl PromotionCache {
     /// Caches a record read from the slow tier by a reader that took `read_epoch` before
     /// its superversion. See the module comment for why this is safe.
     pub fn try_insert(&self, key: &[u8], record: PcRecord, read_epoch: u64) -> InsertOutcome {
+        self.try_insert_within(key, record, read_epoch, None)
+    }
+
+    /// [`PromotionCache::try_insert`] that keeps every table together within `limit` bytes
+    /// (invariant 4). Capped inserts take one more try-lock, never a wait (invariant 5).
+    pub fn try_insert_within(
+        &self,
+        key: &[u8],
+        record: PcRecord,
+        read_epoch: u64,
+        limit: Option<usize>,
+    ) -> InsertOutcome {
+        let _capped = match limit {
+            Some(limit) => {
+                let Some(g) = self.capped_insert.try_lock() else {
+                    self.aborted.fetch_add(1, Ordering::Relaxed);
+                    return InsertOutcome::Aborted;
+                };
+                if self.memory_usage() + record_charge(key.len(), record.value.len()) > limit {
+                    return InsertOutcome::Full;
+                }
+                Some(g)
+            }
+            None => None,
+        };
         let Some(_guard) = self.lock.try_read() else {
             self.aborted.fetch_add(1, Ordering::Relaxed);
             return InsertOutcome::Aborted;
@@ -302,9 +350,11 @@ impl PromotionCache {
         self.immutables.lock().retain(|t| !Arc::ptr_eq(t, table));
     }
 
-    /// Puts records of a frozen table back into the mutable one (too few hot records to
+    /// Moves records of a frozen table back into the mutable one (too few hot records to
     /// fill a file), skipping any a compaction announced since the freeze may have staled
-    /// and any written since. Their reads are already logged in RALT.
+    /// and any written since. Their reads are already logged in RALT. Moved, not copied:
+    /// the frozen table lets go of each record before the mutable one takes it, so the
+    /// cache never holds (or charges) a record twice against its memory limit.
     pub fn put_back(&self, table: &PcTable, records: Vec<(Bytes, PcRecord)>) {
         let epoch = table.frozen_epoch();
         let _guard = self.lock.read();
@@ -313,6 +363,9 @@ impl PromotionCache {
             if table.is_updated(&k) || self.compacted_since(&k, epoch) {
                 continue;
             }
+            // Out of the frozen table first: a reader missing the record for a moment
+            // reads the slow tier instead, while charging it twice could pass the limit.
+            table.remove_version(&k, r.seq);
             mutable.insert(
                 &k,
                 PcRecord {
@@ -321,6 +374,21 @@ impl PromotionCache {
                 },
             );
         }
+    }
+
+    /// Memtables that frozen tables still hold for their update check (see
+    /// [`PcTable::is_updated`]), each once: they stay in memory after their flush until
+    /// the checker retires the table.
+    pub fn held_memtables(&self) -> Vec<Arc<MemTable>> {
+        let mut held: Vec<Arc<MemTable>> = Vec::new();
+        for t in self.immutables.lock().iter() {
+            for m in t.switched.lock().iter() {
+                if !held.iter().any(|h| Arc::ptr_eq(h, m)) {
+                    held.push(m.clone());
+                }
+            }
+        }
+        held
     }
 
     /// Inserts that went through.
@@ -399,6 +467,45 @@ mod tests {
         let once = pc.mutable_size();
         pc.try_insert(b"k", rec("bbbb", 2), pc.read_epoch());
         assert_eq!(pc.mutable_size(), once);
+    }
+
+    // Invariant 4: putting records back moves them, so the cache's charge does not grow.
+    #[test]
+    fn put_back_moves_records_without_charging_them_twice() {
+        let pc = PromotionCache::new();
+        pc.try_insert(b"a", rec("aaaa", 1), pc.read_epoch());
+        pc.try_insert(b"b", rec("bbbb", 2), pc.read_epoch());
+        let before = pc.memory_usage();
+        let frozen = pc.freeze().unwrap();
+        let mem = Arc::new(MemTable::new(3));
+        pc.note_switched(&mem);
+        pc.note_switched(&mem);
+        assert_eq!(pc.held_memtables().len(), 1);
+        pc.put_back(&frozen, frozen.records());
+        assert_eq!(pc.memory_usage(), before);
+        assert!(frozen.is_empty());
+        assert_eq!(pc.get(b"a", 9).unwrap().value, "aaaa");
+        pc.retire(&frozen);
+        assert_eq!(pc.memory_usage(), before);
+        assert!(pc.held_memtables().is_empty());
+    }
+
+    // Invariant 4: a capped insert never takes the cache past its limit.
+    #[test]
+    fn capped_inserts_stop_at_the_limit() {
+        let pc = PromotionCache::new();
+        let one = record_charge(1, 4);
+        let limit = Some(2 * one + one / 2);
+        for (i, k) in [b"a", b"b", b"c"].iter().enumerate() {
+            let out = pc.try_insert_within(*k, rec("vvvv", i as u64 + 1), pc.read_epoch(), limit);
+            let want = if i < 2 {
+                InsertOutcome::Inserted
+            } else {
+                InsertOutcome::Full
+            };
+            assert_eq!(out, want);
+        }
+        assert_eq!(pc.memory_usage(), 2 * one);
     }
 
     #[test]

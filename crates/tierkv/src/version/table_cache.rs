@@ -1,5 +1,7 @@
 //! The table cache: a bounded set of open table readers keyed by file number, so hot files
 //! keep their index and filter in memory and cold ones give back their file descriptors.
+//! Bounded by count (`max_open_files`) and optionally by the bytes of index and filter
+//! blocks the tables hold (`table_memory_limit`, a share of the memory budget).
 
 use super::FileMeta;
 use crate::cache::Cache;
@@ -8,21 +10,96 @@ use crate::sst::Table;
 use crate::Result;
 use std::sync::Arc;
 
-/// Open tables, bounded by count.
+/// Weighs a table for the two bounds at once: by its index and filter bytes, but never
+/// less than `byte_limit / max_open_files`, so the byte capacity also caps the count.
+/// Without a byte limit every table weighs 1 and the capacity is the count.
+#[derive(Clone)]
+struct TableWeighter {
+    by_bytes: bool,
+    floor: u64,
+}
+
+impl quick_cache::Weighter<u64, Arc<Table>> for TableWeighter {
+    fn weight(&self, _: &u64, t: &Arc<Table>) -> u64 {
+        if self.by_bytes {
+            (t.memory_usage() as u64).max(self.floor)
+        } else {
+            1
+        }
+    }
+}
+
+type Tables = quick_cache::sync::Cache<u64, Arc<Table>, TableWeighter>;
+
+/// Open tables, bounded by count and optionally by index and filter bytes.
 pub struct TableCache {
     env: Arc<Env>,
-    tables: quick_cache::sync::Cache<u64, Arc<Table>>,
+    tables: Tables,
+    byte_limit: Option<usize>,
     block_cache: Option<Arc<Cache>>,
 }
 
 impl TableCache {
     /// A cache keeping at most `capacity` tables open.
     pub fn new(env: Arc<Env>, capacity: usize, block_cache: Option<Arc<Cache>>) -> Self {
+        Self::with_limits(env, capacity, None, block_cache)
+    }
+
+    /// A cache keeping at most `capacity` tables open whose index and filter blocks hold at
+    /// most `byte_limit` bytes together (when given).
+    pub fn with_limits(
+        env: Arc<Env>,
+        capacity: usize,
+        byte_limit: Option<usize>,
+        block_cache: Option<Arc<Cache>>,
+    ) -> Self {
+        let capacity = capacity.max(1);
+        let (weigher, weight_capacity, shards) = match byte_limit {
+            Some(bytes) => {
+                let bytes = bytes.max(1) as u64;
+                let floor = bytes.div_ceil(capacity as u64).max(1);
+                // One shard: each shard gets its part of the capacity, and a table heavier
+                // than one part would never be kept although it fits the limit.
+                (
+                    TableWeighter {
+                        by_bytes: true,
+                        floor,
+                    },
+                    bytes,
+                    1,
+                )
+            }
+            None => (
+                TableWeighter {
+                    by_bytes: false,
+                    floor: 1,
+                },
+                capacity as u64,
+                // quick_cache's default: four per core.
+                std::thread::available_parallelism().map_or(4, |n| n.get() * 4),
+            ),
+        };
+        let options = quick_cache::OptionsBuilder::new()
+            .estimated_items_capacity(capacity)
+            .weight_capacity(weight_capacity)
+            .shards(shards)
+            .build();
+        let tables = match options {
+            Ok(o) => Tables::with_options(o, weigher, Default::default(), Default::default()),
+            // Unreachable (both required fields are set); fall back to a count bound.
+            Err(_) => Tables::with_weighter(capacity, weight_capacity, weigher),
+        };
         TableCache {
             env,
-            tables: quick_cache::sync::Cache::new(capacity),
+            tables,
+            byte_limit,
             block_cache,
         }
+    }
+
+    /// The byte limit on index and filter blocks, if any.
+    pub fn byte_limit(&self) -> Option<usize> {
+        self.byte_limit
     }
 
     /// The reader of a file, opening it (charged to `cause`) on a miss.

@@ -288,7 +288,21 @@ impl Ralt {
 
     fn over_limits(&self, m: &Maint, v: &Version) -> bool {
         let hot = v.hot_set_bytes();
-        m.flushes > m.flushes_at_eviction && (hot > m.hot_limit || v.record_bytes() > m.phys_limit)
+        m.flushes > m.flushes_at_eviction
+            && (hot > m.hot_limit
+                || v.record_bytes() > m.phys_limit
+                || self
+                    .file_memory_limit()
+                    .is_some_and(|l| v.memory_bytes() > l))
+    }
+
+    /// What the run files' filters and indexes may hold: the memory limit less the active
+    /// and the frozen buffer.
+    fn file_memory_limit(&self) -> Option<u64> {
+        let buffers = 2 * self.opts.buffer_bytes as u64;
+        self.opts
+            .memory_limit
+            .map(|l| l.saturating_sub(buffers).max(1))
     }
 
     /// The level most in need of compaction, if any is over its target.
@@ -503,6 +517,16 @@ impl Ralt {
             m.phys_limit = st_p + (r * pr.dhs as f64) as u64;
             self.hot_limit.store(m.hot_limit, Relaxed);
             self.phys_limit.store(m.phys_limit, Relaxed);
+        }
+        if let Some(limit) = self.file_memory_limit() {
+            let memory = v.memory_bytes();
+            if memory > limit {
+                // Filter and index memory grow about linearly with the records held, so
+                // the physical limit shrinks in proportion until the files fit.
+                let fit = (all_p as f64 * limit as f64 / memory as f64) as u64;
+                m.phys_limit = m.phys_limit.min(fit.max(1));
+                self.phys_limit.store(m.phys_limit, Relaxed);
+            }
         }
         // The target after eviction is (1 - beta) of the limit: the paper's "evict beta"
         // when the size is at its limit, and still a real margin when the limit was just

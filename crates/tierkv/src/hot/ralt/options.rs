@@ -58,6 +58,11 @@ pub struct RaltOptions {
     pub bloom_bits_per_key: usize,
     /// Scoring method.
     pub scoring: ScoringMethod,
+    /// Most bytes of memory RALT holds: its two buffers plus the bloom filters and block
+    /// indexes of its run files (default `None`: bounded through `physical_limit` only).
+    /// When the files' part (the limit less two buffers) is exceeded, an eviction runs and
+    /// lowers the physical limit in proportion; set by `Options::memory_budget`.
+    pub memory_limit: Option<u64>,
 }
 
 impl Default for RaltOptions {
@@ -73,6 +78,7 @@ impl Default for RaltOptions {
             buffer_bytes: 256 << 10,
             bloom_bits_per_key: 20,
             scoring: ScoringMethod::ExpSmoothing,
+            memory_limit: None,
         }
     }
 }
@@ -108,6 +114,14 @@ impl RaltOptions {
                 "bloom_bits_per_key must be in 1..=64, got {}",
                 self.bloom_bits_per_key
             ));
+        }
+        if let Some(limit) = self.memory_limit {
+            if limit <= 2 * self.buffer_bytes as u64 {
+                return bad(format!(
+                    "memory_limit {limit} must exceed its two buffers of buffer_bytes {}",
+                    self.buffer_bytes
+                ));
+            }
         }
         if let ScoringMethod::Clock { bits } = self.scoring {
             if !(1..=16).contains(&bits) {

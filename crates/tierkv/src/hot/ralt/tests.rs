@@ -727,3 +727,45 @@ fn eviction_merges_step_by_step_with_bounded_space() {
     assert!(s.physical_size <= s.physical_limit, "{s:?}");
     eprintln!("{steps} eviction steps, largest wrote {max_step} bytes; {s:?}");
 }
+
+/// Invariant 4 (memory budget): with a memory limit, evictions keep the buffers and the run
+/// files' filters and indexes within it however many distinct keys are accessed.
+#[test]
+fn memory_limit_bounds_filters_indexes_and_buffers() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = 64 << 10;
+    let r = Ralt::open(
+        env(dir.path()),
+        RaltOptions {
+            // A large FD budget: the physical limit alone would let RALT grow much further.
+            fd_budget: 64 << 20,
+            buffer_bytes: 4096,
+            memory_limit: Some(limit),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut peak = 0;
+    let mut rng = StdRng::seed_from_u64(7);
+    for i in 0..30_000u64 {
+        access(&r, rng.gen_range(0..100_000), VLEN);
+        if i % 500 == 0 {
+            peak = peak.max(r.stats().memory_bytes);
+        }
+    }
+    drive(&r);
+    let s = r.stats();
+    peak = peak.max(s.memory_bytes);
+    assert!(s.evictions > 0, "{s:?}");
+    assert!(peak <= limit, "peak {peak} > limit {limit}: {s:?}");
+    assert!(
+        RaltOptions {
+            memory_limit: Some(4096),
+            buffer_bytes: 2048,
+            ..Default::default()
+        }
+        .validate()
+        .is_err(),
+        "two buffers must fit"
+    );
+}

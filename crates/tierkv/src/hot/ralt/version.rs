@@ -49,6 +49,16 @@ impl Version {
         self.files().map(|(_, f)| f.info.record_bytes).sum()
     }
 
+    /// Memory of every file's bloom filter and block index.
+    pub fn memory_bytes(&self) -> u64 {
+        self.files()
+            .map(|(_, f)| {
+                let (filter, index) = f.memory();
+                filter + index
+            })
+            .sum()
+    }
+
     pub fn file_bytes(&self) -> u64 {
         self.files().map(|(_, f)| f.size).sum()
     }

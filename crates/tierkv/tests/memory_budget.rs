@@ -1,0 +1,172 @@
+//! The one memory budget (issue 9, F2).
+//!
+//! `budget_holds_under_a_write_read_mix` checks invariant 4 of DESIGN.md ("budgets hold")
+//! for memory: a two-tier store with promotion, opened with the smallest accepted
+//! `memory_budget`, serves writers and skewed readers (so flushes, compactions, promotion
+//! and RALT all run) while a sampler reads `DbStats::memory` every few milliseconds; the
+//! memtables, the cache, the open tables' index and filter blocks, the promotion cache and
+//! RALT together stay within the budget at every sample, and each stays within its share.
+//!
+//! `table_memory_limit_bounds_open_tables` checks the table cache's byte bound alone
+//! (invariant 4 for index and filter blocks) and that reads stay correct when tables are
+//! evicted and reopened (invariant 1).
+
+mod common;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tierkv::{Db, MemoryStats};
+
+const KEYS: u64 = 20_000;
+
+fn value(k: u64, version: u64) -> Vec<u8> {
+    let mut v = format!("{k}:{version}:").into_bytes();
+    v.resize(200, b'.');
+    v
+}
+
+#[test]
+fn budget_holds_under_a_write_read_mix() {
+    let budget = tierkv::memory::MIN_MEMORY_BUDGET;
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = tierkv::Options {
+        memory_budget: Some(budget),
+        ..common::two_tier_options(slow.path(), 512 * 1024, true)
+    };
+    let db = Arc::new(Db::open(fast.path(), opts).unwrap());
+    let m = db.stats().memory;
+    assert_eq!(m.budget, Some(budget));
+    let limits = [
+        m.memtables.limit,
+        m.cache.limit,
+        m.tables.limit,
+        m.promotion_cache.limit,
+        m.tracker.limit,
+    ];
+    assert!(limits.iter().all(|l| l.is_some_and(|l| l > 0)), "{m:?}");
+    assert_eq!(limits.iter().flatten().sum::<usize>(), budget, "{m:?}");
+
+    // Load about 4 MiB (4x the budget), most of it pushed to the slow tier.
+    for k in 0..KEYS {
+        db.put(k.to_be_bytes(), value(k, 0)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let sampler = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut samples = 0u64;
+            let mut peak = MemoryStats::default();
+            while !stop.load(Ordering::Relaxed) {
+                let m = db.stats().memory;
+                assert!(
+                    !m.over_budget(),
+                    "sample {samples}: {} bytes over the budget of {budget}: {m:?}",
+                    m.total_bytes - budget
+                );
+                for (name, c) in [
+                    ("memtables", m.memtables),
+                    ("cache", m.cache),
+                    ("tables", m.tables),
+                    ("promotion cache", m.promotion_cache),
+                    ("tracker", m.tracker),
+                ] {
+                    let limit = c.limit.unwrap_or(0);
+                    assert!(c.bytes <= limit, "{name} over its share: {m:?}");
+                }
+                for (p, c) in [
+                    (&mut peak.memtables, m.memtables),
+                    (&mut peak.cache, m.cache),
+                    (&mut peak.tables, m.tables),
+                    (&mut peak.promotion_cache, m.promotion_cache),
+                    (&mut peak.tracker, m.tracker),
+                ] {
+                    p.bytes = p.bytes.max(c.bytes);
+                }
+                peak.total_bytes = peak.total_bytes.max(m.total_bytes);
+                samples += 1;
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            (samples, peak)
+        })
+    };
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let workers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(t);
+                let mut version = 1;
+                while Instant::now() < deadline {
+                    // 90% of operations on the first 5% of the keys: read-hot keys that
+                    // live on the slow tier feed the promotion cache and RALT.
+                    let k = if rng.gen_bool(0.9) {
+                        rng.gen_range(0..KEYS / 20)
+                    } else {
+                        rng.gen_range(0..KEYS)
+                    };
+                    if t == 0 || rng.gen_bool(0.1) {
+                        db.put(k.to_be_bytes(), value(k, version)).unwrap();
+                        version += 1;
+                    } else {
+                        let v = db.get(k.to_be_bytes()).unwrap().expect("loaded key");
+                        assert!(v.starts_with(format!("{k}:").as_bytes()));
+                    }
+                }
+            })
+        })
+        .collect();
+    for w in workers {
+        w.join().unwrap();
+    }
+    stop.store(true, Ordering::Relaxed);
+    let (samples, peak) = sampler.join().unwrap();
+    let s = db.stats();
+    assert!(samples > 50, "only {samples} samples");
+    // Every component was exercised, not just bounded by being idle.
+    assert!(s.flushes > 0 && s.compactions > 0, "{s:?}");
+    assert!(s.promotion.cache_inserts > 0, "{:?}", s.promotion);
+    for (name, c) in [
+        ("memtables", peak.memtables),
+        ("cache", peak.cache),
+        ("tables", peak.tables),
+        ("promotion cache", peak.promotion_cache),
+        ("tracker", peak.tracker),
+    ] {
+        assert!(c.bytes > 0, "{name} never held anything: {peak:?}");
+    }
+    assert!(peak.total_bytes <= budget, "{peak:?}");
+}
+
+#[test]
+fn table_memory_limit_bounds_open_tables() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = 8 * 1024;
+    let opts = tierkv::Options {
+        table_memory_limit: Some(limit),
+        use_direct_io: false,
+        ..common::tiny_options()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    for k in 0..KEYS {
+        db.put(k.to_be_bytes(), value(k, 0)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let files: usize = db.stats().levels.iter().map(|l| l.files).sum();
+    assert!(files > 20, "{files} tables: too few to overflow the limit");
+    let mut rng = StdRng::seed_from_u64(3);
+    for _ in 0..5000 {
+        let k = rng.gen_range(0..KEYS);
+        let v = db.get(k.to_be_bytes()).unwrap().expect("loaded key");
+        assert_eq!(v, value(k, 0));
+        let m = db.stats().memory;
+        assert_eq!(m.tables.limit, Some(limit));
+        assert!(m.tables.bytes <= limit, "{m:?}");
+    }
+    assert!(db.stats().memory.tables.bytes > 0);
+}
