@@ -14,8 +14,8 @@
 //! - invariant 1 inside the child: a read never returns a version older than an update
 //!   acknowledged before it began (the child dies, failing the round, if one does).
 //!
-//! 10 short rounds run in CI. `TIERKV_CRASH_PROMO_ROUNDS=300 cargo test --release -p tierkv
-//! --test crash_promotion -- --nocapture` is the long run; it prints its counts.
+//! 10 short rounds run in CI. `TIERKV_CRASH_PROMO_ROUNDS=300 cargo test -p tierkv --test
+//! crash_promotion -- --nocapture` is the long run; it prints its counts.
 
 mod common;
 

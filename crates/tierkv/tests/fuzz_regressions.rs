@@ -72,6 +72,22 @@ fn ralt() {
     run("ralt", 2, engine::ralt);
 }
 
+/// A data block whose LZ4 header claims 4 GiB uncompressed (checksum recomputed, as a
+/// forged file would have it): a read is a corruption error, not a 4 GiB allocation.
+#[test]
+fn lz4_size_bomb_is_corruption() {
+    use tierkv::env::{Env, IoCause, Tier};
+    let fuzz = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../fuzz");
+    let data = std::fs::read(fuzz.join("regressions/sst_table/lz4-size-bomb")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("000001.sst"), data).unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let file = env.open_random(Tier::Fast, "000001.sst").unwrap();
+    let t = std::sync::Arc::new(tierkv::sst::Table::open(file, 1, None, IoCause::Check).unwrap());
+    let err = t.verify(IoCause::Check).unwrap_err().to_string();
+    assert!(err.contains("claims 4294967280 bytes"), "{err}");
+}
+
 mod common;
 
 use tierkv::{Db, WriteBatch, WriteOptions};

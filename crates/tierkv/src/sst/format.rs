@@ -154,9 +154,20 @@ pub fn unframe_block(framed: &[u8], file: &RandomAccessFile, offset: u64) -> Res
     }
     match framed[n] {
         COMPRESSION_NONE => Ok(Bytes::copy_from_slice(&framed[..n])),
-        COMPRESSION_LZ4 => lz4_flex::decompress_size_prepended(&framed[..n])
-            .map(Bytes::from)
-            .map_err(|e| bad(&format!("LZ4 block does not decompress: {e}"))),
+        COMPRESSION_LZ4 => {
+            // The decoder allocates the prepended size up front: a damaged or forged size
+            // must not make one small block ask for gigabytes. LZ4 expands at most 255
+            // times (one length byte per 255 bytes of match).
+            let claimed = framed[..n].get(..4).map_or(0, decode_fixed32) as usize;
+            if claimed > n.saturating_mul(255).saturating_add(64) {
+                return Err(bad(&format!(
+                    "LZ4 block of {n} bytes claims {claimed} bytes uncompressed"
+                )));
+            }
+            lz4_flex::decompress_size_prepended(&framed[..n])
+                .map(Bytes::from)
+                .map_err(|e| bad(&format!("LZ4 block does not decompress: {e}")))
+        }
         t => Err(bad(&format!("unknown compression type {t}"))),
     }
 }
