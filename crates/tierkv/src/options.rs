@@ -58,7 +58,9 @@ pub struct Options {
     pub level_size_ratio: u64,
     /// Number of levels including L0 (default 7).
     pub num_levels: usize,
-    /// Background threads for flushes and compactions (default 2).
+    /// Background threads for flushes and compactions (default 4: one kept free for
+    /// flushes, so up to three compactions run at once; compactions into a slow disk spend
+    /// most of their time waiting on it, and one of them must not hold up L0).
     pub background_threads: usize,
     /// Memory budget of the whole cache in bytes, 0 disables it (default 64 MiB): the KV,
     /// KP and block caches and the ghost caches' metadata together stay within it. (The
@@ -211,7 +213,7 @@ impl Default for Options {
             max_bytes_for_level_base: 256 * MIB as u64,
             level_size_ratio: 10,
             num_levels: 7,
-            background_threads: 2,
+            background_threads: 4,
             block_cache_size: 64 * MIB,
             cache: crate::cache::CacheOptions::default(),
             max_open_files: 1000,

@@ -187,3 +187,56 @@ fn io_accounting_agrees_with_engine_counters_and_file_sizes() {
         );
     }
 }
+
+/// Invariant 4 under a sustained write load: the fast tier's table bytes, sampled while
+/// writers keep L0 and the upper levels busy, stay within twice the budget (the budget is a
+/// soft limit: L0 backlog and in-flight compaction outputs come on top), because compaction
+/// into the slow tier takes priority whenever the fast tier is over budget.
+#[test]
+fn fast_tier_stays_near_its_budget_under_sustained_writes() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let mut opts = common::two_tier_options(slow.path(), FD_BUDGET, false);
+    // A slow disk that makes compactions into it slow, as in the benchmark.
+    if let Some(s) = opts.slow.as_mut() {
+        s.device = tierkv::DeviceProfile {
+            iops: Some(2000),
+            bandwidth: Some(8 << 20),
+            latency_us: 200,
+        };
+    }
+    let db = std::sync::Arc::new(Db::open(fast.path(), opts).unwrap());
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (0..2u64)
+        .map(|t| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let k = common::key((i * 7919 + t) % 40_000);
+                    db.put(&k, [b'w'; 300]).unwrap();
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    let mut max_fast = 0;
+    for _ in 0..150 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        max_fast = max_fast.max(db.stats().fast_tier_bytes);
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        w.join().unwrap();
+    }
+    let s = db.stats();
+    assert!(s.slow_tier_bytes > 0, "data reached the slow tier");
+    assert!(
+        max_fast <= 2 * FD_BUDGET,
+        "the fast tier held {max_fast} bytes, budget {FD_BUDGET}"
+    );
+    eprintln!(
+        "max fast-tier bytes {max_fast} (budget {FD_BUDGET}); slow {}",
+        s.slow_tier_bytes
+    );
+}

@@ -15,6 +15,7 @@
 //! written.
 
 use super::Compaction;
+use crate::env::Tier;
 use crate::key::user_key;
 use crate::options::Options;
 use crate::version::{FileMeta, Version};
@@ -68,6 +69,20 @@ pub fn pick(v: &Version, opts: &Options, hot: Option<&HotPicking<'_>>) -> Option
     let scores = level_scores(v, opts);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
+    // Invariant 4: while the fast tier holds more than its budget, the compaction that moves
+    // data down into the slow tier goes first. Under a steady write load L0 and L1 always
+    // outscore the last fast level, which would otherwise grow without bound; L0 waiting
+    // only slows writers (stalls), it never breaks the budget.
+    let last_fast = v.layout.last_fast_level;
+    let fast_over_budget = opts
+        .fd_budget
+        .is_some_and(|budget| v.tier_bytes(Tier::Fast) > budget);
+    if fast_over_budget && v.layout.tiers.get(last_fast + 1) == Some(&Tier::Slow) {
+        if let Some(i) = order.iter().position(|&l| l == last_fast) {
+            order.remove(i);
+            order.insert(0, last_fast);
+        }
+    }
     for level in order {
         let hot_here = hot.filter(|h| h.level == level);
         if hot_here.is_some_and(|h| h.saturated) {
