@@ -21,9 +21,20 @@ pub struct BenchArgs {
     /// keys are loaded first).
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Bytes per record: a 24-byte key plus the value (e.g. 1024 or 200).
+    /// Bytes per record: the key (--key-size, 24 bytes by default) plus the value (e.g. 1024
+    /// or 200).
     #[arg(long, value_parser = parse_size)]
     pub record_size: Option<u64>,
+    /// Bytes per generated key, at least 8 (default 24: `user` and 20 digits, as YCSB; other
+    /// sizes: the key's 8-byte hash, then zero padding). F2 uses 8-byte keys.
+    #[arg(long)]
+    pub key_size: Option<usize>,
+    /// One memory budget for each tierkv system (Options::memory_budget: memtables, cache,
+    /// index and filter blocks, promotion cache, hotness tracker), e.g. 64MiB; the report
+    /// then compares each system's peak RSS with it. RocksDB gets the same memtable and
+    /// cache sizes. Excludes --block-cache.
+    #[arg(long, value_parser = parse_size, conflicts_with = "block_cache")]
+    pub memory_budget: Option<u64>,
     /// Records loaded before the run (default: 11x the fast-disk budget).
     #[arg(long)]
     pub records: Option<u64>,

@@ -8,12 +8,14 @@
 #![warn(missing_docs)]
 
 pub mod args;
+pub mod budget;
 pub mod chart;
 pub mod distribution;
 mod error;
 pub mod report;
 #[cfg(feature = "rocksdb-peer")]
 pub mod rocksdb_peer;
+pub mod rss;
 pub mod runner;
 pub mod scale;
 pub mod systems;

@@ -48,6 +48,10 @@ pub struct TimelinePoint {
     pub block_cache_hit_rate: Option<f64>,
     /// Bytes compactions read from and wrote to the slow disk during the interval.
     pub sd_compaction_bytes: Option<u64>,
+    /// Bytes the engine's budgeted components held at the end of the interval.
+    pub engine_memory_bytes: Option<u64>,
+    /// The process's resident set size at the end of the interval.
+    pub rss_bytes: Option<u64>,
 }
 
 impl TimelinePoint {
@@ -76,6 +80,8 @@ impl TimelinePoint {
                 .filter(|h| h[4] > 0)
                 .map(|h| h[2] as f64 / h[4] as f64),
             sd_compaction_bytes: d.sd_compaction_bytes,
+            engine_memory_bytes: d.memory_bytes,
+            rss_bytes: None,
         }
     }
 }
@@ -196,6 +202,8 @@ pub struct RunMeasure {
     pub reads_found: u64,
     /// Reads that did not.
     pub reads_missing: u64,
+    /// Writes: updates, inserts, deletes and read-modify-writes.
+    pub writes: u64,
     /// The timeline.
     pub timeline: Vec<TimelinePoint>,
     /// Per-phase throughput.
@@ -281,6 +289,10 @@ pub struct SystemResult {
     pub ralt_physical_limit: Option<u64>,
     /// Background I/O and write amplification by tier over the run phase.
     pub background: Option<BackgroundTraffic>,
+    /// Memory during the run phase against the memory budget (set by the runner).
+    pub memory: Option<crate::budget::MemoryUse>,
+    /// Disk bytes per byte of user data by tier (F2's Table 2).
+    pub io_amp: Option<crate::budget::IoAmplification>,
     /// Fields this system cannot measure.
     pub unavailable: Vec<&'static str>,
     /// Per-interval timeline of the run phase.
@@ -376,6 +388,8 @@ impl SystemResult {
             ralt_physical_bytes: None,
             ralt_physical_limit: None,
             background: BackgroundTraffic::of(&m),
+            memory: None,
+            io_amp: crate::budget::IoAmplification::of(cfg, &m),
             unavailable,
             timeline: m.timeline,
             phases: m.phases,
@@ -738,6 +752,7 @@ pub fn markdown(res: &BenchResults) -> String {
             let _ = writeln!(s, "| {} | {} |", r.name, cells.join(" | "));
         }
     }
+    s.push_str(&crate::budget::markdown(res));
     let caches: Vec<(&SystemResult, &serde_json::Value)> = res
         .systems
         .iter()
@@ -852,6 +867,7 @@ pub(crate) mod tests {
                 bg_tier_bytes: Some([1 << 20, 2 << 20, 3 << 20, 3 << 20]),
                 sd_compaction_bytes: Some(6 << 20),
                 block_bytes: Some([1 << 20, 3 << 20]),
+                memory_bytes: Some(8 << 20),
             };
             SystemResult::new(
                 &cfg,
@@ -872,6 +888,7 @@ pub(crate) mod tests {
                     hist,
                     reads_found: 10_000,
                     reads_missing: 0,
+                    writes: 0,
                     settled: None,
                     settle_seconds: 0.0,
                     timeline,

@@ -83,13 +83,30 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
             }
             None => load(cfg, &plan, &values, system, &dirs, &ui, &system.name())?,
         };
+        // The peak resident size from here to the close is this system's: the previous
+        // system's freed memory goes back to the kernel first.
+        crate::rss::release_free_memory();
+        let peak_reset = crate::rss::reset_peak();
+        let rss_before = crate::rss::read();
         let store = open_store(cfg, system, &dirs, false)?;
         let outcome = run_phase(cfg, &plan, &values, store.as_ref(), system, &ui);
         let engine_stats = store.engine_stats();
         let closed = store.close();
+        let rss_after = crate::rss::read().filter(|_| peak_reset);
         let mut res = outcome?;
         closed?;
         res.load_seconds = load_seconds;
+        let engine_peak = res
+            .timeline
+            .iter()
+            .filter_map(|p| p.engine_memory_bytes)
+            .max();
+        res.memory = Some(crate::budget::MemoryUse::new(
+            cfg.memory_budget.filter(|_| !system.is_rocksdb()),
+            rss_before,
+            rss_after,
+            engine_peak,
+        ));
         res.set_engine_stats(engine_stats);
         ui.say(report::summary_line(cfg, &res));
         results.push(res);
@@ -121,14 +138,15 @@ fn build_plan(cfg: &mut Config) -> Result<OpPlan> {
         None => {
             let value_size = u32::try_from(cfg.value_size)
                 .map_err(|_| BenchError::InvalidArgument("--record-size is too large".into()))?;
-            OpPlan::synthetic(
+            Ok(OpPlan::synthetic(
                 cfg.workload,
                 &cfg.distribution,
                 cfg.records,
                 cfg.ops,
                 value_size,
                 cfg.seed,
-            )
+            )?
+            .with_key_size(cfg.key_size))
         }
     }
 }
@@ -238,6 +256,7 @@ struct WorkerOut {
     hist: Histogram<u64>,
     reads_found: u64,
     reads_missing: u64,
+    writes: u64,
 }
 
 /// State shared by the client threads of one run.
@@ -270,6 +289,7 @@ fn worker(sh: &Shared) -> Result<WorkerOut> {
         hist: new_hist(),
         reads_found: 0,
         reads_missing: 0,
+        writes: 0,
     };
     let mut ops = Vec::new();
     let mut key = Vec::new();
@@ -308,6 +328,9 @@ fn worker(sh: &Shared) -> Result<WorkerOut> {
             };
             out.hist
                 .saturating_record((t.elapsed().as_nanos() as u64).max(1));
+            if !matches!(op.kind, OpKind::Read | OpKind::Scan) {
+                out.writes += 1;
+            }
             match found {
                 Some(true) => out.reads_found += 1,
                 Some(false) => out.reads_missing += 1,
@@ -401,13 +424,14 @@ fn run_phase(
                 let c = store.counters();
                 let dt = now.duration_since(last.0).as_secs_f64();
                 if dt > 1e-3 && (done > last.1 || !finished) {
-                    let p = TimelinePoint::between(
+                    let mut p = TimelinePoint::between(
                         now.duration_since(t0).as_secs_f64(),
                         dt,
                         done - last.1,
                         &c.since(&last.2),
                         plan.phase_of(done.saturating_sub(1)),
                     );
+                    p.rss_bytes = crate::rss::read().map(|r| r.current);
                     pb.set_message(format!(
                         "{:>9.0} ops/s  FD hit {}",
                         p.ops_per_sec,
@@ -454,13 +478,14 @@ fn run_phase(
     let settle_seconds = settle_start.elapsed().as_secs_f64();
     let c_settled = store.counters();
     let mut hist = new_hist();
-    let (mut found, mut missing) = (0, 0);
+    let (mut found, mut missing, mut writes) = (0, 0, 0);
     for o in outs {
         let o = o?;
         // Same bounds on both sides: adding cannot fail.
         let _ = hist.add(&o.hist);
         found += o.reads_found;
         missing += o.reads_missing;
+        writes += o.writes;
     }
     let (t_mark, c_mark) = sh.mark.get().cloned().unwrap_or((t0, c0.clone()));
     let timeline = timeline.into_inner().unwrap_or_default();
@@ -499,6 +524,7 @@ fn run_phase(
             hist,
             reads_found: found,
             reads_missing: missing,
+            writes,
             timeline,
             phases,
             settled: Some(c_settled.since(&c0)),

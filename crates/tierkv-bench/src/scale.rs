@@ -11,7 +11,7 @@ use crate::args::BenchArgs;
 use crate::distribution::DistSpec;
 use crate::error::{BenchError, Result};
 use crate::systems::System;
-use crate::workload::{Workload, KEY_SIZE};
+use crate::workload::{Workload, KEY_SIZE, MIN_KEY_SIZE};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -109,6 +109,8 @@ pub struct Config {
     pub trace: Option<PathBuf>,
     /// Key plus value bytes of generated records.
     pub record_size: u64,
+    /// Key bytes of generated records.
+    pub key_size: usize,
     /// Value bytes of generated records.
     pub value_size: u64,
     /// Records loaded (for a trace: filled in from its distinct keys).
@@ -136,8 +138,10 @@ pub struct Config {
     pub slow_root: PathBuf,
     /// Operation seed.
     pub seed: u64,
-    /// Block cache bytes.
+    /// Block cache bytes (with a memory budget: the cache's share of it).
     pub block_cache: u64,
+    /// The memory budget of each tierkv system (`None`: sized by the options above).
+    pub memory_budget: Option<u64>,
     /// Memtable size (scaled to the budget).
     pub write_buffer_size: u64,
     /// Table file target size (scaled to the budget).
@@ -172,10 +176,16 @@ impl Config {
             (None, Some(d)) => d,
             (None, None) => DistSpec::parse("hotspot-5%")?,
         };
-        let record_size = a.record_size.unwrap_or(KIB);
-        if record_size <= KEY_SIZE as u64 || record_size > 64 * MIB {
+        let key_size = a.key_size.unwrap_or(KEY_SIZE);
+        if !(MIN_KEY_SIZE..=1024).contains(&key_size) {
             return bad(format!(
-                "--record-size {record_size} must be above the {KEY_SIZE}-byte key and at most 64 MiB"
+                "--key-size {key_size} must be in {MIN_KEY_SIZE}..=1024 bytes"
+            ));
+        }
+        let record_size = a.record_size.unwrap_or(KIB);
+        if record_size <= key_size as u64 || record_size > 64 * MIB {
+            return bad(format!(
+                "--record-size {record_size} must be above the {key_size}-byte key and at most 64 MiB"
             ));
         }
         let fd_budget = a.fd_budget.unwrap_or(p.fd_budget);
@@ -236,13 +246,24 @@ impl Config {
         }
         // Engine sizes follow the paper's ratios (10 GB fast disk: 64 MiB memtables and
         // files, 256 MiB L1), clamped so tiny budgets still get sane files.
-        let write_buffer_size = (fd_budget / 128).clamp(MIB, 64 * MIB);
+        let mut write_buffer_size = (fd_budget / 128).clamp(MIB, 64 * MIB);
         let target_file_size = write_buffer_size;
         let level_base = (fd_budget / 32).clamp(2 * MIB, 256 * MIB);
         // The paper's 128 MiB cache for 10 GB of fast disk.
-        let block_cache = a
+        let mut block_cache = a
             .block_cache
             .unwrap_or((fd_budget / 80).clamp(MIB, 128 * MIB));
+        if let Some(budget) = a.memory_budget {
+            if a.block_cache.is_some() {
+                return bad("--memory-budget sizes the cache: drop --block-cache".into());
+            }
+            // tierkv's division with promotion on (the first system's usual case; each
+            // system divides its own budget at open): these sizes go to the report and to
+            // RocksDB, whose memtables and block cache then match tierkv's.
+            let d = memory_division(budget, fd_budget)?;
+            write_buffer_size = d.write_buffer_size as u64;
+            block_cache = d.cache as u64;
+        }
         let out = a.out.clone();
         Ok(Config {
             scale,
@@ -250,7 +271,8 @@ impl Config {
             distribution,
             trace: a.trace.clone(),
             record_size,
-            value_size: record_size - KEY_SIZE as u64,
+            key_size,
+            value_size: record_size - key_size as u64,
             records,
             loaded_bytes: records.saturating_mul(record_size),
             ops,
@@ -264,6 +286,7 @@ impl Config {
             out,
             seed: a.seed.unwrap_or(42),
             block_cache,
+            memory_budget: a.memory_budget,
             write_buffer_size,
             target_file_size,
             level_base,
@@ -272,6 +295,22 @@ impl Config {
             progress: !a.no_progress,
         })
     }
+}
+
+/// tierkv's division of `budget` for a two-tier store with promotion.
+pub fn memory_division(budget: u64, fd_budget: u64) -> Result<tierkv::MemoryDivision> {
+    let budget = usize::try_from(budget).unwrap_or(usize::MAX);
+    let opts = tierkv::Options {
+        fd_budget: Some(fd_budget),
+        slow: Some(tierkv::SlowTier {
+            dir: PathBuf::new(),
+            budget: None,
+            device: tierkv::DeviceProfile::none(),
+        }),
+        ..Default::default()
+    };
+    tierkv::MemoryDivision::new(budget, &opts)
+        .map_err(|e| BenchError::InvalidArgument(format!("--memory-budget: {e}")))
 }
 
 #[cfg(test)]
@@ -321,6 +360,21 @@ mod tests {
     }
 
     #[test]
+    fn key_size_and_memory_budget() {
+        let mut a = args("smoke");
+        a.key_size = Some(8);
+        a.record_size = Some(108);
+        a.memory_budget = Some(40 * MIB);
+        let c = Config::from_args(&a).unwrap();
+        assert_eq!((c.key_size, c.value_size), (8, 100));
+        assert_eq!(c.memory_budget, Some(40 * MIB));
+        let d = memory_division(40 * MIB, c.fd_budget).unwrap();
+        assert_eq!(c.write_buffer_size, d.write_buffer_size as u64);
+        assert_eq!(c.block_cache, d.cache as u64);
+        assert_eq!(d.budget as u64, 40 * MIB);
+    }
+
+    #[test]
     fn bad_flags_are_clear_errors() {
         type Case = (fn(&mut BenchArgs), &'static str);
         let cases: Vec<Case> = vec![
@@ -335,6 +389,22 @@ mod tests {
             ),
             (|a| a.workload = Some("z".into()), "unknown workload"),
             (|a| a.ops = Some(0), "--ops"),
+            (|a| a.key_size = Some(4), "--key-size"),
+            (
+                |a| {
+                    a.key_size = Some(8);
+                    a.record_size = Some(8);
+                },
+                "8-byte key",
+            ),
+            (|a| a.memory_budget = Some(1000), "--memory-budget"),
+            (
+                |a| {
+                    a.memory_budget = Some(64 * MIB);
+                    a.block_cache = Some(MIB);
+                },
+                "--block-cache",
+            ),
         ];
         for (f, what) in cases {
             let mut a = args("smoke");

@@ -385,6 +385,9 @@ pub struct Counters {
     pub sd_compaction_bytes: Option<u64>,
     /// Data-block bytes compactions copied as stored (block reuse) and encoded anew.
     pub block_bytes: Option<[u64; 2]>,
+    /// Bytes the engine's budgeted components hold now (a gauge: memtables, cache, index
+    /// and filter blocks, promotion cache, hotness tracker).
+    pub memory_bytes: Option<u64>,
 }
 
 fn sub(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -427,6 +430,7 @@ impl Counters {
             bg_tier_bytes: sub_array(self.bg_tier_bytes, earlier.bg_tier_bytes),
             sd_compaction_bytes: sub(self.sd_compaction_bytes, earlier.sd_compaction_bytes),
             block_bytes: sub_array(self.block_bytes, earlier.block_bytes),
+            memory_bytes: self.memory_bytes,
         }
     }
 
@@ -500,6 +504,11 @@ pub fn tierkv_options(
             },
         }),
         all_on_fast: system.all_on_fast(),
+        // The budget overrides the memtable and cache sizes above (they are its share
+        // anyway, see Config::from_args); each system divides it for its own features.
+        memory_budget: cfg
+            .memory_budget
+            .map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
         promotion: if loading {
             tierkv::PromotionOptions::disabled()
         } else {
@@ -659,6 +668,7 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
         ]),
         sd_compaction_bytes: Some(sd_compaction.read_bytes + sd_compaction.write_bytes),
         block_bytes: Some([s.compaction_bytes_reused, s.compaction_bytes_rewritten]),
+        memory_bytes: Some(s.memory.total_bytes as u64),
     }
 }
 

@@ -19,8 +19,10 @@ use crate::trace::{Trace, TraceOpKind};
 
 /// Operations per chunk of the plan.
 pub const CHUNK: u64 = 16;
-/// Bytes of a generated key: `user` and 20 digits.
+/// Bytes of a generated key by default: `user` and 20 digits.
 pub const KEY_SIZE: usize = 24;
+/// The shortest generated key: the 8-byte hash of the record id.
+pub const MIN_KEY_SIZE: usize = 8;
 /// Longest scan of workload E (YCSB's `maxscanlength` for E is 100).
 pub const MAX_SCAN: u32 = 100;
 
@@ -182,6 +184,18 @@ pub fn synthetic_key(id: u64, out: &mut Vec<u8>) {
     let _ = write!(out, "user{:020}", mix64(id));
 }
 
+/// Writes a `size`-byte key of synthetic record `id`: [`synthetic_key`] for the default
+/// 24 bytes; otherwise the big-endian 8-byte hash of the id (distinct for distinct ids),
+/// padded with zeros (`size` >= [`MIN_KEY_SIZE`]; shorter sizes are treated as 8).
+pub fn synthetic_key_sized(id: u64, size: usize, out: &mut Vec<u8>) {
+    if size == KEY_SIZE {
+        return synthetic_key(id, out);
+    }
+    out.clear();
+    out.extend_from_slice(&mix64(id).to_be_bytes());
+    out.resize(size.max(MIN_KEY_SIZE), 0);
+}
+
 /// splitmix64's finalizer: a bijection on u64 with good avalanche.
 pub fn mix64(mut x: u64) -> u64 {
     x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
@@ -223,6 +237,7 @@ enum Source {
         mixes: Vec<(u64, Mix)>,
         chooser: KeyChooser,
         value_size: u32,
+        key_size: usize,
     },
     Trace(Arc<Trace>),
 }
@@ -286,6 +301,7 @@ impl OpPlan {
                 mixes,
                 chooser,
                 value_size,
+                key_size: KEY_SIZE,
             },
             records,
             total_ops,
@@ -318,6 +334,15 @@ impl OpPlan {
             insert_base: Vec::new(),
             phase_ends: vec![total_ops],
         }
+    }
+
+    /// The same plan with `size`-byte generated keys (see [`synthetic_key_sized`]); a
+    /// trace keeps its own keys.
+    pub fn with_key_size(mut self, size: usize) -> OpPlan {
+        if let Source::Synthetic { key_size, .. } = &mut self.source {
+            *key_size = size.max(MIN_KEY_SIZE);
+        }
+        self
     }
 
     /// Operations in the run phase.
@@ -389,6 +414,7 @@ impl OpPlan {
                 mixes,
                 chooser,
                 value_size,
+                ..
             } => {
                 let mut types = type_rng(self.seed, c);
                 let mut keys = SmallRng::seed_from_u64(mix64(self.seed ^ mix64(c ^ 0x6b65_7973)));
@@ -437,7 +463,7 @@ impl OpPlan {
     /// Writes the key of record `id` into `out`.
     pub fn key(&self, id: u64, out: &mut Vec<u8>) {
         match &self.source {
-            Source::Synthetic { .. } => synthetic_key(id, out),
+            Source::Synthetic { key_size, .. } => synthetic_key_sized(id, *key_size, out),
             Source::Trace(t) => {
                 out.clear();
                 if let Some(k) = t.keys.get(id as usize) {
@@ -512,6 +538,28 @@ mod tests {
             all.extend_from_slice(&buf);
         }
         all
+    }
+
+    #[test]
+    fn sized_keys_are_distinct_and_of_their_size() {
+        let mut seen = std::collections::HashSet::new();
+        let mut k = Vec::new();
+        for id in 0..10_000 {
+            synthetic_key_sized(id, 8, &mut k);
+            assert_eq!(k.len(), 8);
+            assert!(seen.insert(k.clone()));
+        }
+        synthetic_key_sized(7, 16, &mut k);
+        assert_eq!(k.len(), 16);
+        let mut d = Vec::new();
+        synthetic_key_sized(7, KEY_SIZE, &mut d);
+        synthetic_key(7, &mut k);
+        assert_eq!(d, k);
+        let plan = OpPlan::synthetic(Workload::C, &DistSpec::Uniform, 10, 10, 100, 1)
+            .unwrap()
+            .with_key_size(8);
+        plan.key(3, &mut k);
+        assert_eq!(k.len(), 8);
     }
 
     #[test]

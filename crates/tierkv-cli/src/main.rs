@@ -91,8 +91,8 @@ struct ServeArgs {
     #[arg(long, default_value = "none", requires = "slow_dir")]
     slow_device: String,
     /// Cache budget: the KV, KP and block caches together (e.g. 64MiB, 1GiB); the engine's
-    /// default when absent.
-    #[arg(long, value_parser = tierkv_bench::parse_size)]
+    /// default when absent (with --memory-budget the budget sizes the cache).
+    #[arg(long, value_parser = tierkv_bench::parse_size, conflicts_with = "memory_budget")]
     block_cache: Option<u64>,
     /// Address to listen on (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1")]
@@ -140,6 +140,7 @@ fn serve(args: ServeArgs) -> CliResult {
     let store = &args.store;
     let mut opts = tierkv::Options {
         fd_budget: store.fd_budget,
+        memory_budget: store.memory_budget(),
         slow: store.slow_dir.as_ref().map(|dir| tierkv::SlowTier {
             dir: dir.clone(),
             budget: None,
@@ -365,6 +366,29 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
             x.target,
             x.hit_rate * 100.0,
             x.ghost_hits
+        )?;
+    }
+    let m = &s.memory;
+    writeln!(
+        out,
+        "memory: {} bytes{}",
+        m.total_bytes,
+        m.budget
+            .map(|b| format!(" of a budget of {b}"))
+            .unwrap_or_else(|| " (no memory budget: each component has its own limit)".into())
+    )?;
+    for (name, c) in [
+        ("memtables", &m.memtables),
+        ("cache", &m.cache),
+        ("index and filter blocks", &m.tables),
+        ("promotion cache", &m.promotion_cache),
+        ("hotness tracker", &m.tracker),
+    ] {
+        writeln!(
+            out,
+            "  {name}: {} bytes (limit {})",
+            c.bytes,
+            c.limit.map_or("none".to_string(), |l| l.to_string())
         )?;
     }
     writeln!(

@@ -14,6 +14,10 @@ pub struct StoreArgs {
     /// Fast tier budget of a two-tier store (e.g. 256MiB, 1GiB).
     #[arg(long, value_parser = tierkv_bench::parse_size)]
     pub fd_budget: Option<u64>,
+    /// One memory budget for memtables, cache, index and filter blocks, promotion cache and
+    /// hotness tracker (e.g. 256MiB); `stats` then reports each component against its share.
+    #[arg(long, value_parser = tierkv_bench::parse_size)]
+    pub memory_budget: Option<u64>,
 }
 
 impl StoreArgs {
@@ -22,6 +26,7 @@ impl StoreArgs {
         let opts = tierkv::Options {
             create_if_missing: create,
             fd_budget: self.fd_budget,
+            memory_budget: self.memory_budget(),
             slow: self.slow_dir.as_ref().map(|dir| tierkv::SlowTier {
                 dir: dir.clone(),
                 budget: None,
@@ -30,5 +35,11 @@ impl StoreArgs {
             ..Default::default()
         };
         tierkv::Db::open(&self.db, opts)
+    }
+
+    /// `--memory-budget` in bytes.
+    pub fn memory_budget(&self) -> Option<usize> {
+        self.memory_budget
+            .map(|b| usize::try_from(b).unwrap_or(usize::MAX))
     }
 }

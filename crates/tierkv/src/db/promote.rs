@@ -40,7 +40,10 @@ impl DbInner {
             false
         } else {
             let record = PcRecord {
-                value: value.clone(),
+                // A copy: `value` is a slice of the whole data block it was read from, which
+                // a cached record would otherwise keep alive (16 KiB held for a 100-byte
+                // value, invisible to the cache's charge and the memory budget).
+                value: Bytes::copy_from_slice(value),
                 seq,
                 recorded: false,
             };

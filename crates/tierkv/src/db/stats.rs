@@ -328,9 +328,10 @@ impl super::DbInner {
             limit: Some(opts.block_cache_size),
             bytes: cache.usage,
         };
+        let (table_index_bytes, table_filter_bytes) = self.tables.memory_breakdown();
         let tables = MemoryComponent {
             limit: self.tables.byte_limit(),
-            bytes: self.tables.memory_usage(),
+            bytes: table_index_bytes + table_filter_bytes,
         };
         let promotion_cache = MemoryComponent {
             limit: promotion_limit,
@@ -347,6 +348,8 @@ impl super::DbInner {
             memtables,
             cache,
             tables,
+            table_index_bytes,
+            table_filter_bytes,
             promotion_cache,
             tracker,
             total_bytes,

@@ -111,7 +111,17 @@ impl Table {
 
     /// Bytes of index and filter held in memory.
     pub fn memory_usage(&self) -> usize {
-        self.index.size() + self.filter.as_ref().map_or(0, |f| f.len())
+        self.index_bytes() + self.filter_bytes()
+    }
+
+    /// Bytes of the index block held in memory.
+    pub fn index_bytes(&self) -> usize {
+        self.index.size()
+    }
+
+    /// Bytes of the bloom filter held in memory (0 without one).
+    pub fn filter_bytes(&self) -> usize {
+        self.filter.as_ref().map_or(0, |f| f.len())
     }
 
     fn corrupt(&self, offset: u64, reason: impl Into<String>) -> Error {

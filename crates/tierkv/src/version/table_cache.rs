@@ -127,6 +127,13 @@ impl TableCache {
         self.block_cache.as_ref()
     }
 
+    /// Bytes of index blocks and of filters held by open tables.
+    pub fn memory_breakdown(&self) -> (usize, usize) {
+        self.tables.iter().fold((0, 0), |(i, f), (_, t)| {
+            (i + t.index_bytes(), f + t.filter_bytes())
+        })
+    }
+
     /// Bytes of index and filter blocks held by open tables.
     pub fn memory_usage(&self) -> usize {
         self.tables.iter().map(|(_, t)| t.memory_usage()).sum()

@@ -1,0 +1,226 @@
+//! What a run reports for F2's larger-than-memory questions: the process's memory against
+//! the memory budget (peak RSS, the engine's own accounting), and I/O per byte of user data
+//! by tier (F2's Table 2: bytes read from disk per byte users read, bytes written per byte
+//! users wrote).
+
+use serde::Serialize;
+use std::fmt::Write as _;
+
+use crate::report::{bytes, BenchResults, RunMeasure};
+use crate::scale::Config;
+
+/// One system's memory during its run phase.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MemoryUse {
+    /// The memory budget it was given (`None`: none).
+    pub budget: Option<u64>,
+    /// Resident set size just before the store was opened for the run (the bench's own
+    /// memory: the operation plan, value buffer, histograms, code).
+    pub rss_before_bytes: Option<u64>,
+    /// Peak resident set size from the open until the store was closed.
+    pub rss_peak_bytes: Option<u64>,
+    /// `rss_peak_bytes - rss_before_bytes`: what the store and the client threads added.
+    pub rss_added_bytes: Option<u64>,
+    /// What of it the budget does not cover: `rss_added_bytes - budget` (0 when within).
+    pub overhead_bytes: Option<u64>,
+    /// The highest total of the engine's budgeted components sampled during the run
+    /// (`DbStats::memory.total_bytes`; tierkv only).
+    pub engine_peak_bytes: Option<u64>,
+}
+
+impl MemoryUse {
+    /// From the RSS readings around the run and the timeline's engine samples.
+    pub fn new(
+        budget: Option<u64>,
+        before: Option<crate::rss::Rss>,
+        peak: Option<crate::rss::Rss>,
+        engine_peak_bytes: Option<u64>,
+    ) -> MemoryUse {
+        let rss_before_bytes = before.map(|r| r.current);
+        let rss_peak_bytes = peak.map(|r| r.peak.max(r.current));
+        let rss_added_bytes = rss_peak_bytes
+            .zip(rss_before_bytes)
+            .map(|(p, b)| p.saturating_sub(b));
+        MemoryUse {
+            budget,
+            rss_before_bytes,
+            rss_peak_bytes,
+            rss_added_bytes,
+            overhead_bytes: rss_added_bytes
+                .zip(budget)
+                .map(|(a, b)| a.saturating_sub(b)),
+            engine_peak_bytes,
+        }
+    }
+}
+
+/// Disk bytes per byte of user data over the run phase and the settling after it, like
+/// F2's Table 2: read amplification is bytes read from disk (every cause: gets,
+/// compactions, promotion, tracking, recovery) per key-and-value byte that reads
+/// (including read-modify-writes) returned; write amplification is bytes written (WAL,
+/// flushes, compactions, promotion, tracking) per byte that updates, inserts and
+/// read-modify-writes wrote.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct IoAmplification {
+    /// Key and value bytes of the records reads addressed.
+    pub user_read_bytes: u64,
+    /// Key and value bytes writes wrote.
+    pub user_write_bytes: u64,
+    /// Fast-disk bytes read per user byte read.
+    pub fd_read_amp: Option<f64>,
+    /// Slow-disk bytes read per user byte read.
+    pub sd_read_amp: Option<f64>,
+    /// Both disks.
+    pub read_amp: Option<f64>,
+    /// Fast-disk bytes written per user byte written.
+    pub fd_write_amp: Option<f64>,
+    /// Slow-disk bytes written per user byte written.
+    pub sd_write_amp: Option<f64>,
+    /// Both disks.
+    pub write_amp: Option<f64>,
+}
+
+impl IoAmplification {
+    /// From a run's counters; `None` for a trace (records differ in size) or a system that
+    /// does not count its disk bytes by tier.
+    pub fn of(cfg: &Config, m: &RunMeasure) -> Option<IoAmplification> {
+        if cfg.trace.is_some() {
+            return None;
+        }
+        let c = m.settled.as_ref().unwrap_or(&m.run);
+        let (fr, fw, sr, sw) = (
+            c.fd_read_bytes?,
+            c.fd_write_bytes?,
+            c.sd_read_bytes?,
+            c.sd_write_bytes?,
+        );
+        let user_read_bytes = (m.reads_found + m.reads_missing) * cfg.record_size;
+        let user_write_bytes = m.writes * cfg.record_size;
+        let per = |n: u64, d: u64| (d > 0).then(|| n as f64 / d as f64);
+        Some(IoAmplification {
+            user_read_bytes,
+            user_write_bytes,
+            fd_read_amp: per(fr, user_read_bytes),
+            sd_read_amp: per(sr, user_read_bytes),
+            read_amp: per(fr + sr, user_read_bytes),
+            fd_write_amp: per(fw, user_write_bytes),
+            sd_write_amp: per(sw, user_write_bytes),
+            write_amp: per(fw + sw, user_write_bytes),
+        })
+    }
+}
+
+fn opt_bytes(n: Option<u64>) -> String {
+    n.map_or_else(|| "n/a".to_string(), bytes)
+}
+
+fn amp(a: Option<f64>) -> String {
+    a.map_or_else(|| "-".to_string(), |a| format!("{a:.2}"))
+}
+
+/// The memory and amplification tables of the markdown report (empty when no system has
+/// either).
+pub fn markdown(res: &BenchResults) -> String {
+    let mut s = String::new();
+    let mem: Vec<_> = res
+        .systems
+        .iter()
+        .filter_map(|r| r.memory.as_ref().map(|m| (r, m)))
+        .filter(|(_, m)| m.rss_peak_bytes.is_some())
+        .collect();
+    if !mem.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nMemory during the run phase: peak resident set size (`VmHWM`, reset before each \
+             system's open; the allocator's free memory is trimmed between systems) against the \
+             memory budget. \"Added\" is the peak less the resident size before the open (the \
+             bench's own plan, buffers and code); \"overhead\" is what of it the budget does \
+             not cover (thread stacks, compaction and read buffers, allocator slack). \
+             \"Engine peak\" is tierkv's own accounting of its budgeted components.\n\n\
+             | system | budget | engine peak | RSS before | peak RSS | added | overhead |\n\
+             |---|--:|--:|--:|--:|--:|--:|"
+        );
+        for (r, m) in mem {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} |",
+                r.name,
+                opt_bytes(m.budget),
+                opt_bytes(m.engine_peak_bytes),
+                opt_bytes(m.rss_before_bytes),
+                opt_bytes(m.rss_peak_bytes),
+                opt_bytes(m.rss_added_bytes),
+                opt_bytes(m.overhead_bytes),
+            );
+        }
+    }
+    let io: Vec<_> = res
+        .systems
+        .iter()
+        .filter_map(|r| r.io_amp.as_ref().map(|a| (r, a)))
+        .collect();
+    if !io.is_empty() {
+        let _ = writeln!(
+            s,
+            "\nI/O amplification over the run phase and its settling (as F2's Table 2): disk \
+             bytes read per byte users read, disk bytes written (WAL included) per byte users \
+             wrote, by tier.\n\n\
+             | system | user read | user write | read amp FD | read amp SD | read amp | write amp FD | write amp SD | write amp |\n\
+             |---|--:|--:|--:|--:|--:|--:|--:|--:|"
+        );
+        for (r, a) in io {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                r.name,
+                bytes(a.user_read_bytes),
+                bytes(a.user_write_bytes),
+                amp(a.fd_read_amp),
+                amp(a.sd_read_amp),
+                amp(a.read_amp),
+                amp(a.fd_write_amp),
+                amp(a.sd_write_amp),
+                amp(a.write_amp),
+            );
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rss::Rss;
+
+    #[test]
+    fn memory_use_against_the_budget() {
+        let m = MemoryUse::new(
+            Some(100),
+            Some(Rss {
+                current: 1000,
+                peak: 1200,
+            }),
+            Some(Rss {
+                current: 1050,
+                peak: 1130,
+            }),
+            Some(90),
+        );
+        assert_eq!(m.rss_added_bytes, Some(130));
+        assert_eq!(m.overhead_bytes, Some(30));
+        let within = MemoryUse::new(
+            Some(500),
+            Some(Rss {
+                current: 1000,
+                peak: 1000,
+            }),
+            Some(Rss {
+                current: 1000,
+                peak: 1130,
+            }),
+            None,
+        );
+        assert_eq!(within.overhead_bytes, Some(0));
+        assert_eq!(MemoryUse::new(None, None, None, None).rss_added_bytes, None);
+    }
+}

@@ -1,0 +1,90 @@
+//! The process's resident memory, to check a system against its memory budget: the current
+//! and peak resident set size from `/proc/self/status`, a reset of the peak through
+//! `/proc/self/clear_refs` (Linux), and a trim of the allocator's free memory between
+//! systems so one system's freed heap is not charged to the next.
+
+use serde::Serialize;
+
+/// Resident set sizes in bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Rss {
+    /// Resident now (`VmRSS`).
+    pub current: u64,
+    /// The highest since the process started or the last [`reset_peak`] (`VmHWM`).
+    pub peak: u64,
+}
+
+/// Reads `VmRSS` and `VmHWM`; `None` where `/proc` is missing (not Linux).
+pub fn read() -> Option<Rss> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_status(&status)
+}
+
+/// The two figures from the text of `/proc/self/status` (values in kB).
+pub fn parse_status(status: &str) -> Option<Rss> {
+    let field = |name: &str| -> Option<u64> {
+        let line = status.lines().find(|l| l.starts_with(name))?;
+        let kb: u64 = line[name.len()..]
+            .trim()
+            .trim_end_matches("kB")
+            .trim()
+            .parse()
+            .ok()?;
+        Some(kb * 1024)
+    };
+    Some(Rss {
+        current: field("VmRSS:")?,
+        peak: field("VmHWM:")?,
+    })
+}
+
+/// Resets the peak to the current resident size (Linux 4.0+: writing 5 to
+/// `/proc/self/clear_refs`). Returns whether it worked; without it the peak covers the
+/// whole process lifetime.
+pub fn reset_peak() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Hands the allocator's free memory back to the kernel, so that the next system's peak
+/// starts from what is really in use. glibc keeps freed blocks in its arenas (one per
+/// thread, up to 8 per core) and returns them only on a trim.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks glibc's own arenas under their locks and releases free
+    // pages; it takes no pointers from us and is safe to call at any time from any thread.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_proc_status() {
+        let text = "Name:\tbench\nVmPeak:\t  900 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\n";
+        assert_eq!(
+            parse_status(text),
+            Some(Rss {
+                current: 1 << 20,
+                peak: 2 << 20
+            })
+        );
+        assert_eq!(parse_status("VmRSS: 12 kB\n"), None);
+        assert_eq!(parse_status("VmRSS: x kB\nVmHWM: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn reads_this_process_on_linux() {
+        if let Some(r) = read() {
+            assert!(r.current > 0 && r.peak >= r.current / 2, "{r:?}");
+            release_free_memory();
+            if reset_peak() {
+                let after = read().unwrap();
+                // The peak restarts near the current size (threads may allocate meanwhile).
+                assert!(after.peak <= r.peak.max(after.current) * 2, "{after:?}");
+            }
+        }
+    }
+}
