@@ -289,6 +289,21 @@ impl Table {
                 {
                     return Err(self.corrupt(h.offset, "keys out of order"));
                 }
+                // Gets trust the filter: one that denies a key the table holds (a forged
+                // or miswritten filter block) would make the key read as absent.
+                let new_user_key = prev
+                    .as_deref()
+                    .is_none_or(|p| user_key(p) != user_key(it.key()));
+                if new_user_key {
+                    if let Some(f) = &self.filter {
+                        if !may_contain(f, user_key(it.key())) {
+                            return Err(self.corrupt(
+                                self.data_end,
+                                "the filter denies a key the table holds",
+                            ));
+                        }
+                    }
+                }
                 prev = Some(it.key().to_vec());
                 entries += 1;
                 it.next().map_err(|e| self.corrupt(h.offset, e))?;

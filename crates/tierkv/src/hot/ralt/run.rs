@@ -169,6 +169,18 @@ impl RunFile {
             record_bytes: decode_fixed64(&f[56..]),
             fresh_hot_bytes: decode_fixed64(&f[64..]),
         };
+        // The totals feed sums and limits elsewhere: bound them by what the file can hold,
+        // so a damaged or forged footer fails here instead of overflowing a sum later.
+        let plausible = info.record_bytes <= index_off
+            && info.records <= info.record_bytes
+            && info.hot_records <= info.records
+            && info.fresh_hot_bytes <= info.hot_bytes
+            && info.hot_bytes <= info.hotrap_bytes
+            && info.hotrap_bytes
+                <= (info.records.saturating_mul(u32::MAX as u64)).saturating_add(info.record_bytes);
+        if !plausible {
+            return Err(corrupt(&path, foot_off, "implausible totals in the footer"));
+        }
         let fits = |off: u64, len: u64| {
             off.checked_add(len)
                 .and_then(|e| e.checked_add(4))
