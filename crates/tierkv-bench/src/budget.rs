@@ -23,6 +23,11 @@ pub struct MemoryUse {
     pub rss_added_bytes: Option<u64>,
     /// What of it the budget does not cover: `rss_added_bytes - budget` (0 when within).
     pub overhead_bytes: Option<u64>,
+    /// Anonymous resident memory (heap and stacks, without code pages) before the open.
+    pub anon_before_bytes: Option<u64>,
+    /// The highest anonymous resident memory sampled during the run (once per timeline
+    /// interval, so a short spike can be missed).
+    pub anon_peak_bytes: Option<u64>,
     /// The highest total of the engine's budgeted components sampled during the run
     /// (`DbStats::memory.total_bytes`; tierkv only).
     pub engine_peak_bytes: Option<u64>,
@@ -34,6 +39,7 @@ impl MemoryUse {
         budget: Option<u64>,
         before: Option<crate::rss::Rss>,
         peak: Option<crate::rss::Rss>,
+        anon_peak_bytes: Option<u64>,
         engine_peak_bytes: Option<u64>,
     ) -> MemoryUse {
         let rss_before_bytes = before.map(|r| r.current);
@@ -49,6 +55,8 @@ impl MemoryUse {
             overhead_bytes: rss_added_bytes
                 .zip(budget)
                 .map(|(a, b)| a.saturating_sub(b)),
+            anon_before_bytes: before.map(|r| r.anon),
+            anon_peak_bytes,
             engine_peak_bytes,
         }
     }
@@ -136,14 +144,16 @@ pub fn markdown(res: &BenchResults) -> String {
              memory budget. \"Added\" is the peak less the resident size before the open (the \
              bench's own plan, buffers and code); \"overhead\" is what of it the budget does \
              not cover (thread stacks, compaction and read buffers, allocator slack). \
-             \"Engine peak\" is tierkv's own accounting of its budgeted components.\n\n\
-             | system | budget | engine peak | RSS before | peak RSS | added | overhead |\n\
-             |---|--:|--:|--:|--:|--:|--:|"
+             \"Engine peak\" is tierkv's own accounting of its budgeted components. \
+             \"Anon\": anonymous memory only (heap and stacks, not the binary's pages), before \
+             the open and the highest sampled once per interval.\n\n\
+             | system | budget | engine peak | RSS before | peak RSS | added | overhead | anon before | anon peak |\n\
+             |---|--:|--:|--:|--:|--:|--:|--:|--:|"
         );
         for (r, m) in mem {
             let _ = writeln!(
                 s,
-                "| {} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 r.name,
                 opt_bytes(m.budget),
                 opt_bytes(m.engine_peak_bytes),
@@ -151,6 +161,8 @@ pub fn markdown(res: &BenchResults) -> String {
                 opt_bytes(m.rss_peak_bytes),
                 opt_bytes(m.rss_added_bytes),
                 opt_bytes(m.overhead_bytes),
+                opt_bytes(m.anon_before_bytes),
+                opt_bytes(m.anon_peak_bytes),
             );
         }
     }
@@ -199,11 +211,14 @@ mod tests {
             Some(Rss {
                 current: 1000,
                 peak: 1200,
+                anon: 900,
             }),
             Some(Rss {
                 current: 1050,
                 peak: 1130,
+                anon: 950,
             }),
+            Some(960),
             Some(90),
         );
         assert_eq!(m.rss_added_bytes, Some(130));
@@ -213,14 +228,21 @@ mod tests {
             Some(Rss {
                 current: 1000,
                 peak: 1000,
+                anon: 900,
             }),
             Some(Rss {
                 current: 1000,
                 peak: 1130,
+                anon: 900,
             }),
+            None,
             None,
         );
         assert_eq!(within.overhead_bytes, Some(0));
-        assert_eq!(MemoryUse::new(None, None, None, None).rss_added_bytes, None);
+        assert_eq!(m.anon_before_bytes, Some(900));
+        assert_eq!(
+            MemoryUse::new(None, None, None, None, None).rss_added_bytes,
+            None
+        );
     }
 }

@@ -52,6 +52,8 @@ pub struct TimelinePoint {
     pub engine_memory_bytes: Option<u64>,
     /// The process's resident set size at the end of the interval.
     pub rss_bytes: Option<u64>,
+    /// Of it, anonymous memory (heap and stacks).
+    pub rss_anon_bytes: Option<u64>,
 }
 
 impl TimelinePoint {
@@ -82,6 +84,7 @@ impl TimelinePoint {
             sd_compaction_bytes: d.sd_compaction_bytes,
             engine_memory_bytes: d.memory_bytes,
             rss_bytes: None,
+            rss_anon_bytes: None,
         }
     }
 }

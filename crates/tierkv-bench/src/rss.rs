@@ -12,6 +12,9 @@ pub struct Rss {
     pub current: u64,
     /// The highest since the process started or the last [`reset_peak`] (`VmHWM`).
     pub peak: u64,
+    /// Of `current`: anonymous memory (`RssAnon`: heap, stacks), without the pages of the
+    /// binary and libraries (`RssFile`), which the kernel can drop and reload.
+    pub anon: u64,
 }
 
 /// Reads `VmRSS` and `VmHWM`; `None` where `/proc` is missing (not Linux).
@@ -35,6 +38,8 @@ pub fn parse_status(status: &str) -> Option<Rss> {
     Some(Rss {
         current: field("VmRSS:")?,
         peak: field("VmHWM:")?,
+        // Kernels before 4.5 do not split RSS; count it all as anonymous there.
+        anon: field("RssAnon:").or_else(|| field("VmRSS:"))?,
     })
 }
 
@@ -63,12 +68,14 @@ mod tests {
 
     #[test]
     fn parses_proc_status() {
-        let text = "Name:\tbench\nVmPeak:\t  900 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\n";
+        let text = "Name:\tbench\nVmPeak:\t  900 kB\nVmHWM:\t    2048 kB\nVmRSS:\t    1024 kB\n\
+                    RssAnon:\t     512 kB\n";
         assert_eq!(
             parse_status(text),
             Some(Rss {
                 current: 1 << 20,
-                peak: 2 << 20
+                peak: 2 << 20,
+                anon: 1 << 19,
             })
         );
         assert_eq!(parse_status("VmRSS: 12 kB\n"), None);

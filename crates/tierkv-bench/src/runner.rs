@@ -101,10 +101,12 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
             .iter()
             .filter_map(|p| p.engine_memory_bytes)
             .max();
+        let anon_peak = res.timeline.iter().filter_map(|p| p.rss_anon_bytes).max();
         res.memory = Some(crate::budget::MemoryUse::new(
             cfg.memory_budget.filter(|_| !system.is_rocksdb()),
             rss_before,
             rss_after,
+            anon_peak,
             engine_peak,
         ));
         res.set_engine_stats(engine_stats);
@@ -431,7 +433,9 @@ fn run_phase(
                         &c.since(&last.2),
                         plan.phase_of(done.saturating_sub(1)),
                     );
-                    p.rss_bytes = crate::rss::read().map(|r| r.current);
+                    if let Some(r) = crate::rss::read() {
+                        (p.rss_bytes, p.rss_anon_bytes) = (Some(r.current), Some(r.anon));
+                    }
                     pb.set_message(format!(
                         "{:>9.0} ops/s  FD hit {}",
                         p.ops_per_sec,
