@@ -177,7 +177,10 @@ impl RunFile {
             && info.fresh_hot_bytes <= info.hot_bytes
             && info.hot_bytes <= info.hotrap_bytes
             && info.hotrap_bytes
-                <= (info.records.saturating_mul(u32::MAX as u64)).saturating_add(info.record_bytes);
+                <= info
+                    .records
+                    .saturating_mul(u32::MAX as u64)
+                    .saturating_add(info.record_bytes);
         if !plausible {
             return Err(corrupt(&path, foot_off, "implausible totals in the footer"));
         }
