@@ -64,11 +64,12 @@ impl Table {
             .unwrap_or(footer_offset);
         let meta = file.read_at(meta_start, (footer_offset - meta_start) as usize, cause)?;
         let block_at = |h: BlockHandle| -> Result<Bytes> {
-            let from = (h.offset - meta_start) as usize;
+            let outside =
+                || Error::corruption(file.path(), h.offset, "metadata block outside its region");
+            // A handle of size 0 took no part in `meta_start`, so it may lie before it.
+            let from = h.offset.checked_sub(meta_start).ok_or_else(outside)? as usize;
             let to = from + h.size as usize + BLOCK_TRAILER_LEN;
-            let framed = meta.get(from..to).ok_or_else(|| {
-                Error::corruption(file.path(), h.offset, "metadata block outside its region")
-            })?;
+            let framed = meta.get(from..to).ok_or_else(outside)?;
             unframe_block(framed, &file, h.offset)
         };
         let index = parse_block(block_at(footer.index)?, &file, footer.index.offset)?;
