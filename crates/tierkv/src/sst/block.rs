@@ -136,6 +136,36 @@ impl Block {
         decode_fixed32(&self.data[self.restarts_offset + 4 * i..]) as usize
     }
 
+    /// Checks the restart array against the entries: the first restart point is 0 and each
+    /// is, in order, the start of an entry that stores its whole key. Seeks and backward
+    /// steps start from restart points, which a forward walk over the entries never looks
+    /// at, so verification checks them here (not the read path: it trusts the checksum).
+    pub fn check_restarts(&self) -> Result<(), &'static str> {
+        if self.restart(0) != 0 {
+            return Err("first restart point is not the first entry");
+        }
+        let it = self.iter();
+        let (mut at, mut next_restart) = (0, 0);
+        while at < self.restarts_offset {
+            let h = it.header(at)?;
+            if next_restart < self.num_restarts && self.restart(next_restart) == at {
+                if h.shared != 0 {
+                    return Err("restart entry shares a prefix");
+                }
+                next_restart += 1;
+            } else if next_restart < self.num_restarts && self.restart(next_restart) < at {
+                return Err("restart point inside an entry or out of order");
+            }
+            at = h.value_end;
+        }
+        // An empty block has the single restart point 0, at its end.
+        let empty = self.restarts_offset == 0 && self.num_restarts == 1;
+        if next_restart != self.num_restarts && !empty {
+            return Err("restart point past the last entry");
+        }
+        Ok(())
+    }
+
     /// A cursor over the entries.
     pub fn iter(&self) -> BlockIter {
         BlockIter {

@@ -263,6 +263,9 @@ impl Table {
     /// structure, key order and the index; returns the number of entries.
     pub fn verify(self: &Arc<Self>, cause: IoCause) -> Result<u64> {
         let mut ra = Readahead::default();
+        self.index
+            .check_restarts()
+            .map_err(|e| self.index_error(e))?;
         let mut idx = self.index.iter();
         idx.seek_to_first().map_err(|e| self.index_error(e))?;
         let mut entries = 0u64;
@@ -275,6 +278,9 @@ impl Table {
             }
             expected_offset = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
             let block = ra.block(self, h, cause)?;
+            block
+                .check_restarts()
+                .map_err(|e| self.corrupt(h.offset, e))?;
             let mut it = block.iter();
             it.seek_to_first().map_err(|e| self.corrupt(h.offset, e))?;
             if !it.valid() {
