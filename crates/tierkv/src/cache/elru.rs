@@ -165,6 +165,11 @@ impl<T: Entry, const N: usize> Store<T, N> {
                 i
             }
             None => {
+                if self.nodes.len() == self.nodes.capacity() {
+                    // Grow by an eighth, not by doubling: unused slots are memory that no
+                    // entry's charge accounts for (invariant 4).
+                    self.nodes.reserve_exact((self.nodes.len() / 8).max(16));
+                }
                 self.nodes.push(Some(node));
                 (self.nodes.len() - 1) as u32
             }
@@ -285,6 +290,51 @@ impl<T: Entry, const N: usize> Store<T, N> {
         best.map(|(i, _)| i)
     }
 
+    /// Gives back the slots of a store that shrank (e.g. the point cache lost its bytes to
+    /// the block cache): when over half the slots are free, the live nodes move to a dense
+    /// slab and every link, list end and index entry is renumbered, in O(slots). The
+    /// caller must hold no node index across the call.
+    pub fn compact_if_sparse(&mut self) {
+        let slots = self.nodes.len();
+        if slots < 64 || self.free.len() * 2 <= slots {
+            return;
+        }
+        let mut remap = vec![NIL; slots];
+        let mut nodes: Vec<Option<Node<T>>> = Vec::with_capacity(slots - self.free.len());
+        for (old, n) in std::mem::take(&mut self.nodes).into_iter().enumerate() {
+            if let Some(n) = n {
+                remap[old] = nodes.len() as u32;
+                nodes.push(Some(n));
+            }
+        }
+        let map = |i: u32| if i == NIL { NIL } else { remap[i as usize] };
+        for n in nodes.iter_mut().flatten() {
+            n.prev = map(n.prev);
+            n.next = map(n.next);
+        }
+        for l in &mut self.lists {
+            l.head = map(l.head);
+            l.tail = map(l.tail);
+        }
+        let mut index = HashTable::with_capacity(nodes.len());
+        for (i, n) in nodes.iter().enumerate() {
+            if let Some(n) = n {
+                index.insert_unique(n.val.hash(), i as u32, |&j| {
+                    nodes[j as usize].as_ref().map_or(0, |n| n.val.hash())
+                });
+            }
+        }
+        self.nodes = nodes;
+        self.free = Vec::new();
+        self.index = index;
+    }
+
+    /// Slots in the slab (live and free).
+    #[cfg(test)]
+    pub fn slots(&self) -> usize {
+        self.nodes.len()
+    }
+
     /// Live entries.
     #[cfg(test)]
     pub fn len(&self) -> usize {
@@ -372,5 +422,48 @@ mod tests {
         s.remove(b);
         assert_eq!((s.lists[0].len, s.lists[1].len, s.len()), (0, 0, 0));
         assert_eq!(s.lists[1].spread(), 0.0);
+    }
+
+    // Invariant 4: a store that shrank gives its slots back, keeping order and lookups.
+    #[test]
+    fn sparse_store_compacts_and_keeps_order_and_index() {
+        let mut s: Store<E, 2> = Store::default();
+        let ids: Vec<u32> = (0..1000u64)
+            .map(|k| s.insert(E(k), (k % 2) as u8, 10, 1.0))
+            .collect();
+        assert!(
+            s.nodes.capacity() <= 1000 + 1000 / 8 + 16,
+            "grows by an eighth"
+        );
+        // Keep every tenth entry.
+        for (k, &i) in ids.iter().enumerate() {
+            if k % 10 != 0 {
+                s.remove(i);
+            }
+        }
+        s.compact_if_sparse();
+        assert_eq!((s.slots(), s.len()), (100, 100));
+        for k in (0..1000u64).step_by(10) {
+            let i = s.find(E(k).hash(), |e| e.0 == k).expect("still indexed");
+            assert_eq!(s.node(i).val.0, k);
+        }
+        // Recency order survives: the least recent of each list is its smallest key.
+        assert_eq!(s.node(s.lists[0].tail).val.0, 0);
+        // Every kept key is even, so list 1 emptied.
+        assert_eq!(
+            (s.lists[1].head, s.lists[1].tail, s.lists[1].len),
+            (NIL, NIL, 0)
+        );
+        let mut at = s.lists[0].head;
+        let mut seen = Vec::new();
+        while at != NIL {
+            seen.push(s.node(at).val.0);
+            at = s.node(at).next;
+        }
+        let want: Vec<u64> = (0..100u64).rev().map(|k| 10 * k).collect();
+        assert_eq!(seen, want);
+        assert_eq!(s.lists[0].bytes + s.lists[1].bytes, 1000);
+        let v = s.insert(E(5000), 1, 10, 1.0);
+        assert_eq!(s.find(E(5000).hash(), |e| e.0 == 5000), Some(v));
     }
 }

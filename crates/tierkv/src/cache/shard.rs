@@ -289,6 +289,15 @@ impl Shard {
         let list = if comp == Comp::Kv { KV } else { KP };
         self.points.insert(entry, list, charge, e);
         self.trim_ghosts(ctl);
+        // Last in every caller: no node index is held across the renumbering.
+        self.compact_stores();
+    }
+
+    /// Gives back slab slots a shrunken component left (see `Store::compact_if_sparse`):
+    /// they are memory no charge accounts for.
+    fn compact_stores(&mut self) {
+        self.points.compact_if_sparse();
+        self.blocks.compact_if_sparse();
     }
 
     /// A KP hit whose block gave `value`: moves the key to the KV cache (§4.1.1 case II),
@@ -381,6 +390,7 @@ impl Shard {
             self.make_room(comp, 0, ctl, c);
         }
         self.trim_ghosts(ctl);
+        self.compact_stores();
     }
 
     /// A cached block.
@@ -442,6 +452,7 @@ impl Shard {
         }
         self.blocks.insert(entry, 0, charge, 1.0 / charge as f32);
         self.trim_ghosts(ctl);
+        self.compact_stores();
     }
 
     /// Evicts until an entry of `charge` bytes for `comp` fits; false when it cannot.
