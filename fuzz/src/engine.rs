@@ -442,9 +442,12 @@ fn wal_model(wal: &[u8]) -> Option<BTreeMap<Vec<u8>, Vec<u8>>> {
     Some(model)
 }
 
-/// A fresh store's files (read once per process) and the name of its live WAL.
-fn store_template(scratch: &Path) -> &'static (Vec<(String, Vec<u8>)>, String) {
-    static T: OnceLock<(Vec<(String, Vec<u8>)>, String)> = OnceLock::new();
+/// A fresh store's files by name, and the name of its live WAL.
+type Template = (Vec<(String, Vec<u8>)>, String);
+
+/// The template store, created once per process.
+fn store_template(scratch: &Path) -> &'static Template {
+    static T: OnceLock<Template> = OnceLock::new();
     T.get_or_init(|| {
         let dir = scratch.join("template");
         let db = Db::open(&dir, replay_options()).expect("create template store");
@@ -646,9 +649,12 @@ fn ralt_once(data: &[u8], dir: &Path) {
     let _ = r.stats();
 }
 
+/// Recomputes a file's checksums (see the module comment).
+type Repair = fn(&[u8]) -> Vec<u8>;
+
 /// Runs `check` on `data`, then on `repair(data)` when that differs, each in its own new
 /// subdirectory of `dir`.
-fn with_repaired(data: &[u8], dir: &Path, repair: fn(&[u8]) -> Vec<u8>, check: fn(&[u8], &Path)) {
+fn with_repaired(data: &[u8], dir: &Path, repair: Repair, check: fn(&[u8], &Path)) {
     let run = |data: &[u8], sub: &str| {
         let d = dir.join(sub);
         std::fs::create_dir_all(&d).expect("scratch subdirectory");
@@ -873,7 +879,7 @@ mod tests {
             .into_iter()
             .find(|p| p.is_dir())
             .expect("seed corpora");
-        let repairs: [(&str, fn(&[u8]) -> Vec<u8>); 5] = [
+        let repairs: [(&str, Repair); 5] = [
             ("sst_table", repair_table),
             ("wal_log", repair_log),
             ("wal_replay", repair_log),
@@ -885,7 +891,11 @@ mod tests {
             for e in std::fs::read_dir(seeds.join(target)).expect("seed dir") {
                 let path = e.expect("seed").path();
                 let data = std::fs::read(&path).expect("read seed");
-                assert!(repair(&data) == data, "{} changed by its repair", path.display());
+                assert!(
+                    repair(&data) == data,
+                    "{} changed by its repair",
+                    path.display()
+                );
                 n += 1;
             }
             assert!(n > 0, "no seeds for {target}");
