@@ -23,7 +23,7 @@ fi
 
 if [ -z "${TIERKV_BIN:-}" ]; then
   cargo build --release -q -p tierkv-cli
-  TIERKV_BIN=target/release/tierkv
+  TIERKV_BIN=${CARGO_TARGET_DIR:-target}/release/tierkv
 fi
 
 work=$(mktemp -d)

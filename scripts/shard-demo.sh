@@ -24,7 +24,7 @@ nutcracker=$(command -v nutcracker)
 
 if [ -z "${TIERKV_BIN:-}" ]; then
   cargo build --release -q -p tierkv-cli
-  TIERKV_BIN=target/release/tierkv
+  TIERKV_BIN=${CARGO_TARGET_DIR:-target}/release/tierkv
 fi
 
 work=$(mktemp -d)
