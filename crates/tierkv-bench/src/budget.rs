@@ -90,30 +90,25 @@ pub struct IoAmplification {
 
 impl IoAmplification {
     /// From a run's counters; `None` for a trace (records differ in size) or a system that
-    /// does not count its disk bytes by tier.
+    /// counts no disk bytes. Per-tier figures only for systems that split them by tier.
     pub fn of(cfg: &Config, m: &RunMeasure) -> Option<IoAmplification> {
         if cfg.trace.is_some() {
             return None;
         }
         let c = m.settled.as_ref().unwrap_or(&m.run);
-        let (fr, fw, sr, sw) = (
-            c.fd_read_bytes?,
-            c.fd_write_bytes?,
-            c.sd_read_bytes?,
-            c.sd_write_bytes?,
-        );
+        let (read, write) = (c.disk_read_bytes?, c.disk_write_bytes?);
         let user_read_bytes = (m.reads_found + m.reads_missing) * cfg.record_size;
         let user_write_bytes = m.writes * cfg.record_size;
-        let per = |n: u64, d: u64| (d > 0).then(|| n as f64 / d as f64);
+        let per = |n: Option<u64>, d: u64| Some(n? as f64 / (d > 0).then_some(d)? as f64);
         Some(IoAmplification {
             user_read_bytes,
             user_write_bytes,
-            fd_read_amp: per(fr, user_read_bytes),
-            sd_read_amp: per(sr, user_read_bytes),
-            read_amp: per(fr + sr, user_read_bytes),
-            fd_write_amp: per(fw, user_write_bytes),
-            sd_write_amp: per(sw, user_write_bytes),
-            write_amp: per(fw + sw, user_write_bytes),
+            fd_read_amp: per(c.fd_read_bytes, user_read_bytes),
+            sd_read_amp: per(c.sd_read_bytes, user_read_bytes),
+            read_amp: per(Some(read), user_read_bytes),
+            fd_write_amp: per(c.fd_write_bytes, user_write_bytes),
+            sd_write_amp: per(c.sd_write_bytes, user_write_bytes),
+            write_amp: per(Some(write), user_write_bytes),
         })
     }
 }
@@ -176,7 +171,8 @@ pub fn markdown(res: &BenchResults) -> String {
             s,
             "\nI/O amplification over the run phase and its settling (as F2's Table 2): disk \
              bytes read per byte users read, disk bytes written (WAL included) per byte users \
-             wrote, by tier.\n\n\
+             wrote, by tier (RocksDB cannot split its I/O by tier: its totals are the \
+             process's read and write system calls, all direct I/O on its files).\n\n\
              | system | user read | user write | read amp FD | read amp SD | read amp | write amp FD | write amp SD | write amp |\n\
              |---|--:|--:|--:|--:|--:|--:|--:|--:|"
         );
@@ -244,5 +240,70 @@ mod tests {
             MemoryUse::new(None, None, None, None, None).rss_added_bytes,
             None
         );
+    }
+
+    /// Per-tier figures where the system splits its I/O by tier; totals for a system that
+    /// only counts both disks together (RocksDB); nothing for one that counts neither.
+    #[test]
+    fn amplification_per_tier_and_in_total() {
+        use crate::args::BenchArgs;
+        use crate::systems::Counters;
+        let cfg = Config::from_args(&BenchArgs {
+            scale: "smoke".into(),
+            record_size: Some(100),
+            out: "unused".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        let measure = |run: Counters| RunMeasure {
+            total_ops: 30,
+            final_ops: 3,
+            run_seconds: 1.0,
+            final_seconds: 0.1,
+            run,
+            final_window: Counters::default(),
+            hist: hdrhistogram::Histogram::new(3).unwrap(),
+            reads_found: 15,
+            reads_missing: 5,
+            writes: 10,
+            timeline: Vec::new(),
+            phases: Vec::new(),
+            settled: None,
+            settle_seconds: 0.0,
+        };
+        let tiered = IoAmplification::of(
+            &cfg,
+            &measure(Counters {
+                fd_read_bytes: Some(1000),
+                sd_read_bytes: Some(3000),
+                fd_write_bytes: Some(2000),
+                sd_write_bytes: Some(500),
+                disk_read_bytes: Some(4000),
+                disk_write_bytes: Some(2500),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+        assert_eq!(
+            (tiered.user_read_bytes, tiered.user_write_bytes),
+            (2000, 1000)
+        );
+        assert_eq!(tiered.fd_read_amp, Some(0.5));
+        assert_eq!(tiered.sd_read_amp, Some(1.5));
+        assert_eq!(tiered.read_amp, Some(2.0));
+        assert_eq!(tiered.fd_write_amp, Some(2.0));
+        assert_eq!(tiered.write_amp, Some(2.5));
+        let totals = IoAmplification::of(
+            &cfg,
+            &measure(Counters {
+                disk_read_bytes: Some(6000),
+                disk_write_bytes: Some(0),
+                ..Default::default()
+            }),
+        )
+        .unwrap();
+        assert_eq!((totals.fd_read_amp, totals.sd_write_amp), (None, None));
+        assert_eq!((totals.read_amp, totals.write_amp), (Some(3.0), Some(0.0)));
+        assert!(IoAmplification::of(&cfg, &measure(Counters::default())).is_none());
     }
 }

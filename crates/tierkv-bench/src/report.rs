@@ -858,6 +858,8 @@ pub(crate) mod tests {
                 fd_write_bytes: Some(2 << 20),
                 sd_read_bytes: Some(3 << 20),
                 sd_write_bytes: Some(0),
+                disk_read_bytes: Some(4 << 20),
+                disk_write_bytes: Some(2 << 20),
                 sd_read_ops: Some(sd),
                 sd_write_ops: Some(0),
                 promoted_by_flush_bytes: Some(10),

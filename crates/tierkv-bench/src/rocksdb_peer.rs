@@ -167,6 +167,11 @@ impl Store for RocksStore {
             sd_write_bytes: None,
             sd_read_ops: None,
             sd_write_ops: None,
+            // Both tiers together, from the kernel: every file read and write of RocksDB
+            // is a system call (direct I/O, no mmap), and nothing else in the process
+            // touches files during a run but a few small /proc reads per sample.
+            disk_read_bytes: crate::rss::process_io().map(|io| io.read_bytes),
+            disk_write_bytes: crate::rss::process_io().map(|io| io.write_bytes),
             // It never promotes or retains.
             promoted_by_flush_bytes: Some(0),
             promoted_by_compaction_bytes: Some(0),

@@ -1,7 +1,8 @@
 //! The process's resident memory, to check a system against its memory budget: the current
 //! and peak resident set size from `/proc/self/status`, a reset of the peak through
 //! `/proc/self/clear_refs` (Linux), and a trim of the allocator's free memory between
-//! systems so one system's freed heap is not charged to the next.
+//! systems so one system's freed heap is not charged to the next. Also the process's file
+//! I/O in bytes (`/proc/self/io`), for systems that cannot count their own.
 
 use serde::Serialize;
 
@@ -43,6 +44,32 @@ pub fn parse_status(status: &str) -> Option<Rss> {
     })
 }
 
+/// Bytes the process moved through read and write system calls (files, pipes, `/proc`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ProcessIo {
+    /// `rchar`: bytes returned by read system calls.
+    pub read_bytes: u64,
+    /// `wchar`: bytes passed to write system calls.
+    pub write_bytes: u64,
+}
+
+/// Reads `/proc/self/io`; `None` where it is missing (not Linux).
+pub fn process_io() -> Option<ProcessIo> {
+    parse_io(&std::fs::read_to_string("/proc/self/io").ok()?)
+}
+
+/// The two counters from the text of `/proc/self/io`.
+pub fn parse_io(text: &str) -> Option<ProcessIo> {
+    let field = |name: &str| -> Option<u64> {
+        let line = text.lines().find(|l| l.starts_with(name))?;
+        line[name.len()..].trim().parse().ok()
+    };
+    Some(ProcessIo {
+        read_bytes: field("rchar:")?,
+        write_bytes: field("wchar:")?,
+    })
+}
+
 /// Resets the peak to the current resident size (Linux 4.0+: writing 5 to
 /// `/proc/self/clear_refs`). Returns whether it worked; without it the peak covers the
 /// whole process lifetime.
@@ -80,6 +107,19 @@ mod tests {
         );
         assert_eq!(parse_status("VmRSS: 12 kB\n"), None);
         assert_eq!(parse_status("VmRSS: x kB\nVmHWM: 1 kB\n"), None);
+    }
+
+    #[test]
+    fn parses_proc_io() {
+        let text = "rchar: 4096\nwchar: 123\nsyscr: 5\nread_bytes: 0\n";
+        assert_eq!(
+            parse_io(text),
+            Some(ProcessIo {
+                read_bytes: 4096,
+                write_bytes: 123,
+            })
+        );
+        assert_eq!(parse_io("rchar: 1\n"), None);
     }
 
     #[test]

@@ -358,6 +358,12 @@ pub struct Counters {
     pub sd_read_bytes: Option<u64>,
     /// Bytes written to the slow disk.
     pub sd_write_bytes: Option<u64>,
+    /// Bytes read from files on both disks, every cause (for RocksDB, which cannot split
+    /// them by tier: the process's read system calls, all direct I/O on its files).
+    pub disk_read_bytes: Option<u64>,
+    /// Bytes written to files on both disks, every cause (for RocksDB: the process's write
+    /// system calls).
+    pub disk_write_bytes: Option<u64>,
     /// Read I/Os on the slow disk.
     pub sd_read_ops: Option<u64>,
     /// Write I/Os on the slow disk.
@@ -409,6 +415,8 @@ impl Counters {
             fd_write_bytes: sub(self.fd_write_bytes, earlier.fd_write_bytes),
             sd_read_bytes: sub(self.sd_read_bytes, earlier.sd_read_bytes),
             sd_write_bytes: sub(self.sd_write_bytes, earlier.sd_write_bytes),
+            disk_read_bytes: sub(self.disk_read_bytes, earlier.disk_read_bytes),
+            disk_write_bytes: sub(self.disk_write_bytes, earlier.disk_write_bytes),
             sd_read_ops: sub(self.sd_read_ops, earlier.sd_read_ops),
             sd_write_ops: sub(self.sd_write_ops, earlier.sd_write_ops),
             promoted_by_flush_bytes: sub(
@@ -641,6 +649,8 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
         fd_write_bytes: Some(fast.write_bytes),
         sd_read_bytes: Some(slow.read_bytes),
         sd_write_bytes: Some(slow.write_bytes),
+        disk_read_bytes: Some(fast.read_bytes + slow.read_bytes),
+        disk_write_bytes: Some(fast.write_bytes + slow.write_bytes),
         sd_read_ops: Some(slow.read_ops),
         sd_write_ops: Some(slow.write_ops),
         promoted_by_flush_bytes: Some(s.promotion.promoted_by_flush_bytes),
