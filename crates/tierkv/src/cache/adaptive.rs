@@ -24,6 +24,11 @@
 //! a few windows of a phase change while the boundaries are still walking toward their new
 //! place, and turning the ghosts off then would freeze a split that has not converged
 //! (measured: the get phase of the phase-change benchmark froze at half its best speed).
+//! So is the second one: a window counts as settled only when every component in use
+//! (looked up during the window) with at least [`MIN_INFORMED_SHARE`] of the budget evicted
+//! during it. While a component is still filling, its ghost holds nothing, no ghost hit
+//! can move its boundary, and a quiet window says nothing about the split (measured: with 108-byte records the ghosts went off while
+//! the KV cache was filling, and the split stayed at its starting point for the whole run).
 
 use parking_lot::Mutex;
 use std::fmt;
@@ -39,6 +44,10 @@ pub const STABLE_WINDOWS: u32 = 4;
 /// The boundaries count as settled in a window when their net move is less than this share
 /// of the budget.
 pub const SETTLED_SHARE: f64 = 0.01;
+
+/// A component whose target is below this share of the budget need not evict for a
+/// window to count as settled: it may never fill (its boundary moved away from it).
+pub const MIN_INFORMED_SHARE: f64 = 0.05;
 
 /// Largest share of the budget one ghost hit may move a boundary by.
 pub const MAX_MOVE_SHARE: f64 = 1.0 / 32.0;
@@ -195,6 +204,8 @@ pub(crate) struct HitCounts {
     pub point_lookups: u64,
     pub block_hits: u64,
     pub block_lookups: u64,
+    /// Entries evicted from the KV, KP and block caches.
+    pub evictions: [u64; 3],
 }
 
 impl HitCounts {
@@ -396,6 +407,14 @@ impl Controller {
         }
         let mut w = self.window.lock();
         let ratios = now.ratios_since(&w.last);
+        let evicted: [u64; 3] =
+            std::array::from_fn(|i| now.evictions[i].saturating_sub(w.last.evictions[i]));
+        let point_used = now.point_lookups > w.last.point_lookups;
+        let used = [
+            point_used,
+            point_used,
+            now.block_lookups > w.last.block_lookups,
+        ];
         w.last = now;
         // Net move of the boundaries over the window, as a share of the budget: ghost hits
         // on both sides make them oscillate around a settled split without going anywhere.
@@ -403,6 +422,8 @@ impl Controller {
         let (p0, k0) = w.prev_fractions.unwrap_or((p, k));
         w.prev_fractions = Some((p, k));
         let moved = (p - p0).abs() + (k * p - k0 * p0).abs();
+        let shares = [p * k, p * (1.0 - k), 1.0 - p];
+        let informed = (0..3).all(|i| !used[i] || shares[i] < MIN_INFORMED_SHARE || evicted[i] > 0);
         if let Some(prev) = w.prev_ratios {
             let change = ratios
                 .iter()
@@ -410,7 +431,7 @@ impl Controller {
                 .map(|(a, b)| (a - b).abs())
                 .fold(0.0, f64::max);
             if change < self.theta {
-                if moved < SETTLED_SHARE {
+                if moved < SETTLED_SHARE && informed {
                     w.stable += 1;
                 } else {
                     w.stable = 0;
@@ -528,6 +549,7 @@ mod tests {
             now.point_lookups += 100;
             now.block_hits += block;
             now.block_lookups += 100;
+            now.evictions = now.evictions.map(|n| n + 1);
             c.end_window(now);
             c.ghosts_on()
         };
@@ -547,5 +569,59 @@ mod tests {
         assert!(window(70, 11)); // KV moved 15 points: on again
         assert_eq!(c.turnoffs.load(Relaxed), 1);
         assert_eq!(c.turnons.load(Relaxed), 1);
+    }
+
+    /// A window in which a component with a real share evicted nothing is not settled: that
+    /// component is still filling and its ghost cannot have learned anything yet.
+    #[test]
+    fn ghosts_stay_on_while_a_component_is_filling() {
+        let c = ctl(1 << 20);
+        let mut now = HitCounts::default();
+        let mut window = |evicted: [u64; 3]| {
+            now.kv_hits += 50;
+            now.point_lookups += 100;
+            now.block_lookups += 100;
+            for (n, e) in now.evictions.iter_mut().zip(evicted) {
+                *n += e;
+            }
+            c.end_window(now);
+            c.ghosts_on()
+        };
+        // KV (a quarter of the budget at the start) has not evicted yet: never settled.
+        for _ in 0..20 {
+            assert!(window([0, 5, 5]));
+        }
+        // Every component evicting: off at the fourth settled window.
+        for _ in 0..3 {
+            assert!(window([1, 5, 5]));
+        }
+        assert!(!window([1, 5, 5]));
+        // A component whose boundary moved below the minimum share need not evict.
+        let c = ctl(1 << 20);
+        for _ in 0..200 {
+            c.move_lower(false, 1e9);
+        }
+        assert!(c.fractions().1 < MIN_INFORMED_SHARE);
+        let mut now = HitCounts::default();
+        let mut off = false;
+        for _ in 0..6 {
+            now.point_lookups += 100;
+            now.block_lookups += 100;
+            now.evictions[1] += 3;
+            now.evictions[2] += 3;
+            c.end_window(now);
+            off = !c.ghosts_on();
+        }
+        assert!(off, "an empty KV share must not keep the ghosts on");
+        // Nor must a component nobody looks up (no block lookups: its share is idle).
+        let c = ctl(1 << 20);
+        let mut now = HitCounts::default();
+        for _ in 0..5 {
+            now.point_lookups += 100;
+            now.evictions[0] += 2;
+            now.evictions[1] += 2;
+            c.end_window(now);
+        }
+        assert!(!c.ghosts_on());
     }
 }

@@ -241,6 +241,13 @@ impl Cache {
             h.point_lookups += l(&c.point_lookups);
             h.block_hits += l(&c.block_hits);
             h.block_lookups += l(&c.block_lookups);
+            for (n, e) in
+                h.evictions
+                    .iter_mut()
+                    .zip([&c.kv_evictions, &c.kp_evictions, &c.block_evictions])
+            {
+                *n += l(e);
+            }
         }
         h
     }

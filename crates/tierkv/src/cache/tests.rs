@@ -293,8 +293,9 @@ fn ghosts_turn_off_on_a_steady_workload_and_give_their_memory_back() {
     let mut rng = StdRng::seed_from_u64(3);
     let mut ghost_peak = 0;
     for _ in 0..(16 * WINDOW) {
-        // A working set about the cache's size: ghost hits are rare and the boundaries settle.
-        let i: u32 = rng.gen_range(0..450);
+        // A working set just over the cache's size (so every used component evicts and its
+        // ghost learns): ghost hits are rare and the boundaries settle.
+        let i: u32 = rng.gen_range(0..600);
         let k = i.to_be_bytes();
         match get(&c, &k) {
             PointLookup::Miss { warm } => admit(&c, &k, &v, Some(ptr(1, i as u64)), warm),
