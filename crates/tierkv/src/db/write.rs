@@ -2,9 +2,12 @@
 //! switches, write stalls when flush or L0 compaction falls behind, and atomic
 //! read-modify-write.
 //!
-//! Read-modify-write is optimistic: it reads a key at the visible sequence number `s`
-//! without locks, computes the new value, and queues a write conditioned on "no version of
-//! the key newer than `s` exists". The leader checks the condition while holding
+//! Read-modify-write is optimistic: it takes the visible sequence number `s`, reads the
+//! key's latest state without locks, computes the new value, and queues a write conditioned
+//! on "no version of the key newer than `s` exists". The read is a plain get, not a
+//! snapshot read at `s`, so it is served by the KV/KP caches and counts as an access for
+//! hot-record promotion like any get; it stays exact for the condition, because a version
+//! it returns that is newer than `s` was written after `s`, which fails the condition. The leader checks the condition while holding
 //! `write_lock`, where every write newer than the oldest in-memory memtable is in a
 //! memtable; a write whose condition fails is dropped and retried by its caller. So an RMW
 //! is atomic with respect to every other write (puts, deletes, batches and other RMWs) and
@@ -90,12 +93,9 @@ impl DbInner {
         mut f: impl FnMut(Option<&[u8]>) -> Update,
     ) -> Result<Option<Vec<u8>>> {
         loop {
+            // The sequence before the read (see the module comment).
             let seq = self.visible_seq.load(Ordering::Acquire);
-            let ropts = crate::options::ReadOptions {
-                snapshot: Some(seq),
-                ..crate::options::ReadOptions::new()
-            };
-            let old = self.get(key, &ropts)?;
+            let old = self.get(key, &crate::options::ReadOptions::new())?;
             let mut batch = WriteBatch::new();
             let new = match f(old.as_deref()) {
                 // Nothing to write: the read itself is the atomic step.
