@@ -24,11 +24,12 @@
 //! a few windows of a phase change while the boundaries are still walking toward their new
 //! place, and turning the ghosts off then would freeze a split that has not converged
 //! (measured: the get phase of the phase-change benchmark froze at half its best speed).
-//! So is the second one: a window counts as settled only when every component in use
-//! (looked up during the window) with at least [`MIN_INFORMED_SHARE`] of the budget evicted
-//! during it. While a component is still filling, its ghost holds nothing, no ghost hit
-//! can move its boundary, and a quiet window says nothing about the split (measured: with 108-byte records the ghosts went off while
-//! the KV cache was filling, and the split stayed at its starting point for the whole run).
+//! The eviction condition is ours too: a window counts as settled only when every
+//! component in use (looked up during the window) with at least [`MIN_INFORMED_SHARE`] of
+//! the budget evicted during it. While a component is still filling, its ghost holds
+//! nothing, no ghost hit can move its boundary, and a quiet window says nothing about the
+//! split (measured: with 108-byte records the ghosts went off while the KV cache was
+//! filling, and the split stayed at its starting point for the whole run).
 
 use parking_lot::Mutex;
 use std::fmt;

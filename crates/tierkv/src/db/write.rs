@@ -7,11 +7,12 @@
 //! on "no version of the key newer than `s` exists". The read is a plain get, not a
 //! snapshot read at `s`, so it is served by the KV/KP caches and counts as an access for
 //! hot-record promotion like any get; it stays exact for the condition, because a version
-//! it returns that is newer than `s` was written after `s`, which fails the condition. The leader checks the condition while holding
-//! `write_lock`, where every write newer than the oldest in-memory memtable is in a
-//! memtable; a write whose condition fails is dropped and retried by its caller. So an RMW
-//! is atomic with respect to every other write (puts, deletes, batches and other RMWs) and
-//! no lock is held while it reads from disk.
+//! it returns that is newer than `s` was written after `s`, which fails the condition.
+//! The leader checks the condition while holding `write_lock`, where every write newer
+//! than the oldest in-memory memtable is in a memtable; a write whose condition fails is
+//! dropped and retried by its caller. So an RMW is atomic with respect to every other
+//! write (puts, deletes, batches and other RMWs) and no lock is held while it reads from
+//! disk.
 
 use super::stats::Counters;
 use super::{DbInner, Wal};
