@@ -14,22 +14,22 @@
 //! [`MAX_MOVE_SHARE`] of the budget so a single hit on a tiny, very efficient entry cannot
 //! swing the whole cache.
 //!
-//! Ghost turn-off (§4.3.3): every [`WINDOW`] lookups the hit ratio of each component over
-//! the window is compared with the previous window's. When no ratio moved by
-//! [`CacheOptions::ghost_turnoff`] or more (an absolute change: 0.05 = 5 percentage points)
-//! and the boundaries moved by less than [`SETTLED_SHARE`] of the budget (net, over the
-//! window), for [`STABLE_WINDOWS`] windows in a row, the ghosts are turned off and their
-//! memory goes back to the real caches (the targets, being fractions of the real capacity,
-//! scale up with it); they come back on as soon as one ratio moves by theta or more. The boundary condition is ours: hit ratios settle within
-//! a few windows of a phase change while the boundaries are still walking toward their new
-//! place, and turning the ghosts off then would freeze a split that has not converged
-//! (measured: the get phase of the phase-change benchmark froze at half its best speed).
-//! The eviction condition is ours too: a window counts as settled only when every
-//! component in use (looked up during the window) with at least [`MIN_INFORMED_SHARE`] of
-//! the budget evicted during it. While a component is still filling, its ghost holds
-//! nothing, no ghost hit can move its boundary, and a quiet window says nothing about the
-//! split (measured: with 108-byte records the ghosts went off while the KV cache was
-//! filling, and the split stayed at its starting point for the whole run).
+//! Ghost turn-off (§4.3.3): every [`WINDOW`] lookups the hit ratio of each component over the
+//! window is compared with the previous window's. When no ratio moved by
+//! [`CacheOptions::ghost_turnoff`] or more (an absolute change: 0.05 = 5 percentage points) and the
+//! boundaries moved by less than [`SETTLED_SHARE`] of the budget (net, over the window), for
+//! [`STABLE_WINDOWS`] windows in a row, the ghosts are turned off and their memory goes back to the
+//! real caches (the targets, being fractions of the real capacity, scale up with it); they come
+//! back on as soon as one ratio moves by theta or more. The boundary condition is ours: hit ratios
+//! settle within a few windows of a phase change while the boundaries are still walking toward
+//! their new place, and turning the ghosts off then would freeze a split that has not converged
+//! (measured: the get phase of the phase-change benchmark froze at half its best speed). The
+//! eviction condition is ours too: a window counts as settled only when every component in use
+//! (looked up during the window) with at least [`MIN_INFORMED_SHARE`] of the budget evicted during
+//! it. While a component is still filling, its ghost holds nothing, no ghost hit can move its
+//! boundary, and a quiet window says nothing about the split (measured: with 108-byte records the
+//! ghosts went off while the KV cache was filling, and the split stayed at its starting point for
+//! the whole run).
 
 use parking_lot::Mutex;
 use std::fmt;
