@@ -207,6 +207,10 @@ impl Shard {
                         self.points
                             .update(i, charge, e, |entry| entry.kind = Kind::Kv);
                         bump(&c.promotions);
+                        // The move changes no total, but a fixed split keeps KV within
+                        // its own share (else KP refills behind it and the shard
+                        // overflows; found by the budget test). No-op when adaptive.
+                        self.make_room(Comp::Kv, 0, ctl, c);
                     } else {
                         self.points.touch(i);
                     }

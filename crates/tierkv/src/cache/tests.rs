@@ -319,6 +319,46 @@ fn ghosts_turn_off_on_a_steady_workload_and_give_their_memory_back() {
     assert!(st.ghost_turnons >= 1, "{st:?}");
 }
 
+/// Invariant 4 for a fixed split: a KP entry holding its value inline moves to KV on its
+/// second hit, and KV must stay within its own share. The move once let KV pass its share;
+/// KP and blocks then refilled theirs and the shard passed its capacity (the budget test
+/// below found it with another random sequence).
+#[test]
+fn inline_kp_hits_keep_a_fixed_split_within_its_shares() {
+    let mode = CacheMode::Split {
+        kv: 1.0,
+        kp: 1.0,
+        block: 1.0,
+    };
+    let c = cache(64 << 10, mode);
+    let v = [7u8; POINTER_SIZE]; // small enough to live inline in KP
+    for round in 0..4u64 {
+        for i in 0..3000u32 {
+            let k = (i + round as u32 * 700).to_be_bytes();
+            if let PointLookup::Miss { warm } = get(&c, &k) {
+                admit(&c, &k, &v, None, warm);
+            }
+            // The second hit moves it to KV.
+            let _ = get(&c, &k);
+            if i % 3 == 0 && c.get_block(round, i as u64).is_none() {
+                c.insert_block(round, i as u64, block(900));
+            }
+        }
+        for slot in c.slots.iter() {
+            let s = slot.shard.lock();
+            let share = s.capacity() / 3;
+            for comp in [Comp::Kv, Comp::Kp, Comp::Block] {
+                assert!(
+                    s.bytes(comp) <= share,
+                    "round {round}: {comp:?} over its share"
+                );
+            }
+            assert!(s.usage() <= s.capacity(), "round {round}");
+        }
+    }
+    assert!(c.stats().promotions > 0, "no inline KP entry was hit twice");
+}
+
 /// Invariant 4: whatever the mix of lookups, admissions, promotions, blocks, flushes and
 /// target moves, the cache never charges more than its budget.
 #[test]
