@@ -50,6 +50,11 @@ pub const SETTLED_SHARE: f64 = 0.01;
 /// window to count as settled: it may never fill (its boundary moved away from it).
 pub const MIN_INFORMED_SHARE: f64 = 0.05;
 
+/// Smallest share of the point cache the KP cache keeps: a first lookup enters KP, and
+/// while the ghosts are off a key reaches KV only by a second lookup while it is still
+/// there (a KP hit), so KP must not shrink to nothing even when its hits save no I/O.
+pub const MIN_KP_SHARE: f64 = 0.05;
+
 /// Largest share of the budget one ghost hit may move a boundary by.
 pub const MAX_MOVE_SHARE: f64 = 1.0 / 32.0;
 
@@ -207,6 +212,9 @@ pub(crate) struct HitCounts {
     pub block_lookups: u64,
     /// Entries evicted from the KV, KP and block caches.
     pub evictions: [u64; 3],
+    /// Table accesses on the get path, and those that had to open their table.
+    pub table_accesses: u64,
+    pub table_opens: u64,
 }
 
 impl HitCounts {
@@ -264,6 +272,10 @@ pub(crate) struct Controller {
     l0_files: usize,
     point: AtomicU64,
     kv: AtomicU64,
+    /// The share of get-path table accesses that had to open their table (reading its
+    /// index and filter from disk), averaged over windows (f64 bits); see
+    /// [`Controller::kp_saved_ios`].
+    metadata_miss: AtomicU64,
     ghosts_on: AtomicBool,
     window: Mutex<Window>,
     pub turnoffs: AtomicU64,
@@ -296,6 +308,8 @@ impl Controller {
             l0_files: l0_files.max(1),
             point: AtomicU64::new(INITIAL_POINT.to_bits()),
             kv: AtomicU64::new(INITIAL_KV.to_bits()),
+            // Until measured, the paper's assumption (and a fresh store does open tables).
+            metadata_miss: AtomicU64::new(1.0f64.to_bits()),
             ghosts_on: AtomicBool::new(fixed.is_none()),
             window: Mutex::new(Window::default()),
             turnoffs: AtomicU64::new(0),
@@ -344,6 +358,24 @@ impl Controller {
         m + 2.0
     }
 
+    /// b of a KP pointer: the I/Os its hit saves over a miss. AC-Key counts f(m) - 1 (the
+    /// m filter blocks and the index block a lookup reads before its data block). tierkv
+    /// keeps an open table's filter and index in memory, so a lookup reads them only when
+    /// it has to open the table: b = (f(m) - 1) p, with p the measured share of get-path
+    /// table accesses that opened their table. With every table resident p is near 0 and
+    /// a KP hit, which reads the same data block a miss reads, earns nothing; when the
+    /// table cache thrashes (a small memory budget) p nears 1 and this is the paper's b.
+    /// KV entries keep the paper's f(m): the data-block read a KV hit saves is the one
+    /// I/O every miss makes, and its weight against blocks is the paper's.
+    pub fn kp_saved_ios(&self, level: u8) -> f32 {
+        (self.f(level) - 1.0) * load(&self.metadata_miss) as f32
+    }
+
+    /// p of [`Controller::kp_saved_ios`].
+    pub fn metadata_miss(&self) -> f64 {
+        load(&self.metadata_miss)
+    }
+
     /// The fraction targets (point share, KV share of point).
     pub fn fractions(&self) -> (f64, f64) {
         (load(&self.point), load(&self.kv))
@@ -386,7 +418,11 @@ impl Controller {
         }
         let d = if toward_kv { delta } else { -delta } / point_bytes;
         let _ = self.kv.fetch_update(Relaxed, Relaxed, |bits| {
-            Some((f64::from_bits(bits) + d).clamp(0.0, 1.0).to_bits())
+            Some(
+                (f64::from_bits(bits) + d)
+                    .clamp(0.0, 1.0 - MIN_KP_SHARE)
+                    .to_bits(),
+            )
         });
     }
 
@@ -403,10 +439,17 @@ impl Controller {
 
     /// Closes a turn-off window given the cumulative counts.
     pub fn end_window(&self, now: HitCounts) {
+        let mut w = self.window.lock();
+        let accesses = now.table_accesses.saturating_sub(w.last.table_accesses);
+        if accesses > 0 {
+            let opens = now.table_opens.saturating_sub(w.last.table_opens);
+            let p = (load(&self.metadata_miss) + opens as f64 / accesses as f64) / 2.0;
+            self.metadata_miss.store(p.min(1.0).to_bits(), Relaxed);
+        }
         if self.fixed.is_some() {
+            w.last = now;
             return;
         }
-        let mut w = self.window.lock();
         let ratios = now.ratios_since(&w.last);
         let evicted: [u64; 3] =
             std::array::from_fn(|i| now.evictions[i].saturating_sub(w.last.evictions[i]));
@@ -624,5 +667,33 @@ mod tests {
             c.end_window(now);
         }
         assert!(!c.ghosts_on());
+    }
+
+    /// A KP pointer earns the filter and index reads it saves only as often as lookups
+    /// really read them: the paper's f(m) - 1 while every access opens its table, nothing
+    /// once every table stays open; KV keeps f(m) either way. KP keeps its floor.
+    #[test]
+    fn kp_credit_follows_the_measured_metadata_reads() {
+        let c = ctl(1 << 20);
+        assert_eq!(c.kp_saved_ios(3), c.f(3) - 1.0);
+        let mut now = HitCounts::default();
+        for _ in 0..30 {
+            now.table_accesses += 1000;
+            c.end_window(now);
+        }
+        assert!(c.metadata_miss() < 1e-6, "{}", c.metadata_miss());
+        assert!(c.kp_saved_ios(3) < 1e-5);
+        assert_eq!(c.f(3), 3.0 + 4.0 + 2.0);
+        // Every access opening its table again: back to the paper's credit.
+        for _ in 0..30 {
+            now.table_accesses += 1000;
+            now.table_opens += 1000;
+            c.end_window(now);
+        }
+        assert!((c.kp_saved_ios(3) - (c.f(3) - 1.0)).abs() < 1e-4);
+        for _ in 0..1000 {
+            c.move_lower(true, 1e9);
+        }
+        assert!((c.fractions().1 - (1.0 - MIN_KP_SHARE)).abs() < 1e-12);
     }
 }

@@ -81,6 +81,10 @@ pub struct Cache {
     budget: usize,
     fence: AtomicU64,
     ticks: AtomicU64,
+    /// Table accesses on the get path and the opens among them (see
+    /// `Controller::kp_saved_ios`).
+    table_accesses: AtomicU64,
+    table_opens: AtomicU64,
     aborted: AtomicU64,
     stale_pointers: AtomicU64,
     flush_updates: AtomicU64,
@@ -138,6 +142,9 @@ pub struct AdaptiveCacheStats {
     pub ghost_turnoffs: u64,
     /// Times they were turned back on.
     pub ghost_turnons: u64,
+    /// Share of the get path's table accesses that had to open their table (the p that
+    /// scales a KP pointer's credit), averaged over recent windows.
+    pub metadata_miss: f64,
     /// KP hits promoted to KV.
     pub promotions: u64,
     /// Entries refused because they could not fit.
@@ -196,6 +203,8 @@ impl Cache {
             budget: capacity,
             fence: AtomicU64::new(0),
             ticks: AtomicU64::new(0),
+            table_accesses: AtomicU64::new(0),
+            table_opens: AtomicU64::new(0),
             aborted: AtomicU64::new(0),
             stale_pointers: AtomicU64::new(0),
             flush_updates: AtomicU64::new(0),
@@ -231,8 +240,21 @@ impl Cache {
         }
     }
 
+    /// Records a table access of the get path; `opened`: the table was not open, so its
+    /// index and filter were read from disk.
+    pub fn note_table_access(&self, opened: bool) {
+        self.table_accesses.fetch_add(1, Ordering::Relaxed);
+        if opened {
+            self.table_opens.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
     fn hit_counts(&self) -> HitCounts {
-        let mut h = HitCounts::default();
+        let mut h = HitCounts {
+            table_accesses: self.table_accesses.load(Ordering::Relaxed),
+            table_opens: self.table_opens.load(Ordering::Relaxed),
+            ..HitCounts::default()
+        };
         for s in self.slots.iter() {
             let c = &s.counters;
             let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
@@ -439,6 +461,7 @@ impl Cache {
             shards: self.slots.len(),
             ghosts_on: self.ctl.ghosts_on(),
             ghost_turnoffs: self.ctl.turnoffs.load(Ordering::Relaxed),
+            metadata_miss: self.ctl.metadata_miss(),
             ghost_turnons: self.ctl.turnons.load(Ordering::Relaxed),
             inserts_aborted: self.aborted.load(Ordering::Relaxed),
             stale_pointers: self.stale_pointers.load(Ordering::Relaxed),

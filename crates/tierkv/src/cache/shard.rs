@@ -163,11 +163,9 @@ impl Shard {
     }
 
     fn efficiency(ctl: &Controller, kind: Kind, level: u8, charge: u32) -> f32 {
-        let f = ctl.f(level);
-        // A KP pointer hit still reads the data block: one I/O less than f(m).
         let b = match kind {
-            Kind::KpPtr(_) => f - 1.0,
-            Kind::Kv | Kind::KpInline => f,
+            Kind::KpPtr(_) => ctl.kp_saved_ios(level),
+            Kind::Kv | Kind::KpInline => ctl.f(level),
         };
         b / charge.max(1) as f32
     }

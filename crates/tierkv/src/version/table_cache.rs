@@ -104,7 +104,9 @@ impl TableCache {
 
     /// The reader of a file, opening it (charged to `cause`) on a miss.
     pub fn get(&self, meta: &FileMeta, cause: IoCause) -> Result<Arc<Table>> {
-        self.tables.get_or_insert_with(&meta.number, || {
+        let mut opened = false;
+        let table = self.tables.get_or_insert_with(&meta.number, || {
+            opened = true;
             let file = self
                 .env
                 .open_random(meta.tier, &super::table_file_name(meta.number))?;
@@ -114,7 +116,14 @@ impl TableCache {
                 self.block_cache.clone(),
                 cause,
             )?))
-        })
+        });
+        // What a KP pointer saves depends on how often gets read table metadata.
+        if cause == IoCause::UserGet {
+            if let Some(c) = &self.block_cache {
+                c.note_table_access(opened);
+            }
+        }
+        table
     }
 
     /// Forgets a file (it was deleted or replaced).
