@@ -47,6 +47,13 @@ fn colour(name: &str, i: usize) -> RGBColor {
 /// One series: a system's name and its points.
 type Series = (String, Vec<(f64, f64)>);
 
+/// Bytes counted over a timeline point's interval as MiB/s (`None` without an interval).
+fn mib_per_s(bytes: Option<u64>, p: &TimelinePoint) -> Option<f64> {
+    bytes
+        .filter(|_| p.interval_s > 0.0)
+        .map(|b| b as f64 / (1u64 << 20) as f64 / p.interval_s)
+}
+
 fn series(res: &BenchResults, f: impl Fn(&TimelinePoint) -> Option<f64>) -> Vec<Series> {
     res.systems
         .iter()
@@ -84,22 +91,14 @@ pub fn write_charts(res: &BenchResults, out: &Path) -> Result<()> {
         &out.join("sd_read.png"),
         "Slow-disk reads",
         "SD read MiB/s",
-        &series(res, |p| {
-            p.sd_read_bytes
-                .filter(|_| p.interval_s > 0.0)
-                .map(|b| b as f64 / (1u64 << 20) as f64 / p.interval_s)
-        }),
+        &series(res, |p| mib_per_s(p.sd_read_bytes, p)),
         None,
     )?;
     line_chart(
         &out.join("sd_compaction.png"),
         "Slow-disk bandwidth used by compaction",
         "SD compaction MiB/s (read + write)",
-        &series(res, |p| {
-            p.sd_compaction_bytes
-                .filter(|_| p.interval_s > 0.0)
-                .map(|b| b as f64 / (1u64 << 20) as f64 / p.interval_s)
-        }),
+        &series(res, |p| mib_per_s(p.sd_compaction_bytes, p)),
         None,
     )?;
     for sys in &res.systems {

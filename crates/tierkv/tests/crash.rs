@@ -65,10 +65,7 @@ fn crash_kill_and_recover() {
     let dir = tempfile::tempdir().unwrap();
     let exe = std::env::current_exe().unwrap();
     let mut rng = StdRng::seed_from_u64(7);
-    let rounds = std::env::var("TIERKV_CRASH_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(20);
+    let rounds = common::env_count("TIERKV_CRASH_ROUNDS", 20);
     let mut total_acked = 0;
     for round in 0..rounds {
         let mut child = Command::new(&exe)

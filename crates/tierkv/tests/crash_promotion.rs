@@ -338,10 +338,7 @@ struct Totals {
 
 #[test]
 fn crash_torture_across_promotions() {
-    let rounds: u64 = std::env::var("TIERKV_CRASH_PROMO_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(10);
+    let rounds = common::env_count("TIERKV_CRASH_PROMO_ROUNDS", 10);
     // TIERKV_CRASH_PROMO_DIR keeps the store where a failure can be inspected.
     let tmp = tempfile::tempdir().unwrap();
     let kept = std::env::var_os("TIERKV_CRASH_PROMO_DIR").map(std::path::PathBuf::from);

@@ -270,10 +270,7 @@ fn read_errors_are_reported_never_turned_into_wrong_data() {
 /// counts recorded in docs/TESTING.md.
 #[test]
 fn fault_torture() {
-    let rounds: u64 = std::env::var("TIERKV_FAULT_ROUNDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(12);
+    let rounds = common::env_count("TIERKV_FAULT_ROUNDS", 12);
     let fast = tempfile::tempdir().unwrap();
     let slow = tempfile::tempdir().unwrap();
     let faults = FaultInjector::new();

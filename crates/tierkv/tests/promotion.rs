@@ -35,10 +35,7 @@ fn version_in(v: &[u8]) -> u64 {
 
 #[test]
 fn versions_never_go_backwards_under_promotion() {
-    let secs: u64 = std::env::var("TIERKV_STRESS_SECS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(4);
+    let secs = common::env_count("TIERKV_STRESS_SECS", 4);
     let fast = tempfile::tempdir().unwrap();
     let slow = tempfile::tempdir().unwrap();
     let opts = common::two_tier_options(slow.path(), 256 * 1024, true);

@@ -455,8 +455,18 @@ impl<'a, 's> Merger<'a, 's> {
     fn start_user_key(&mut self, ukey: &[u8]) -> Result<()> {
         self.down.maybe_cut(self.ctx)?;
         self.fast.maybe_cut(self.ctx)?;
+        self.write_promoted_before(Some(ukey))?;
         if let Some(r) = self.router.as_mut() {
-            for (k, rec) in r.promotable_before(Some(ukey))? {
+            self.keep_on_fast = r.retain(ukey)?;
+        }
+        Ok(())
+    }
+
+    /// Writes the promoted records that sort before `bound` (all of them when `None`) to
+    /// the fast outputs.
+    fn write_promoted_before(&mut self, bound: Option<&[u8]>) -> Result<()> {
+        if let Some(r) = self.router.as_mut() {
+            for (k, rec) in r.promotable_before(bound)? {
                 self.fast.add(
                     self.ctx,
                     &make_internal_key(&k, rec.seq, ValueKind::Value),
@@ -464,7 +474,6 @@ impl<'a, 's> Merger<'a, 's> {
                 )?;
                 self.promoted += (k.len() + rec.value.len()) as u64;
             }
-            self.keep_on_fast = r.retain(ukey)?;
         }
         Ok(())
     }
@@ -590,16 +599,7 @@ impl<'a, 's> Merger<'a, 's> {
 
     /// Writes the remaining promoted records and closes the outputs.
     fn finish(mut self) -> Result<()> {
-        if let Some(r) = self.router.as_mut() {
-            for (k, rec) in r.promotable_before(None)? {
-                self.fast.add(
-                    self.ctx,
-                    &make_internal_key(&k, rec.seq, ValueKind::Value),
-                    &rec.value,
-                )?;
-                self.promoted += (k.len() + rec.value.len()) as u64;
-            }
-        }
+        self.write_promoted_before(None)?;
         self.down.finish()?;
         self.fast.finish()?;
         self.out.promoted_bytes = self.promoted;

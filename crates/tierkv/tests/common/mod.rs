@@ -49,3 +49,12 @@ pub fn two_tier_options(slow_dir: &std::path::Path, fd_budget: u64, promotion: b
         ..tiny_options()
     }
 }
+
+/// A count from the environment variable `name` (the long versions of the torture and
+/// stress tests), or `default` when it is unset or not a number.
+pub fn env_count(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
