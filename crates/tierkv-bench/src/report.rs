@@ -100,6 +100,11 @@ pub struct PhaseResult {
     pub ops_per_sec: f64,
     /// Operations per second over the phase's second half (after adaptive caches settle).
     pub second_half_ops_per_sec: f64,
+    /// Disk reads gets and scans issued per operation over the phase and over its second
+    /// half (`None`: the system does not count them).
+    pub read_ios_per_op: Option<f64>,
+    /// Same, over the phase's second half.
+    pub second_half_read_ios_per_op: Option<f64>,
 }
 
 /// Background I/O (flushes, compactions, promotion, hotness tracking; not the WAL) caused by
@@ -729,7 +734,8 @@ pub fn markdown(res: &BenchResults) -> String {
     if res.systems.iter().any(|r| r.phases.len() > 1) {
         let _ = writeln!(
             s,
-            "\nThroughput by phase (ops/s over the whole phase / over its second half):\n"
+            "\nThroughput by phase (ops/s over the whole phase / over its second half; in \
+             brackets, disk reads of gets and scans per operation over the same spans):\n"
         );
         let n = res
             .systems
@@ -745,8 +751,12 @@ pub fn markdown(res: &BenchResults) -> String {
                 .phases
                 .iter()
                 .map(|p| {
+                    let ios = match (p.read_ios_per_op, p.second_half_read_ios_per_op) {
+                        (Some(a), Some(b)) => format!(" ({a:.3} / {b:.3} reads/op)"),
+                        _ => String::new(),
+                    };
                     format!(
-                        "{} / {}",
+                        "{} / {}{ios}",
                         rate(p.ops_per_sec),
                         rate(p.second_half_ops_per_sec)
                     )
@@ -862,6 +872,7 @@ pub(crate) mod tests {
                 disk_write_bytes: Some(2 << 20),
                 sd_read_ops: Some(sd),
                 sd_write_ops: Some(0),
+                user_read_ios: Some(sd + 10),
                 promoted_by_flush_bytes: Some(10),
                 promoted_by_compaction_bytes: Some(5),
                 retained_bytes: Some(7),
@@ -903,12 +914,16 @@ pub(crate) mod tests {
                             ops: 4000,
                             ops_per_sec: ops_per_s * 0.8,
                             second_half_ops_per_sec: ops_per_s * 0.9,
+                            read_ios_per_op: Some(0.5),
+                            second_half_read_ios_per_op: Some(0.25),
                         },
                         PhaseResult {
                             phase: 1,
                             ops: 6000,
                             ops_per_sec: ops_per_s,
                             second_half_ops_per_sec: ops_per_s * 1.1,
+                            read_ios_per_op: None,
+                            second_half_read_ios_per_op: None,
                         },
                     ],
                 },

@@ -166,6 +166,7 @@ impl Store for RocksStore {
             sd_read_bytes: None,
             sd_write_bytes: None,
             sd_read_ops: None,
+            user_read_ios: None,
             sd_write_ops: None,
             // Both tiers together, from the kernel: every file read and write of RocksDB
             // is a system call (direct I/O, no mmap), and nothing else in the process

@@ -276,8 +276,8 @@ struct Shared<'a> {
     end: OnceLock<Instant>,
     total: u64,
     /// Completed-operation counts at which a phase starts, reaches its middle or ends, and
-    /// when that happened.
-    phase_marks: Vec<(u64, OnceLock<Instant>)>,
+    /// when that happened, with the counters then.
+    phase_marks: Vec<(u64, OnceLock<(Instant, Counters)>)>,
 }
 
 fn new_hist() -> Histogram<u64> {
@@ -347,7 +347,7 @@ fn worker(sh: &Shared) -> Result<WorkerOut> {
             }
             for (at, when) in &sh.phase_marks {
                 if done == *at {
-                    let _ = when.set(Instant::now());
+                    let _ = when.set((Instant::now(), sh.store.counters()));
                 }
             }
         }
@@ -390,7 +390,7 @@ fn run_phase(
         phase_marks: mark_at.iter().map(|&a| (a, OnceLock::new())).collect(),
     };
     if let Some((_, when)) = sh.phase_marks.iter().find(|(a, _)| *a == 0) {
-        let _ = when.set(Instant::now());
+        let _ = when.set((Instant::now(), store.counters()));
     }
     let pb = ui.bar(total, format!("run {}", system.name()));
     let c0 = store.counters();
@@ -497,21 +497,30 @@ fn run_phase(
         sh.phase_marks
             .iter()
             .find(|(a, _)| *a == n)
-            .and_then(|(_, w)| w.get().copied())
+            .and_then(|(_, w)| w.get())
     };
     let phases = bounds
         .iter()
         .enumerate()
         .map(|(i, &(a, m, e))| {
             let rate = |from: u64, to: u64| match (at(from), at(to)) {
-                (Some(t1), Some(t2)) if t2 > t1 => (to - from) as f64 / (t2 - t1).as_secs_f64(),
+                (Some((t1, _)), Some((t2, _))) if t2 > t1 => {
+                    (to - from) as f64 / (*t2 - *t1).as_secs_f64()
+                }
                 _ => 0.0,
+            };
+            let ios = |from: u64, to: u64| {
+                let ((_, c1), (_, c2)) = (at(from)?, at(to)?);
+                let n = c2.user_read_ios?.checked_sub(c1.user_read_ios?)?;
+                (to > from).then(|| n as f64 / (to - from) as f64)
             };
             report::PhaseResult {
                 phase: i,
                 ops: e - a,
                 ops_per_sec: rate(a, e),
                 second_half_ops_per_sec: rate(m, e),
+                read_ios_per_op: ios(a, e),
+                second_half_read_ios_per_op: ios(m, e),
             }
         })
         .collect();
@@ -611,6 +620,8 @@ mod tests {
                 gets_fd: self.fd.load(Relaxed),
                 gets_sd: self.sd.load(Relaxed),
                 fd_write_bytes: Some(self.written.load(Relaxed)),
+                // Every get found counts as one disk read; scans read nothing.
+                user_read_ios: Some(self.fd.load(Relaxed) + self.sd.load(Relaxed)),
                 ..Default::default()
             }
         }
@@ -676,6 +687,42 @@ mod tests {
                 assert!(r.unavailable.contains(&"fd_hit_rate"));
             }
         }
+    }
+
+    #[test]
+    fn phases_report_their_own_reads_per_operation() {
+        let cfg = config("ro");
+        let spec = crate::distribution::parse_phases(
+            "2000 hotspot-5% ro\n3000 uniform scan\n",
+            std::path::Path::new("test"),
+        )
+        .unwrap();
+        let plan =
+            OpPlan::synthetic(cfg.workload, &spec, cfg.records, cfg.ops, 100, cfg.seed).unwrap();
+        let values = ValueSource::new(1, 100);
+        let store = MemStore::default();
+        load_records(&store, &plan, &values, &ProgressBar::hidden()).unwrap();
+        let r = run_phase(
+            &cfg,
+            &plan,
+            &values,
+            &store,
+            System::Tierkv,
+            &Ui::new(false),
+        )
+        .unwrap();
+        assert_eq!(r.phases.len(), 2);
+        // Gets: one read each. Scans: none. Threads complete operations out of plan order,
+        // so the snapshot at a phase boundary may miss a few gets or include a few scans.
+        let gets = &r.phases[0];
+        assert_eq!(gets.ops, 2000);
+        for x in [gets.read_ios_per_op, gets.second_half_read_ios_per_op] {
+            let x = x.unwrap();
+            assert!((0.95..=1.05).contains(&x), "{x}");
+        }
+        let scans = &r.phases[1];
+        assert!(scans.second_half_read_ios_per_op.unwrap() < 0.05);
+        assert!(scans.read_ios_per_op.unwrap() < 0.05);
     }
 
     #[test]

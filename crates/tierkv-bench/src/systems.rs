@@ -368,6 +368,9 @@ pub struct Counters {
     pub sd_read_ops: Option<u64>,
     /// Write I/Os on the slow disk.
     pub sd_write_ops: Option<u64>,
+    /// Read I/Os that gets and scans issued on both disks (cache misses, table opens): what
+    /// the cache saves, without the noise of the machine's disk latency.
+    pub user_read_ios: Option<u64>,
     /// Bytes promoted to the fast disk by flush.
     pub promoted_by_flush_bytes: Option<u64>,
     /// Bytes promoted to the fast disk by compaction.
@@ -419,6 +422,7 @@ impl Counters {
             disk_write_bytes: sub(self.disk_write_bytes, earlier.disk_write_bytes),
             sd_read_ops: sub(self.sd_read_ops, earlier.sd_read_ops),
             sd_write_ops: sub(self.sd_write_ops, earlier.sd_write_ops),
+            user_read_ios: sub(self.user_read_ios, earlier.user_read_ios),
             promoted_by_flush_bytes: sub(
                 self.promoted_by_flush_bytes,
                 earlier.promoted_by_flush_bytes,
@@ -653,6 +657,15 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
         disk_write_bytes: Some(fast.write_bytes + slow.write_bytes),
         sd_read_ops: Some(slow.read_ops),
         sd_write_ops: Some(slow.write_ops),
+        user_read_ios: Some(
+            [
+                tierkv::env::IoCause::UserGet,
+                tierkv::env::IoCause::UserScan,
+            ]
+            .iter()
+            .map(|&c| s.io.fast.cause(c).read_ops + s.io.slow.cause(c).read_ops)
+            .sum(),
+        ),
         promoted_by_flush_bytes: Some(s.promotion.promoted_by_flush_bytes),
         promoted_by_compaction_bytes: Some(s.promotion.promoted_by_compaction_bytes),
         retained_bytes: Some(s.promotion.retained_bytes),
