@@ -402,18 +402,20 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
     )?;
     writeln!(
         out,
-        "{:<6} {:<5} {:>6} {:>14} {:>14}",
-        "level", "tier", "files", "bytes", "target"
+        "{:<6} {:<5} {:>6} {:>14} {:>14} {:>16} {:>16}",
+        "level", "tier", "files", "bytes", "target", "compaction read", "compaction write"
     )?;
     for l in &s.levels {
         writeln!(
             out,
-            "L{:<5} {:<5} {:>6} {:>14} {:>14}",
+            "L{:<5} {:<5} {:>6} {:>14} {:>14} {:>16} {:>16}",
             l.level,
             l.tier.name(),
             l.files,
             l.bytes,
-            l.target_bytes
+            l.target_bytes,
+            l.compaction_read_bytes,
+            l.compaction_write_bytes
         )?;
     }
     writeln!(

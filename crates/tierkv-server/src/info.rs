@@ -260,12 +260,14 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> Result<String, CmdErro
                 for l in &stats.levels {
                     let _ = writeln!(
                         o,
-                        "level{}:tier={},files={},bytes={},target={}",
+                        "level{}:tier={},files={},bytes={},target={},compaction_read={},compaction_write={}",
                         l.level,
                         l.tier.name(),
                         l.files,
                         l.bytes,
-                        l.target_bytes
+                        l.target_bytes,
+                        l.compaction_read_bytes,
+                        l.compaction_write_bytes
                     );
                 }
                 for (name, tier) in [("fast", &stats.io.fast), ("slow", &stats.io.slow)] {

@@ -14,6 +14,9 @@ use std::path::PathBuf;
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
 
+/// Most levels a store may have ([`Options::num_levels`]).
+pub const MAX_LEVELS: usize = 20;
+
 /// The slow tier of a two-tier store.
 #[derive(Clone, Debug)]
 pub struct SlowTier {
@@ -287,8 +290,11 @@ impl Options {
                 self.level_size_ratio
             ));
         }
-        if !(2..=20).contains(&self.num_levels) {
-            return bad(format!("num_levels {} is outside 2..20", self.num_levels));
+        if !(2..=MAX_LEVELS).contains(&self.num_levels) {
+            return bad(format!(
+                "num_levels {} is outside 2..{MAX_LEVELS}",
+                self.num_levels
+            ));
         }
         if self.background_threads == 0 {
             return bad("background_threads must be at least 1".into());

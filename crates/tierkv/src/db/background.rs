@@ -367,6 +367,8 @@ pub(crate) fn run_compaction(
     }
     Counters::add(&k.compaction_bytes_read, out.bytes_read);
     Counters::add(&k.compaction_bytes_written, out.bytes_written);
+    Counters::add(&k.compaction_level_read[c.level], out.bytes_read);
+    Counters::add(&k.compaction_level_written[c.level], out.bytes_written);
     Counters::add(&k.compaction_entries_dropped, out.entries_dropped);
     Counters::add(&k.retained_bytes, out.retained_bytes);
     Counters::add(&k.promoted_by_compaction_bytes, out.promoted_bytes);

@@ -650,6 +650,8 @@ impl DbInner {
                 files: v.levels[l].len(),
                 bytes: v.level_bytes(l),
                 target_bytes: self.layout.targets[l],
+                compaction_read_bytes: self.counters.compaction_level_read[l].load(Relaxed),
+                compaction_write_bytes: self.counters.compaction_level_written[l].load(Relaxed),
             })
             .collect();
         let cache = self

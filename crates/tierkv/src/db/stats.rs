@@ -2,6 +2,7 @@
 //! describe the store, they never steer it.
 
 use crate::env::{CauseIo, IoCause, IoStatsSnapshot, Tier};
+use crate::options::MAX_LEVELS;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -27,6 +28,9 @@ pub(crate) struct Counters {
     pub trivial_moves: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
     pub compaction_bytes_written: AtomicU64,
+    /// Bytes compactions out of each level read and wrote (index: the level compacted).
+    pub compaction_level_read: [AtomicU64; MAX_LEVELS],
+    pub compaction_level_written: [AtomicU64; MAX_LEVELS],
     pub compaction_entries_dropped: AtomicU64,
     pub compaction_blocks_reused: AtomicU64,
     pub compaction_bytes_reused: AtomicU64,
@@ -110,6 +114,12 @@ pub struct LevelStats {
     pub bytes: u64,
     /// Target bytes (0 for L0, which is triggered by file count).
     pub target_bytes: u64,
+    /// Bytes compactions out of this level (into the next, or kept on it by retention and
+    /// promotion) read since open: its inputs and the next level's overlapping files.
+    pub compaction_read_bytes: u64,
+    /// Bytes those compactions wrote since open: where write amplification comes from,
+    /// level by level.
+    pub compaction_write_bytes: u64,
 }
 
 /// Block cache figures.
