@@ -647,6 +647,14 @@ mod tests {
         .unwrap()
     }
 
+    /// Loads the plan's records into a fresh in-memory store and runs its operations.
+    fn load_and_run(cfg: &Config, plan: &OpPlan, values: &ValueSource) -> (MemStore, SystemResult) {
+        let store = MemStore::default();
+        load_records(&store, plan, values, &ProgressBar::hidden()).unwrap();
+        let r = run_phase(cfg, plan, values, &store, System::Tierkv, &Ui::new(false)).unwrap();
+        (store, r)
+    }
+
     #[test]
     fn loads_and_runs_every_workload() {
         for w in ["ro", "rw", "uh", "e", "f"] {
@@ -661,11 +669,7 @@ mod tests {
             )
             .unwrap();
             let values = ValueSource::new(1, 100);
-            let store = MemStore::default();
-            load_records(&store, &plan, &values, &ProgressBar::hidden()).unwrap();
-            assert_eq!(store.map.lock().unwrap().len(), 2000);
-            let ui = Ui::new(false);
-            let r = run_phase(&cfg, &plan, &values, &store, System::Tierkv, &ui).unwrap();
+            let (store, r) = load_and_run(&cfg, &plan, &values);
             assert_eq!(r.ops, 5000, "{w}");
             assert!(r.throughput_ops > 0.0, "{w}");
             assert!(!r.timeline.is_empty(), "{w}");
@@ -700,17 +704,7 @@ mod tests {
         let plan =
             OpPlan::synthetic(cfg.workload, &spec, cfg.records, cfg.ops, 100, cfg.seed).unwrap();
         let values = ValueSource::new(1, 100);
-        let store = MemStore::default();
-        load_records(&store, &plan, &values, &ProgressBar::hidden()).unwrap();
-        let r = run_phase(
-            &cfg,
-            &plan,
-            &values,
-            &store,
-            System::Tierkv,
-            &Ui::new(false),
-        )
-        .unwrap();
+        let (_, r) = load_and_run(&cfg, &plan, &values);
         assert_eq!(r.phases.len(), 2);
         // Gets: one read each. Scans: none. Threads complete operations out of plan order,
         // so the snapshot at a phase boundary may miss a few gets or include a few scans.
@@ -736,17 +730,7 @@ mod tests {
                 let plan =
                     OpPlan::synthetic(cfg.workload, &DistSpec::Uniform, 500, 3000, 50, 9).unwrap();
                 let values = ValueSource::new(9, 50);
-                let store = MemStore::default();
-                load_records(&store, &plan, &values, &ProgressBar::hidden()).unwrap();
-                run_phase(
-                    &cfg,
-                    &plan,
-                    &values,
-                    &store,
-                    System::Tierkv,
-                    &Ui::new(false),
-                )
-                .unwrap();
+                let (store, _) = load_and_run(&cfg, &plan, &values);
                 store.map.into_inner().unwrap()
             })
             .collect();
