@@ -100,8 +100,8 @@ pub struct PhaseResult {
     pub ops_per_sec: f64,
     /// Operations per second over the phase's second half (after adaptive caches settle).
     pub second_half_ops_per_sec: f64,
-    /// Disk reads gets and scans issued per operation over the phase and over its second
-    /// half (`None`: the system does not count them).
+    /// Disk reads gets and scans issued per operation over the phase (`None`: the system
+    /// does not count them).
     pub read_ios_per_op: Option<f64>,
     /// Same, over the phase's second half.
     pub second_half_read_ios_per_op: Option<f64>,
