@@ -55,7 +55,8 @@ pub struct Options {
     pub level0_slowdown_trigger: usize,
     /// L0 file count at which writes stop until compaction catches up (default 36).
     pub level0_stop_trigger: usize,
-    /// Target size of L1 (default 256 MiB).
+    /// Target size of L1 (default 256 MiB). With an FD budget it only decides how many
+    /// levels the fast tier holds; their sizes then fill the budget (see [`LevelLayout`]).
     pub max_bytes_for_level_base: u64,
     /// Size ratio between adjacent levels (default 10).
     pub level_size_ratio: u64,
@@ -441,9 +442,10 @@ pub struct LevelLayout {
 
 impl LevelLayout {
     /// Computes the layout. With an FD budget, L1..Lk stay on the fast tier where `k` is the
-    /// deepest level whose cumulative target fits the budget, and Lk is enlarged so the fast
-    /// levels add up to the budget (the HotRAP paper's "RocksDB-fat" placement); deeper levels
-    /// grow by the size ratio from there and live on the slow tier.
+    /// deepest level whose cumulative target fits the budget, and the fast levels are sized
+    /// to add up to the budget (the HotRAP paper's "RocksDB-fat" placement) as one geometric
+    /// series rising from L0's share; deeper levels grow by the size ratio from Lk and live
+    /// on the slow tier.
     pub fn new(opts: &Options) -> Self {
         let n = opts.num_levels;
         let ratio = opts.level_size_ratio;
