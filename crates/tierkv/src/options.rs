@@ -586,7 +586,10 @@ mod tests {
         assert_eq!(l.last_fast_level, 2);
         assert_eq!(&l.targets[1..4], &[358, 642, 6420]);
         let (r1, r2) = (358.0 / 200.0, 642.0 / 358.0);
-        assert!((r1 - r2) / r1 < 0.01, "fast levels grow by one ratio: {r1} {r2}");
+        assert!(
+            (r1 - r2).abs() / r1 < 0.01,
+            "fast levels grow by one ratio: {r1} {r2}"
+        );
         assert_eq!(l.tiers[2], Tier::Fast);
         assert_eq!(l.tiers[3], Tier::Slow);
         let fast_sum: u64 = l.targets[1..=l.last_fast_level].iter().sum();
