@@ -585,7 +585,7 @@ mod tests {
         // levels grow by 10 from L2.
         assert_eq!(l.last_fast_level, 2);
         assert_eq!(&l.targets[1..4], &[358, 642, 6420]);
-        let (r1, r2) = (358.0 / 200.0, 642.0 / 358.0);
+        let (r1, r2): (f64, f64) = (358.0 / 200.0, 642.0 / 358.0);
         assert!(
             (r1 - r2).abs() / r1 < 0.01,
             "fast levels grow by one ratio: {r1} {r2}"
