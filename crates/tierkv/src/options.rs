@@ -476,7 +476,7 @@ impl LevelLayout {
             // (Keeping L1 at the base and giving Lk the rest made the last step 13x in the
             // small bench preset and 38x with the defaults.)
             match balanced_ratio(l0_share, budget, k) {
-                Some(r) if k >= 2 => {
+                Some(r) => {
                     let mut size = l0_share as f64;
                     for t in targets.iter_mut().take(k).skip(1) {
                         size *= r;
