@@ -1,7 +1,9 @@
 //! Running a compaction: merge the inputs newest-first, drop versions no snapshot can see
 //! and tombstones that hide nothing, and write the survivors into new tables of the output
 //! level, split at the target file size (never inside one user key's versions, so deeper
-//! levels stay disjoint by user key).
+//! levels stay disjoint by user key). Past half the target size an output is also cut where
+//! a file of the level below the output ends (as RocksDB does), so that a later compaction
+//! of the output overlaps whole files there rather than straddling one more at each end.
 //!
 //! **Block reuse** (HyperDB's clean blocks, within the unchanged table format): the merge
 //! walks its inputs block by block, and when a data block is reached whose whole key range
@@ -116,6 +118,12 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
     }
     let place = |tier: Tier| if ctx.spill_to_slow { Tier::Slow } else { tier };
     let mut down = Sink::new(c.output_level, place(c.output_tier));
+    if let Some(below) = ctx.version.levels.get(c.output_level + 1) {
+        down.next_level_ends = below
+            .iter()
+            .map(|f| user_key(f.largest()).to_vec())
+            .collect();
+    }
     let mut fast = Sink::new(c.level, place(Tier::Fast));
     let merged = Merger::new(c, ctx, &mut down, &mut fast, &mut out).and_then(|m| {
         if ctx.block_reuse {
@@ -186,6 +194,13 @@ struct Sink {
     done: Vec<NewFile>,
     bytes_in: u64,
     blocks: BlockWrites,
+    /// Largest user keys of the files of the level below this sink's, in order: the
+    /// boundaries an output may be cut at early (empty: cut at the target size only).
+    next_level_ends: Vec<Vec<u8>>,
+    /// Index of the first of `next_level_ends` at or above the last key seen.
+    next_end: usize,
+    /// Boundaries passed while the current output was written.
+    ends_passed: usize,
 }
 
 impl Sink {
@@ -198,6 +213,9 @@ impl Sink {
             done: Vec::new(),
             bytes_in: 0,
             blocks: BlockWrites::default(),
+            next_level_ends: Vec::new(),
+            next_end: 0,
+            ends_passed: 0,
         }
     }
 
@@ -233,14 +251,29 @@ impl Sink {
         self.builder(ctx)?.add_raw_block(raw)
     }
 
-    /// Finishes the current file if it reached the target size (call between user keys).
-    fn maybe_cut(&mut self, ctx: &JobContext<'_>) -> Result<()> {
-        if self
-            .current
-            .as_ref()
-            .is_some_and(|o| o.builder.estimated_size() >= ctx.target_file_size)
+    /// Finishes the current file before user key `next` (call between user keys) if it
+    /// reached the target size, or if `next` lies past the end of a file of the level below
+    /// and the current file holds at least half the target size. As in RocksDB 11.8
+    /// (`CompactionOutputs::ShouldStopBefore`) that threshold rises by 5% of the target per
+    /// boundary already passed, up to 90%, so files mostly end near their target size.
+    fn maybe_cut(&mut self, ctx: &JobContext<'_>, next: &[u8]) -> Result<()> {
+        let mut crossed = 0;
+        while self
+            .next_level_ends
+            .get(self.next_end)
+            .is_some_and(|end| end.as_slice() < next)
         {
+            self.next_end += 1;
+            crossed += 1;
+        }
+        let Some(size) = self.current.as_ref().map(|o| o.builder.estimated_size()) else {
+            return Ok(());
+        };
+        let early = ctx.target_file_size / 100 * (50 + (self.ends_passed as u64 * 5).min(40));
+        if size >= ctx.target_file_size || (crossed > 0 && size >= early) {
             self.finish()?;
+        } else {
+            self.ends_passed += crossed;
         }
         Ok(())
     }
@@ -249,6 +282,7 @@ impl Sink {
         let Some(o) = self.current.take() else {
             return Ok(());
         };
+        self.ends_passed = 0;
         let info = o.builder.finish()?;
         let b = &mut self.blocks;
         b.copied_blocks += info.blocks.copied_blocks;
@@ -453,8 +487,8 @@ impl<'a, 's> Merger<'a, 's> {
     /// user keys), write promoted records that sort before it, decide its retention.
     /// Calling it twice for one key changes nothing.
     fn start_user_key(&mut self, ukey: &[u8]) -> Result<()> {
-        self.down.maybe_cut(self.ctx)?;
-        self.fast.maybe_cut(self.ctx)?;
+        self.down.maybe_cut(self.ctx, ukey)?;
+        self.fast.maybe_cut(self.ctx, ukey)?;
         self.write_promoted_before(Some(ukey))?;
         if let Some(r) = self.router.as_mut() {
             self.keep_on_fast = r.retain(ukey)?;

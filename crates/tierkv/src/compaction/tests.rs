@@ -601,3 +601,59 @@ fn out_of_order_input_is_corruption_named_by_file() {
         }
     }
 }
+
+/// Outputs are cut early where a file of the level below the output ends, once they hold
+/// half the target size, and never below half the target otherwise (the last output of a
+/// level excepted). Checked for both merge paths on the randomized cases, with the level
+/// below replaced by many narrow files.
+#[test]
+fn outputs_end_at_next_level_file_ends_once_half_full() {
+    let mut early_cuts = 0;
+    for seed in 0..40 {
+        let mut case = make_case(seed);
+        let below = case.compaction.output_level + 1;
+        if below >= case.version.levels.len() {
+            continue;
+        }
+        // Ends every 40 keys: several inside a typical output file.
+        let ends: Vec<Vec<u8>> = (0..3000).step_by(40).map(|i| ukey(i + 39)).collect();
+        case.version.levels[below] = ends
+            .iter()
+            .enumerate()
+            .map(|(i, hi)| {
+                let lo = String::from_utf8(ukey(i as u32 * 40)).unwrap();
+                let hi = String::from_utf8(hi.clone()).unwrap();
+                meta(&case.env, 900_000 + i as u64, below, &lo, &hi, 1000)
+            })
+            .collect();
+        for reuse in [false, true] {
+            let (out, _) = run_case(&case, reuse, 100_000 + 100_000 * reuse as u64);
+            let files: Vec<_> = out
+                .edit
+                .added
+                .iter()
+                .filter(|f| f.level == case.compaction.output_level)
+                .collect();
+            for pair in files.windows(2) {
+                let (f, next) = (pair[0], pair[1]);
+                assert!(
+                    f.size >= case.target_file_size / 2,
+                    "seed {seed}: an output of {} bytes was cut below half the target {}",
+                    f.size,
+                    case.target_file_size
+                );
+                let (last, first) = (user_key(&f.largest), user_key(&next.smallest));
+                let at_end = ends
+                    .iter()
+                    .any(|e| last <= e.as_slice() && e.as_slice() < first);
+                if f.size < case.target_file_size && at_end {
+                    early_cuts += 1;
+                }
+            }
+        }
+    }
+    assert!(
+        early_cuts > 10,
+        "only {early_cuts} outputs were cut early at a file end"
+    );
+}
