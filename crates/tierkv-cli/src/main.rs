@@ -311,9 +311,10 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
         s.gets, g.memtable, g.block_cache, g.fast, g.slow, g.not_found, s.fd_hit_rate * 100.0)?;
     writeln!(
         out,
-        "flushes: {} ({} bytes); compactions: {} ({} trivial moves), read {} bytes, wrote {} bytes",
+        "flushes: {} ({} bytes, {} shadowed versions dropped); compactions: {} ({} trivial moves), read {} bytes, wrote {} bytes",
         s.flushes,
         s.flush_bytes_written,
+        s.flush_entries_dropped,
         s.compactions,
         s.trivial_moves,
         s.compaction_bytes_read,

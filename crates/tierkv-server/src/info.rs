@@ -225,6 +225,7 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> Result<String, CmdErro
                     "gets",
                     "flushes",
                     "flush_bytes_written",
+                    "flush_entries_dropped",
                     "compactions",
                     "trivial_moves",
                     "compaction_bytes_read",

@@ -432,7 +432,9 @@ pub struct WriteOptions {
 /// The level layout derived from [`Options`]: target size and tier of every level.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct LevelLayout {
-    /// Target bytes per level (index 0 is unused: L0 is triggered by file count).
+    /// Target bytes per level. Index 0 is L0's share: `level0_compaction_trigger` memtables
+    /// (at most half the FD budget); L0 is compacted when its files hold that many bytes,
+    /// or when it has twice the trigger's files (see `compaction::picker::level_scores`).
     pub targets: Vec<u64>,
     /// Tier of each level's files.
     pub tiers: Vec<Tier>,
@@ -456,12 +458,14 @@ impl LevelLayout {
             size = size.saturating_mul(ratio);
         }
         let mut last_fast = n - 1;
+        targets[0] = (opts.level0_compaction_trigger as u64)
+            .saturating_mul(opts.write_buffer_size as u64)
+            .max(1);
         if let Some(budget) = opts.fd_budget {
             // L0 lives on the fast tier too: reserve what it holds before it is compacted
             // (at most half the budget, so a tiny budget still has levels).
-            let l0_share = (opts.level0_compaction_trigger as u64)
-                .saturating_mul(opts.write_buffer_size as u64)
-                .min(budget / 2);
+            targets[0] = targets[0].min(budget / 2).max(1);
+            let l0_share = targets[0];
             let budget = budget - l0_share;
             let mut sum = 0u64;
             let mut k = 1;
@@ -584,7 +588,7 @@ mod tests {
         // rise from L0's 200 by one ratio r (200r + 200r^2 = 1000, r = 1.79), and the slow
         // levels grow by 10 from L2.
         assert_eq!(l.last_fast_level, 2);
-        assert_eq!(&l.targets[1..4], &[358, 642, 6420]);
+        assert_eq!(&l.targets[0..4], &[200, 358, 642, 6420]);
         let (r1, r2): (f64, f64) = (358.0 / 200.0, 642.0 / 358.0);
         assert!(
             (r1 - r2).abs() / r1 < 0.01,

@@ -59,6 +59,45 @@ impl Compaction {
             f.being_compacted.store(false, Relaxed);
         }
     }
+
+    /// What this compaction may write while it runs (see [`RangeClaim`]).
+    pub fn range_claim(&self, layout: &crate::options::LevelLayout) -> Option<RangeClaim> {
+        let files: Vec<Arc<FileMeta>> = self.all_inputs().cloned().collect();
+        let (lo, hi) = picker::key_range(&files)?;
+        Some(RangeClaim {
+            levels: picker::written_levels(layout, self.level),
+            lo,
+            hi,
+        })
+    }
+}
+
+/// The user-key range a running compaction may write, and the levels it may write it on.
+///
+/// Claiming input files is not enough to keep two compactions' outputs apart: a batch of
+/// adjacent files at the fast-to-slow boundary spans the gaps between them, and while it
+/// runs another compaction (a trivial move, say) can put a file into such a gap and move
+/// it on into the same range of the level below; the two outputs would then overlap. So a
+/// compaction may start only if its range overlaps no running compaction's range on a
+/// level both write.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeClaim {
+    /// The output level, and the input level as well when the compaction can keep records
+    /// there (the last fast level: retention and promotion by compaction).
+    pub levels: [usize; 2],
+    /// Smallest user key of the inputs.
+    pub lo: Vec<u8>,
+    /// Largest user key of the inputs (every output lies within `lo..=hi`).
+    pub hi: Vec<u8>,
+}
+
+impl RangeClaim {
+    /// True if a compaction writing `levels` over `lo..=hi` could overlap this one's outputs.
+    pub fn conflicts(&self, levels: [usize; 2], lo: &[u8], hi: &[u8]) -> bool {
+        self.levels.iter().any(|l| levels.contains(l))
+            && lo <= self.hi.as_slice()
+            && self.lo.as_slice() <= hi
+    }
 }
 
 #[cfg(test)]

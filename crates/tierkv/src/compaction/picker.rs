@@ -14,22 +14,32 @@
 //! a narrower range taken from the promotion cache, for the same bytes demoted per byte
 //! written.
 
-use super::Compaction;
+use super::{Compaction, RangeClaim};
 use crate::env::Tier;
 use crate::key::user_key;
-use crate::options::Options;
+use crate::options::{LevelLayout, Options};
 use crate::version::{FileMeta, Version};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// Per-level pressure: L0 by file count, deeper levels by bytes over target. >= 1 needs work.
+/// Per-level pressure: bytes over target, and for L0 also its file count against twice
+/// the trigger. >= 1 needs work.
+///
+/// L0 goes by bytes because an L0 compaction rewrites the L1 files it overlaps (usually
+/// all of L1, since every flush spans the key space), whatever L0 holds: what pays for it
+/// is the bytes moved. A flush drops the versions its memtable shadows, so under skewed
+/// updates a flush can be a fraction of a memtable, and counting files would compact L1
+/// as often for much less data (YCSB A zipfian: L0 files of two thirds of a memtable, see
+/// BENCHMARKS.md). The file count still bounds the L0 files a read may consult.
 pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
     (0..v.num_levels() - 1)
         .map(|level| {
+            let by_bytes = v.level_bytes(level) as f64 / v.layout.targets[level].max(1) as f64;
             if level == 0 {
-                v.levels[0].len() as f64 / opts.level0_compaction_trigger as f64
+                let max_files = 2 * opts.level0_compaction_trigger;
+                by_bytes.max(v.levels[0].len() as f64 / max_files as f64)
             } else {
-                v.level_bytes(level) as f64 / v.layout.targets[level].max(1) as f64
+                by_bytes
             }
         })
         .collect()
@@ -44,6 +54,35 @@ pub fn key_range(files: &[Arc<FileMeta>]) -> Option<(Vec<u8>, Vec<u8>)> {
 
 fn claimed(files: &[Arc<FileMeta>]) -> bool {
     files.iter().any(|f| f.being_compacted.load(Relaxed))
+}
+
+/// The levels a compaction out of `level` may write: the next level, and `level` itself at
+/// the fast-to-slow boundary, where retention and promotion by compaction keep records.
+pub fn written_levels(layout: &LevelLayout, level: usize) -> [usize; 2] {
+    let boundary = level == layout.last_fast_level
+        && layout.tiers.get(level) == Some(&Tier::Fast)
+        && layout.tiers.get(level + 1) == Some(&Tier::Slow);
+    [level + 1, if boundary { level } else { level + 1 }]
+}
+
+/// True if a compaction out of `level` over the files `inputs` and `overlap` may run beside
+/// the `running` ones (see [`RangeClaim`]).
+fn range_free(
+    v: &Version,
+    running: &[RangeClaim],
+    level: usize,
+    inputs: &[Arc<FileMeta>],
+    overlap: &[Arc<FileMeta>],
+) -> bool {
+    if running.is_empty() {
+        return true;
+    }
+    let files: Vec<Arc<FileMeta>> = inputs.iter().chain(overlap).cloned().collect();
+    let Some((lo, hi)) = key_range(&files) else {
+        return true;
+    };
+    let levels = written_levels(&v.layout, level);
+    !running.iter().any(|r| r.conflicts(levels, &lo, &hi))
 }
 
 /// A batch may grow to this many target-size files of demoted data.
@@ -64,8 +103,14 @@ pub struct HotPicking<'a> {
     pub saturated: bool,
 }
 
-/// Picks and claims the most urgent compaction, if any level needs one.
-pub fn pick(v: &Version, opts: &Options, hot: Option<&HotPicking<'_>>) -> Option<Compaction> {
+/// Picks and claims the most urgent compaction, if any level needs one, that can run beside
+/// the `running` compactions.
+pub fn pick(
+    v: &Version,
+    opts: &Options,
+    hot: Option<&HotPicking<'_>>,
+    running: &[RangeClaim],
+) -> Option<Compaction> {
     let scores = level_scores(v, opts);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
@@ -96,13 +141,13 @@ pub fn pick(v: &Version, opts: &Options, hot: Option<&HotPicking<'_>>) -> Option
             0
         };
         let picked = if level == 0 {
-            pick_level0(v)
+            pick_level0(v, running)
         } else if let Some(h) = hot_here {
-            pick_boundary(v, level, Some(h), batch_bytes)
+            pick_boundary(v, level, Some(h), batch_bytes, running)
         } else if boundary {
-            pick_boundary(v, level, None, batch_bytes)
+            pick_boundary(v, level, None, batch_bytes, running)
         } else {
-            pick_level(v, level)
+            pick_level(v, level, running)
         };
         if let Some(c) = picked {
             c.claim();
@@ -113,14 +158,14 @@ pub fn pick(v: &Version, opts: &Options, hot: Option<&HotPicking<'_>>) -> Option
 }
 
 /// L0 -> L1: every L0 file (they overlap each other) plus the L1 files they overlap.
-fn pick_level0(v: &Version) -> Option<Compaction> {
+fn pick_level0(v: &Version, running: &[RangeClaim]) -> Option<Compaction> {
     let inputs = v.levels[0].clone();
     if inputs.is_empty() || claimed(&inputs) {
         return None;
     }
     let (lo, hi) = key_range(&inputs)?;
     let output_inputs = v.overlapping(1, Some(&lo), Some(&hi));
-    if claimed(&output_inputs) {
+    if claimed(&output_inputs) || !range_free(v, running, 0, &inputs, &output_inputs) {
         return None;
     }
     Some(Compaction {
@@ -134,7 +179,7 @@ fn pick_level0(v: &Version) -> Option<Compaction> {
 }
 
 /// Ln -> Ln+1: the unclaimed file with the smallest overlap-to-size ratio.
-fn pick_level(v: &Version, level: usize) -> Option<Compaction> {
+fn pick_level(v: &Version, level: usize, running: &[RangeClaim]) -> Option<Compaction> {
     let mut best: Option<(f64, Arc<FileMeta>, Vec<Arc<FileMeta>>)> = None;
     for f in &v.levels[level] {
         if f.being_compacted.load(Relaxed) {
@@ -143,7 +188,7 @@ fn pick_level(v: &Version, level: usize) -> Option<Compaction> {
         let lo = user_key(f.smallest());
         let hi = user_key(f.largest());
         let overlap = v.overlapping(level + 1, Some(lo), Some(hi));
-        if claimed(&overlap) {
+        if claimed(&overlap) || !range_free(v, running, level, std::slice::from_ref(f), &overlap) {
             continue;
         }
         let overlap_bytes: u64 = overlap.iter().map(|o| o.size()).sum();
@@ -184,6 +229,7 @@ fn pick_boundary(
     level: usize,
     hot: Option<&HotPicking<'_>>,
     batch_bytes: u64,
+    running: &[RangeClaim],
 ) -> Option<Compaction> {
     let files = &v.levels[level];
     // Hot bytes per file, asked once.
@@ -218,7 +264,7 @@ fn pick_boundary(
             continue;
         }
         let overlap = overlap_of(i, i);
-        if claimed(&overlap) {
+        if claimed(&overlap) || !range_free(v, running, level, &files[i..=i], &overlap) {
             continue;
         }
         if oldest
@@ -233,11 +279,17 @@ fn pick_boundary(
         let (mut from, mut to) = (i, i);
         let mut bytes = f.size();
         if bytes < batch_bytes {
-            while to + 1 < files.len() && joins(to + 1, bytes, &overlap, from, to + 1) {
+            while to + 1 < files.len()
+                && joins(to + 1, bytes, &overlap, from, to + 1)
+                && range_free(v, running, level, &files[from..=to + 1], &overlap)
+            {
                 to += 1;
                 bytes += files[to].size();
             }
-            while from > 0 && joins(from - 1, bytes, &overlap, from - 1, to) {
+            while from > 0
+                && joins(from - 1, bytes, &overlap, from - 1, to)
+                && range_free(v, running, level, &files[from - 1..=to], &overlap)
+            {
                 from -= 1;
                 bytes += files[from].size();
             }

@@ -9,6 +9,7 @@ use crate::compaction::job::{self, new_file_from, HotRouting, JobContext};
 use crate::compaction::{picker, Compaction};
 use crate::env::{Env, IoCause, Tier};
 use crate::iter::InternalIterator;
+use crate::key::{parse_internal_key, SeqNo};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sst::TableBuilder;
@@ -67,17 +68,23 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 }
             }
             let max_compactions = inner.opts.background_threads.saturating_sub(1).max(1);
-            if !st.manual_compaction && st.running_compactions < max_compactions {
+            if !st.manual_compaction && st.running_compactions.len() < max_compactions {
                 let v = st.versions.current();
                 if let Some(c) = pick(&inner, &st, &v) {
-                    st.running_compactions += 1;
+                    let claim = c.range_claim(&v.layout);
+                    st.running_compactions.extend(claim.clone());
                     MutexGuard::unlocked(&mut st, || {
                         if let Err(e) = run_compaction(&inner, &c, &v) {
                             let mut st = inner.state.lock();
                             inner.set_bg_error(&mut st, e);
                         }
                     });
-                    st.running_compactions -= 1;
+                    if let Some(claim) = claim {
+                        let running = &mut st.running_compactions;
+                        if let Some(i) = running.iter().position(|r| *r == claim) {
+                            running.swap_remove(i);
+                        }
+                    }
                     inner.done_cv.notify_all();
                     inner.bg_cv.notify_all();
                     continue;
@@ -113,7 +120,7 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
     let ralt = match &inner.ralt {
         // Without retention nothing stays behind: plain picking (the no-retain ablation).
         Some(ralt) if inner.opts.promotion.retention => ralt,
-        _ => return picker::pick(v, &inner.opts, None),
+        _ => return picker::pick(v, &inner.opts, None, &st.running_compactions),
     };
     let level = inner.layout.last_fast_level;
     let sizer = ralt.range_hot_sizer();
@@ -124,23 +131,27 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
         hot_size: &hot_size,
         saturated,
     };
-    picker::pick(v, &inner.opts, Some(&hot))
+    picker::pick(v, &inner.opts, Some(&hot), &st.running_compactions)
 }
 
 /// Writes a memtable's entries into a new L0 table on the fast tier, or on the slow tier
-/// when the fast disk is full (spill: the fast-tier budget is a soft limit).
+/// when the fast disk is full (spill: the fast-tier budget is a soft limit). A version
+/// that a newer version of its key in the same memtable hides from every snapshot
+/// (`smallest_snapshot`, as in compaction) is dropped: under skewed updates most of a
+/// memtable can be such versions, and every byte not flushed is also not compacted again.
 pub(crate) fn write_level0_table(
     env: &Env,
     opts: &Options,
     counters: &Counters,
     mem: &Arc<MemTable>,
     number: u64,
+    smallest_snapshot: SeqNo,
 ) -> Result<Option<NewFile>> {
-    match write_table_on(env, opts, counters, mem, number, Tier::Fast) {
+    let write = |tier| write_table_on(env, opts, counters, mem, number, smallest_snapshot, tier);
+    match write(Tier::Fast) {
         Err(e) if e.is_no_space() && !env.is_single_dir() => {
             tracing::warn!("fast tier full, writing L0 table {number} to the slow tier: {e}");
-            write_table_on(env, opts, counters, mem, number, Tier::Slow)
-                .map_err(|e2| both_tiers_full(&e, e2))
+            write(Tier::Slow).map_err(|e2| both_tiers_full(&e, e2))
         }
         r => r,
     }
@@ -161,6 +172,7 @@ fn write_table_on(
     counters: &Counters,
     mem: &Arc<MemTable>,
     number: u64,
+    smallest_snapshot: SeqNo,
     tier: Tier,
 ) -> Result<Option<NewFile>> {
     if mem.is_empty() {
@@ -170,10 +182,36 @@ fn write_table_on(
     let file = env.create_writable(tier, &name, IoCause::Flush)?;
     let mut builder = TableBuilder::new(file, opts.table_options());
     let mut it = mem.iter();
+    let mut dropped = 0u64;
     let built = (|| {
         it.seek_to_first()?;
+        // Versions of a key come newest first; the newest of each key is always kept, so a
+        // non-empty memtable never yields an empty table.
+        let mut last_key: Vec<u8> = Vec::new();
+        let mut last_seq: Option<SeqNo> = None;
         while it.valid() {
-            builder.add(it.key(), it.value())?;
+            let shadowed = match parse_internal_key(it.key()) {
+                Some(k) if last_seq.is_some() && k.user_key == last_key.as_slice() => {
+                    let hidden = last_seq.is_some_and(|s| s <= smallest_snapshot);
+                    last_seq = Some(k.seq);
+                    hidden
+                }
+                Some(k) => {
+                    last_key.clear();
+                    last_key.extend_from_slice(k.user_key);
+                    last_seq = Some(k.seq);
+                    false
+                }
+                None => {
+                    last_seq = None;
+                    false
+                }
+            };
+            if shadowed {
+                dropped += 1;
+            } else {
+                builder.add(it.key(), it.value())?;
+            }
             it.next()?;
         }
         builder.finish()
@@ -181,6 +219,7 @@ fn write_table_on(
     match built {
         Ok(info) => {
             Counters::add(&counters.flush_bytes_written, info.file_size);
+            Counters::add(&counters.flush_entries_dropped, dropped);
             Ok(Some(new_file_from(0, number, tier, info)))
         }
         Err(e) => {
@@ -193,7 +232,14 @@ fn write_table_on(
 /// Flushes the oldest immutable memtable to L0 and retires its WAL.
 fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Result<()> {
     let number = inner.state.lock().versions.new_file_number();
-    let file = write_level0_table(&inner.env, &inner.opts, &inner.counters, mem, number)?;
+    let file = write_level0_table(
+        &inner.env,
+        &inner.opts,
+        &inner.counters,
+        mem,
+        number,
+        inner.smallest_snapshot(),
+    )?;
     if let Some(f) = &file {
         // Before the SuperVersion without `mem` is published (invariant 1, see cache).
         update_cache_for_flush(inner, mem, f)?;
@@ -278,6 +324,7 @@ pub(crate) fn run_compaction(
     c: &Compaction,
     v: &crate::version::Version,
 ) -> Result<()> {
+    let started = std::time::Instant::now();
     let alloc = || inner.state.lock().versions.new_file_number();
     // A compaction from the fast into the slow tier moves newer versions below the
     // promotion cache: announce it (HotRAP §3.3) and take the cached records in its range.
@@ -323,7 +370,7 @@ pub(crate) fn run_compaction(
         }
         r => r,
     };
-    let out = match result {
+    let mut out = match result {
         Ok(out) => out,
         Err(e) => {
             c.release();
@@ -339,7 +386,8 @@ pub(crate) fn run_compaction(
         .filter(|f| f.level == c.level)
         .map(|f| f.size)
         .sum();
-    if let Err(e) = st.versions.log_and_apply(out.edit) {
+    let output_files = out.edit.added.len();
+    if let Err(e) = st.versions.log_and_apply(std::mem::take(&mut out.edit)) {
         // The outputs stay: the edit may be durable anyway (see log_and_apply).
         c.release();
         return Err(e);
@@ -360,6 +408,7 @@ pub(crate) fn run_compaction(
             inner.tables.evict(f.number);
         }
     }
+    log_compaction(c, v, &out, output_files, trivial, started.elapsed());
     let k = &inner.counters;
     Counters::add(&k.compactions, 1);
     if trivial {
@@ -377,6 +426,43 @@ pub(crate) fn run_compaction(
     Counters::add(&k.compaction_blocks_rewritten, out.blocks.built_blocks);
     Counters::add(&k.compaction_bytes_rewritten, out.blocks.built_bytes);
     Ok(())
+}
+
+/// One structured event per finished compaction (target `tierkv::compaction`, level
+/// debug; e.g. `RUST_LOG=tierkv::compaction=debug tierkv ...`), the counterpart of
+/// RocksDB's `compaction_finished` event: enough to trace write amplification to single
+/// compactions (bytes taken from each level, written, kept up by HotRAP).
+fn log_compaction(
+    c: &Compaction,
+    v: &crate::version::Version,
+    out: &job::JobOutput,
+    output_files: usize,
+    trivial: bool,
+    took: Duration,
+) {
+    let bytes = |files: &[Arc<FileMeta>]| -> u64 { files.iter().map(|f| f.size()).sum() };
+    tracing::debug!(
+        target: "tierkv::compaction",
+        level = c.level,
+        output_level = c.output_level,
+        reason = c.reason,
+        trivial,
+        level_bytes = v.level_bytes(c.level),
+        level_target = v.layout.targets[c.level],
+        fast_tier_bytes = v.tier_bytes(Tier::Fast),
+        input_files = c.inputs.len(),
+        input_bytes = bytes(&c.inputs),
+        output_level_files = c.output_inputs.len(),
+        output_level_bytes = bytes(&c.output_inputs),
+        written_bytes = out.bytes_written,
+        output_files,
+        retained_bytes = out.retained_bytes,
+        promoted_bytes = out.promoted_bytes,
+        entries_dropped = out.entries_dropped,
+        reused_blocks = out.blocks.copied_blocks,
+        millis = took.as_millis() as u64,
+        "compaction finished"
+    );
 }
 
 fn wait_for<F: FnMut(&State) -> bool>(inner: &DbInner, mut done: F) -> Result<()> {
@@ -401,7 +487,7 @@ pub(crate) fn wait_idle(inner: &DbInner) -> Result<()> {
     wait_for(inner, |st| {
         st.imms.is_empty()
             && !st.flush_running
-            && st.running_compactions == 0
+            && st.running_compactions.is_empty()
             && st.pc_pending.is_empty()
             && !st.checker_running
             && !st.ralt_running
@@ -439,7 +525,7 @@ pub(crate) fn compact_range(
         st.manual_compaction = true;
     }
     let r = (|| {
-        wait_for(inner, |st| st.running_compactions == 0)?;
+        wait_for(inner, |st| st.running_compactions.is_empty())?;
         let v = inner.state.lock().versions.current();
         let deepest = (0..v.num_levels())
             .rev()

@@ -57,7 +57,8 @@ pub(crate) struct State {
     pub mem: Arc<MemTable>,
     pub imms: Vec<Arc<MemTable>>,
     pub flush_running: bool,
-    pub running_compactions: usize,
+    /// What each running compaction may write (see `compaction::RangeClaim`).
+    pub running_compactions: Vec<crate::compaction::RangeClaim>,
     pub manual_compaction: bool,
     pub bg_error: Option<Arc<Error>>,
     /// Frozen promotion caches awaiting the checker, each with the superversion taken
@@ -688,6 +689,7 @@ impl DbInner {
             get_sources,
             flushes: c.flushes.load(Relaxed),
             flush_bytes_written: c.flush_bytes_written.load(Relaxed),
+            flush_entries_dropped: c.flush_entries_dropped.load(Relaxed),
             compactions: c.compactions.load(Relaxed),
             trivial_moves: c.trivial_moves.load(Relaxed),
             compaction_bytes_read: c.compaction_bytes_read.load(Relaxed),

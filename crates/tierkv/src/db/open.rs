@@ -11,6 +11,7 @@ use crate::hot::bloom::{BloomCascade, BloomCascadeOptions};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::ralt::{Ralt, RaltOptions};
 use crate::hot::{HotTracker, HotnessTracker};
+use crate::key::MAX_SEQ;
 use crate::memtable::MemTable;
 use crate::options::{LevelLayout, Options};
 use crate::version::{
@@ -137,7 +138,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             mem,
             imms: Vec::new(),
             flush_running: false,
-            running_compactions: 0,
+            running_compactions: Vec::new(),
             manual_compaction: false,
             bg_error: None,
             pc_pending: Vec::new(),
@@ -210,7 +211,8 @@ fn replay_wals(
     let flush =
         |mem: &Arc<MemTable>, versions: &mut VersionSet, edit: &mut VersionEdit| -> Result<()> {
             let number = versions.new_file_number();
-            if let Some(f) = write_level0_table(env, opts, counters, mem, number)? {
+            // No snapshot exists yet: only the newest version of a key is needed.
+            if let Some(f) = write_level0_table(env, opts, counters, mem, number, MAX_SEQ)? {
                 edit.added.push(f);
             }
             Ok(())

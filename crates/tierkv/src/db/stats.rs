@@ -24,6 +24,7 @@ pub(crate) struct Counters {
     pub get_not_found: AtomicU64,
     pub flushes: AtomicU64,
     pub flush_bytes_written: AtomicU64,
+    pub flush_entries_dropped: AtomicU64,
     pub compactions: AtomicU64,
     pub trivial_moves: AtomicU64,
     pub compaction_bytes_read: AtomicU64,
@@ -170,6 +171,9 @@ pub struct DbStats {
     pub flushes: u64,
     /// Bytes written by flushes.
     pub flush_bytes_written: u64,
+    /// Memtable entries flushes dropped: versions a newer version of the same key in the
+    /// memtable hides from every snapshot.
+    pub flush_entries_dropped: u64,
     /// Compactions run (trivial moves included).
     pub compactions: u64,
     /// Compactions that only re-linked a file.
