@@ -74,13 +74,7 @@ pub(crate) struct BufEntry {
     next: u32,
 }
 
-impl BufEntry {
-    /// A key accessed again while its record is still buffered counts as hot at once
-    /// (the paper's "super hot" key); a single buffered access alone never does.
-    pub fn is_hot(&self) -> bool {
-        self.count >= 2
-    }
-}
+impl BufEntry {}
 
 /// Approximate memory of one entry: the key, the entry and its index slot.
 pub(crate) fn entry_cost(key_len: usize) -> usize {
@@ -88,25 +82,42 @@ pub(crate) fn entry_cost(key_len: usize) -> usize {
 }
 
 /// The unsorted buffer.
-#[derive(Default)]
 pub(crate) struct Buffer {
     entries: Vec<BufEntry>,
     index: HashMap<u64, u32, BuildHasherDefault<PassThrough>>,
     bytes: usize,
     key_bytes: usize,
+    /// Accesses that make a buffered key hot (see [`Buffer::is_hot`]).
+    hot_count: u32,
+}
+
+impl Default for Buffer {
+    fn default() -> Buffer {
+        Buffer::with_capacity(0, 1, 1)
+    }
 }
 
 impl Buffer {
     /// An empty buffer sized for `bytes` of entries of `key_len`-byte keys, so filling it
-    /// does not reallocate on the foreground's path.
-    pub fn with_capacity(bytes: usize, key_len: usize) -> Buffer {
+    /// does not reallocate on the foreground's path. `scale` is how many times the
+    /// starting buffer size it is (see [`Buffer::is_hot`]).
+    pub fn with_capacity(bytes: usize, key_len: usize, scale: u32) -> Buffer {
         let n = bytes / entry_cost(key_len.max(1)) + 1;
         Buffer {
             entries: Vec::with_capacity(n),
             index: HashMap::with_capacity_and_hasher(n, Default::default()),
             bytes: 0,
             key_bytes: 0,
+            hot_count: 2 * scale.max(1),
         }
+    }
+
+    /// A key accessed again while its record is still buffered counts as hot at once
+    /// (the paper's "super hot" key); a single buffered access alone never does. A buffer
+    /// `scale` times the starting size stays open about that many times longer, so a key
+    /// needs `2 * scale` accesses in it: the same access rate as two in a starting buffer.
+    pub fn is_hot(&self, e: &BufEntry) -> bool {
+        e.count >= self.hot_count
     }
 
     pub fn len(&self) -> usize {

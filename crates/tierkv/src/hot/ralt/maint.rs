@@ -299,7 +299,7 @@ impl Ralt {
     /// What the run files' filters and indexes may hold: the memory limit less the active
     /// and the frozen buffer.
     fn file_memory_limit(&self) -> Option<u64> {
-        let buffers = 2 * self.opts.buffer_bytes as u64;
+        let buffers = 2 * self.buffer_capacity.load(Relaxed);
         self.opts
             .memory_limit
             .map(|l| l.saturating_sub(buffers).max(1))
@@ -345,7 +345,7 @@ impl Ralt {
             // only count the key twice in range hot sizes).
             let below = hot_below(&v, 0, &e.key);
             let by_score = self.scorer.rank(&e.meta, m.thr_tick) >= m.hot_rank;
-            let hot = by_score || (e.is_hot() && !below);
+            let hot = by_score || (buf.is_hot(e) && !below);
             let dup = hot && below;
             // One file per flush, whatever its size: level 0 files are whole buffers.
             let w = match &mut out.cur {
@@ -424,13 +424,26 @@ impl Ralt {
         let out_level = level + 1;
         let mut out = Outputs::new(self, out_level);
         let mut it = MergeIter::new(sources);
+        // From L0, sources 0..upper.len() are flushed buffers, one run each: how many of
+        // their records meet another record of the same key (from another buffer or from
+        // L1: a key tracked already) sizes the buffer.
+        let runs = if level == 0 { upper.len() } else { 0 };
+        let (mut buffered, mut repeated) = (0u64, 0u64);
         while let Some(group) = it.next_group()? {
+            let from_runs = group.iter().filter(|(i, _)| *i < runs).count() as u64;
+            buffered += from_runs;
+            if from_runs > 0 && group.len() > 1 {
+                repeated += from_runs;
+            }
             let meta = fold(self, &group);
             let key = &group[0].1.key;
             let hot = group.iter().any(|(_, r)| r.hot)
                 || self.scorer.rank(&meta, m.thr_tick) >= m.hot_rank;
             let dup = hot && hot_below(v, out_level, key);
             out.add(key, &meta, hot, dup)?;
+        }
+        if runs > 0 {
+            self.resize_buffer(repeated, buffered);
         }
         let added = out.finish()?;
         let removed: Vec<Arc<RunFile>> = upper.into_iter().chain(lower).collect();
