@@ -15,6 +15,12 @@
 #   AC_REPS         repetitions (default 3)
 #   AC_SYSTEMS      systems (default: adaptive, block-only and the fixed splits that were
 #                   best in earlier runs)
+#   AC_SD_PROFILE   the slow disk's device model (default custom:8000:200: 8000 IOPS,
+#                   200 MiB/s). Both phases are bound by slow-disk reads (scans read ~2-3
+#                   blocks each, 1% of gets go to the uniform tail), and this machine's disk
+#                   served the same reads at anywhere from 130 to 260 MiB/s within one run;
+#                   a model just below its slowest rate makes the disk the same for every
+#                   system and repetition. `none` runs on the bare disk.
 # Each repetition writes OUT_DIR/rep<N>/report.md and results.json; the summary goes to
 # OUT_DIR/summary.md.
 set -euo pipefail
@@ -23,6 +29,7 @@ out=${1:-bench-out/ac-key-phase}
 shift || true
 bin=${TIERKV:-${CARGO_TARGET_DIR:-target}/release/tierkv}
 reps=${AC_REPS:-3}
+sd_profile=${AC_SD_PROFILE:-custom:8000:200}
 IFS=, read -r -a systems <<< "${AC_SYSTEMS:-tierkv,tierkv-blockonly,tierkv-split:8:0:2,tierkv-split:5:0:5,tierkv-split:2:0:8}"
 [ -x "$bin" ] || { echo "ac-key-phase.sh: $bin not found; build it with cargo build --release -p tierkv-cli" >&2; exit 1; }
 n=${#systems[@]}
@@ -32,7 +39,7 @@ for ((r = 0; r < reps; r++)); do
     list=$(IFS=,; echo "${order[*]}")
     echo "== repetition $((r + 1)) of $reps: $list"
     "$bin" bench --scale small --distribution phased:crates/tierkv-bench/phases/ac-key-phase-change.txt \
-        --record-size 128 --sd-profile none --block-cache 8MiB --ops 6200000 --interval 1 \
+        --record-size 128 --sd-profile "$sd_profile" --block-cache 8MiB --ops 24200000 --interval 1 \
         --systems "$list" --no-progress --out "$out/rep$((r + 1))" "$@" > /dev/null
 done
 python3 - "$out" "$reps" <<'EOF'

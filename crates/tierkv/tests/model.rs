@@ -369,27 +369,26 @@ fn flush_drops_exactly_the_versions_no_snapshot_sees() {
     assert_eq!(db.stats().flush_entries_dropped, 0);
     assert_eq!(get_at(&db, Some(s1.seq())).as_deref(), Some(&b"v1"[..]));
     drop(s1);
-    // The same history again in a new memtable, now with s2 the oldest snapshot.
-    db.put(b"k", b"v1").unwrap();
-    db.put(b"k", b"v2").unwrap();
-    db.put(b"k", b"v3").unwrap();
-    let s3 = db.snapshot();
-    db.put(b"k", b"v4").unwrap();
-    db.delete(b"k").unwrap();
-    db.put(b"k", b"v5").unwrap();
+    // v1, v2, v3, a snapshot, v4, a tombstone, v5: the snapshot sees v3.
+    let history = |db: &Db| {
+        for v in [&b"v1"[..], b"v2", b"v3"] {
+            db.put(b"k", v).unwrap();
+        }
+        let snap = db.snapshot();
+        db.put(b"k", b"v4").unwrap();
+        db.delete(b"k").unwrap();
+        db.put(b"k", b"v5").unwrap();
+        snap
+    };
+    // The history in a new memtable, now with s2 the oldest snapshot.
+    let s3 = history(&db);
     db.flush().unwrap();
     // s2, the oldest snapshot, is older than every version of this memtable: all stay
     // (s3 needs v3; v1 and v2 are kept too, the price of looking at the oldest only).
     assert_eq!(db.stats().flush_entries_dropped, 0);
     assert_eq!(get_at(&db, Some(s2.seq())).as_deref(), Some(&b"v3"[..]));
     drop(s2);
-    db.put(b"k", b"v1").unwrap();
-    db.put(b"k", b"v2").unwrap();
-    db.put(b"k", b"v3").unwrap();
-    let s4 = db.snapshot();
-    db.put(b"k", b"v4").unwrap();
-    db.delete(b"k").unwrap();
-    db.put(b"k", b"v5").unwrap();
+    let s4 = history(&db);
     drop(s3);
     // s4 is the oldest: v1 and v2 are hidden from it by v3; v4 and the tombstone are newer
     // than s4 and kept (a version above the oldest snapshot is kept, as in compaction).
