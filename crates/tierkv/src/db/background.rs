@@ -240,13 +240,14 @@ fn write_table_on(
 /// Flushes the oldest immutable memtable to L0 and retires its WAL.
 fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Result<()> {
     let number = inner.state.lock().versions.new_file_number();
+    let horizon = inner.smallest_snapshot();
     let file = write_level0_table(
         &inner.env,
         &inner.opts,
         &inner.counters,
         mem,
         number,
-        inner.smallest_snapshot(),
+        horizon,
     )?;
     if let Some(f) = &file {
         // Before the SuperVersion without `mem` is published (invariant 1, see cache).
@@ -271,6 +272,7 @@ fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Result<()> {
     st.versions.log_and_apply(edit)?;
     let flushed = st.imms.pop().expect("the flushed memtable");
     debug_assert!(Arc::ptr_eq(&flushed, mem));
+    st.drop_horizon = st.drop_horizon.max(horizon);
     inner.install_super_version(&st);
     Counters::add(&inner.counters.flushes, 1);
     drop(st);
@@ -400,6 +402,7 @@ pub(crate) fn run_compaction(
         c.release();
         return Err(e);
     }
+    st.drop_horizon = st.drop_horizon.max(ctx.smallest_snapshot);
     inner.install_super_version(&st);
     c.release();
     if ctx.hot.is_some() {

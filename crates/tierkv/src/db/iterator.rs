@@ -7,7 +7,6 @@ use crate::iter::{InternalIterator, MergingIterator, UserIterator};
 use crate::options::ReadOptions;
 use crate::version::LevelIterator;
 use crate::Result;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 /// A cursor over the store's keys in order, forward or backward, at one snapshot.
@@ -18,10 +17,8 @@ pub struct DbIterator {
 }
 
 pub(crate) fn new_iterator(db: &DbInner, ropts: &ReadOptions) -> Result<DbIterator> {
-    let seq = ropts
-        .snapshot
-        .unwrap_or_else(|| db.visible_seq.load(Ordering::Acquire));
-    let sv = db.sv.load_full();
+    let (seq, sv) = db.read_view(ropts.snapshot)?;
+    let sv = arc_swap::Guard::into_inner(sv);
     let lo = ropts.lower_bound.as_deref();
     let hi = ropts.upper_bound.as_deref();
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();

@@ -49,6 +49,15 @@ pub struct SuperVersion {
     pub imms: Vec<Arc<MemTable>>,
     /// Table files.
     pub version: Arc<Version>,
+    /// The largest oldest-snapshot bound (`DbInner::smallest_snapshot`) any flush or
+    /// compaction in these files dropped versions under. Such a job drops a version only
+    /// when a newer one at or below its bound exists, so a read at or above the bound
+    /// loses nothing, but a latest-state read that took its sequence number before the
+    /// job started and loads this SuperVersion after it was installed could miss both
+    /// (the newer version is above its sequence, the older one gone): such a read takes
+    /// a new sequence number (see `DbInner::read_view`). Registered snapshots are never
+    /// below it.
+    pub drop_horizon: SeqNo,
 }
 
 /// State changed only under the `state` mutex.
@@ -70,6 +79,8 @@ pub(crate) struct State {
     /// nearly all of its input: until the level grows past this by a file, picking it again
     /// would only rewrite hot data in place.
     pub retention_saturated_at: Option<u64>,
+    /// See `SuperVersion::drop_horizon`.
+    pub drop_horizon: SeqNo,
 }
 
 pub(crate) struct Wal {
@@ -440,7 +451,32 @@ impl DbInner {
             mem: st.mem.clone(),
             imms: st.imms.clone(),
             version: st.versions.current(),
+            drop_horizon: st.drop_horizon,
         }));
+    }
+
+    /// The sequence number and SuperVersion a read works on: `snapshot`, or the latest
+    /// visible sequence, then the SuperVersion (in that order: every write at or below the
+    /// sequence is in it). A latest-state read whose sequence fell below the SuperVersion's
+    /// drop horizon takes both again (see `SuperVersion::drop_horizon`); a snapshot below
+    /// it was released, and reading it is an error rather than a wrong answer.
+    pub(crate) fn read_view(
+        &self,
+        snapshot: Option<SeqNo>,
+    ) -> Result<(SeqNo, arc_swap::Guard<Arc<SuperVersion>>)> {
+        loop {
+            let seq = snapshot.unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
+            let sv = self.sv.load();
+            if seq >= sv.drop_horizon {
+                return Ok((seq, sv));
+            }
+            if let Some(s) = snapshot {
+                return Err(Error::InvalidArgument(format!(
+                    "snapshot {s} was released: compaction has dropped versions it reads \
+                     (keep the Snapshot alive while reading at its sequence number)"
+                )));
+            }
+        }
     }
 
     /// The oldest sequence number any reader may still read at.
@@ -465,10 +501,7 @@ impl DbInner {
         // cannot see ran since.
         let fence = cache.map_or(0, |c| c.fence());
         let read_epoch = self.pc.read_epoch();
-        let seq = ropts
-            .snapshot
-            .unwrap_or_else(|| self.visible_seq.load(Ordering::Acquire));
-        let sv = self.sv.load();
+        let (seq, sv) = self.read_view(ropts.snapshot)?;
         for mem in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
             match mem.get(key, seq) {
                 MemGet::Found(v) => {

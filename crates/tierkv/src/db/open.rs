@@ -103,6 +103,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         mem: mem.clone(),
         imms: Vec::new(),
         version: versions.current(),
+        drop_horizon: 0,
     };
     let ralt = match (opts.promotion_active(), opts.fd_budget) {
         (true, Some(fd_budget)) => {
@@ -145,6 +146,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             checker_running: false,
             ralt_running: false,
             retention_saturated_at: None,
+            drop_horizon: 0,
         }),
         bg_cv: Condvar::new(),
         done_cv: Condvar::new(),
