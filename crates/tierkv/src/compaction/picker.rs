@@ -56,13 +56,23 @@ fn claimed(files: &[Arc<FileMeta>]) -> bool {
     files.iter().any(|f| f.being_compacted.load(Relaxed))
 }
 
+/// True for the last fast level when a slow level lies below it: its compactions move data
+/// into the slow tier.
+fn is_boundary(layout: &LevelLayout, level: usize) -> bool {
+    level == layout.last_fast_level && layout.tiers.get(level + 1) == Some(&Tier::Slow)
+}
+
 /// The levels a compaction out of `level` may write: the next level, and `level` itself at
 /// the fast-to-slow boundary, where retention and promotion by compaction keep records.
 pub fn written_levels(layout: &LevelLayout, level: usize) -> [usize; 2] {
-    let boundary = level == layout.last_fast_level
-        && layout.tiers.get(level) == Some(&Tier::Fast)
-        && layout.tiers.get(level + 1) == Some(&Tier::Slow);
-    [level + 1, if boundary { level } else { level + 1 }]
+    [
+        level + 1,
+        if is_boundary(layout, level) {
+            level
+        } else {
+            level + 1
+        },
+    ]
 }
 
 /// True if a compaction out of `level` over the files `inputs` and `overlap` may run beside
@@ -133,8 +143,7 @@ pub fn pick(
         if hot_here.is_some_and(|h| h.saturated) {
             continue;
         }
-        let boundary = level == v.layout.last_fast_level
-            && v.layout.tiers.get(level + 1) == Some(&crate::env::Tier::Slow);
+        let boundary = is_boundary(&v.layout, level);
         let batch_bytes = if opts.compaction.batched_demotion {
             MAX_BATCH_FILES.saturating_mul(opts.target_file_size)
         } else {

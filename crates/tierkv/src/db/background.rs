@@ -195,23 +195,17 @@ fn write_table_on(
         it.seek_to_first()?;
         // Versions of a key come newest first; the newest of each key is always kept, so a
         // non-empty memtable never yields an empty table.
-        let mut last_key: Vec<u8> = Vec::new();
-        let mut last_seq: Option<SeqNo> = None;
+        // The previous entry's user key and sequence number.
+        let mut last: Option<(Vec<u8>, SeqNo)> = None;
         while it.valid() {
-            let shadowed = match parse_internal_key(it.key()) {
-                Some(k) if last_seq.is_some() && k.user_key == last_key.as_slice() => {
-                    let hidden = last_seq.is_some_and(|s| s <= smallest_snapshot);
-                    last_seq = Some(k.seq);
+            let shadowed = match (parse_internal_key(it.key()), last.as_mut()) {
+                (Some(k), Some((key, seq))) if k.user_key == key.as_slice() => {
+                    let hidden = *seq <= smallest_snapshot;
+                    *seq = k.seq;
                     hidden
                 }
-                Some(k) => {
-                    last_key.clear();
-                    last_key.extend_from_slice(k.user_key);
-                    last_seq = Some(k.seq);
-                    false
-                }
-                None => {
-                    last_seq = None;
+                (k, _) => {
+                    last = k.map(|k| (k.user_key.to_vec(), k.seq));
                     false
                 }
             };

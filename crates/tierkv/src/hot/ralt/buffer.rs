@@ -74,8 +74,6 @@ pub(crate) struct BufEntry {
     next: u32,
 }
 
-impl BufEntry {}
-
 /// Approximate memory of one entry: the key, the entry and its index slot.
 pub(crate) fn entry_cost(key_len: usize) -> usize {
     key_len + std::mem::size_of::<BufEntry>() + 24

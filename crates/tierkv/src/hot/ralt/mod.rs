@@ -60,8 +60,6 @@ struct Front {
     clock: Clock,
     accesses: u64,
     dropped: u64,
-    /// Bytes the active buffer may hold (see `RaltOptions::max_buffer_bytes`).
-    capacity: usize,
 }
 
 /// The hotness tracker. `Send + Sync`; share it as `Arc<Ralt>`.
@@ -71,7 +69,8 @@ pub struct Ralt {
     params: Params,
     scorer: Scorer,
     front: Mutex<Front>,
-    /// `Front::capacity`, readable without the lock.
+    /// Bytes the active buffer may hold (see `RaltOptions::max_buffer_bytes`); changed
+    /// only under the front lock, when a buffer freezes.
     buffer_capacity: AtomicU64,
     /// The capacity the next buffer gets (set by L0 compactions, see
     /// `RaltOptions::max_buffer_bytes`).
@@ -229,7 +228,6 @@ impl Ralt {
                 clock: state.clock,
                 accesses: 0,
                 dropped: 0,
-                capacity: opts.buffer_bytes,
             }),
             buffer_capacity: AtomicU64::new(opts.buffer_bytes as u64),
             buffer_target: AtomicU64::new(opts.buffer_bytes as u64),
@@ -290,7 +288,8 @@ impl Ralt {
             f.accesses += 1;
             return Ok(true);
         }
-        if !f.active.is_empty() && f.active.bytes() + entry_cost(key.len()) > f.capacity {
+        let capacity = self.buffer_capacity.load(Relaxed);
+        if !f.active.is_empty() && (f.active.bytes() + entry_cost(key.len())) as u64 > capacity {
             if f.frozen.is_some() {
                 if drop_if_full {
                     // Time still moves: the paper's clock counts every accessed byte.
@@ -304,11 +303,11 @@ impl Ralt {
             }
             // Sized like the buffer just filled, which tells the typical key length.
             let key_len = f.active.key_bytes() / f.active.len().max(1);
-            f.capacity = usize::try_from(self.buffer_target.load(Relaxed)).unwrap_or(usize::MAX);
-            self.buffer_capacity.store(f.capacity as u64, Relaxed);
-            let scale = (f.capacity / self.opts.buffer_bytes.max(1)).max(1);
+            let capacity = self.buffer_target.load(Relaxed);
+            self.buffer_capacity.store(capacity, Relaxed);
+            let scale = (capacity / self.opts.buffer_bytes.max(1) as u64).max(1);
             let fresh = Buffer::with_capacity(
-                f.capacity,
+                usize::try_from(capacity).unwrap_or(usize::MAX),
                 key_len,
                 u32::try_from(scale).unwrap_or(u32::MAX),
             );
@@ -550,7 +549,7 @@ impl Ralt {
             filter_bytes,
             index_bytes,
             buffer_bytes,
-            buffer_capacity: f.capacity as u64,
+            buffer_capacity: self.buffer_capacity.load(Relaxed),
             evicted_keys: self.evicted_keys.load(Relaxed),
             counter_period: f.clock.epoch,
         }
