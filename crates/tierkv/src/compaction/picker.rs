@@ -124,7 +124,7 @@ pub fn pick(
     let scores = level_scores(v, opts);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
-    // Invariant 4: while the fast tier holds more than its budget, the compaction that moves
+    // Invariant 4 (docs/DESIGN.md): while the fast tier is over budget, the compaction that moves
     // data down into the slow tier goes first. Under a steady write load L0 and L1 always
     // outscore the last fast level, which would otherwise grow without bound; L0 waiting
     // only slows writers (stalls), it never breaks the budget.
