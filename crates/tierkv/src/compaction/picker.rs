@@ -30,7 +30,7 @@ use std::sync::Arc;
 /// is the bytes moved. A flush drops the versions its memtable shadows, so under skewed
 /// updates a flush can be a fraction of a memtable, and counting files would compact L1
 /// as often for much less data (YCSB A zipfian: L0 files of two thirds of a memtable, see
-/// BENCHMARKS.md). The file count still bounds the L0 files a read may consult.
+/// docs/BENCHMARKS-LOG.md). The file count still bounds the L0 files a read may consult.
 pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
     (0..v.num_levels() - 1)
         .map(|level| {
