@@ -1,6 +1,6 @@
 //! The checks behind the engine's fuzz targets, one function per target. Each takes the
 //! fuzzer's bytes (and an empty scratch directory when it needs files) and panics only when
-//! a property fails. The property everywhere is invariant 3 of DESIGN.md (detect, never
+//! a property fails. The property everywhere is invariant 3 of docs/DESIGN.md (detect, never
 //! invent): a reader turns hostile bytes into an `Err`, never a panic, a hang, keys out of
 //! order or data that no valid file held.
 //!

@@ -621,7 +621,7 @@ pub fn markdown(res: &BenchResults) -> String {
             c.sd_device.bandwidth.map_or("unlimited".to_string(), bytes)
         );
         // Nothing placed across the two tiers outruns the same store with every level on
-        // the fast disk either (DESIGN.md): when tierkv-fd ran too, the bound is the lower
+        // the fast disk either (docs/DESIGN.md): when tierkv-fd ran too, the bound is the lower
         // of the two.
         let fd_ceiling = res
             .systems

@@ -1,6 +1,6 @@
 //! Scale presets (`smoke`, `small`, `paper`) and the resolved run configuration: flags
-//! override the preset, and values the user did not give are derived as in DESIGN.md
-//! ("Measuring like the paper"): about 11x the fast-disk budget loaded, about 2 operations
+//! override the preset, and values the user did not give are derived as in docs/DESIGN.md
+//! ("Measuring"): about 11x the fast-disk budget loaded, about 2 operations
 //! per KiB loaded, engine sizes scaled to the budget.
 
 use serde::Serialize;

@@ -227,7 +227,7 @@ mod tests {
         assert_eq!(got[1].kind, ValueKind::Delete);
     }
 
-    /// Every truncation and a wrong count are rejected as corruption (invariant 3).
+    /// Every truncation and a wrong count are rejected as corruption (invariant 3, docs/DESIGN.md).
     #[test]
     fn malformed_batches_are_corruption() {
         let mut b = WriteBatch::new();

@@ -246,7 +246,7 @@ pub struct MemoryComponent {
 }
 
 /// Memory by component, from [`crate::DbStats::memory`]. With a budget the limits are the
-/// division's shares and `total_bytes` stays within `budget` (DESIGN.md invariant 4);
+/// division's shares and `total_bytes` stays within `budget` (docs/DESIGN.md invariant 4);
 /// without one they are the individual options' limits.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MemoryStats {

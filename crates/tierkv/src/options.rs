@@ -149,7 +149,7 @@ pub struct PromotionOptions {
     pub bloom_cascade: BloomCascadeOptions,
 }
 
-/// Switches of the compaction's background-traffic savings (HyperDB, issue 11).
+/// Switches of the compaction's background-traffic savings (HyperDB, docs/DESIGN.md).
 #[derive(Clone, Debug)]
 pub struct CompactionOptions {
     /// Copy a data block of an input table into the output verbatim, instead of decoding

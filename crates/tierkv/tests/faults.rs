@@ -1,5 +1,5 @@
 //! Injected faults: failing writes, reads and syncs, full disks, and power cuts that drop
-//! every unsynced byte (issue 10).
+//! every unsynced byte (docs/DESIGN.md).
 //!
 //! Checks invariant 2 (durability: a synced write survives a power cut, and a cut loses only
 //! a suffix of the writes), invariant 3 (an injected read error is reported, never turned

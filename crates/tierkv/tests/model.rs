@@ -2,7 +2,7 @@
 //! directions, with bounds), snapshots, flushes, compactions and reopens, checked after
 //! every step against a `BTreeMap` model.
 //!
-//! Checks invariant 1 (newest version wins, snapshots see exactly their state) and
+//! Checks docs/DESIGN.md invariant 1 (newest version wins, snapshots see exactly their state) and
 //! invariant 2 for clean reopens (nothing acknowledged is lost across close/open).
 //! Compactions copy untouched blocks (block reuse, the default) in every run but
 //! `model_two_tiers_block_reuse_off`, which takes the entry-by-entry path; the bloom-cascade

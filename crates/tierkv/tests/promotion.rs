@@ -1,6 +1,6 @@
-//! Hot-record retention and promotion (issue 6).
+//! Hot-record retention and promotion (HotRAP, docs/DESIGN.md).
 //!
-//! `versions_never_go_backwards_under_promotion` checks invariant 1 of DESIGN.md under
+//! `versions_never_go_backwards_under_promotion` checks invariant 1 of docs/DESIGN.md under
 //! stress: writers update keys with increasing version numbers while readers, whose reads
 //! hit the slow tier and feed the promotion cache, assert that no get ever returns a
 //! version older than one already acknowledged before the get began; meanwhile flushes,

@@ -167,7 +167,7 @@ impl<T: Entry, const N: usize> Store<T, N> {
             None => {
                 if self.nodes.len() == self.nodes.capacity() {
                     // Grow by an eighth, not by doubling: unused slots are memory that no
-                    // entry's charge accounts for (invariant 4).
+                    // entry's charge accounts for (invariant 4, docs/DESIGN.md).
                     self.nodes.reserve_exact((self.nodes.len() / 8).max(16));
                 }
                 self.nodes.push(Some(node));

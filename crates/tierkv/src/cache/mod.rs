@@ -9,7 +9,7 @@
 //! admission, eviction and ghost sizing), `adaptive` (modes, targets, E-ARC moves, ghost
 //! turn-off). This file owns the sharding, the flush fence and the statistics.
 //!
-//! **Correctness (invariant 1).** KV and KP entries describe the newest version of a key
+//! **Invariant 1 (docs/DESIGN.md).** KV and KP entries describe the newest version of a key
 //! outside the memtables, so they sit below the memtables in the read order and only reads
 //! of the latest state (no snapshot) use or fill them. Table files never gain newer
 //! versions except by flush: compaction and retention only move versions, and promotion

@@ -5,7 +5,7 @@
 //! the ghosts, ghost sizing (equations 4 and 5) and the flush updates.
 //!
 //! The shard's usage (real entries plus ghost records) never exceeds its capacity; the
-//! shards' capacities add up to at most the budget (invariant 4).
+//! shards' capacities add up to at most the budget (invariant 4, docs/DESIGN.md).
 
 use super::adaptive::{Controller, Targets};
 use super::block::BlockEntry;

@@ -1,6 +1,6 @@
 //! Tests of the cache as a whole: admission and promotion (AC-Key §4.1), ghost hits, the
 //! flush updates and the fence (invariant 1), fixed modes, ghost turn-off, and the budget
-//! under random mixes of every operation (invariant 4).
+//! under random mixes of every operation (invariant 4; both in docs/DESIGN.md).
 
 use super::*;
 use crate::sst::block::BlockBuilder;

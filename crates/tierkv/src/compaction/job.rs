@@ -299,14 +299,14 @@ impl Sink {
 enum HotSource {
     /// Retention is off: nothing stays.
     Off,
-    /// RALT's hot keys of the range, merged with the compaction's keys (HotRAP §3.5).
+    /// RALT's hot keys of the range, merged with the compaction's keys (HotRAP §3.1).
     Listed(std::iter::Peekable<HotKeys>),
     /// A tracker that cannot list keys (the bloom cascade): `is_hot` per merged key.
     PerKey,
 }
 
 /// Decides, key by key, what a compaction from the last fast level into the slow tier keeps
-/// on the fast tier (HotRAP §3.5): hot keys of the inputs (retention), and hot
+/// on the fast tier (HotRAP §3.1): hot keys of the inputs (retention), and hot
 /// promotion-cache records the inputs do not hold (promotion by compaction).
 struct HotRouter<'a> {
     hot: &'a HotRouting<'a>,

@@ -2,7 +2,7 @@
 //! the outputs must hold exactly the same entries at the same levels (invariant 1: the
 //! versions that survive, and where, do not depend on how blocks are written), every
 //! output must pass `Table::verify` with checksums and properties right (invariant 3), and
-//! output files must not split a user key (the levels stay disjoint).
+//! output files must not split a user key (the levels stay disjoint). Invariants: docs/DESIGN.md.
 
 use super::job::{self, HotRouting, JobContext, JobOutput};
 use super::Compaction;

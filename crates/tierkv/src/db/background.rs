@@ -98,7 +98,7 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
 /// True while the last fast level holds (nearly) only retained hot data and has not grown
 /// by a file since: compacting it would only rewrite it in place. Never once the level is
 /// half again over its target: then the next compaction pushes data down regardless of
-/// hotness (see `run_compaction`), so the fast tier stays within its budget (invariant 4).
+/// hotness (see `run_compaction`): the fast tier stays within budget (invariant 4, docs/DESIGN.md).
 fn retention_saturated(
     inner: &DbInner,
     st: &State,

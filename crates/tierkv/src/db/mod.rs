@@ -1,6 +1,6 @@
 //! The database: open and recovery, the write path (WAL group commit, memtables, write
 //! stalls), the read path (memtables, then table levels), snapshots, iterators, and the
-//! background threads that flush and compact.
+//! background threads that flush and compact. Invariants: docs/DESIGN.md.
 //!
 //! Concurrency in one paragraph: readers take no lock; they load the visible sequence
 //! number, then the current [`SuperVersion`] (memtables + version) through an `ArcSwap`.

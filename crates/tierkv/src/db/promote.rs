@@ -30,7 +30,7 @@ impl DbInner {
     }
 
     /// Offers a record just read from the slow tier to the promotion cache (HotRAP §3.3).
-    /// Never blocks the reader beyond a try-lock (invariant 5).
+    /// Never blocks the reader beyond a try-lock (invariant 5, docs/DESIGN.md).
     pub(crate) fn offer_for_promotion(&self, key: &[u8], value: &Bytes, seq: u64, epoch: u64) {
         let limit = self.opts.promotion_cache_size();
         let inserted = if self.pc.mutable_size() >= 2 * limit {

@@ -8,7 +8,7 @@
 //! O(1), not a pass over its keys, on the write path). It does not decide hotness (RALT
 //! does) nor write files (the engine's checker and compaction do).
 //!
-//! Safety of inserts (invariant 1: a read never returns a version older than the newest
+//! Insert safety (docs/DESIGN.md invariant 1: a read never returns a version older than the newest
 //! one visible to it). A record read from the slow tier is the newest version in its
 //! reader's superversion. It would become stale only if a newer version moved into the
 //! slow tier, which happens only through a compaction whose output is on the slow tier.

@@ -4,7 +4,7 @@
 //! restart points), then a bloom filter over its user keys, a properties block, an index
 //! block (the last key of each data block and its handle), and a fixed footer with a
 //! checksum, format version and magic. Every block carries a checksum, so every byte of a
-//! table is covered (invariant 3). The byte layout is in docs/FORMAT.md, "Table files".
+//! table is covered (invariant 3, docs/DESIGN.md). Byte layout: docs/FORMAT.md, "Table files".
 //!
 //! Owns the format, its builder and reader, and the table iterator. It does not decide
 //! which tables exist (`version`) nor what goes into them (`db`, `compaction`).

@@ -1,4 +1,4 @@
-//! Table round trips against an in-memory model, and damage detection (invariant 3).
+//! Table round trips against an in-memory model; damage detection (invariant 3, docs/DESIGN.md).
 
 use super::*;
 use crate::cache::Cache;

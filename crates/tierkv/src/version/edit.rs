@@ -181,7 +181,7 @@ mod tests {
         );
     }
 
-    /// Every truncation is corruption or a shorter valid edit, never a panic (invariant 3).
+    /// Truncation is corruption or a shorter valid edit, not a panic (docs/DESIGN.md invariant 3).
     #[test]
     fn truncations_never_panic() {
         let enc = sample().encode();
