@@ -16,7 +16,8 @@ use rocksdb::{
 
 use crate::error::{BenchError, Result};
 use crate::scale::Config;
-use crate::systems::{Counters, Store, System, TierDirs};
+use crate::store::{Counters, Store, TierDirs};
+use crate::systems::System;
 
 /// A RocksDB store under test.
 pub struct RocksStore {

@@ -17,6 +17,7 @@
 //! `server` (networking and shutdown), `config`.
 
 #![warn(missing_docs)]
+#![forbid(unsafe_code)]
 
 mod commands;
 mod config;
