@@ -30,6 +30,7 @@ pub mod memtable;
 pub mod merge;
 mod options;
 pub mod sst;
+mod tiers;
 pub mod version;
 pub mod wal;
 
@@ -44,9 +45,10 @@ pub use hot::bloom::BloomCascadeOptions;
 pub use hot::HotnessTracker;
 pub use memory::{MemoryDivision, MemoryShares, MemoryStats};
 pub use options::{
-    CompactionOptions, LevelLayout, Options, PromotionOptions, ReadOptions, SlowTier, WriteOptions,
+    CompactionOptions, Options, PromotionOptions, ReadOptions, SlowTier, WriteOptions,
 };
 pub use sst::Compression;
+pub use tiers::LevelLayout;
 pub use wal::RecoveryMode;
 
 /// The README's example, compiled and run as a doc test so it stays true.

@@ -38,11 +38,12 @@ pub use point::{BlockPtr, POINTER_SIZE};
 pub use shard::PointLookup;
 
 use crate::sst::block::Block;
+use adaptive::Comp;
 use adaptive::{Controller, HitCounts};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::Serialize;
-use shard::{Comp, FlushOutcome, Shard, ShardCounters};
+use shard::{FlushOutcome, Shard, ShardCounters};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most shards; fewer for small budgets so each shard holds at least [`BLOCKS_PER_SHARD`]
@@ -517,6 +518,16 @@ impl Cache {
         st.promotions = self.sum(|c| &c.promotions);
         st.rejected = self.sum(|c| &c.rejected);
         st
+    }
+}
+
+impl crate::sst::BlockCache for Cache {
+    fn get_block(&self, file: u64, offset: u64) -> Option<Block> {
+        Cache::get_block(self, file, offset)
+    }
+
+    fn insert_block(&self, file: u64, offset: u64, block: Block) {
+        Cache::insert_block(self, file, offset, block)
     }
 }
 

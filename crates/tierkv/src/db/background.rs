@@ -5,7 +5,8 @@
 use super::stats::Counters;
 use super::{promote, DbInner, State};
 use crate::cache::FlushedKey;
-use crate::compaction::job::{self, new_file_from, HotRouting, JobContext};
+use crate::compaction::job::{self, HotRouting, JobContext};
+use crate::compaction::stream::VersionStream;
 use crate::compaction::{picker, Compaction};
 use crate::env::{Env, IoCause, Tier};
 use crate::iter::InternalIterator;
@@ -193,23 +194,18 @@ fn write_table_on(
     let mut dropped = 0u64;
     let built = (|| {
         it.seek_to_first()?;
-        // Versions of a key come newest first; the newest of each key is always kept, so a
-        // non-empty memtable never yields an empty table.
-        // The previous entry's user key and sequence number.
-        let mut last: Option<(Vec<u8>, SeqNo)> = None;
+        // The newest version of each key is always kept, so a non-empty memtable never
+        // yields an empty table.
+        let mut versions = VersionStream::new(smallest_snapshot);
         while it.valid() {
-            let shadowed = match (parse_internal_key(it.key()), last.as_mut()) {
-                (Some(k), Some((key, seq))) if k.user_key == key.as_slice() => {
-                    let hidden = *seq <= smallest_snapshot;
-                    *seq = k.seq;
-                    hidden
-                }
-                (k, _) => {
-                    last = k.map(|k| (k.user_key.to_vec(), k.seq));
+            let hidden = match parse_internal_key(it.key()) {
+                Some(k) => versions.step(&k).hidden,
+                None => {
+                    versions.reset();
                     false
                 }
             };
-            if shadowed {
+            if hidden {
                 dropped += 1;
             } else {
                 builder.add(it.key(), it.value())?;
@@ -222,7 +218,7 @@ fn write_table_on(
         Ok(info) => {
             Counters::add(&counters.flush_bytes_written, info.file_size);
             Counters::add(&counters.flush_entries_dropped, dropped);
-            Ok(Some(new_file_from(0, number, tier, info)))
+            Ok(Some(NewFile::from_table(0, number, tier, info)))
         }
         Err(e) => {
             let _ = env.remove(tier, &name);

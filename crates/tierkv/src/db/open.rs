@@ -13,7 +13,8 @@ use crate::hot::ralt::{Ralt, RaltOptions};
 use crate::hot::{HotTracker, HotnessTracker};
 use crate::key::MAX_SEQ;
 use crate::memtable::MemTable;
-use crate::options::{LevelLayout, Options};
+use crate::options::Options;
+use crate::tiers::LevelLayout;
 use crate::version::{
     manifest_file_name, parse_file_number, wal_file_name, TableCache, VersionEdit, VersionSet,
 };

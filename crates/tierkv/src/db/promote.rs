@@ -5,13 +5,11 @@
 
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
-use crate::compaction::job::new_file_from;
 use crate::env::{IoCause, Tier};
 use crate::hot::promotion::{InsertOutcome, PcRecord, PcTable, MAX_FROZEN_TABLES};
-use crate::hot::HotTracker;
 use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
 use crate::sst::TableBuilder;
-use crate::version::{table_file_name, VersionEdit};
+use crate::version::{table_file_name, NewFile, VersionEdit};
 use crate::Result;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -92,15 +90,6 @@ impl DbInner {
     }
 }
 
-/// Logs in RALT the slow-tier read that put `record` in the promotion cache, unless an
-/// earlier checker pass did (HotRAP: "RALT is updated later").
-pub(crate) fn record_cached_read(ralt: &HotTracker, key: &[u8], record: &PcRecord) -> Result<()> {
-    if record.recorded {
-        return Ok(());
-    }
-    ralt.record_access_background(key, record.value.len().min(u32::MAX as usize) as u32)
-}
-
 /// Attempts at writing a promotion file whose keys go stale meanwhile before giving up.
 const CHECKER_ATTEMPTS: usize = 3;
 
@@ -128,7 +117,7 @@ pub(crate) fn run_checker(
         if table.is_updated(&key) {
             continue;
         }
-        record_cached_read(ralt, &key, &record)?;
+        ralt.record_cached_read(&key, &record)?;
         if inner.opts.promotion.hotness_check && !ralt.is_hot(&key) {
             continue;
         }
@@ -185,7 +174,7 @@ pub(crate) fn run_checker(
             .collect();
         if stale.is_empty() {
             let edit = VersionEdit {
-                added: vec![new_file_from(0, number, Tier::Fast, info)],
+                added: vec![NewFile::from_table(0, number, Tier::Fast, info)],
                 ..Default::default()
             };
             if let Err(e) = st.versions.log_and_apply(edit) {

@@ -113,7 +113,9 @@ impl TableCache {
             Ok(Arc::new(Table::open(
                 file,
                 meta.number,
-                self.block_cache.clone(),
+                self.block_cache
+                    .clone()
+                    .map(|c| c as Arc<dyn crate::sst::BlockCache>),
                 cause,
             )?))
         });
