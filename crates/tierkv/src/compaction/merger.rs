@@ -3,7 +3,7 @@
 //! that hide nothing), which output each survivor goes to (down, or kept on the fast tier by
 //! `super::routing`), and when outputs are cut (between user keys only).
 
-use super::job::{JobContext, JobOutput};
+use super::context::{JobContext, JobOutput};
 use super::output::Sink;
 use super::routing::HotRouter;
 use super::stream::VersionStream;

@@ -3,6 +3,7 @@
 //! version and claims files; the job merges them into new files and returns the version
 //! edit. Neither installs anything: the database applies the edit under its lock.
 
+mod context;
 pub mod job;
 mod merger;
 mod output;

@@ -2,7 +2,7 @@
 //! level, or the last fast level for retained and promoted records), and where one file
 //! ends and the next begins.
 
-use super::job::JobContext;
+use super::context::JobContext;
 use crate::env::{IoCause, Tier};
 use crate::sst::{BlockWrites, RawBlock, TableBuilder};
 use crate::version::{table_file_name, NewFile};

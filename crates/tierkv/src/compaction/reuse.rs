@@ -7,7 +7,7 @@
 //! Everything else goes entry by entry exactly as without reuse, through the same
 //! decisions (`super::merger::Merger`).
 
-use super::job::JobContext;
+use super::context::JobContext;
 use super::merger::Merger;
 use super::Compaction;
 use crate::env::IoCause;

@@ -43,9 +43,12 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 inner.bg_cv.notify_all();
                 continue;
             }
-            if !st.checker_running && !st.pc_pending.is_empty() {
+            if !st.checker_running && inner.pc.awaits_checker() {
                 st.checker_running = true;
-                let (table, sv) = st.pc_pending.remove(0);
+                let Some((table, sv)) = inner.pc.next_for_checker() else {
+                    st.checker_running = false;
+                    continue;
+                };
                 MutexGuard::unlocked(&mut st, || {
                     // A failed promotion loses nothing (the records stay on the slow tier).
                     if let Err(e) = promote::run_checker(&inner, &table, &sv) {
@@ -489,7 +492,7 @@ pub(crate) fn wait_idle(inner: &DbInner) -> Result<()> {
         st.imms.is_empty()
             && !st.flush_running
             && st.running_compactions.is_empty()
-            && st.pc_pending.is_empty()
+            && !inner.pc.awaits_checker()
             && !st.checker_running
             && !st.ralt_running
             && !needs_compaction(inner, st)

@@ -23,7 +23,7 @@ pub use write::Update;
 
 use crate::batch::WriteBatch;
 use crate::env::{Env, IoCause, Tier};
-use crate::hot::promotion::{PcTable, PromotionCache};
+use crate::hot::promotion::PromotionCache;
 use crate::hot::HotTracker;
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
@@ -70,9 +70,6 @@ pub(crate) struct State {
     pub running_compactions: Vec<crate::compaction::RangeClaim>,
     pub manual_compaction: bool,
     pub bg_error: Option<Arc<Error>>,
-    /// Frozen promotion caches awaiting the checker, each with the superversion taken
-    /// when it froze (HotRAP §3.4 steps 3-4).
-    pub pc_pending: Vec<(Arc<PcTable>, Arc<SuperVersion>)>,
     pub checker_running: bool,
     pub ralt_running: bool,
     /// Bytes of the last fast level when a compaction into the slow tier last retained
@@ -106,8 +103,9 @@ pub(crate) struct DbInner {
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
     pub shutting_down: AtomicBool,
     pub counters: Counters,
-    /// Records read from the slow tier awaiting promotion.
-    pub pc: PromotionCache,
+    /// Records read from the slow tier awaiting promotion; its frozen tables await the
+    /// checker with the SuperVersion taken when they froze (HotRAP §3.4 steps 3-4).
+    pub pc: PromotionCache<Arc<SuperVersion>>,
     /// The hotness tracker, RALT or the bloom cascade (when promotion is active).
     pub ralt: Option<Arc<HotTracker>>,
     /// How `Options::memory_budget` was divided (`opts` already holds the derived sizes).

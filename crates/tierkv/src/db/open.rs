@@ -143,7 +143,6 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             running_compactions: Vec::new(),
             manual_compaction: false,
             bg_error: None,
-            pc_pending: Vec::new(),
             checker_running: false,
             ralt_running: false,
             retention_saturated_at: None,

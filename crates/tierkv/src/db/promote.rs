@@ -70,17 +70,19 @@ impl DbInner {
         // Freeze under the database mutex (HotRAP §3.4 step 3), so the list of frozen
         // caches cannot change while a memtable switch records itself in them. A reader
         // only tries the mutex: if it is busy, a later insert freezes.
-        let Some(mut st) = self.state.try_lock() else {
+        let Some(_st) = self.state.try_lock() else {
             return;
         };
         if self.pc.mutable_size() < limit || self.pc.frozen_count() >= MAX_FROZEN_TABLES {
             return;
         }
-        let Some(frozen) = self.pc.freeze() else {
+        // The checker reads the SuperVersion of the freeze (HotRAP §3.4 step 4): under the
+        // database mutex none can be installed meanwhile.
+        let by_flush = self.opts.promotion.by_flush;
+        let Some(frozen) = self.pc.freeze(by_flush.then(|| self.sv.load_full())) else {
             return;
         };
-        if self.opts.promotion.by_flush {
-            st.pc_pending.push((frozen, self.sv.load_full()));
+        if by_flush {
             self.bg_cv.notify_all();
         } else {
             // Without promotion by flush, a full cache is simply emptied: its records are
