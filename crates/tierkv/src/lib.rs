@@ -14,24 +14,30 @@
 #![warn(missing_docs)]
 
 mod batch;
-pub mod cache;
-pub mod coding;
-pub mod compaction;
-mod db;
+mod cache;
 #[doc(hidden)]
-pub mod decode;
+pub mod coding;
+mod compaction;
+mod db;
 pub mod env;
 mod error;
+#[doc(hidden)]
+pub mod fuzz_hooks;
 pub mod hot;
+#[doc(hidden)]
 pub mod iter;
+#[doc(hidden)]
 pub mod key;
 pub mod memory;
-pub mod memtable;
+mod memtable;
 pub mod merge;
 mod options;
+#[doc(hidden)]
 pub mod sst;
 mod tiers;
+#[doc(hidden)]
 pub mod version;
+#[doc(hidden)]
 pub mod wal;
 
 pub use batch::{BatchEntry, WriteBatch};
@@ -41,7 +47,7 @@ pub use db::{
 };
 pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};
-pub use hot::bloom::BloomCascadeOptions;
+pub use hot::cascade::BloomCascadeOptions;
 pub use hot::HotnessTracker;
 pub use memory::{MemoryDivision, MemoryShares, MemoryStats};
 pub use options::{

@@ -3,7 +3,7 @@
 //! derived from them (targets and tier placement); it never opens files.
 
 use crate::env::DeviceProfile;
-use crate::hot::bloom::BloomCascadeOptions;
+use crate::hot::cascade::BloomCascadeOptions;
 use crate::hot::ralt::RaltOptions;
 use crate::hot::HotnessTracker;
 use crate::memory::{MemoryDivision, MemoryShares};

@@ -32,9 +32,8 @@ mod ghost;
 mod point;
 mod shard;
 
-pub use adaptive::{CacheMode, CacheOptions, MAX_MOVE_SHARE, WINDOW};
-pub use elru::MAX_CANDIDATES;
-pub use point::{BlockPtr, POINTER_SIZE};
+pub use adaptive::{CacheMode, CacheOptions, WINDOW};
+pub use point::BlockPtr;
 pub use shard::PointLookup;
 
 use crate::sst::block::Block;
@@ -325,9 +324,9 @@ impl Cache {
     }
 
     /// After a KP hit: moves the key to the KV cache with the value its block held.
-    pub fn promote(&self, key: &[u8], hash: u64, value: &[u8], ptr: BlockPtr, fence: u64) {
+    pub fn upgrade_to_value(&self, key: &[u8], hash: u64, value: &[u8], ptr: BlockPtr, fence: u64) {
         self.if_fresh(hash, fence, |s, c| {
-            s.promote(key, hash, value, ptr, &self.ctl, c)
+            s.upgrade_to_value(key, hash, value, ptr, &self.ctl, c)
         });
     }
 

@@ -296,7 +296,7 @@ impl Shard {
 
     /// A KP hit whose block gave `value`: moves the key to the KV cache (§4.1.1 case II),
     /// unless its entry changed since (then the newer entry stays).
-    pub fn promote(
+    pub fn upgrade_to_value(
         &mut self,
         key: &[u8],
         hash: u64,

@@ -7,7 +7,7 @@
 use super::job::{self, HotRouting, JobContext, JobOutput};
 use super::Compaction;
 use crate::env::{Env, IoCause, Tier};
-use crate::hot::bloom::{BloomCascade, BloomCascadeOptions};
+use crate::hot::cascade::{BloomCascade, BloomCascadeOptions};
 use crate::hot::promotion::PcRecord;
 use crate::hot::ralt::{Ralt, RaltOptions};
 use crate::hot::HotTracker;

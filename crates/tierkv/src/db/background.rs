@@ -59,11 +59,11 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 inner.done_cv.notify_all();
                 continue;
             }
-            if let Some(ralt) = inner.ralt.clone() {
-                if !st.ralt_running && ralt.needs_maintenance() {
-                    st.ralt_running = true;
-                    let r = MutexGuard::unlocked(&mut st, || ralt.maintenance());
-                    st.ralt_running = false;
+            if let Some(tracker) = inner.hot_tracker.clone() {
+                if !st.tracker_maint_running && tracker.needs_maintenance() {
+                    st.tracker_maint_running = true;
+                    let r = MutexGuard::unlocked(&mut st, || tracker.maintenance());
+                    st.tracker_maint_running = false;
                     if let Err(e) = r {
                         inner.set_bg_error(&mut st, e);
                     }
@@ -121,9 +121,9 @@ fn far_over_target(v: &crate::version::Version, level: usize) -> bool {
 
 /// Picks the next compaction, hot-aware at the fast-to-slow boundary when promoting.
 fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Compaction> {
-    let ralt = match &inner.ralt {
+    let tracker = match &inner.hot_tracker {
         // Without retention nothing stays behind: plain picking (the no-retain ablation).
-        Some(ralt) if inner.opts.promotion.retention => ralt,
+        Some(tracker) if inner.opts.promotion.retention => tracker,
         _ => return picker::pick(v, &inner.opts, None, &st.running_compactions),
     };
     let level = inner.layout.last_fast_level;
@@ -134,7 +134,7 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
     let sizer = std::cell::OnceCell::new();
     let hot_size = |lo: &[u8], hi: &[u8]| {
         sizer
-            .get_or_init(|| ralt.range_hot_sizer())
+            .get_or_init(|| tracker.range_hot_sizer())
             .range_hot_size(lo, hi)
     };
     let saturated = retention_saturated(inner, st, v, level);
@@ -336,12 +336,16 @@ pub(crate) fn run_compaction(
     // data down whatever its hotness: the hot set outgrew the fast tier.
     let force_down =
         inner.state.lock().retention_saturated_at.is_some() && far_over_target(v, c.level);
-    let hot = match (&inner.ralt, crosses_tiers, picker::key_range(&c.inputs)) {
-        (Some(ralt), true, Some((lo, hi))) => {
+    let hot = match (
+        &inner.hot_tracker,
+        crosses_tiers,
+        picker::key_range(&c.inputs),
+    ) {
+        (Some(tracker), true, Some((lo, hi))) => {
             let taken = inner.pc.begin_compaction(&lo, &hi);
             let p = &inner.opts.promotion;
             Some(HotRouting {
-                tracker: ralt,
+                tracker,
                 retention: p.retention && c.level == inner.layout.last_fast_level && !force_down,
                 hotness_check: p.hotness_check,
                 promote: if p.by_compaction { taken } else { Vec::new() },
@@ -494,7 +498,7 @@ pub(crate) fn wait_idle(inner: &DbInner) -> Result<()> {
             && st.running_compactions.is_empty()
             && !inner.pc.awaits_checker()
             && !st.checker_running
-            && !st.ralt_running
+            && !st.tracker_maint_running
             && !needs_compaction(inner, st)
     })
 }
@@ -502,7 +506,10 @@ pub(crate) fn wait_idle(inner: &DbInner) -> Result<()> {
 /// True if some level is over its target and may be picked.
 fn needs_compaction(inner: &DbInner, st: &State) -> bool {
     let v = st.versions.current();
-    let hot_level = inner.ralt.as_ref().map(|_| inner.layout.last_fast_level);
+    let hot_level = inner
+        .hot_tracker
+        .as_ref()
+        .map(|_| inner.layout.last_fast_level);
     picker::level_scores(&v, &inner.opts)
         .iter()
         .enumerate()

@@ -71,7 +71,8 @@ pub(crate) struct State {
     pub manual_compaction: bool,
     pub bg_error: Option<Arc<Error>>,
     pub checker_running: bool,
-    pub ralt_running: bool,
+    /// The hotness tracker's maintenance (RALT's flushes, compactions, evictions) runs.
+    pub tracker_maint_running: bool,
     /// Bytes of the last fast level when a compaction into the slow tier last retained
     /// nearly all of its input: until the level grows past this by a file, picking it again
     /// would only rewrite hot data in place.
@@ -107,7 +108,7 @@ pub(crate) struct DbInner {
     /// checker with the SuperVersion taken when they froze (HotRAP §3.4 steps 3-4).
     pub pc: PromotionCache<Arc<SuperVersion>>,
     /// The hotness tracker, RALT or the bloom cascade (when promotion is active).
-    pub ralt: Option<Arc<HotTracker>>,
+    pub hot_tracker: Option<Arc<HotTracker>>,
     /// How `Options::memory_budget` was divided (`opts` already holds the derived sizes).
     pub memory: Option<crate::memory::MemoryDivision>,
     _lock_file: std::fs::File,
@@ -414,8 +415,8 @@ impl Db {
         let _w = self.inner.write_lock.lock();
         self.inner.wal.lock().writer.sync()?;
         // Hotness survives a restart (the promotion cache itself is only a cache).
-        match &self.inner.ralt {
-            Some(ralt) => ralt.flush(),
+        match &self.inner.hot_tracker {
+            Some(tracker) => tracker.flush(),
             None => Ok(()),
         }
     }

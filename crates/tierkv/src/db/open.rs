@@ -7,7 +7,7 @@ use super::{Db, DbInner, State, SuperVersion, Wal};
 use crate::batch::DecodedBatch;
 use crate::cache::Cache;
 use crate::env::{DeviceProfile, Env, IoCause, Tier};
-use crate::hot::bloom::{BloomCascade, BloomCascadeOptions};
+use crate::hot::cascade::{BloomCascade, BloomCascadeOptions};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::ralt::{Ralt, RaltOptions};
 use crate::hot::{HotTracker, HotnessTracker};
@@ -106,7 +106,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         version: versions.current(),
         drop_horizon: 0,
     };
-    let ralt = match (opts.promotion_active(), opts.fd_budget) {
+    let hot_tracker = match (opts.promotion_active(), opts.fd_budget) {
         (true, Some(fd_budget)) => {
             // RALT's "FD size" is what the fast levels below L0 hold: the hot set limit
             // must fit the level that retains hot records (the layout reserves part of the
@@ -144,7 +144,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             manual_compaction: false,
             bg_error: None,
             checker_running: false,
-            ralt_running: false,
+            tracker_maint_running: false,
             retention_saturated_at: None,
             drop_horizon: 0,
         }),
@@ -163,7 +163,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         shutting_down: AtomicBool::new(false),
         counters,
         pc: PromotionCache::new(),
-        ralt,
+        hot_tracker,
         memory,
         _lock_file: lock_file,
         opts,

@@ -18,11 +18,13 @@ impl DbInner {
     /// Logs a read of `key` in RALT. A failure to log loses hotness information, never
     /// data, so it is reported rather than failing the read.
     pub(crate) fn record_access(&self, key: &[u8], value_len: usize) {
-        let Some(ralt) = &self.ralt else { return };
-        if let Err(e) = ralt.record_access(key, value_len.min(u32::MAX as usize) as u32) {
+        let Some(tracker) = &self.hot_tracker else {
+            return;
+        };
+        if let Err(e) = tracker.record_access(key, value_len.min(u32::MAX as usize) as u32) {
             tracing::warn!("RALT could not record an access: {e}");
         }
-        if ralt.needs_maintenance() {
+        if tracker.needs_maintenance() {
             self.bg_cv.notify_one();
         }
     }
@@ -102,7 +104,7 @@ pub(crate) fn run_checker(
     table: &Arc<PcTable>,
     sv: &SuperVersion,
 ) -> Result<()> {
-    let Some(ralt) = &inner.ralt else {
+    let Some(tracker) = &inner.hot_tracker else {
         inner.pc.retire(table);
         return Ok(());
     };
@@ -119,8 +121,8 @@ pub(crate) fn run_checker(
         if table.is_updated(&key) {
             continue;
         }
-        ralt.record_cached_read(&key, &record)?;
-        if inner.opts.promotion.hotness_check && !ralt.is_hot(&key) {
+        tracker.record_cached_read(&key, &record)?;
+        if inner.opts.promotion.hotness_check && !tracker.is_hot(&key) {
             continue;
         }
         // A newer version in the snapshot (memtables or fast levels) must not be shadowed

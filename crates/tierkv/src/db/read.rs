@@ -90,7 +90,7 @@ impl DbInner {
         let fence = cache.map_or(0, |c| c.fence());
         let epoch = self.pc.read_epoch();
         let (seq, sv) = self.read_view(ropts.snapshot)?;
-        let promoting = self.ralt.is_some();
+        let promoting = self.hot_tracker.is_some();
         let last = sv.version.num_levels() - 1;
         let split = if promoting {
             self.layout.last_fast_level.min(last)
@@ -164,7 +164,7 @@ impl DbInner {
                     (true, Tier::Slow) => &self.counters.get_slow,
                 };
                 Counters::add(counter, 1);
-                c.promote(r.key, r.hash, &value, p, r.fence);
+                c.upgrade_to_value(r.key, r.hash, &value, p, r.fence);
                 // By level, not tier, as after a level hit.
                 if r.promoting {
                     if (p.level as usize) <= self.layout.last_fast_level {

@@ -287,7 +287,7 @@ pub struct PromotionStats {
     /// The hotness tracker, when it is RALT.
     pub ralt: Option<crate::hot::ralt::RaltStats>,
     /// The hotness tracker, when it is the bloom cascade.
-    pub bloom_tracker: Option<crate::hot::bloom::BloomCascadeStats>,
+    pub bloom_tracker: Option<crate::hot::cascade::BloomCascadeStats>,
 }
 
 impl DbInner {
@@ -323,8 +323,8 @@ impl DbInner {
             .cache()
             .map(|c: &Arc<Cache>| c.stats())
             .unwrap_or_default();
-        let ralt_stats = self.ralt.as_ref().and_then(|r| r.ralt_stats());
-        let bloom_stats = self.ralt.as_ref().and_then(|r| r.bloom_stats());
+        let ralt_stats = self.hot_tracker.as_ref().and_then(|r| r.ralt_stats());
+        let bloom_stats = self.hot_tracker.as_ref().and_then(|r| r.bloom_stats());
         let tracker_bytes = ralt_stats
             .as_ref()
             .map(|s| s.memory_bytes)
@@ -380,7 +380,7 @@ impl DbInner {
             last_sequence: self.visible_seq.load(Relaxed),
             io: self.env.stats().snapshot(),
             promotion: PromotionStats {
-                active: self.ralt.is_some(),
+                active: self.hot_tracker.is_some(),
                 cache_bytes: self.pc.memory_usage(),
                 cache_inserts: self.pc.inserted(),
                 cache_inserts_aborted: self.pc.aborted(),
@@ -418,7 +418,7 @@ impl DbInner {
                 memtable_bytes += m.approximate_size();
             }
         }
-        let active = self.ralt.is_some();
+        let active = self.hot_tracker.is_some();
         let promotion_limit =
             if !active {
                 Some(0)
@@ -432,7 +432,7 @@ impl DbInner {
         let tracker_limit = if !active {
             Some(0)
         } else {
-            match &self.ralt.as_deref() {
+            match &self.hot_tracker.as_deref() {
                 Some(crate::hot::HotTracker::Ralt(_)) => opts
                     .promotion
                     .ralt

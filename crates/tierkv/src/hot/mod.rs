@@ -2,7 +2,7 @@
 //! awaiting promotion) and the hotness tracker deciding what is hot: RALT (the on-disk
 //! access tracker) or HyperDB's bloom-filter cascade, behind one interface (`tracker`).
 
-pub mod bloom;
+pub mod cascade;
 pub mod promotion;
 pub mod ralt;
 pub mod tracker;

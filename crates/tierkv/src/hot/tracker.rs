@@ -7,7 +7,7 @@
 //! membership only, so retention asks [`HotTracker::is_hot`] for every key of a
 //! compaction's merge, and hot range sizes come from a sample (an estimate).
 
-use super::bloom::{BloomCascade, BloomCascadeStats, BloomRangeSizer};
+use super::cascade::{BloomCascade, BloomCascadeStats, BloomRangeSizer};
 use super::promotion::PcRecord;
 use super::ralt::{Ralt, RaltStats, RangeHotSizer};
 use crate::Result;
