@@ -5,6 +5,8 @@
 //! behind the `rocksdb-peer` feature, RocksDB) and writes a markdown report, `results.json`
 //! and PNG charts. Entry point: [`run_cli`] with [`BenchArgs`].
 
+// One unsafe block, `rss::release_free_memory`'s call into glibc; nothing else.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod args;

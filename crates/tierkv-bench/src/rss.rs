@@ -84,6 +84,7 @@ pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: malloc_trim only walks glibc's own arenas under their locks and releases free
     // pages; it takes no pointers from us and is safe to call at any time from any thread.
+    #[allow(unsafe_code, reason = "the bench's one FFI call, see SAFETY")]
     unsafe {
         libc::malloc_trim(0);
     }

@@ -3,6 +3,8 @@
 //! Exit codes: 0 success, 1 key not found (`get`) or corruption found (`check`),
 //! 2 usage or runtime error.
 
+#![forbid(unsafe_code)]
+
 mod store_args;
 
 use clap::{Parser, Subcommand};

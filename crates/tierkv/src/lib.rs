@@ -12,6 +12,12 @@
 //! ```
 
 #![warn(missing_docs)]
+// The engine has no unsafe code, and keeps it that way.
+#![forbid(unsafe_code)]
+// No panic on an I/O or input path: library code returns errors. The few `expect`s left
+// state an invariant the code upholds, each with its reason; tests may unwrap.
+#![warn(clippy::unwrap_used, clippy::expect_used)]
+#![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 mod batch;
 mod cache;

@@ -29,9 +29,9 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
             return;
         }
         if st.bg_error.is_none() {
-            if !st.flush_running && !st.imms.is_empty() {
+            let oldest = st.imms.last().cloned();
+            if let (false, Some(mem)) = (st.flush_running, oldest) {
                 st.flush_running = true;
-                let mem = st.imms.last().expect("non-empty").clone();
                 MutexGuard::unlocked(&mut st, || {
                     if let Err(e) = flush_memtable(&inner, &mem) {
                         let mut st = inner.state.lock();
@@ -263,8 +263,8 @@ fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Result<()> {
     };
     // On failure the table stays: the edit may be durable anyway (see log_and_apply).
     st.versions.log_and_apply(edit)?;
-    let flushed = st.imms.pop().expect("the flushed memtable");
-    debug_assert!(Arc::ptr_eq(&flushed, mem));
+    let flushed = st.imms.pop();
+    debug_assert!(flushed.is_some_and(|f| Arc::ptr_eq(&f, mem)));
     st.drop_horizon = st.drop_horizon.max(horizon);
     inner.install_super_version(&st);
     Counters::add(&inner.counters.flushes, 1);

@@ -294,6 +294,7 @@ impl VersionSet {
                 return Err(e);
             }
         } else {
+            #[allow(clippy::expect_used, reason = "the branch above handles no manifest")]
             let m = self.manifest.as_mut().expect("checked above");
             let r = m.add_record(edit.encode()).and_then(|_| m.sync());
             if let Err(e) = r {
