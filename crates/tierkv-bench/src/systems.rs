@@ -237,7 +237,7 @@ impl System {
                 p
             }
             System::TierkvBloomTracker => tierkv::PromotionOptions {
-                tracker: tierkv::HotnessTracker::BloomCascade,
+                tracker: tierkv::TrackerKind::BloomCascade,
                 ..on
             },
             _ => on,
@@ -500,7 +500,7 @@ pub fn tierkv_options(
         write_buffer_size: cfg.write_buffer_size as usize,
         target_file_size: cfg.target_file_size,
         max_bytes_for_level_base: cfg.level_base,
-        block_cache_size: cfg.block_cache as usize,
+        cache_size: cfg.block_cache as usize,
         cache: tierkv::CacheOptions {
             mode: system.cache_mode(),
             ..Default::default()
@@ -775,7 +775,7 @@ mod tests {
         assert!(System::Tierkv.compaction().block_reuse);
         assert_eq!(
             System::TierkvBloomTracker.promotion().tracker,
-            tierkv::HotnessTracker::BloomCascade
+            tierkv::TrackerKind::BloomCascade
         );
     }
 

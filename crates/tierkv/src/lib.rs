@@ -54,7 +54,7 @@ pub use db::{
 pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};
 pub use hot::cascade::BloomCascadeOptions;
-pub use hot::HotnessTracker;
+pub use hot::TrackerKind;
 pub use memory::{MemoryDivision, MemoryShares, MemoryStats};
 pub use options::{
     CompactionOptions, Options, PromotionOptions, ReadOptions, SlowTier, WriteOptions,

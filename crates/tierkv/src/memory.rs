@@ -11,7 +11,7 @@
 //! to another, because a later need could not take it back without evicting under a lock.
 //!
 //! Given alongside the budget, the per-component options it derives (`write_buffer_size`,
-//! `block_cache_size`, `table_memory_limit`, `promotion.cache_size`,
+//! `cache_size`, `table_memory_limit`, `promotion.cache_size`,
 //! `promotion.memory_limit`, `promotion.ralt.memory_limit` and `promotion.ralt.buffer_bytes`)
 //! are overridden, with a warning for each that differs from its default: the budget is the
 //! one knob, and a plain size field cannot tell an explicit default from an unset one.
@@ -301,7 +301,7 @@ mod tests {
         let d = MemoryDivision::new(40 * MIB, &base).unwrap();
         let o = d.apply(&base);
         assert_eq!(o.write_buffer_size, d.write_buffer_size);
-        assert_eq!(o.block_cache_size, d.cache);
+        assert_eq!(o.cache_size, d.cache);
         assert_eq!(o.table_memory_limit, Some(d.tables));
         assert_eq!(o.promotion.memory_limit, Some(d.promotion_cache));
         assert_eq!(o.promotion.cache_size, Some(d.promotion_cache / 2));

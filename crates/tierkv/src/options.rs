@@ -5,7 +5,7 @@
 use crate::env::DeviceProfile;
 use crate::hot::cascade::BloomCascadeOptions;
 use crate::hot::ralt::RaltOptions;
-use crate::hot::HotnessTracker;
+use crate::hot::TrackerKind;
 use crate::memory::{MemoryDivision, MemoryShares};
 use crate::sst::{Compression, TableOptions};
 use crate::wal::RecoveryMode;
@@ -68,13 +68,13 @@ pub struct Options {
     /// most of their time waiting on it, and one of them must not hold up L0).
     pub background_threads: usize,
     /// Memory budget of the whole cache in bytes, 0 disables it (default 64 MiB): the KV,
-    /// KP and block caches and the ghost caches' metadata together stay within it. (The
-    /// name predates the adaptive cache; it used to size the block cache alone, which is
-    /// what [`crate::cache::CacheMode::BlockOnly`] still does.)
-    pub block_cache_size: usize,
+    /// KP and block caches and the ghost caches' metadata together stay within it
+    /// ([`crate::CacheMode::BlockOnly`] gives it all to the block cache). Called
+    /// `block_cache_size` before the cache held more than blocks.
+    pub cache_size: usize,
     /// How the cache budget is split between KV, KP and block caches (default: adaptive,
     /// AC-Key) and the adaptive policy's parameters.
-    pub cache: crate::cache::CacheOptions,
+    pub cache: crate::CacheOptions,
     /// Table files kept open (default 1000).
     pub max_open_files: usize,
     /// Most bytes of index and filter blocks the open tables hold (default `None`: only
@@ -142,7 +142,7 @@ pub struct PromotionOptions {
     /// mutable table's cap of twice `cache_size` and the frozen tables' count).
     pub memory_limit: Option<usize>,
     /// Which hotness tracker decides what is hot (default RALT).
-    pub tracker: HotnessTracker,
+    pub tracker: TrackerKind,
     /// RALT's settings; its `fd_budget` is taken from [`Options::fd_budget`].
     pub ralt: RaltOptions,
     /// The bloom-cascade tracker's settings (when `tracker` is `BloomCascade`); its
@@ -183,7 +183,7 @@ impl Default for PromotionOptions {
             by_flush: true,
             cache_size: None,
             memory_limit: None,
-            tracker: HotnessTracker::Ralt,
+            tracker: TrackerKind::Ralt,
             ralt: RaltOptions::default(),
             bloom_cascade: BloomCascadeOptions::default(),
         }
@@ -219,8 +219,8 @@ impl Default for Options {
             level_size_ratio: 10,
             num_levels: 7,
             background_threads: 4,
-            block_cache_size: 64 * MIB,
-            cache: crate::cache::CacheOptions::default(),
+            cache_size: 64 * MIB,
+            cache: crate::CacheOptions::default(),
             max_open_files: 1000,
             table_memory_limit: None,
             memory_budget: None,
@@ -356,8 +356,8 @@ impl Options {
         }
         if self.promotion_active() {
             match self.promotion.tracker {
-                HotnessTracker::Ralt => self.promotion.ralt.validate()?,
-                HotnessTracker::BloomCascade => self.promotion.bloom_cascade.validate()?,
+                TrackerKind::Ralt => self.promotion.ralt.validate()?,
+                TrackerKind::BloomCascade => self.promotion.bloom_cascade.validate()?,
             }
         }
         Ok(())
@@ -420,14 +420,14 @@ impl MemoryDivision {
         if o.write_buffer_size != defaults.write_buffer_size {
             overridden.push("write_buffer_size");
         }
-        if o.block_cache_size != defaults.block_cache_size {
-            overridden.push("block_cache_size");
+        if o.cache_size != defaults.cache_size {
+            overridden.push("cache_size");
         }
         if o.table_memory_limit.is_some() {
             overridden.push("table_memory_limit");
         }
         o.write_buffer_size = self.write_buffer_size;
-        o.block_cache_size = self.cache;
+        o.cache_size = self.cache;
         o.table_memory_limit = Some(self.tables);
         if o.promotion_active() {
             let p = &mut o.promotion;

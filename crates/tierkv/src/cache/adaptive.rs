@@ -177,7 +177,7 @@ impl FromStr for CacheMode {
     }
 }
 
-/// Cache settings. The budget itself is [`crate::Options::block_cache_size`].
+/// Cache settings. The budget itself is [`crate::Options::cache_size`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheOptions {
     /// How the budget is split (default adaptive).

@@ -1,5 +1,5 @@
 //! The cache: AC-Key's three components under one memory budget
-//! ([`crate::Options::block_cache_size`]): a KV cache (user key -> value), a KP cache (user
+//! ([`crate::Options::cache_size`]): a KV cache (user key -> value), a KP cache (user
 //! key -> pointer to the data block holding the newest version, or the value itself when
 //! smaller than a pointer) and the block cache (decoded data blocks), sized online by HAC
 //! or split in a fixed way ([`CacheMode`]).

@@ -10,7 +10,7 @@ use crate::env::{DeviceProfile, Env, IoCause, Tier};
 use crate::hot::cascade::{BloomCascade, BloomCascadeOptions};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::ralt::{Ralt, RaltOptions};
-use crate::hot::{HotTracker, HotnessTracker};
+use crate::hot::{HotTracker, TrackerKind};
 use crate::key::MAX_SEQ;
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -71,9 +71,9 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         opts.create_if_missing,
         opts.error_if_exists,
     )?;
-    let block_cache = (opts.block_cache_size > 0).then(|| {
+    let block_cache = (opts.cache_size > 0).then(|| {
         Arc::new(Cache::with_options(
-            opts.block_cache_size,
+            opts.cache_size,
             &opts.cache,
             opts.block_size,
             opts.level0_compaction_trigger,
@@ -114,7 +114,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             let fast_levels: u64 = layout.targets[1..=layout.last_fast_level].iter().sum();
             let fd_bytes = fast_levels.clamp(1, fd_budget);
             Some(Arc::new(match opts.promotion.tracker {
-                HotnessTracker::Ralt => HotTracker::Ralt(Ralt::open(
+                TrackerKind::Ralt => HotTracker::Ralt(Ralt::open(
                     env.clone(),
                     RaltOptions {
                         fd_budget: fd_bytes,
@@ -122,7 +122,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
                     },
                 )?),
                 // The same "FD size": one window is what the fast levels hold.
-                HotnessTracker::BloomCascade => {
+                TrackerKind::BloomCascade => {
                     HotTracker::BloomCascade(BloomCascade::new(BloomCascadeOptions {
                         fd_bytes,
                         ..opts.promotion.bloom_cascade.clone()

@@ -449,7 +449,7 @@ impl DbInner {
             bytes: memtable_bytes,
         };
         let cache = MemoryComponent {
-            limit: Some(opts.block_cache_size),
+            limit: Some(opts.cache_size),
             bytes: cache.usage,
         };
         let (table_index_bytes, table_filter_bytes) = self.tables.memory_breakdown();

@@ -7,4 +7,4 @@ pub mod promotion;
 pub mod ralt;
 pub mod tracker;
 
-pub use tracker::{HotKeys, HotSizer, HotTracker, HotnessTracker};
+pub use tracker::{HotKeys, HotSizer, HotTracker, TrackerKind};

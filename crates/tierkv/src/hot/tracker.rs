@@ -17,7 +17,7 @@ pub type HotKeys = Box<dyn Iterator<Item = Result<(Vec<u8>, u32)>> + Send>;
 
 /// Which hotness tracker promotion and retention use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum HotnessTracker {
+pub enum TrackerKind {
     /// RALT (HotRAP §3.2): scored access records in a small LSM-tree on the fast disk.
     #[default]
     Ralt,
