@@ -57,7 +57,8 @@ pub struct Options {
     /// L0 file count at which writes stop until compaction catches up (default 36).
     pub level0_stop_trigger: usize,
     /// Target size of L1 (default 256 MiB). With an FD budget it only decides how many
-    /// levels the fast tier holds; their sizes then fill the budget (see [`LevelLayout`]).
+    /// levels the fast tier holds; their sizes then fill the budget (see
+    /// [`LevelLayout`](crate::LevelLayout)).
     pub max_bytes_for_level_base: u64,
     /// Size ratio between adjacent levels (default 10).
     pub level_size_ratio: u64,

@@ -1,6 +1,8 @@
-//! The database: open and recovery, the write path (WAL group commit, memtables, write
-//! stalls), the read path (memtables, then table levels), snapshots, iterators, and the
-//! background threads that flush and compact.
+//! The database. This file holds the public API ([`Db`], [`Snapshot`]) and the store's
+//! state ([`SuperVersion`], `State`, `DbInner`); the paths live beside it: `open` (open and
+//! recovery), `write` (WAL group commit, memtables, write stalls), `read` (the get path,
+//! stage by stage in tier order), `iterator`, `background` (the threads that flush and
+//! compact), `promote` (HotRAP's pathways) and `stats`.
 //!
 //! Concurrency in one paragraph: readers take no lock; they load the visible sequence
 //! number, then the current [`SuperVersion`] (memtables + version) through an `ArcSwap`.

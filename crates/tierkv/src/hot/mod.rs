@@ -3,8 +3,8 @@
 //! access tracker) or HyperDB's bloom-filter cascade, behind one interface (`tracker`).
 
 pub mod cascade;
-pub mod promotion;
+pub(crate) mod promotion;
 pub mod ralt;
-pub mod tracker;
+pub(crate) mod tracker;
 
 pub use tracker::{HotKeys, HotSizer, HotTracker, TrackerKind};

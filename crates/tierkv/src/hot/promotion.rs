@@ -84,12 +84,8 @@ impl PcTable {
         self.size.load(Ordering::Relaxed)
     }
 
-    /// Records held.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
     /// True when empty.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -230,13 +226,15 @@ impl<V> PromotionCache<V> {
     }
 
     /// Caches a record read from the slow tier by a reader that took `read_epoch` before
-    /// its superversion. See the module comment for why this is safe.
+    /// its superversion, with no memory limit. See the module comment for why this is safe.
+    #[cfg(test)]
     pub fn try_insert(&self, key: &[u8], record: PcRecord, read_epoch: u64) -> InsertOutcome {
         self.try_insert_within(key, record, read_epoch, None)
     }
 
-    /// [`PromotionCache::try_insert`] that keeps every table together within `limit` bytes
-    /// (invariant 4). Capped inserts take one more try-lock, never a wait (invariant 5).
+    /// Caches a record read from the slow tier by a reader that took `read_epoch` before
+    /// its superversion (see the module comment for why this is safe), keeping every table
+    /// together within `limit` bytes (invariant 4). Capped inserts take one more try-lock, never a wait (invariant 5).
     pub fn try_insert_within(
         &self,
         key: &[u8],

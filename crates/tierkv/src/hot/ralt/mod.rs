@@ -3,7 +3,7 @@
 //! A small LSM-tree of access records on the fast disk, under `ralt/`. Accesses go to an
 //! in-memory unsorted buffer (one entry per key); a full buffer is frozen and the
 //! background flushes it to a level-0 run file; leveled compaction (size ratio 10) merges
-//! records of one key by the paper's score rule. Readers load an immutable [`Version`]
+//! records of one key by the paper's score rule. Readers load an immutable `Version`
 //! through an `ArcSwap` and never block on maintenance.
 //!
 //! What "hot" means: every run record carries a hot bit, decided when the record is
