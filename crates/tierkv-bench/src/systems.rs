@@ -237,7 +237,7 @@ impl System {
                 p
             }
             System::TierkvBloomTracker => tierkv::PromotionOptions {
-                tracker: tierkv::HotnessTracker::BloomCascade,
+                tracker: tierkv::TrackerKind::BloomCascade,
                 ..on
             },
             _ => on,
@@ -318,7 +318,7 @@ mod tests {
         assert!(System::Tierkv.compaction().block_reuse);
         assert_eq!(
             System::TierkvBloomTracker.promotion().tracker,
-            tierkv::HotnessTracker::BloomCascade
+            tierkv::TrackerKind::BloomCascade
         );
     }
 }

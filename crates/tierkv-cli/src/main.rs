@@ -160,7 +160,7 @@ fn serve(args: ServeArgs) -> CliResult {
     };
     let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
     if let Some(b) = args.block_cache {
-        opts.block_cache_size = size(b);
+        opts.cache_size = size(b);
     }
     let db = tierkv::Db::open(&store.db, opts)?;
     let config = tierkv_server::ServerConfig {

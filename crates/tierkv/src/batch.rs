@@ -84,6 +84,10 @@ impl WriteBatch {
     }
 
     /// Iterates the entries in insertion order.
+    #[allow(
+        clippy::expect_used,
+        reason = "the batch was built by this type, so its encoding is well-formed"
+    )]
     pub fn iter(&self) -> impl Iterator<Item = BatchEntry<'_>> + '_ {
         // The batch was built by this type, so its encoding is well-formed.
         BatchIter {

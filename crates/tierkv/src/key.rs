@@ -104,7 +104,7 @@ fn trailer(ikey: &[u8]) -> u64 {
         return 0;
     }
     let split = ikey.len() - TRAILER_LEN;
-    u64::from_le_bytes(ikey[split..].try_into().expect("8 bytes"))
+    crate::coding::decode_fixed64(&ikey[split..])
 }
 
 /// The total order on internal keys: user key ascending, then trailer descending.

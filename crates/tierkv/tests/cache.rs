@@ -45,7 +45,7 @@ fn decode(v: &[u8]) -> u64 {
 
 fn options(mode: CacheMode, budget: usize) -> Options {
     Options {
-        block_cache_size: budget,
+        cache_size: budget,
         cache: CacheOptions {
             mode,
             ..Default::default()

@@ -228,7 +228,7 @@ fn read_errors_are_reported_never_turned_into_wrong_data() {
     let dir = tempfile::tempdir().unwrap();
     let faults = FaultInjector::new();
     let opts = Options {
-        block_cache_size: 0,
+        cache_size: 0,
         max_open_files: 10,
         ..with_faults(common::tiny_options(), &faults)
     };

@@ -137,7 +137,7 @@ fn hot_records_end_up_on_the_fast_tier() {
 fn hot_records_end_up_on_the_fast_tier_with_the_bloom_cascade() {
     let slow = tempfile::tempdir().unwrap();
     let mut opts = common::two_tier_options(slow.path(), 256 * 1024, true);
-    opts.promotion.tracker = tierkv::HotnessTracker::BloomCascade;
+    opts.promotion.tracker = tierkv::TrackerKind::BloomCascade;
     // Windows of 200 objects (not the fast tier's ~1000): hot keys are recognised after
     // about 12k reads instead of 60k, which keeps the test short.
     opts.promotion.bloom_cascade.window_objects = Some(200);

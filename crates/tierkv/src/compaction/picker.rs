@@ -17,7 +17,8 @@
 use super::{Compaction, RangeClaim};
 use crate::env::Tier;
 use crate::key::user_key;
-use crate::options::{LevelLayout, Options};
+use crate::options::Options;
+use crate::tiers::LevelLayout;
 use crate::version::{FileMeta, Version};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;

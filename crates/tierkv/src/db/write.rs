@@ -213,6 +213,10 @@ impl DbInner {
         let applied = self.check_conditions(&group);
         let mut batch = WriteBatch::new();
         for (w, _) in group.iter().zip(&applied).filter(|(_, ok)| **ok) {
+            #[allow(
+                clippy::expect_used,
+                reason = "a queued write holds its batch until its group commits"
+            )]
             batch.append(w.batch.lock().as_ref().expect("queued batch"));
         }
         let outcome = GroupOutcome {

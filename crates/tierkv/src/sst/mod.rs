@@ -21,6 +21,16 @@ pub use properties::TableProperties;
 pub use table::{DataBlocks, RawBlock, Table, TableIterator};
 
 use crate::key::InternalKey;
+use block::Block;
+
+/// Where a table keeps the data blocks it read, so the next read of one needs no disk
+/// (the store's cache implements it; `sst` never names the cache, which sits above it).
+pub trait BlockCache: Send + Sync {
+    /// The cached block at `offset` of table `file`, if any.
+    fn get_block(&self, file: u64, offset: u64) -> Option<Block>;
+    /// Offers a block just read from disk.
+    fn insert_block(&self, file: u64, offset: u64, block: Block);
+}
 
 /// Block compression.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
