@@ -18,7 +18,6 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-#![forbid(unsafe_code)]
 
 mod commands;
 mod config;
