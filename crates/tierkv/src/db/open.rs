@@ -1,5 +1,13 @@
 //! Opening a store: tier directories and their lock, manifest recovery, WAL replay into
-//! L0 tables, a fresh WAL, removal of files no version references, background threads.
+//! memtables, a fresh WAL, removal of files no version references, background threads.
+//!
+//! Recovery writes almost nothing (RocksDB's `avoid_flush_during_recovery`): the replayed
+//! WALs become the store's memtables and stay live until those memtables are flushed in
+//! the background like any other, so a store whose disk filled up reopens once a few KiB
+//! are free (a new manifest, CURRENT, an empty WAL). Each recovered memtable holds whole
+//! WAL files and is identified, like a memtable of the write path, by the first WAL it
+//! needs: its flush retires exactly the WALs below the next memtable's, so a crash at any
+//! point replays every WAL whose records are not in a table, and none that are.
 
 use super::background::{thread_loop, write_level0_table};
 use super::stats::Counters;
@@ -11,7 +19,6 @@ use crate::hot::bloom::{BloomCascade, BloomCascadeOptions};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::ralt::{Ralt, RaltOptions};
 use crate::hot::{HotTracker, HotnessTracker};
-use crate::key::MAX_SEQ;
 use crate::memtable::MemTable;
 use crate::options::{LevelLayout, Options};
 use crate::version::{
@@ -27,8 +34,85 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 const LOCK: &str = "LOCK";
+const CURRENT: &str = "CURRENT";
 
 pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
+    check_dirs(path, &opts)?;
+    let mut needs = SpaceNeeds::default();
+    open_inner(path, opts, &mut needs).map_err(|e| needs.explain(path, e))
+}
+
+/// Refuses, before anything is created, a store directory that is a file and a missing
+/// store when `create_if_missing` is off (read-only tools must leave no trace).
+fn check_dirs(path: &Path, opts: &Options) -> Result<()> {
+    let slow = opts.slow.as_ref().map(|s| s.dir.as_path());
+    for dir in std::iter::once(path).chain(slow) {
+        match std::fs::metadata(dir) {
+            Ok(m) if !m.is_dir() => {
+                return Err(Error::InvalidArgument(format!(
+                    "{} is not a directory",
+                    dir.display()
+                )))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(dir, e)),
+        }
+    }
+    if !opts.create_if_missing {
+        if !path.join(CURRENT).is_file() {
+            return Err(Error::InvalidArgument(format!(
+                "no tierkv store at {}",
+                path.display()
+            )));
+        }
+        if let Some(slow) = slow.filter(|s| !s.is_dir()) {
+            return Err(Error::InvalidArgument(format!(
+                "the slow tier directory {} of the store at {} does not exist",
+                slow.display(),
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What an open writes, so that running out of space can say how much it needs and where.
+#[derive(Default)]
+struct SpaceNeeds {
+    /// Bytes of the manifest the open rewrites (its new one is at most about as large).
+    manifest: u64,
+    /// Bytes of memtables flushed at open because they do not fit the memtable limit.
+    flushed: u64,
+}
+
+impl SpaceNeeds {
+    /// Turns a full disk during open into an error saying what the open needs.
+    fn explain(&self, path: &Path, e: Error) -> Error {
+        if !e.is_no_space() {
+            return e;
+        }
+        // The new manifest, CURRENT and a block of slack; the WAL starts empty.
+        let need = self.manifest + self.flushed + 8 * 1024;
+        let flushed = if self.flushed > 0 {
+            format!(
+                " and {} bytes of L0 tables for WAL data beyond the memtable limit \
+                 (max_immutable_memtables)",
+                self.flushed
+            )
+        } else {
+            String::new()
+        };
+        Error::NoSpace(format!(
+            "opening the store needs about {need} bytes free in {}: a new manifest of \
+             about {} bytes{flushed}; free that much and open again: {e}",
+            path.display(),
+            self.manifest
+        ))
+    }
+}
+
+fn open_inner(path: &Path, opts: Options, needs: &mut SpaceNeeds) -> Result<Db> {
     opts.validate()?;
     // From here on the sizes the memory budget derived are the store's options.
     let (opts, memory) = opts.resolve_memory_budget()?;
@@ -64,6 +148,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(path.to_path_buf())),
         Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
     }
+    needs.manifest = current_manifest_size(path);
     let (mut versions, _created) = VersionSet::open(
         env.clone(),
         layout.clone(),
@@ -86,22 +171,50 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
     ));
 
     let counters = Counters::default();
-    let last_seq = replay_wals(&env, &opts, &mut versions, &counters)?;
+    let Recovered {
+        mut memtables,
+        last_seq,
+        empty_logs,
+    } = replay_wals(&env, &opts, &mut versions)?;
+    // The last recovered memtable stays the mutable one (the next write that does not fit
+    // switches it); the others wait for flush. Only more of them than the write path would
+    // let wait (after a reopen with a smaller memtable) are flushed here.
+    let mem_and_imms = memtables.pop().map(|mem| {
+        let excess = memtables
+            .len()
+            .saturating_sub(opts.max_immutable_memtables);
+        (mem, memtables.split_off(excess))
+    });
+    needs.flushed = memtables.iter().map(|m| m.approximate_size() as u64).sum();
+    flush_at_open(
+        &env,
+        &opts,
+        &mut versions,
+        &counters,
+        &memtables,
+        mem_and_imms.as_ref(),
+        last_seq,
+    )?;
 
     let wal_number = versions.new_file_number();
     let wal_file = env.create_writable(Tier::Fast, &wal_file_name(wal_number), IoCause::Wal)?;
+    let (mem, mut imms) =
+        mem_and_imms.unwrap_or_else(|| (Arc::new(MemTable::new(wal_number)), Vec::new()));
+    // `State::imms` is newest first.
+    imms.reverse();
+    // WALs below the oldest memtable's hold nothing that is not in a table.
+    let log_number = imms.last().unwrap_or(&mem).id();
     versions.log_and_apply(VersionEdit {
-        log_number: Some(wal_number),
+        log_number: Some(log_number),
         last_sequence: Some(last_seq),
         ..Default::default()
     })?;
     env.sync_dir(Tier::Fast)?;
-    remove_obsolete_files(&env, &versions, wal_number)?;
+    remove_obsolete_files(&env, &versions, log_number, wal_number, &empty_logs)?;
 
-    let mem = Arc::new(MemTable::new(wal_number));
     let sv = SuperVersion {
         mem: mem.clone(),
-        imms: Vec::new(),
+        imms: imms.clone(),
         version: versions.current(),
         drop_horizon: 0,
     };
@@ -137,7 +250,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         state: Mutex::new(State {
             versions,
             mem,
-            imms: Vec::new(),
+            imms,
             flush_running: false,
             running_compactions: Vec::new(),
             manual_compaction: false,
@@ -192,14 +305,29 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Replays every WAL the manifest does not cover into L0 tables. Returns the last sequence
-/// number recovered.
-fn replay_wals(
-    env: &Arc<Env>,
-    opts: &Options,
-    versions: &mut VersionSet,
-    counters: &Counters,
-) -> Result<u64> {
+/// The size of the manifest `CURRENT` names (0 when there is none yet).
+fn current_manifest_size(path: &Path) -> u64 {
+    std::fs::read_to_string(path.join(CURRENT))
+        .ok()
+        .and_then(|name| std::fs::metadata(path.join(name.trim_end())).ok())
+        .map_or(0, |m| m.len())
+}
+
+/// What WAL replay recovered.
+struct Recovered {
+    /// Memtables in WAL order, oldest first, each identified by the first WAL it holds.
+    memtables: Vec<Arc<MemTable>>,
+    /// The last sequence number recovered.
+    last_seq: u64,
+    /// WALs that yielded no record (empty, or nothing but a torn tail): nothing needs them.
+    empty_logs: Vec<u64>,
+}
+
+/// Replays every WAL the manifest does not cover into memtables, writing nothing. A
+/// memtable takes whole WAL files while they fit in `write_buffer_size` (as the write
+/// path filled it, one WAL per memtable), so no WAL is split between two memtables: the
+/// flush of one retires its WALs and none of the next one's.
+fn replay_wals(env: &Arc<Env>, opts: &Options, versions: &mut VersionSet) -> Result<Recovered> {
     let mut logs: Vec<u64> = env
         .list(Tier::Fast)?
         .iter()
@@ -207,25 +335,34 @@ fn replay_wals(
         .filter(|&n| n >= versions.log_number)
         .collect();
     logs.sort_unstable();
+    // The manifest's next file number may lag behind WALs created after its last edit:
+    // those WALs stay live now, so no new file may take their numbers.
+    if let Some(&last) = logs.last() {
+        versions.next_file_number = versions.next_file_number.max(last + 1);
+    }
     let mut last_seq = versions.last_sequence;
-    let mut edit = VersionEdit::default();
-    let mut mem = Arc::new(MemTable::new(0));
-    let flush =
-        |mem: &Arc<MemTable>, versions: &mut VersionSet, edit: &mut VersionEdit| -> Result<()> {
-            let number = versions.new_file_number();
-            // No snapshot exists yet: only the newest version of a key is needed.
-            if let Some(f) = write_level0_table(env, opts, counters, mem, number, MAX_SEQ)? {
-                edit.added.push(f);
-            }
-            Ok(())
-        };
+    let mut memtables: Vec<Arc<MemTable>> = Vec::new();
+    let mut empty_logs = Vec::new();
     for number in logs {
         let name = wal_file_name(number);
         let path = env.path(Tier::Fast, &name);
         let data = env.read_all(Tier::Fast, &name, IoCause::Recovery)?;
+        let wal_bytes = data.len();
         let mut reader = LogReader::new(data, path.clone(), opts.wal_recovery_mode);
+        // Opened lazily: a WAL without records starts no memtable.
+        let mut mem: Option<Arc<MemTable>> = None;
         while let Some(rec) = reader.next_record()? {
             let batch = DecodedBatch::decode(&rec, &path, reader.last_record_offset())?;
+            let mem = mem.get_or_insert_with(|| match memtables.last() {
+                Some(m) if m.approximate_size() + wal_bytes <= opts.write_buffer_size => {
+                    m.clone()
+                }
+                _ => {
+                    let m = Arc::new(MemTable::new(number));
+                    memtables.push(m.clone());
+                    m
+                }
+            });
             let mut seq = batch.seq;
             for e in batch.entries() {
                 mem.add(seq, e.kind, e.key, e.value);
@@ -234,10 +371,9 @@ fn replay_wals(
             if batch.count > 0 {
                 last_seq = last_seq.max(seq - 1);
             }
-            if mem.approximate_size() >= opts.write_buffer_size {
-                flush(&mem, versions, &mut edit)?;
-                mem = Arc::new(MemTable::new(0));
-            }
+        }
+        if mem.is_none() {
+            empty_logs.push(number);
         }
         if let Some((offset, bytes)) = reader.dropped_tail() {
             tracing::warn!(
@@ -246,16 +382,51 @@ fn replay_wals(
             );
         }
     }
-    flush(&mem, versions, &mut edit)?;
-    if !edit.added.is_empty() {
-        edit.last_sequence = Some(last_seq);
-        versions.log_and_apply(edit)?;
-    }
-    Ok(last_seq)
+    Ok(Recovered {
+        memtables,
+        last_seq,
+        empty_logs,
+    })
 }
 
-/// Deletes files no longer referenced: old WALs, old manifests, tables outside the version.
-fn remove_obsolete_files(env: &Arc<Env>, versions: &VersionSet, wal_number: u64) -> Result<()> {
+/// Flushes, at open, recovered memtables beyond what may wait for flush (oldest first),
+/// retiring their WALs: the next memtable's id becomes the log number.
+fn flush_at_open(
+    env: &Arc<Env>,
+    opts: &Options,
+    versions: &mut VersionSet,
+    counters: &Counters,
+    memtables: &[Arc<MemTable>],
+    kept: Option<&(Arc<MemTable>, Vec<Arc<MemTable>>)>,
+    last_seq: u64,
+) -> Result<()> {
+    if memtables.is_empty() {
+        return Ok(());
+    }
+    let mut edit = VersionEdit::default();
+    for mem in memtables {
+        let number = versions.new_file_number();
+        // No snapshot exists yet: a version hidden by a newer one at or below the last
+        // recovered sequence number is hidden from every future reader.
+        if let Some(f) = write_level0_table(env, opts, counters, mem, number, last_seq)? {
+            edit.added.push(f);
+        }
+    }
+    edit.log_number = kept.map(|(mem, imms)| imms.first().unwrap_or(mem).id());
+    edit.last_sequence = Some(last_seq);
+    versions.log_and_apply(edit)?;
+    Ok(())
+}
+
+/// Deletes files no longer referenced: WALs below `log_number` or without records (never
+/// the new one), old manifests, tables outside the version.
+fn remove_obsolete_files(
+    env: &Arc<Env>,
+    versions: &VersionSet,
+    log_number: u64,
+    wal_number: u64,
+    empty_logs: &[u64],
+) -> Result<()> {
     let live: HashSet<u64> = versions
         .current()
         .all_files()
@@ -270,7 +441,9 @@ fn remove_obsolete_files(env: &Arc<Env>, versions: &VersionSet, wal_number: u64)
             let obsolete = if let Some(n) = parse_file_number(&name, "sst") {
                 !live.contains(&n)
             } else if let Some(n) = parse_file_number(&name, "log") {
-                tier == Tier::Fast && n < wal_number
+                tier == Tier::Fast
+                    && n != wal_number
+                    && (n < log_number || empty_logs.contains(&n))
             } else {
                 (name.starts_with("MANIFEST-") && name != manifest) || name == "CURRENT.tmp"
             };
