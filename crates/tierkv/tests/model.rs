@@ -424,7 +424,11 @@ fn flush_drops_exactly_the_versions_no_snapshot_sees() {
     }
     db.close().unwrap();
     let db = Db::open(dir.path(), common::tiny_options()).unwrap();
-    assert_eq!(db.stats().flush_entries_dropped, 0, "the open flushes nothing");
+    assert_eq!(
+        db.stats().flush_entries_dropped,
+        0,
+        "the open flushes nothing"
+    );
     assert_eq!(get_at(&db, None).as_deref(), Some(&b"y2"[..]));
     db.flush().unwrap();
     assert_eq!(db.stats().flush_entries_dropped, 2);

@@ -180,9 +180,7 @@ fn open_inner(path: &Path, opts: Options, needs: &mut SpaceNeeds) -> Result<Db> 
     // switches it); the others wait for flush. Only more of them than the write path would
     // let wait (after a reopen with a smaller memtable) are flushed here.
     let mem_and_imms = memtables.pop().map(|mem| {
-        let excess = memtables
-            .len()
-            .saturating_sub(opts.max_immutable_memtables);
+        let excess = memtables.len().saturating_sub(opts.max_immutable_memtables);
         (mem, memtables.split_off(excess))
     });
     needs.flushed = memtables.iter().map(|m| m.approximate_size() as u64).sum();
@@ -354,9 +352,7 @@ fn replay_wals(env: &Arc<Env>, opts: &Options, versions: &mut VersionSet) -> Res
         while let Some(rec) = reader.next_record()? {
             let batch = DecodedBatch::decode(&rec, &path, reader.last_record_offset())?;
             let mem = mem.get_or_insert_with(|| match memtables.last() {
-                Some(m) if m.approximate_size() + wal_bytes <= opts.write_buffer_size => {
-                    m.clone()
-                }
+                Some(m) if m.approximate_size() + wal_bytes <= opts.write_buffer_size => m.clone(),
                 _ => {
                     let m = Arc::new(MemTable::new(number));
                     memtables.push(m.clone());
@@ -441,9 +437,7 @@ fn remove_obsolete_files(
             let obsolete = if let Some(n) = parse_file_number(&name, "sst") {
                 !live.contains(&n)
             } else if let Some(n) = parse_file_number(&name, "log") {
-                tier == Tier::Fast
-                    && n != wal_number
-                    && (n < log_number || empty_logs.contains(&n))
+                tier == Tier::Fast && n != wal_number && (n < log_number || empty_logs.contains(&n))
             } else {
                 (name.starts_with("MANIFEST-") && name != manifest) || name == "CURRENT.tmp"
             };

@@ -206,8 +206,16 @@ impl Env {
     /// Deletes `name` on `tier`. A missing file is not an error.
     pub fn remove(&self, tier: Tier, name: &str) -> Result<()> {
         let path = self.path(tier, name);
+        // An emulated full disk gets the file's space back.
+        let faults = self.tier(tier).faults.as_ref();
+        let len = faults.and_then(|_| std::fs::metadata(&path).ok().map(|m| m.len()));
         match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                if let (Some(f), Some(len)) = (faults, len) {
+                    f.give_space(tier, len);
+                }
+                Ok(())
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io(&path, e)),
         }
