@@ -476,3 +476,40 @@ fn full_disk_at_any_point_then_reopen_keeps_every_acknowledged_write() {
         db.verify_checksums().unwrap();
     }
 }
+
+/// A full fast disk with room on the slow one (issue 18, documented in ARCHITECTURE.md
+/// "Failures"): tables spill to the slow tier, but the WAL and the manifest live on the
+/// fast disk only, so the first write that cannot be logged fails with ENOSPC naming its
+/// fast-tier file and the store turns read-only (reads go on); after space is freed a
+/// reopen has every acknowledged write (2) and takes writes.
+#[test]
+fn full_fast_disk_fails_writes_once_the_wal_cannot_grow() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let faults = FaultInjector::new();
+    let opts = with_faults(
+        common::two_tier_options(slow.path(), 1 << 20, false),
+        &faults,
+    );
+    let db = Db::open(fast.path(), opts.clone()).unwrap();
+    faults.set_free_space(Some(Tier::Fast), Some(96 * 1024));
+    let (acked, err) = write_until_error(&db, 0);
+    assert!(err.is_no_space(), "{err}");
+    let msg = err.to_string();
+    let fast_dir = fast.path().display().to_string();
+    assert!(
+        msg.contains(&fast_dir) && (msg.contains(".log") || msg.contains("MANIFEST")),
+        "names the WAL or manifest on the fast tier: {msg}"
+    );
+    assert!(db.put(b"x", b"y").is_err(), "the store is read-only");
+    check_prefix(&db, acked);
+    // The slow disk never filled: every failed write was on the fast one.
+    assert_eq!(faults.free_space(Tier::Slow), None);
+    drop(db);
+    faults.clear();
+    let db = Db::open(fast.path(), opts).unwrap();
+    check_prefix(&db, acked);
+    db.put(key(acked), value(acked)).unwrap();
+    db.flush().unwrap();
+    check_prefix(&db, acked + 1);
+}
