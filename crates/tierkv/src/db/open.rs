@@ -48,12 +48,7 @@ fn check_dirs(path: &Path, opts: &Options) -> Result<()> {
     let slow = opts.slow.as_ref().map(|s| s.dir.as_path());
     for dir in std::iter::once(path).chain(slow) {
         match std::fs::metadata(dir) {
-            Ok(m) if !m.is_dir() => {
-                return Err(Error::InvalidArgument(format!(
-                    "{} is not a directory",
-                    dir.display()
-                )))
-            }
+            Ok(m) if !m.is_dir() => return Err(Error::NotADirectory(dir.to_path_buf())),
             Ok(_) => {}
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
             Err(e) => return Err(Error::io(dir, e)),
@@ -61,10 +56,7 @@ fn check_dirs(path: &Path, opts: &Options) -> Result<()> {
     }
     if !opts.create_if_missing {
         if !path.join(CURRENT).is_file() {
-            return Err(Error::InvalidArgument(format!(
-                "no tierkv store at {}",
-                path.display()
-            )));
+            return Err(Error::NoStore(path.to_path_buf()));
         }
         if let Some(slow) = slow.filter(|s| !s.is_dir()) {
             return Err(Error::InvalidArgument(format!(
@@ -447,4 +439,48 @@ fn remove_obsolete_files(
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Opening never leaves a trace where it refuses to open: a missing store with
+    /// `create_if_missing` off, or a path that is a file.
+    #[test]
+    fn refused_opens_create_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("missing");
+        let opts = Options {
+            create_if_missing: false,
+            ..Options::default()
+        };
+        let e = Db::open(&missing, opts.clone()).err().expect("no store");
+        assert!(matches!(&e, Error::NoStore(p) if *p == missing), "{e}");
+        assert!(!missing.exists());
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert!(matches!(Db::open(&empty, opts), Err(Error::NoStore(_))));
+        assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let e = Db::open(&file, Options::default()).err().expect("a file");
+        assert_eq!(
+            e.to_string(),
+            format!("{} is not a directory", file.display())
+        );
+        let opts = Options {
+            fd_budget: Some(1 << 20),
+            slow: Some(crate::options::SlowTier {
+                dir: file.clone(),
+                budget: None,
+                device: DeviceProfile::none(),
+            }),
+            ..Options::default()
+        };
+        let fast = tmp.path().join("fast");
+        assert!(matches!(Db::open(&fast, opts), Err(Error::NotADirectory(p)) if p == file));
+        assert!(!fast.exists());
+    }
 }
