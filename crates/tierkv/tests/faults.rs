@@ -369,7 +369,7 @@ fn reopen_after_a_full_disk_needs_only_a_little_space() {
     faults.set_free_space(None, Some(256 * 1024));
     let mut acked = 0u64;
     let err = loop {
-        let sync = acked % 3 == 0;
+        let sync = acked.is_multiple_of(3);
         match db.put_opt(key(acked), value(acked), &WriteOptions { sync }) {
             Ok(()) => acked += 1,
             Err(e) => break e,
@@ -435,7 +435,7 @@ fn full_disk_at_any_point_then_reopen_keeps_every_acknowledged_write() {
         faults.set_free_space(None, Some(budget * 1024));
         let (mut acked, mut last_synced) = (0u64, None);
         let err = loop {
-            let sync = acked % 4 == 0;
+            let sync = acked.is_multiple_of(4);
             match db.put_opt(key(acked), value(acked), &WriteOptions { sync }) {
                 Ok(()) => {
                     if sync {
