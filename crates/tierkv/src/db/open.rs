@@ -169,31 +169,40 @@ fn open_inner(path: &Path, opts: Options, needs: &mut SpaceNeeds) -> Result<Db> 
         empty_logs,
     } = replay_wals(&env, &opts, &mut versions)?;
     // The last recovered memtable stays the mutable one (the next write that does not fit
-    // switches it); the others wait for flush. Only more of them than the write path would
-    // let wait (after a reopen with a smaller memtable) are flushed here.
-    let mem_and_imms = memtables.pop().map(|mem| {
-        let excess = memtables.len().saturating_sub(opts.max_immutable_memtables);
-        (mem, memtables.split_off(excess))
-    });
-    needs.flushed = memtables.iter().map(|m| m.approximate_size() as u64).sum();
+    // switches it), unless it gathered many small WALs (each open of a store that takes
+    // a few writes adds one): then it waits for flush too, so WAL files do not pile up.
+    let mem = match memtables.last() {
+        Some(r) if r.wals <= MAX_WALS_PER_RECOVERED_MEMTABLE => memtables.pop(),
+        _ => None,
+    };
+    // The others wait for flush. Only more of them than the write path would let wait
+    // (after a reopen with a smaller memtable) are flushed here.
+    let excess = memtables.len().saturating_sub(opts.max_immutable_memtables);
+    let mut imms: Vec<Arc<MemTable>> = memtables
+        .split_off(excess)
+        .into_iter()
+        .map(|r| r.mem)
+        .collect();
+    let wal_number = versions.new_file_number();
+    let mem = mem.map_or_else(|| Arc::new(MemTable::new(wal_number)), |r| r.mem);
+    // WALs below the oldest memtable's hold nothing that is not in a table.
+    let log_number = imms.first().unwrap_or(&mem).id();
+    needs.flushed = memtables
+        .iter()
+        .map(|r| r.mem.approximate_size() as u64)
+        .sum();
     flush_at_open(
         &env,
         &opts,
         &mut versions,
         &counters,
         &memtables,
-        mem_and_imms.as_ref(),
+        log_number,
         last_seq,
     )?;
-
-    let wal_number = versions.new_file_number();
     let wal_file = env.create_writable(Tier::Fast, &wal_file_name(wal_number), IoCause::Wal)?;
-    let (mem, mut imms) =
-        mem_and_imms.unwrap_or_else(|| (Arc::new(MemTable::new(wal_number)), Vec::new()));
     // `State::imms` is newest first.
     imms.reverse();
-    // WALs below the oldest memtable's hold nothing that is not in a table.
-    let log_number = imms.last().unwrap_or(&mem).id();
     versions.log_and_apply(VersionEdit {
         log_number: Some(log_number),
         last_sequence: Some(last_seq),
@@ -303,10 +312,20 @@ fn current_manifest_size(path: &Path) -> u64 {
         .map_or(0, |m| m.len())
 }
 
+/// A recovered memtable holding this many WAL files or more is flushed, not kept mutable.
+const MAX_WALS_PER_RECOVERED_MEMTABLE: usize = 4;
+
+/// A memtable refilled from WALs.
+struct RecoveredMem {
+    mem: Arc<MemTable>,
+    /// How many WAL files it holds.
+    wals: usize,
+}
+
 /// What WAL replay recovered.
 struct Recovered {
     /// Memtables in WAL order, oldest first, each identified by the first WAL it holds.
-    memtables: Vec<Arc<MemTable>>,
+    memtables: Vec<RecoveredMem>,
     /// The last sequence number recovered.
     last_seq: u64,
     /// WALs that yielded no record (empty, or nothing but a torn tail): nothing needs them.
@@ -331,7 +350,7 @@ fn replay_wals(env: &Arc<Env>, opts: &Options, versions: &mut VersionSet) -> Res
         versions.next_file_number = versions.next_file_number.max(last + 1);
     }
     let mut last_seq = versions.last_sequence;
-    let mut memtables: Vec<Arc<MemTable>> = Vec::new();
+    let mut memtables: Vec<RecoveredMem> = Vec::new();
     let mut empty_logs = Vec::new();
     for number in logs {
         let name = wal_file_name(number);
@@ -339,16 +358,22 @@ fn replay_wals(env: &Arc<Env>, opts: &Options, versions: &mut VersionSet) -> Res
         let data = env.read_all(Tier::Fast, &name, IoCause::Recovery)?;
         let wal_bytes = data.len();
         let mut reader = LogReader::new(data, path.clone(), opts.wal_recovery_mode);
-        // Opened lazily: a WAL without records starts no memtable.
+        // Chosen at the first record: a WAL without records joins no memtable.
         let mut mem: Option<Arc<MemTable>> = None;
         while let Some(rec) = reader.next_record()? {
             let batch = DecodedBatch::decode(&rec, &path, reader.last_record_offset())?;
-            let mem = mem.get_or_insert_with(|| match memtables.last() {
-                Some(m) if m.approximate_size() + wal_bytes <= opts.write_buffer_size => m.clone(),
+            let mem = mem.get_or_insert_with(|| match memtables.last_mut() {
+                Some(r) if r.mem.approximate_size() + wal_bytes <= opts.write_buffer_size => {
+                    r.wals += 1;
+                    r.mem.clone()
+                }
                 _ => {
-                    let m = Arc::new(MemTable::new(number));
-                    memtables.push(m.clone());
-                    m
+                    let mem = Arc::new(MemTable::new(number));
+                    memtables.push(RecoveredMem {
+                        mem: mem.clone(),
+                        wals: 1,
+                    });
+                    mem
                 }
             });
             let mut seq = batch.seq;
@@ -378,29 +403,29 @@ fn replay_wals(env: &Arc<Env>, opts: &Options, versions: &mut VersionSet) -> Res
 }
 
 /// Flushes, at open, recovered memtables beyond what may wait for flush (oldest first),
-/// retiring their WALs: the next memtable's id becomes the log number.
+/// retiring their WALs: `log_number` is the first WAL of the oldest memtable kept.
 fn flush_at_open(
     env: &Arc<Env>,
     opts: &Options,
     versions: &mut VersionSet,
     counters: &Counters,
-    memtables: &[Arc<MemTable>],
-    kept: Option<&(Arc<MemTable>, Vec<Arc<MemTable>>)>,
+    memtables: &[RecoveredMem],
+    log_number: u64,
     last_seq: u64,
 ) -> Result<()> {
     if memtables.is_empty() {
         return Ok(());
     }
     let mut edit = VersionEdit::default();
-    for mem in memtables {
+    for r in memtables {
         let number = versions.new_file_number();
         // No snapshot exists yet: a version hidden by a newer one at or below the last
         // recovered sequence number is hidden from every future reader.
-        if let Some(f) = write_level0_table(env, opts, counters, mem, number, last_seq)? {
+        if let Some(f) = write_level0_table(env, opts, counters, &r.mem, number, last_seq)? {
             edit.added.push(f);
         }
     }
-    edit.log_number = kept.map(|(mem, imms)| imms.first().unwrap_or(mem).id());
+    edit.log_number = Some(log_number);
     edit.last_sequence = Some(last_seq);
     versions.log_and_apply(edit)?;
     Ok(())
@@ -444,6 +469,47 @@ fn remove_obsolete_files(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn wal_files(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".log"))
+            })
+            .count()
+    }
+
+    /// Recovery keeps WALs live instead of flushing them, but a store opened again and
+    /// again for a few writes each (the `tierkv put` pattern) does not collect WAL files
+    /// without bound: a recovered memtable of many WALs is flushed, retiring them.
+    #[test]
+    fn reopens_with_a_few_writes_each_do_not_pile_up_wals() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..12u32 {
+            let db = Db::open(dir.path(), Options::default()).unwrap();
+            db.put(format!("k{i:02}"), format!("v{i}")).unwrap();
+            db.wait_for_background().unwrap();
+            db.close().unwrap();
+            let wals = wal_files(dir.path());
+            assert!(
+                wals <= MAX_WALS_PER_RECOVERED_MEMTABLE + 2,
+                "{wals} WALs after {} opens",
+                i + 1
+            );
+        }
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        for i in 0..12u32 {
+            assert_eq!(
+                db.get(format!("k{i:02}")).unwrap(),
+                Some(format!("v{i}").into_bytes())
+            );
+        }
+        assert!(
+            db.stats().levels[0].files > 0,
+            "the gathered WALs were flushed"
+        );
+    }
 
     /// Opening never leaves a trace where it refuses to open: a missing store with
     /// `create_if_missing` off, or a path that is a file.
