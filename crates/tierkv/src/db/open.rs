@@ -312,7 +312,8 @@ fn current_manifest_size(path: &Path) -> u64 {
         .map_or(0, |m| m.len())
 }
 
-/// A recovered memtable holding this many WAL files or more is flushed, not kept mutable.
+/// A recovered memtable holding more WAL files than this waits for flush instead of
+/// staying the mutable memtable.
 const MAX_WALS_PER_RECOVERED_MEMTABLE: usize = 4;
 
 /// A memtable refilled from WALs.
@@ -387,6 +388,11 @@ fn replay_wals(env: &Arc<Env>, opts: &Options, versions: &mut VersionSet) -> Res
         }
         if mem.is_none() {
             empty_logs.push(number);
+        } else {
+            // The log stays live and later writes go to a new one: the bytes of this one
+            // that only reached the page cache (before a process crash) must be durable
+            // before any of those are, or a power cut could lose a middle (invariant 2).
+            env.sync_file(Tier::Fast, &name)?;
         }
         if let Some((offset, bytes)) = reader.dropped_tail() {
             tracing::warn!(

@@ -238,6 +238,24 @@ impl Env {
             .map_err(|e| Error::io(dir, e))
     }
 
+    /// Fsyncs an existing file: one an earlier process wrote, whose bytes may still be in
+    /// the page cache only (WAL recovery keeps such logs live).
+    pub fn sync_file(&self, tier: Tier, name: &str) -> Result<()> {
+        let path = self.path(tier, name);
+        self.tier(tier).fault(FaultOp::Sync, &path)?;
+        let len = std::fs::File::open(&path)
+            .and_then(|f| {
+                f.sync_all()?;
+                f.metadata()
+            })
+            .map_err(|e| Error::io(&path, e))?
+            .len();
+        if let Some(f) = &self.tier(tier).faults {
+            f.note_synced(&path, len);
+        }
+        Ok(())
+    }
+
     /// Names of the regular files on `tier`.
     pub fn list(&self, tier: Tier) -> Result<Vec<String>> {
         let dir = self.dir(tier);
