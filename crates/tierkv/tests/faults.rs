@@ -5,7 +5,7 @@
 //! a suffix of the writes), invariant 3 (an injected read error is reported, never turned
 //! into wrong data) and invariant 4 (a full fast disk spills tables to the slow tier; writes
 //! fail, clearly, only when both tiers are full), and recovery after a full disk (issue 18:
-//! a reopen needs a few KiB, not the WAL's size). `TIERKV_FAULT_ROUNDS` lengthens the
+//! a reopen needs room for a manifest, not the WAL's size). `TIERKV_FAULT_ROUNDS` lengthens the
 //! torture test (default 12 rounds).
 
 mod common;

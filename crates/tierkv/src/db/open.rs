@@ -3,8 +3,8 @@
 //!
 //! Recovery writes almost nothing (RocksDB's `avoid_flush_during_recovery`): the replayed
 //! WALs become the store's memtables and stay live until those memtables are flushed in
-//! the background like any other, so a store whose disk filled up reopens once a few KiB
-//! are free (a new manifest, CURRENT, an empty WAL). Each recovered memtable holds whole
+//! the background like any other, so a store whose disk filled up reopens once there is room
+//! for a new manifest (about the old one's size), CURRENT and an empty WAL. Each recovered memtable holds whole
 //! WAL files and is identified, like a memtable of the write path, by the first WAL it
 //! needs: its flush retires exactly the WALs below the next memtable's, so a crash at any
 //! point replays every WAL whose records are not in a table, and none that are.
