@@ -1,7 +1,8 @@
 //! The `tierkv` command: benchmark, inspect and edit a store from the shell.
 //!
 //! Exit codes: 0 success, 1 key not found (`get`) or corruption found (`check`),
-//! 2 usage or runtime error.
+//! 2 usage or runtime error (including a store `check` cannot open for another reason than
+//! corruption). Read-only commands (`get`, `scan`, `stats`, `check`) never create a store.
 
 #![forbid(unsafe_code)]
 
@@ -75,7 +76,8 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Verify every checksum of every file (exit code 1 on any corruption).
+    /// Verify every checksum of every file (exit code 1 on any corruption, 2 when the store
+    /// cannot be checked: missing, in use, unreadable).
     Check {
         #[command(flatten)]
         store: StoreArgs,
@@ -186,11 +188,14 @@ fn serve(args: ServeArgs) -> CliResult {
 }
 
 fn main() -> ExitCode {
+    use std::io::IsTerminal;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only for a person at a terminal, never in a log file or a pipe.
+        .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
     match run(cli.command) {
@@ -279,24 +284,23 @@ fn run(cmd: Command) -> CliResult {
         Command::Check { store } => {
             // Opening already verifies the manifest, every table's presence and size, and
             // replays the WAL with checksums; then every table block is read and checked.
-            let db = match store.open(false) {
-                Ok(db) => db,
-                Err(e) => {
-                    writeln!(out, "CORRUPT: {e}")?;
-                    return Ok(ExitCode::from(1));
-                }
-            };
-            match db.verify_checksums() {
-                Ok(entries) => {
-                    let s = db.stats();
-                    let files: usize = s.levels.iter().map(|l| l.files).sum();
+            // Only damaged data is "CORRUPT" (exit 1); a store that cannot be checked (in
+            // use, unreadable, missing) is an error like any other (exit 2).
+            let verified = store.open(false).and_then(|db| {
+                let entries = db.verify_checksums()?;
+                let files: usize = db.stats().levels.iter().map(|l| l.files).sum();
+                Ok((files, entries))
+            });
+            match verified {
+                Ok((files, entries)) => {
                     writeln!(out, "OK: {files} tables, {entries} entries verified")?;
                     Ok(ExitCode::SUCCESS)
                 }
-                Err(e) => {
+                Err(e) if e.is_corruption() => {
                     writeln!(out, "CORRUPT: {e}")?;
                     Ok(ExitCode::from(1))
                 }
+                Err(e) => Err(format!("cannot check the store: {e}").into()),
             }
         }
     }

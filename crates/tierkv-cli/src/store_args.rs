@@ -21,7 +21,8 @@ pub struct StoreArgs {
 }
 
 impl StoreArgs {
-    /// Opens the store; only `put` may create it.
+    /// Opens the store; only `put` may create it (otherwise a path without a store is
+    /// refused before anything is created there).
     pub fn open(&self, create: bool) -> tierkv::Result<tierkv::Db> {
         let opts = tierkv::Options {
             create_if_missing: create,

@@ -53,6 +53,12 @@ pub enum Error {
     /// Both tiers are full: the write cannot be placed anywhere.
     #[error("no space left: {0}")]
     NoSpace(String),
+    /// No store exists at the path and `Options::create_if_missing` is off.
+    #[error("no tierkv store at {0}")]
+    NoStore(PathBuf),
+    /// A store (or slow tier) path names something that is not a directory.
+    #[error("{0} is not a directory")]
+    NotADirectory(PathBuf),
     /// Another process (or another `Db` in this process) holds the store's lock.
     #[error("store at {0} is in use by another process")]
     Locked(PathBuf),

@@ -24,7 +24,8 @@ pub struct LevelLayout {
 impl LevelLayout {
     /// Computes the layout. With an FD budget, L1..Lk stay on the fast tier where `k` is the
     /// deepest level whose cumulative target fits the budget, and the fast levels are sized
-    /// to add up to the budget (the HotRAP paper's "RocksDB-fat" placement) as one geometric
+    /// to add up to the budget less [`Options::fast_tier_reserve`] (WALs, RALT) and L0's
+    /// share (the HotRAP paper's "RocksDB-fat" placement) as one geometric
     /// series rising from L0's share; deeper levels grow by the size ratio from Lk and live
     /// on the slow tier.
     pub fn new(opts: &Options) -> Self {
@@ -41,6 +42,8 @@ impl LevelLayout {
             .saturating_mul(opts.write_buffer_size as u64)
             .max(1);
         if let Some(budget) = opts.fd_budget {
+            // WALs and RALT's files share the fast disk with the tables.
+            let budget = budget - opts.fast_tier_reserve();
             // L0 lives on the fast tier too: reserve what it holds before it is compacted
             // (at most half the budget, so a tiny budget still has levels).
             targets[0] = targets[0].min(budget / 2).max(1);
@@ -122,7 +125,7 @@ fn balanced_ratio(first: u64, total: u64, levels: usize) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::options::SlowTier;
+    use crate::options::{PromotionOptions, SlowTier};
     use crate::DeviceProfile;
 
     #[test]
@@ -131,7 +134,9 @@ mod tests {
             max_bytes_for_level_base: 10,
             write_buffer_size: 100,
             level0_compaction_trigger: 2,
-            fd_budget: Some(1200),
+            // 1200 for the tables; 300 for the WALs of three memtables (two immutable).
+            fd_budget: Some(1500),
+            promotion: PromotionOptions::disabled(),
             slow: Some(SlowTier {
                 dir: "/x".into(),
                 budget: None,
@@ -154,7 +159,8 @@ mod tests {
         assert_eq!(l.tiers[2], Tier::Fast);
         assert_eq!(l.tiers[3], Tier::Slow);
         let fast_sum: u64 = l.targets[1..=l.last_fast_level].iter().sum();
-        assert_eq!(fast_sum + 200, 1200);
+        assert_eq!(o.fast_tier_reserve(), 300);
+        assert_eq!(fast_sum + 200 + 300, 1500);
         // The same sizes, all on the fast tier, for the upper-bound configuration.
         let all = LevelLayout::new(&Options {
             all_on_fast: true,
@@ -162,6 +168,50 @@ mod tests {
         });
         assert_eq!(all.targets, l.targets);
         assert!(all.tiers.iter().all(|t| *t == Tier::Fast));
+    }
+
+    /// Invariant 4 on the fast disk: the WALs and RALT's files are kept out of what the
+    /// levels may fill, so tables, WALs and RALT together stay within `fd_budget`.
+    #[test]
+    fn fast_levels_leave_room_for_wals_and_ralt() {
+        let mib = 1u64 << 20;
+        let o = Options {
+            write_buffer_size: 4 << 20,
+            max_immutable_memtables: 2,
+            fd_budget: Some(256 * mib),
+            slow: Some(SlowTier {
+                dir: "/x".into(),
+                budget: None,
+                device: DeviceProfile::none(),
+            }),
+            ..Default::default()
+        };
+        let wal = 3 * 4 * mib;
+        let ralt = (256 * mib - wal) / 100 * 15;
+        assert!(o.promotion_active());
+        assert_eq!(o.fast_tier_reserve(), wal + ralt);
+        let l = LevelLayout::new(&o);
+        let tables: u64 = l.targets[..=l.last_fast_level].iter().sum();
+        assert!(
+            tables + wal + ralt <= 256 * mib,
+            "{tables} + {wal} + {ralt}"
+        );
+        assert!(tables + wal + ralt > 256 * mib - 16, "the budget is filled");
+        // RALT's files hold at most 15% of the fast levels: within its reserve.
+        let fast_levels: u64 = l.targets[1..=l.last_fast_level].iter().sum();
+        assert!(fast_levels / 100 * 15 <= ralt);
+        // Without promotion only the WALs are reserved; a tiny budget keeps half.
+        let off = Options {
+            promotion: PromotionOptions::disabled(),
+            ..o.clone()
+        };
+        assert_eq!(off.fast_tier_reserve(), wal);
+        let tiny = Options {
+            fd_budget: Some(8 * mib),
+            ..off
+        };
+        assert_eq!(tiny.fast_tier_reserve(), 4 * mib);
+        assert_eq!(Options::default().fast_tier_reserve(), 0);
     }
 
     #[test]

@@ -1,5 +1,13 @@
 //! Opening a store: tier directories and their lock, manifest recovery, WAL replay into
-//! L0 tables, a fresh WAL, removal of files no version references, background threads.
+//! memtables, a fresh WAL, removal of files no version references, background threads.
+//!
+//! Recovery writes almost nothing (RocksDB's `avoid_flush_during_recovery`): the replayed
+//! WALs become the store's memtables and stay live until those memtables are flushed in
+//! the background like any other, so a store whose disk filled up reopens once there is room
+//! for a new manifest (about the old one's size), CURRENT and an empty WAL. Each recovered memtable holds whole
+//! WAL files and is identified, like a memtable of the write path, by the first WAL it
+//! needs: its flush retires exactly the WALs below the next memtable's, so a crash at any
+//! point replays every WAL whose records are not in a table, and none that are.
 
 use super::background::{thread_loop, write_level0_table};
 use super::stats::Counters;
@@ -11,7 +19,6 @@ use crate::hot::cascade::{BloomCascade, BloomCascadeOptions};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::ralt::{Ralt, RaltOptions};
 use crate::hot::{HotTracker, TrackerKind};
-use crate::key::MAX_SEQ;
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::tiers::LevelLayout;
@@ -28,8 +35,77 @@ use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::Arc;
 
 const LOCK: &str = "LOCK";
+const CURRENT: &str = "CURRENT";
 
 pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
+    check_dirs(path, &opts)?;
+    let mut needs = SpaceNeeds::default();
+    open_inner(path, opts, &mut needs).map_err(|e| needs.explain(path, e))
+}
+
+/// Refuses, before anything is created, a store directory that is a file and a missing
+/// store when `create_if_missing` is off (read-only tools must leave no trace).
+fn check_dirs(path: &Path, opts: &Options) -> Result<()> {
+    let slow = opts.slow.as_ref().map(|s| s.dir.as_path());
+    for dir in std::iter::once(path).chain(slow) {
+        match std::fs::metadata(dir) {
+            Ok(m) if !m.is_dir() => return Err(Error::NotADirectory(dir.to_path_buf())),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(Error::io(dir, e)),
+        }
+    }
+    if !opts.create_if_missing {
+        if !path.join(CURRENT).is_file() {
+            return Err(Error::NoStore(path.to_path_buf()));
+        }
+        if let Some(slow) = slow.filter(|s| !s.is_dir()) {
+            return Err(Error::InvalidArgument(format!(
+                "the slow tier directory {} of the store at {} does not exist",
+                slow.display(),
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// What an open writes, so that running out of space can say how much it needs and where.
+#[derive(Default)]
+struct SpaceNeeds {
+    /// Bytes of the manifest the open rewrites (its new one is at most about as large).
+    manifest: u64,
+    /// Bytes of memtables flushed at open because they do not fit the memtable limit.
+    flushed: u64,
+}
+
+impl SpaceNeeds {
+    /// Turns a full disk during open into an error saying what the open needs.
+    fn explain(&self, path: &Path, e: Error) -> Error {
+        if !e.is_no_space() {
+            return e;
+        }
+        // The new manifest, CURRENT and a block of slack; the WAL starts empty.
+        let need = self.manifest + self.flushed + 8 * 1024;
+        let flushed = if self.flushed > 0 {
+            format!(
+                " and {} bytes of L0 tables for WAL data beyond the memtable limit \
+                 (max_immutable_memtables)",
+                self.flushed
+            )
+        } else {
+            String::new()
+        };
+        Error::NoSpace(format!(
+            "opening the store needs about {need} bytes free in {}: a new manifest of \
+             about {} bytes{flushed}; free that much and open again: {e}",
+            path.display(),
+            self.manifest
+        ))
+    }
+}
+
+fn open_inner(path: &Path, opts: Options, needs: &mut SpaceNeeds) -> Result<Db> {
     opts.validate()?;
     // From here on the sizes the memory budget derived are the store's options.
     let (opts, memory) = opts.resolve_memory_budget()?;
@@ -65,6 +141,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(path.to_path_buf())),
         Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
     }
+    needs.manifest = current_manifest_size(path);
     let (mut versions, _created) = VersionSet::open(
         env.clone(),
         layout.clone(),
@@ -87,22 +164,57 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
     ));
 
     let counters = Counters::default();
-    let last_seq = replay_wals(&env, &opts, &mut versions, &counters)?;
-
+    let Recovered {
+        mut memtables,
+        last_seq,
+        empty_logs,
+    } = replay_wals(&env, &opts, &mut versions)?;
+    // The last recovered memtable stays the mutable one (the next write that does not fit
+    // switches it), unless it gathered many small WALs (each open of a store that takes
+    // a few writes adds one): then it waits for flush too, so WAL files do not pile up.
+    let mem = match memtables.last() {
+        Some(r) if r.wals <= MAX_WALS_PER_RECOVERED_MEMTABLE => memtables.pop(),
+        _ => None,
+    };
+    // The others wait for flush. Only more of them than the write path would let wait
+    // (after a reopen with a smaller memtable) are flushed here.
+    let excess = memtables.len().saturating_sub(opts.max_immutable_memtables);
+    let mut imms: Vec<Arc<MemTable>> = memtables
+        .split_off(excess)
+        .into_iter()
+        .map(|r| r.mem)
+        .collect();
     let wal_number = versions.new_file_number();
+    let mem = mem.map_or_else(|| Arc::new(MemTable::new(wal_number)), |r| r.mem);
+    // WALs below the oldest memtable's hold nothing that is not in a table.
+    let log_number = imms.first().unwrap_or(&mem).id();
+    needs.flushed = memtables
+        .iter()
+        .map(|r| r.mem.approximate_size() as u64)
+        .sum();
+    flush_at_open(
+        &env,
+        &opts,
+        &mut versions,
+        &counters,
+        &memtables,
+        log_number,
+        last_seq,
+    )?;
     let wal_file = env.create_writable(Tier::Fast, &wal_file_name(wal_number), IoCause::Wal)?;
+    // `State::imms` is newest first.
+    imms.reverse();
     versions.log_and_apply(VersionEdit {
-        log_number: Some(wal_number),
+        log_number: Some(log_number),
         last_sequence: Some(last_seq),
         ..Default::default()
     })?;
     env.sync_dir(Tier::Fast)?;
-    remove_obsolete_files(&env, &versions, wal_number)?;
+    remove_obsolete_files(&env, &versions, log_number, wal_number, &empty_logs)?;
 
-    let mem = Arc::new(MemTable::new(wal_number));
     let sv = SuperVersion {
         mem: mem.clone(),
-        imms: Vec::new(),
+        imms: imms.clone(),
         version: versions.current(),
         drop_horizon: 0,
     };
@@ -138,7 +250,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         state: Mutex::new(State {
             versions,
             mem,
-            imms: Vec::new(),
+            imms,
             flush_running: false,
             running_compactions: Vec::new(),
             manual_compaction: false,
@@ -192,14 +304,40 @@ fn same_dir(a: &Path, b: &Path) -> bool {
     }
 }
 
-/// Replays every WAL the manifest does not cover into L0 tables. Returns the last sequence
-/// number recovered.
-fn replay_wals(
-    env: &Arc<Env>,
-    opts: &Options,
-    versions: &mut VersionSet,
-    counters: &Counters,
-) -> Result<u64> {
+/// The size of the manifest `CURRENT` names (0 when there is none yet).
+fn current_manifest_size(path: &Path) -> u64 {
+    std::fs::read_to_string(path.join(CURRENT))
+        .ok()
+        .and_then(|name| std::fs::metadata(path.join(name.trim_end())).ok())
+        .map_or(0, |m| m.len())
+}
+
+/// A recovered memtable holding more WAL files than this waits for flush instead of
+/// staying the mutable memtable.
+const MAX_WALS_PER_RECOVERED_MEMTABLE: usize = 4;
+
+/// A memtable refilled from WALs.
+struct RecoveredMem {
+    mem: Arc<MemTable>,
+    /// How many WAL files it holds.
+    wals: usize,
+}
+
+/// What WAL replay recovered.
+struct Recovered {
+    /// Memtables in WAL order, oldest first, each identified by the first WAL it holds.
+    memtables: Vec<RecoveredMem>,
+    /// The last sequence number recovered.
+    last_seq: u64,
+    /// WALs that yielded no record (empty, or nothing but a torn tail): nothing needs them.
+    empty_logs: Vec<u64>,
+}
+
+/// Replays every WAL the manifest does not cover into memtables, writing nothing. A
+/// memtable takes whole WAL files while they fit in `write_buffer_size` (as the write
+/// path filled it, one WAL per memtable), so no WAL is split between two memtables: the
+/// flush of one retires its WALs and none of the next one's.
+fn replay_wals(env: &Arc<Env>, opts: &Options, versions: &mut VersionSet) -> Result<Recovered> {
     let mut logs: Vec<u64> = env
         .list(Tier::Fast)?
         .iter()
@@ -207,25 +345,38 @@ fn replay_wals(
         .filter(|&n| n >= versions.log_number)
         .collect();
     logs.sort_unstable();
+    // The manifest's next file number may lag behind WALs created after its last edit:
+    // those WALs stay live now, so no new file may take their numbers.
+    if let Some(&last) = logs.last() {
+        versions.next_file_number = versions.next_file_number.max(last + 1);
+    }
     let mut last_seq = versions.last_sequence;
-    let mut edit = VersionEdit::default();
-    let mut mem = Arc::new(MemTable::new(0));
-    let flush =
-        |mem: &Arc<MemTable>, versions: &mut VersionSet, edit: &mut VersionEdit| -> Result<()> {
-            let number = versions.new_file_number();
-            // No snapshot exists yet: only the newest version of a key is needed.
-            if let Some(f) = write_level0_table(env, opts, counters, mem, number, MAX_SEQ)? {
-                edit.added.push(f);
-            }
-            Ok(())
-        };
+    let mut memtables: Vec<RecoveredMem> = Vec::new();
+    let mut empty_logs = Vec::new();
     for number in logs {
         let name = wal_file_name(number);
         let path = env.path(Tier::Fast, &name);
         let data = env.read_all(Tier::Fast, &name, IoCause::Recovery)?;
+        let wal_bytes = data.len();
         let mut reader = LogReader::new(data, path.clone(), opts.wal_recovery_mode);
+        // Chosen at the first record: a WAL without records joins no memtable.
+        let mut mem: Option<Arc<MemTable>> = None;
         while let Some(rec) = reader.next_record()? {
             let batch = DecodedBatch::decode(&rec, &path, reader.last_record_offset())?;
+            let mem = mem.get_or_insert_with(|| match memtables.last_mut() {
+                Some(r) if r.mem.approximate_size() + wal_bytes <= opts.write_buffer_size => {
+                    r.wals += 1;
+                    r.mem.clone()
+                }
+                _ => {
+                    let mem = Arc::new(MemTable::new(number));
+                    memtables.push(RecoveredMem {
+                        mem: mem.clone(),
+                        wals: 1,
+                    });
+                    mem
+                }
+            });
             let mut seq = batch.seq;
             for e in batch.entries() {
                 mem.add(seq, e.kind, e.key, e.value);
@@ -234,10 +385,14 @@ fn replay_wals(
             if batch.count > 0 {
                 last_seq = last_seq.max(seq - 1);
             }
-            if mem.approximate_size() >= opts.write_buffer_size {
-                flush(&mem, versions, &mut edit)?;
-                mem = Arc::new(MemTable::new(0));
-            }
+        }
+        if mem.is_none() {
+            empty_logs.push(number);
+        } else {
+            // The log stays live and later writes go to a new one: the bytes of this one
+            // that only reached the page cache (before a process crash) must be durable
+            // before any of those are, or a power cut could lose a middle (invariant 2).
+            env.sync_file(Tier::Fast, &name)?;
         }
         if let Some((offset, bytes)) = reader.dropped_tail() {
             tracing::warn!(
@@ -246,16 +401,51 @@ fn replay_wals(
             );
         }
     }
-    flush(&mem, versions, &mut edit)?;
-    if !edit.added.is_empty() {
-        edit.last_sequence = Some(last_seq);
-        versions.log_and_apply(edit)?;
-    }
-    Ok(last_seq)
+    Ok(Recovered {
+        memtables,
+        last_seq,
+        empty_logs,
+    })
 }
 
-/// Deletes files no longer referenced: old WALs, old manifests, tables outside the version.
-fn remove_obsolete_files(env: &Arc<Env>, versions: &VersionSet, wal_number: u64) -> Result<()> {
+/// Flushes, at open, recovered memtables beyond what may wait for flush (oldest first),
+/// retiring their WALs: `log_number` is the first WAL of the oldest memtable kept.
+fn flush_at_open(
+    env: &Arc<Env>,
+    opts: &Options,
+    versions: &mut VersionSet,
+    counters: &Counters,
+    memtables: &[RecoveredMem],
+    log_number: u64,
+    last_seq: u64,
+) -> Result<()> {
+    if memtables.is_empty() {
+        return Ok(());
+    }
+    let mut edit = VersionEdit::default();
+    for r in memtables {
+        let number = versions.new_file_number();
+        // No snapshot exists yet: a version hidden by a newer one at or below the last
+        // recovered sequence number is hidden from every future reader.
+        if let Some(f) = write_level0_table(env, opts, counters, &r.mem, number, last_seq)? {
+            edit.added.push(f);
+        }
+    }
+    edit.log_number = Some(log_number);
+    edit.last_sequence = Some(last_seq);
+    versions.log_and_apply(edit)?;
+    Ok(())
+}
+
+/// Deletes files no longer referenced: WALs below `log_number` or without records (never
+/// the new one), old manifests, tables outside the version.
+fn remove_obsolete_files(
+    env: &Arc<Env>,
+    versions: &VersionSet,
+    log_number: u64,
+    wal_number: u64,
+    empty_logs: &[u64],
+) -> Result<()> {
     let live: HashSet<u64> = versions
         .current()
         .all_files()
@@ -270,7 +460,7 @@ fn remove_obsolete_files(env: &Arc<Env>, versions: &VersionSet, wal_number: u64)
             let obsolete = if let Some(n) = parse_file_number(&name, "sst") {
                 !live.contains(&n)
             } else if let Some(n) = parse_file_number(&name, "log") {
-                tier == Tier::Fast && n < wal_number
+                tier == Tier::Fast && n != wal_number && (n < log_number || empty_logs.contains(&n))
             } else {
                 (name.starts_with("MANIFEST-") && name != manifest) || name == "CURRENT.tmp"
             };
@@ -280,4 +470,89 @@ fn remove_obsolete_files(env: &Arc<Env>, versions: &VersionSet, wal_number: u64)
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wal_files(dir: &Path) -> usize {
+        std::fs::read_dir(dir)
+            .unwrap()
+            .filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".log"))
+            })
+            .count()
+    }
+
+    /// Recovery keeps WALs live instead of flushing them, but a store opened again and
+    /// again for a few writes each (the `tierkv put` pattern) does not collect WAL files
+    /// without bound: a recovered memtable of many WALs is flushed, retiring them.
+    #[test]
+    fn reopens_with_a_few_writes_each_do_not_pile_up_wals() {
+        let dir = tempfile::tempdir().unwrap();
+        for i in 0..12u32 {
+            let db = Db::open(dir.path(), Options::default()).unwrap();
+            db.put(format!("k{i:02}"), format!("v{i}")).unwrap();
+            db.wait_for_background().unwrap();
+            db.close().unwrap();
+            let wals = wal_files(dir.path());
+            assert!(
+                wals <= MAX_WALS_PER_RECOVERED_MEMTABLE + 2,
+                "{wals} WALs after {} opens",
+                i + 1
+            );
+        }
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        for i in 0..12u32 {
+            assert_eq!(
+                db.get(format!("k{i:02}")).unwrap(),
+                Some(format!("v{i}").into_bytes())
+            );
+        }
+        assert!(
+            db.stats().levels[0].files > 0,
+            "the gathered WALs were flushed"
+        );
+    }
+
+    /// Opening never leaves a trace where it refuses to open: a missing store with
+    /// `create_if_missing` off, or a path that is a file.
+    #[test]
+    fn refused_opens_create_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let missing = tmp.path().join("missing");
+        let opts = Options {
+            create_if_missing: false,
+            ..Options::default()
+        };
+        let e = Db::open(&missing, opts.clone()).err().expect("no store");
+        assert!(matches!(&e, Error::NoStore(p) if *p == missing), "{e}");
+        assert!(!missing.exists());
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        assert!(matches!(Db::open(&empty, opts), Err(Error::NoStore(_))));
+        assert_eq!(std::fs::read_dir(&empty).unwrap().count(), 0);
+
+        let file = tmp.path().join("file");
+        std::fs::write(&file, b"x").unwrap();
+        let e = Db::open(&file, Options::default()).err().expect("a file");
+        assert_eq!(
+            e.to_string(),
+            format!("{} is not a directory", file.display())
+        );
+        let opts = Options {
+            fd_budget: Some(1 << 20),
+            slow: Some(crate::options::SlowTier {
+                dir: file.clone(),
+                budget: None,
+                device: DeviceProfile::none(),
+            }),
+            ..Options::default()
+        };
+        let fast = tmp.path().join("fast");
+        assert!(matches!(Db::open(&fast, opts), Err(Error::NotADirectory(p)) if p == file));
+        assert!(!fast.exists());
+    }
 }

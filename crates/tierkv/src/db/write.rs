@@ -400,11 +400,16 @@ impl DbInner {
         let slow_budget = self.opts.slow.as_ref()?.budget?;
         let v = st.versions.current();
         let (fast, slow) = (v.tier_bytes(Tier::Fast), v.tier_bytes(Tier::Slow));
+        // Tables may fill the fast budget less what WALs and RALT need (see
+        // `Options::fast_tier_reserve`).
         let fd_budget = self.opts.fd_budget.unwrap_or(0);
-        (slow >= slow_budget && fast >= fd_budget).then(|| {
+        let tables = fd_budget.saturating_sub(self.opts.fast_tier_reserve());
+        (slow >= slow_budget && fast >= tables).then(|| {
             Error::NoSpace(format!(
                 "both tiers are full: the slow tier holds {slow} bytes of its {slow_budget}-byte \
-                 budget and the fast tier {fast} bytes of its {fd_budget}-byte budget"
+                 budget and the fast tier {fast} bytes of tables, its {fd_budget}-byte budget \
+                 less {} bytes kept for WALs and RALT",
+                fd_budget - tables
             ))
         })
     }

@@ -6,6 +6,11 @@
 //! optionally a file-name fragment, and fire after a number of matching operations or at
 //! random with a seeded probability. Owns the rules and the synced-length bookkeeping; it
 //! never touches data itself except to truncate files in [`FaultInjector::drop_unsynced_data`].
+//!
+//! A full disk can also be emulated by its free space: [`FaultInjector::set_free_space`]
+//! gives a tier (or both, as one disk) a number of bytes that appends use up and deleted
+//! files give back; an append that does not fit writes what fits and fails with ENOSPC, as
+//! `write(2)` does.
 
 use super::Tier;
 use parking_lot::Mutex;
@@ -106,6 +111,8 @@ pub struct FaultInjector {
     injected: AtomicU64,
     /// Bytes of each written file known to be durable (synced).
     synced: Mutex<HashMap<PathBuf, u64>>,
+    /// Free space left: per tier, or (`None`) one disk holding both.
+    space: Mutex<Vec<(Option<Tier>, u64)>>,
 }
 
 impl std::fmt::Debug for FaultInjector {
@@ -136,10 +143,69 @@ impl FaultInjector {
         });
     }
 
-    /// Removes every rule and lets operations through again.
+    /// Removes every rule and free-space limit and lets operations through again.
     pub fn clear(&self) {
         self.rules.lock().clear();
+        self.space.lock().clear();
         self.all_fail.store(false, Relaxed);
+    }
+
+    /// Emulates a disk with `bytes` of free space left on `tier` (`None`: one disk holding
+    /// both tiers), replacing an earlier limit of the same scope; `bytes = None` lifts it.
+    /// Appends use the space up and deleting a file gives its bytes back; an append that
+    /// does not fit writes the bytes that do and fails with ENOSPC.
+    pub fn set_free_space(&self, tier: Option<Tier>, bytes: Option<u64>) {
+        let mut space = self.space.lock();
+        space.retain(|(t, _)| *t != tier);
+        if let Some(b) = bytes {
+            space.push((tier, b));
+        }
+    }
+
+    /// Free space left on `tier` under the tightest limit that applies (`None`: no limit).
+    pub fn free_space(&self, tier: Tier) -> Option<u64> {
+        self.space
+            .lock()
+            .iter()
+            .filter(|(t, _)| t.is_none_or(|t| t == tier))
+            .map(|(_, b)| *b)
+            .min()
+    }
+
+    /// Takes room for an append of `len` bytes on `tier`: returns how many bytes fit, and
+    /// an ENOSPC error when not all of them do (the bytes that fit are taken).
+    pub(crate) fn take_space(&self, tier: Tier, len: u64) -> (u64, Option<std::io::Error>) {
+        let mut space = self.space.lock();
+        let fit = space
+            .iter()
+            .filter(|(t, _)| t.is_none_or(|t| t == tier))
+            .map(|(_, b)| *b)
+            .min()
+            .map_or(len, |free| free.min(len));
+        for (_, b) in space
+            .iter_mut()
+            .filter(|(t, _)| t.is_none_or(|t| t == tier))
+        {
+            *b -= fit;
+        }
+        if fit < len {
+            self.injected.fetch_add(1, Relaxed);
+            (fit, Some(FaultError::NoSpace.to_io()))
+        } else {
+            (fit, None)
+        }
+    }
+
+    /// Gives back the space of a deleted file of `len` bytes on `tier`.
+    pub(crate) fn give_space(&self, tier: Tier, len: u64) {
+        for (_, b) in self
+            .space
+            .lock()
+            .iter_mut()
+            .filter(|(t, _)| t.is_none_or(|t| t == tier))
+        {
+            *b = b.saturating_add(len);
+        }
     }
 
     /// Faults injected so far.
@@ -241,6 +307,29 @@ mod tests {
         assert_eq!(f.injected(), 1);
         f.clear();
         assert!(f.check(Tier::Fast, FaultOp::Write, sst).is_none());
+    }
+
+    #[test]
+    fn free_space_is_used_up_by_appends_and_given_back() {
+        let f = FaultInjector::new();
+        f.set_free_space(None, Some(100));
+        f.set_free_space(Some(Tier::Slow), Some(1000));
+        let (fit, e) = f.take_space(Tier::Fast, 60);
+        assert!(fit == 60 && e.is_none());
+        // The shared limit is the tighter one for the slow tier too.
+        let (fit, e) = f.take_space(Tier::Slow, 60);
+        assert_eq!(fit, 40);
+        assert_eq!(e.unwrap().raw_os_error(), Some(libc::ENOSPC));
+        assert_eq!(f.free_space(Tier::Fast), Some(0));
+        assert_eq!(f.free_space(Tier::Slow), Some(0));
+        f.give_space(Tier::Fast, 30);
+        assert_eq!(f.free_space(Tier::Fast), Some(30));
+        f.set_free_space(None, None);
+        assert_eq!(f.free_space(Tier::Fast), None);
+        assert_eq!(f.free_space(Tier::Slow), Some(1000 - 40));
+        f.clear();
+        let (fit, e) = f.take_space(Tier::Slow, 5000);
+        assert!(fit == 5000 && e.is_none());
     }
 
     #[test]

@@ -258,6 +258,15 @@ impl WritableFile {
     fn write_out(&mut self, data: &[u8]) -> Result<()> {
         use std::io::Write;
         self.tier.fault(FaultOp::Write, &self.path)?;
+        if let Some(f) = &self.tier.faults {
+            // An emulated full disk: write what fits, then fail as write(2) would.
+            if let (fit, Some(e)) = f.take_space(self.tier.tier, data.len() as u64) {
+                (&self.file)
+                    .write_all(&data[..fit as usize])
+                    .map_err(|e| Error::io(&self.path, e))?;
+                return Err(Error::io(&self.path, e));
+            }
+        }
         (&self.file)
             .write_all(data)
             .map_err(|e| Error::io(&self.path, e))?;

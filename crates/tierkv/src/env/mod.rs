@@ -206,8 +206,16 @@ impl Env {
     /// Deletes `name` on `tier`. A missing file is not an error.
     pub fn remove(&self, tier: Tier, name: &str) -> Result<()> {
         let path = self.path(tier, name);
+        // An emulated full disk gets the file's space back.
+        let faults = self.tier(tier).faults.as_ref();
+        let len = faults.and_then(|_| std::fs::metadata(&path).ok().map(|m| m.len()));
         match std::fs::remove_file(&path) {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                if let (Some(f), Some(len)) = (faults, len) {
+                    f.give_space(tier, len);
+                }
+                Ok(())
+            }
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
             Err(e) => Err(Error::io(&path, e)),
         }
@@ -228,6 +236,24 @@ impl Env {
         std::fs::File::open(dir)
             .and_then(|f| f.sync_all())
             .map_err(|e| Error::io(dir, e))
+    }
+
+    /// Fsyncs an existing file: one an earlier process wrote, whose bytes may still be in
+    /// the page cache only (WAL recovery keeps such logs live).
+    pub fn sync_file(&self, tier: Tier, name: &str) -> Result<()> {
+        let path = self.path(tier, name);
+        self.tier(tier).fault(FaultOp::Sync, &path)?;
+        let len = std::fs::File::open(&path)
+            .and_then(|f| {
+                f.sync_all()?;
+                f.metadata()
+            })
+            .map_err(|e| Error::io(&path, e))?
+            .len();
+        if let Some(f) = &self.tier(tier).faults {
+            f.note_synced(&path, len);
+        }
+        Ok(())
     }
 
     /// Names of the regular files on `tier`.

@@ -60,10 +60,7 @@ impl VersionSet {
             Ok((vs, false))
         } else {
             if !create_if_missing {
-                return Err(Error::InvalidArgument(format!(
-                    "no store at {} (create_if_missing is off)",
-                    fast_dir.display()
-                )));
+                return Err(Error::NoStore(fast_dir));
             }
             let mut vs = VersionSet {
                 current: Arc::new(Version::empty(layout.clone())),
