@@ -178,7 +178,10 @@ impl ServerConfig {
                 "0 s ..= 1 day".into(),
             );
         }
-        for (flag, v) in [("--threads", self.threads), ("--io-threads", self.io_threads)] {
+        for (flag, v) in [
+            ("--threads", self.threads),
+            ("--io-threads", self.io_threads),
+        ] {
             if !(1..=MAX_THREADS).contains(&v) {
                 return bad(flag, v.to_string(), format!("1 ..= {MAX_THREADS}"));
             }
@@ -359,7 +362,10 @@ mod tests {
         c.limits.max_query = c.limits.max_bulk;
         c.output_limit = ServerConfig::default_output_limit(c.limits.max_bulk);
         c.validate().unwrap();
-        assert_eq!(c.validate_for_store(&engine).unwrap_err().flag, "--max-bulk");
+        assert_eq!(
+            c.validate_for_store(&engine).unwrap_err().flag,
+            "--max-bulk"
+        );
         let mut c = ServerConfig::default();
         c.limits.max_key = engine.max_key_size + 1;
         assert_eq!(c.validate_for_store(&engine).unwrap_err().flag, "--max-key");

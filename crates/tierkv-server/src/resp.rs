@@ -865,7 +865,10 @@ mod tests {
             e.0,
             "Protocol error: invalid key length (5 bytes, max-key is 4)"
         );
-        let ok = parse_all(&mut parser(), b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n");
+        let ok = parse_all(
+            &mut parser(),
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n",
+        );
         assert_eq!(ok.unwrap().len(), 1, "a long value is not a key");
         let e = parse_all(
             &mut parser(),
@@ -874,7 +877,11 @@ mod tests {
         .unwrap_err();
         assert!(e.0.contains("invalid key length"), "{e}");
         let ok = parse_all(&mut parser(), b"*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\n");
-        assert_eq!(ok.unwrap().len(), 1, "unknown positions: only max-bulk applies");
+        assert_eq!(
+            ok.unwrap().len(),
+            1,
+            "unknown positions: only max-bulk applies"
+        );
     }
 
     #[test]

@@ -243,7 +243,9 @@ async fn close_store(shared: Arc<Shared>) -> Result<(), ServeError> {
     let result = tokio::task::spawn_blocking(move || -> Result<(), ServeError> {
         let read_only = db.background_error();
         if let Some(e) = &read_only {
-            tracing::error!("store is read-only after a background error: skipping the final flush: {e}");
+            tracing::error!(
+                "store is read-only after a background error: skipping the final flush: {e}"
+            );
         }
         // A batch of an aborted connection may still hold the store for a moment.
         let mut db = db;
@@ -350,7 +352,8 @@ async fn connection(
         if !pending.is_empty() || conn.resume.is_some() {
             *conn.info.last_active.lock() = Instant::now();
             let failures = conn.auth_failures;
-            let (c, p, mut out, mut flow) = run_batch(shared, conn, std::mem::take(&mut pending)).await?;
+            let (c, p, mut out, mut flow) =
+                run_batch(shared, conn, std::mem::take(&mut pending)).await?;
             conn = c;
             pending = p;
             if flow == Flow::Overflow {

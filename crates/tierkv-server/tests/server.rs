@@ -30,7 +30,11 @@ impl TestServer {
         Self::start_with(dir, tierkv::Options::default(), config)
     }
 
-    fn start_with(dir: tempfile::TempDir, opts: tierkv::Options, config: ServerConfig) -> TestServer {
+    fn start_with(
+        dir: tempfile::TempDir,
+        opts: tierkv::Options,
+        config: ServerConfig,
+    ) -> TestServer {
         let db = tierkv::Db::open(dir.path(), opts).unwrap();
         let config = ServerConfig { port: 0, ..config };
         let (tx, rx) = std::sync::mpsc::channel();
@@ -1045,7 +1049,12 @@ fn mget_of_a_large_value_keeps_server_memory_bounded() {
     use std::io::BufRead;
     let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
-        .args(["rss_child_server", "--exact", "--nocapture", "--test-threads=1"])
+        .args([
+            "rss_child_server",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
         .env(RSS_CHILD_ENV, dir.path())
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
