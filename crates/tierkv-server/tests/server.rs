@@ -1134,8 +1134,10 @@ fn oversized_bulk_is_refused_at_its_header() {
 #[test]
 fn bind_refuses_limits_above_the_stores_and_empty_passwords() {
     let engine = tierkv::Options::default();
-    let mut limits = Limits::default();
-    limits.max_bulk = engine.max_value_size + 1;
+    let limits = Limits {
+        max_bulk: engine.max_value_size + 1,
+        ..Limits::default()
+    };
     let cases = [
         (
             ServerConfig {
@@ -1362,4 +1364,37 @@ fn shutdown_on_a_read_only_store_answers() {
         let last: Vec<u8> = c.get(format!("fill{}", i - 1)).unwrap();
         assert_eq!(last, value);
     }
+}
+
+/// The hard output limit (issue 18) closes a connection whose reply would pass it, without
+/// the server holding that reply: here a value stored under larger limits than the
+/// server now runs with. The server lives on for other clients.
+#[test]
+fn a_reply_over_the_output_limit_closes_the_connection() {
+    let s = TestServer::default();
+    let mut c = s.client();
+    let value = vec![b'v'; 200 * 1024];
+    let () = c.set("big", &value[..]).unwrap();
+    drop(c);
+    let dir = s.stop();
+    let config = ServerConfig {
+        limits: Limits {
+            max_bulk: 1024,
+            max_key: 1024,
+            max_args: 16,
+            max_query: 64 * 1024,
+        },
+        reply_chunk: 1024,
+        output_limit: 2048 + 64 * 1024,
+        ..ServerConfig::default()
+    };
+    let s = TestServer::start_in(dir, config);
+    let mut raw = s.raw();
+    let (out, closed) = raw_exchange(&mut raw, b"GET big\r\n");
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    assert!(closed);
+    let mut c = s.client();
+    assert_eq!(q::<String>(&mut c, &["PING"]).unwrap(), "PONG");
+    let small: Option<String> = c.get("nope").unwrap();
+    assert_eq!(small, None);
 }
