@@ -96,7 +96,7 @@ impl ServerConfig {
             if p.trim().is_empty() {
                 return bad(
                     "--requirepass",
-                    "an empty or blank password".into(),
+                    "(empty or blank)".into(),
                     "a non-blank password (an empty one would let `AUTH \"\"` in)".into(),
                 );
             }

@@ -5,6 +5,10 @@
 //! SET runs with a failing member); atomic INCR under concurrent clients (no lost update);
 //! malformed and oversized frames (error reply, connection closed, server alive); AUTH;
 //! RESP3 via HELLO; SHUTDOWN flushing the store (invariant 2 for acknowledged writes).
+//! Hardening (issue 18, invariant 4 for a server): bounded memory per client for one huge
+//! reply (RSS of a child server process), limits refused at the header, idle timeout,
+//! AUTH throttling, graceful shutdown reading nothing more, SHUTDOWN on a read-only store,
+//! the hard output limit, configurations refused at bind.
 
 use redis::{Commands, RedisResult};
 use std::io::{Read, Write};
