@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# AC-Key's phase-change experiment (issue 7), repeated: a scan phase where caching blocks
+# AC-Key's phase-change experiment (AC-Key §5.3), repeated: a scan phase where caching blocks
 # pays, then a skewed get phase where caching keys and values pays. Each repetition runs
 # every system once, in an order rotated by one per repetition (so no system always runs
 # first or last on a shared machine), and the summary gives, per system and phase, the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# F2's larger-than-memory setup, scaled (issue 9): YCSB A, B, C and F over zipfian keys with
+# F2's larger-than-memory setup, scaled: YCSB A, B, C and F over zipfian keys with
 # 8-byte keys and 100-byte values, one memory budget of 10% of the data, tierkv against
 # RocksDB tiered and all-on-FD in the same run, plus tierkv with a block-only cache (what the
 # adaptive KV cache adds as F2's read cache).

@@ -1,6 +1,6 @@
 //! The checks behind the engine's fuzz targets, one function per target. Each takes the
 //! fuzzer's bytes (and an empty scratch directory when it needs files) and panics only when
-//! a property fails. The property everywhere is invariant 3 of DESIGN.md (detect, never
+//! a property fails. The property everywhere is invariant 3 of docs/DESIGN.md (detect, never
 //! invent): a reader turns hostile bytes into an `Err`, never a panic, a hang, keys out of
 //! order or data that no valid file held.
 //!
@@ -402,7 +402,7 @@ fn wal_log_once(data: &[u8]) {
         }
     }
     for (at, rec) in &pit.records {
-        if let Ok((seq, entries)) = tierkv::decode::wal_batch(rec, Path::new("fuzz.log"), *at) {
+        if let Ok((seq, entries)) = tierkv::fuzz_hooks::wal_batch(rec, Path::new("fuzz.log"), *at) {
             // Recovery numbers the entries seq, seq+1, ...: they must fit the key format.
             let last = seq.checked_add(entries.len() as u64);
             assert!(
@@ -424,7 +424,7 @@ fn wal_model(wal: &[u8]) -> Option<BTreeMap<Vec<u8>, Vec<u8>>> {
     let mut model = BTreeMap::new();
     let mut next_seq = 1u64;
     for (at, rec) in &read.records {
-        let (seq, entries) = tierkv::decode::wal_batch(rec, Path::new("fuzz.log"), *at).ok()?;
+        let (seq, entries) = tierkv::fuzz_hooks::wal_batch(rec, Path::new("fuzz.log"), *at).ok()?;
         if entries.is_empty() {
             continue;
         }

@@ -1,13 +1,14 @@
-//! What a run reports for F2's larger-than-memory questions: the process's memory against
-//! the memory budget (peak RSS, the engine's own accounting), and I/O per byte of user data
-//! by tier (F2's Table 2: bytes read from disk per byte users read, bytes written per byte
-//! users wrote).
+//! The figures for F2's larger-than-memory questions: the process's memory against the
+//! memory budget (peak RSS, the engine's own accounting), and I/O per byte of user data by
+//! tier (F2's Table 2: bytes read from disk per byte users read, bytes written per byte
+//! users wrote). Computed from RSS readings and store counters; [`crate::results`] holds
+//! them per system and [`crate::report`] renders their tables.
 
 use serde::Serialize;
-use std::fmt::Write as _;
 
-use crate::report::{bytes, BenchResults, RunMeasure};
+use crate::rss::Rss;
 use crate::scale::Config;
+use crate::store::Counters;
 
 /// One system's memory during its run phase.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -37,8 +38,8 @@ impl MemoryUse {
     /// From the RSS readings around the run and the timeline's engine samples.
     pub fn new(
         budget: Option<u64>,
-        before: Option<crate::rss::Rss>,
-        peak: Option<crate::rss::Rss>,
+        before: Option<Rss>,
+        peak: Option<Rss>,
         anon_peak_bytes: Option<u64>,
         engine_peak_bytes: Option<u64>,
     ) -> MemoryUse {
@@ -89,16 +90,16 @@ pub struct IoAmplification {
 }
 
 impl IoAmplification {
-    /// From a run's counters; `None` for a trace (records differ in size) or a system that
-    /// counts no disk bytes. Per-tier figures only for systems that split them by tier.
-    pub fn of(cfg: &Config, m: &RunMeasure) -> Option<IoAmplification> {
+    /// From the counter deltas `c` of a run (and its settling) with `reads` reads and
+    /// `writes` writes; `None` for a trace (records differ in size) or a system that counts
+    /// no disk bytes. Per-tier figures only for systems that split them by tier.
+    pub fn of(cfg: &Config, c: &Counters, reads: u64, writes: u64) -> Option<IoAmplification> {
         if cfg.trace.is_some() {
             return None;
         }
-        let c = m.settled.as_ref().unwrap_or(&m.run);
         let (read, write) = (c.disk_read_bytes?, c.disk_write_bytes?);
-        let user_read_bytes = (m.reads_found + m.reads_missing) * cfg.record_size;
-        let user_write_bytes = m.writes * cfg.record_size;
+        let user_read_bytes = reads * cfg.record_size;
+        let user_write_bytes = writes * cfg.record_size;
         let per = |n: Option<u64>, d: u64| Some(n? as f64 / (d > 0).then_some(d)? as f64);
         Some(IoAmplification {
             user_read_bytes,
@@ -113,92 +114,9 @@ impl IoAmplification {
     }
 }
 
-fn opt_bytes(n: Option<u64>) -> String {
-    n.map_or_else(|| "n/a".to_string(), bytes)
-}
-
-fn amp(a: Option<f64>) -> String {
-    a.map_or_else(|| "-".to_string(), |a| format!("{a:.2}"))
-}
-
-/// The memory and amplification tables of the markdown report (empty when no system has
-/// either).
-pub fn markdown(res: &BenchResults) -> String {
-    let mut s = String::new();
-    let mem: Vec<_> = res
-        .systems
-        .iter()
-        .filter_map(|r| r.memory.as_ref().map(|m| (r, m)))
-        .filter(|(_, m)| m.rss_peak_bytes.is_some())
-        .collect();
-    if !mem.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nMemory during the run phase: peak resident set size (`VmHWM`, reset before each \
-             system's open; the allocator's free memory is trimmed between systems) against the \
-             memory budget. \"Added\" is the peak less the resident size before the open (the \
-             bench's own plan, buffers and code); \"overhead\" is what of it the budget does \
-             not cover (thread stacks, compaction and read buffers, allocator slack). \
-             \"Engine peak\" is tierkv's own accounting of its budgeted components. \
-             \"Anon\": anonymous memory only (heap and stacks, not the binary's pages), before \
-             the open and the highest sampled once per interval.\n\n\
-             | system | budget | engine peak | RSS before | peak RSS | added | overhead | anon before | anon peak |\n\
-             |---|--:|--:|--:|--:|--:|--:|--:|--:|"
-        );
-        for (r, m) in mem {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                r.name,
-                opt_bytes(m.budget),
-                opt_bytes(m.engine_peak_bytes),
-                opt_bytes(m.rss_before_bytes),
-                opt_bytes(m.rss_peak_bytes),
-                opt_bytes(m.rss_added_bytes),
-                opt_bytes(m.overhead_bytes),
-                opt_bytes(m.anon_before_bytes),
-                opt_bytes(m.anon_peak_bytes),
-            );
-        }
-    }
-    let io: Vec<_> = res
-        .systems
-        .iter()
-        .filter_map(|r| r.io_amp.as_ref().map(|a| (r, a)))
-        .collect();
-    if !io.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nI/O amplification over the run phase and its settling (as F2's Table 2): disk \
-             bytes read per byte users read, disk bytes written (WAL included) per byte users \
-             wrote, by tier (RocksDB cannot split its I/O by tier: its totals are the \
-             process's read and write system calls, all direct I/O on its files).\n\n\
-             | system | user read | user write | read amp FD | read amp SD | read amp | write amp FD | write amp SD | write amp |\n\
-             |---|--:|--:|--:|--:|--:|--:|--:|--:|"
-        );
-        for (r, a) in io {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                r.name,
-                bytes(a.user_read_bytes),
-                bytes(a.user_write_bytes),
-                amp(a.fd_read_amp),
-                amp(a.sd_read_amp),
-                amp(a.read_amp),
-                amp(a.fd_write_amp),
-                amp(a.sd_write_amp),
-                amp(a.write_amp),
-            );
-        }
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rss::Rss;
 
     #[test]
     fn memory_use_against_the_budget() {
@@ -247,7 +165,6 @@ mod tests {
     #[test]
     fn amplification_per_tier_and_in_total() {
         use crate::args::BenchArgs;
-        use crate::systems::Counters;
         let cfg = Config::from_args(&BenchArgs {
             scale: "smoke".into(),
             record_size: Some(100),
@@ -255,25 +172,9 @@ mod tests {
             ..Default::default()
         })
         .unwrap();
-        let measure = |run: Counters| RunMeasure {
-            total_ops: 30,
-            final_ops: 3,
-            run_seconds: 1.0,
-            final_seconds: 0.1,
-            run,
-            final_window: Counters::default(),
-            hist: hdrhistogram::Histogram::new(3).unwrap(),
-            reads_found: 15,
-            reads_missing: 5,
-            writes: 10,
-            timeline: Vec::new(),
-            phases: Vec::new(),
-            settled: None,
-            settle_seconds: 0.0,
-        };
         let tiered = IoAmplification::of(
             &cfg,
-            &measure(Counters {
+            &Counters {
                 fd_read_bytes: Some(1000),
                 sd_read_bytes: Some(3000),
                 fd_write_bytes: Some(2000),
@@ -281,7 +182,9 @@ mod tests {
                 disk_read_bytes: Some(4000),
                 disk_write_bytes: Some(2500),
                 ..Default::default()
-            }),
+            },
+            20,
+            10,
         )
         .unwrap();
         assert_eq!(
@@ -295,15 +198,17 @@ mod tests {
         assert_eq!(tiered.write_amp, Some(2.5));
         let totals = IoAmplification::of(
             &cfg,
-            &measure(Counters {
+            &Counters {
                 disk_read_bytes: Some(6000),
                 disk_write_bytes: Some(0),
                 ..Default::default()
-            }),
+            },
+            20,
+            10,
         )
         .unwrap();
         assert_eq!((totals.fd_read_amp, totals.sd_write_amp), (None, None));
         assert_eq!((totals.read_amp, totals.write_amp), (Some(3.0), Some(0.0)));
-        assert!(IoAmplification::of(&cfg, &measure(Counters::default())).is_none());
+        assert!(IoAmplification::of(&cfg, &Counters::default(), 20, 10).is_none());
     }
 }

@@ -1,14 +1,15 @@
 //! PNG charts of the timelines: throughput, FD hit rate and slow-disk read rate over time,
 //! every system on one chart per metric. Text is drawn with a font compiled into the binary
 //! (Ubuntu Light from `epaint_default_fonts`, via plotters' `ab_glyph` backend), so charts
-//! render the same on a fresh machine without system fonts.
+//! render the same on a fresh machine without system fonts. Draws [`crate::results`] and
+//! nothing else; [`crate::report`] decides when.
 
 use plotters::prelude::*;
 use std::path::Path;
 use std::sync::OnceLock;
 
 use crate::error::{BenchError, Result};
-use crate::report::{BenchResults, TimelinePoint};
+use crate::results::{BenchResults, TimelinePoint};
 
 const FONT: &str = "sans-serif";
 const SIZE: (u32, u32) = (1200, 700);
@@ -248,7 +249,7 @@ mod tests {
     #[test]
     fn charts_render_with_the_embedded_font() {
         let dir = tempfile::tempdir().unwrap();
-        let res = crate::report::tests::sample_results(dir.path());
+        let res = crate::results::tests::sample_results(dir.path());
         write_charts(&res, dir.path()).unwrap();
         assert!(
             std::fs::metadata(dir.path().join("throughput.png"))

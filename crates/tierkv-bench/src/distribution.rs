@@ -1,5 +1,6 @@
 //! Key distributions: which record an operation touches. Owns parsing of the
-//! `--distribution` syntax (including phase files) and sampling record ids from it.
+//! `--distribution` syntax (including phase files) and sampling record ids from it. A phase
+//! may name its operation mix ([`crate::mix`]); what the mix generates is not this module's.
 //!
 //! Ids are dense integers `0..n`; [`crate::workload`] turns them into keys. Skewed
 //! distributions rank records by popularity and map ranks to ids through a fixed bijection
@@ -12,6 +13,7 @@ use rand_distr::{Distribution as _, Zipf};
 use std::path::{Path, PathBuf};
 
 use crate::error::{BenchError, Result};
+use crate::mix::Workload;
 
 /// Zipfian constant used when none is given (YCSB's default).
 pub const DEFAULT_ZIPF: f64 = 0.99;
@@ -70,7 +72,7 @@ pub struct Phase {
     pub dist: DistSpec,
     /// Operation mix during the phase (`None`: the run's `--workload`), e.g. a scan phase
     /// followed by a get phase (AC-Key's phase-change experiment).
-    pub mix: Option<crate::workload::Workload>,
+    pub mix: Option<Workload>,
 }
 
 impl DistSpec {
@@ -93,6 +95,17 @@ impl DistSpec {
                     .collect()
             }
             _ => vec![total_ops],
+        }
+    }
+
+    /// The distribution a workload is defined with, when it has its own (YCSB D reads the
+    /// latest records).
+    pub fn of_workload(workload: Workload) -> Option<DistSpec> {
+        match workload {
+            Workload::D => Some(DistSpec::Latest {
+                theta: DEFAULT_ZIPF,
+            }),
+            _ => None,
         }
     }
 
@@ -331,7 +344,7 @@ pub fn parse_phases(text: &str, path: &Path) -> Result<DistSpec> {
             ));
         };
         let mix = mix
-            .map(|m| m.parse::<crate::workload::Workload>())
+            .map(|m| m.parse::<Workload>())
             .transpose()
             .map_err(|e| err(i + 1, e.to_string()))?;
         let len = if let Some(pct) = len.strip_suffix('%') {

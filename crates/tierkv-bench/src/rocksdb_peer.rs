@@ -16,7 +16,8 @@ use rocksdb::{
 
 use crate::error::{BenchError, Result};
 use crate::scale::Config;
-use crate::systems::{Counters, Store, System, TierDirs};
+use crate::store::{Counters, Store, TierDirs};
+use crate::systems::System;
 
 /// A RocksDB store under test.
 pub struct RocksStore {
@@ -45,7 +46,7 @@ impl RocksStore {
         opts.set_use_direct_io_for_flush_and_compaction(true);
         // tierkv's background threads: with RocksDB's default of 2 (one compaction thread)
         // its L1 grew to twice its target under YCSB A, holding the fast disk at about twice
-        // the budget (BENCHMARKS.md, "Background traffic").
+        // the budget (docs/BENCHMARKS-LOG.md, 2026-11-25).
         opts.set_max_background_jobs(tierkv::Options::default().background_threads as i32);
         opts.set_write_buffer_size(cfg.write_buffer_size as usize);
         opts.set_target_file_size_base(cfg.target_file_size);

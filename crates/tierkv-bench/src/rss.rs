@@ -82,6 +82,7 @@ pub fn reset_peak() -> bool {
 /// thread, up to 8 per core) and returns them only on a trim.
 pub fn release_free_memory() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code, reason = "glibc's malloc_trim has no safe binding")]
     // SAFETY: malloc_trim only walks glibc's own arenas under their locks and releases free
     // pages; it takes no pointers from us and is safe to call at any time from any thread.
     unsafe {

@@ -1,7 +1,8 @@
-//! The runner: loads each system's store, replays the operation plan with client threads,
-//! samples counters into a timeline, and measures latencies and the final 10% of the run.
-//! Owns the order of events of a benchmark; what is reported and how lives in
-//! [`crate::report`].
+//! The runner: opens each system's store (tierkv's or RocksDB's), loads it, replays the
+//! operation plan with client threads, samples counters into a timeline, and measures
+//! latencies and the final 10% of the run. Owns the order of events of a benchmark and is
+//! the top of the bench's modules: what was measured is [`crate::results`], how it is
+//! reported [`crate::report`]; nothing below calls back into the runner.
 
 use hdrhistogram::Histogram;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -11,12 +12,15 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+use crate::budget::MemoryUse;
 use crate::error::{BenchError, Result};
-use crate::report::{self, BenchResults, SystemResult, TimelinePoint};
+use crate::report;
+use crate::results::{BenchResults, PhaseResult, RunMeasure, SystemResult, TimelinePoint};
 use crate::scale::Config;
-use crate::systems::{open_store, Counters, Store, System, TierDirs};
+use crate::store::{Counters, Store, TierDirs, TierkvStore};
+use crate::systems::System;
 use crate::trace::Trace;
-use crate::workload::{OpKind, OpPlan, ValueSource, Workload};
+use crate::workload::{OpKind, OpPlan, ValueSource};
 
 /// Records per write batch in the load phase.
 const LOAD_BATCH: usize = 128;
@@ -39,8 +43,8 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
         report::bytes(cfg.loaded_bytes),
         plan.total_ops(),
         match &cfg.trace {
-            Some(_) => workload_label(cfg),
-            None => format!("{} / {}", workload_label(cfg), cfg.distribution.describe()),
+            Some(_) => cfg.workload_label(),
+            None => format!("{} / {}", cfg.workload_label(), cfg.distribution.describe()),
         },
         cfg.threads,
         report::bytes(cfg.fd_budget),
@@ -102,7 +106,7 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
             .filter_map(|p| p.engine_memory_bytes)
             .max();
         let anon_peak = res.timeline.iter().filter_map(|p| p.rss_anon_bytes).max();
-        res.memory = Some(crate::budget::MemoryUse::new(
+        res.memory = Some(MemoryUse::new(
             cfg.memory_budget.filter(|_| !system.is_rocksdb()),
             rss_before,
             rss_after,
@@ -124,6 +128,29 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
     ui.clear();
     println!("{table}");
     Ok(results)
+}
+
+/// Opens the store of any system: tierkv's, or RocksDB's behind the `rocksdb-peer` feature.
+pub fn open_store(
+    cfg: &Config,
+    system: System,
+    dirs: &TierDirs,
+    loading: bool,
+) -> Result<Box<dyn Store>> {
+    if system.is_rocksdb() {
+        #[cfg(feature = "rocksdb-peer")]
+        {
+            return Ok(Box::new(crate::rocksdb_peer::RocksStore::open(
+                cfg, system, dirs,
+            )?));
+        }
+        #[cfg(not(feature = "rocksdb-peer"))]
+        return Err(BenchError::InvalidArgument(format!(
+            "{} needs the rocksdb-peer feature",
+            system.name()
+        )));
+    }
+    Ok(Box::new(TierkvStore::open(cfg, system, dirs, loading)?))
 }
 
 /// The operation plan; for a trace also fills in the record count it implies.
@@ -280,6 +307,10 @@ struct Shared<'a> {
     phase_marks: Vec<(u64, OnceLock<(Instant, Counters)>)>,
 }
 
+#[allow(
+    clippy::expect_used,
+    reason = "constant arguments hdrhistogram accepts; no input reaches this"
+)]
 fn new_hist() -> Histogram<u64> {
     // Nanoseconds up to an hour at 3 significant digits; the bounds are constants, valid.
     Histogram::new_with_bounds(1, 3_600_000_000_000, 3)
@@ -514,7 +545,7 @@ fn run_phase(
                 let n = c2.user_read_ios?.checked_sub(c1.user_read_ios?)?;
                 (to > from).then(|| n as f64 / (to - from) as f64)
             };
-            report::PhaseResult {
+            PhaseResult {
                 phase: i,
                 ops: e - a,
                 ops_per_sec: rate(a, e),
@@ -527,7 +558,7 @@ fn run_phase(
     Ok(SystemResult::new(
         cfg,
         system,
-        report::RunMeasure {
+        RunMeasure {
             total_ops: total,
             final_ops: total - mark_ops,
             run_seconds: t_end.duration_since(t0).as_secs_f64(),
@@ -544,19 +575,6 @@ fn run_phase(
             settle_seconds,
         },
     ))
-}
-
-/// The workload's display name, for reports.
-pub fn workload_label(cfg: &Config) -> String {
-    match &cfg.trace {
-        Some(t) => format!("trace {}", t.display()),
-        None => match cfg.workload {
-            Workload::A | Workload::B | Workload::C | Workload::D | Workload::E | Workload::F => {
-                format!("YCSB {}", cfg.workload.name().to_uppercase())
-            }
-            w => w.name().to_uppercase(),
-        },
-    }
 }
 
 #[cfg(test)]

@@ -1,7 +1,8 @@
 //! Scale presets (`smoke`, `small`, `paper`) and the resolved run configuration: flags
-//! override the preset, and values the user did not give are derived as in DESIGN.md
-//! ("Measuring like the paper"): about 11x the fast-disk budget loaded, about 2 operations
-//! per KiB loaded, engine sizes scaled to the budget.
+//! override the preset, and values the user did not give are derived as in docs/DESIGN.md
+//! ("Measuring"): about 11x the fast-disk budget loaded, about 2 operations
+//! per KiB loaded, engine sizes scaled to the budget. Sits above the plain names (`mix`,
+//! `systems`, `distribution`) and below everything that runs or reports.
 
 use serde::Serialize;
 use std::path::PathBuf;
@@ -10,8 +11,9 @@ use std::str::FromStr;
 use crate::args::BenchArgs;
 use crate::distribution::DistSpec;
 use crate::error::{BenchError, Result};
+use crate::mix::Workload;
 use crate::systems::System;
-use crate::workload::{Workload, KEY_SIZE, MIN_KEY_SIZE};
+use crate::workload::{KEY_SIZE, MIN_KEY_SIZE};
 
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
@@ -171,7 +173,7 @@ impl Config {
         let scale: Scale = a.scale.parse()?;
         let p = scale.preset();
         let workload: Workload = a.workload.as_deref().unwrap_or("ro").parse()?;
-        let distribution = match (&a.distribution, workload.own_distribution()) {
+        let distribution = match (&a.distribution, DistSpec::of_workload(workload)) {
             (Some(d), _) => DistSpec::parse(d)?,
             (None, Some(d)) => d,
             (None, None) => DistSpec::parse("hotspot-5%")?,
@@ -294,6 +296,24 @@ impl Config {
             keep_data: a.keep_data,
             progress: !a.no_progress,
         })
+    }
+
+    /// The workload's display name, for reports.
+    pub fn workload_label(&self) -> String {
+        match &self.trace {
+            Some(t) => format!("trace {}", t.display()),
+            None => match self.workload {
+                Workload::A
+                | Workload::B
+                | Workload::C
+                | Workload::D
+                | Workload::E
+                | Workload::F => {
+                    format!("YCSB {}", self.workload.name().to_uppercase())
+                }
+                w => w.name().to_uppercase(),
+            },
+        }
     }
 }
 

@@ -3,6 +3,8 @@
 //! Exit codes: 0 success, 1 key not found (`get`) or corruption found (`check`),
 //! 2 usage or runtime error.
 
+#![forbid(unsafe_code)]
+
 mod store_args;
 
 use clap::{Parser, Subcommand};
@@ -193,7 +195,7 @@ fn serve(args: ServeArgs) -> CliResult {
     };
     let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
     if let Some(b) = args.block_cache {
-        opts.block_cache_size = size(b);
+        opts.cache_size = size(b);
     }
     // The request limits derive from the store's (one source of truth); larger ones are
     // refused at startup.

@@ -16,6 +16,7 @@
 //! handlers), `info` (the INFO report), `state` (shared and per-connection state),
 //! `server` (networking and shutdown), `config`.
 
+#![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
 mod commands;

@@ -4,7 +4,7 @@
 //! Checks: every supported command and its Redis error texts; pipelining (including merged
 //! SET runs with a failing member); atomic INCR under concurrent clients (no lost update);
 //! malformed and oversized frames (error reply, connection closed, server alive); AUTH;
-//! RESP3 via HELLO; SHUTDOWN flushing the store (invariant 2 for acknowledged writes).
+//! RESP3 via HELLO; SHUTDOWN flushing the store (invariant 2 of docs/DESIGN.md).
 //! Hardening (issue 18, invariant 4 for a server): bounded memory per client for one huge
 //! reply (RSS of a child server process), limits refused at the header, idle timeout,
 //! AUTH throttling, graceful shutdown reading nothing more, SHUTDOWN on a read-only store,

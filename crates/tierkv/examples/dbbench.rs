@@ -95,7 +95,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let n = args.records;
     let _ = std::fs::remove_dir_all(&args.dir);
     let opts = Options {
-        block_cache_size: 2 << 30,
+        cache_size: 2 << 30,
         cache: tierkv::CacheOptions {
             mode: args.cache_mode,
             ..Default::default()
@@ -170,7 +170,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     drop(db);
 
     let small_cache = Options {
-        block_cache_size: 8 << 20,
+        cache_size: 8 << 20,
         ..opts
     };
     let db = Db::open(&args.dir, small_cache)?;

@@ -1,4 +1,4 @@
-//! Memory per key of the on-disk index and filters (issue 9, F2's "about 1 byte of RAM per
+//! Memory per key of the on-disk index and filters (F2's "about 1 byte of RAM per
 //! cold key"): loads records, compacts them into the final level shape, opens every table,
 //! and divides the index blocks' and bloom filters' bytes (`DbStats::memory`) by the keys.
 //!

@@ -84,6 +84,10 @@ impl WriteBatch {
     }
 
     /// Iterates the entries in insertion order.
+    #[allow(
+        clippy::expect_used,
+        reason = "the batch was built by this type, so its encoding is well-formed"
+    )]
     pub fn iter(&self) -> impl Iterator<Item = BatchEntry<'_>> + '_ {
         // The batch was built by this type, so its encoding is well-formed.
         BatchIter {
@@ -227,7 +231,7 @@ mod tests {
         assert_eq!(got[1].kind, ValueKind::Delete);
     }
 
-    /// Every truncation and a wrong count are rejected as corruption (invariant 3).
+    /// Every truncation and a wrong count are rejected as corruption (invariant 3, docs/DESIGN.md).
     #[test]
     fn malformed_batches_are_corruption() {
         let mut b = WriteBatch::new();

@@ -13,12 +13,16 @@ pub fn put_fixed64(dst: &mut Vec<u8>, v: u64) {
 
 /// Reads 4 little-endian bytes. Panics if `src` is shorter: callers check lengths first.
 pub fn decode_fixed32(src: &[u8]) -> u32 {
-    u32::from_le_bytes(src[..4].try_into().expect("4 bytes"))
+    let mut b = [0u8; 4];
+    b.copy_from_slice(&src[..4]);
+    u32::from_le_bytes(b)
 }
 
 /// Reads 8 little-endian bytes. Panics if `src` is shorter: callers check lengths first.
 pub fn decode_fixed64(src: &[u8]) -> u64 {
-    u64::from_le_bytes(src[..8].try_into().expect("8 bytes"))
+    let mut b = [0u8; 8];
+    b.copy_from_slice(&src[..8]);
+    u64::from_le_bytes(b)
 }
 
 /// Appends `v` as a LEB128 varint (1..=10 bytes).

@@ -21,7 +21,7 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
-    /// Stored data failed a checksum or structural check (invariant 3: detect, never invent).
+    /// Stored data failed a checksum or structural check (invariant 3 of docs/DESIGN.md).
     #[error("corruption in {path} at offset {offset}: {reason}")]
     Corruption {
         /// The file that holds the bad bytes.

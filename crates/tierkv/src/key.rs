@@ -3,7 +3,7 @@
 //! Encoding (used in memtables, SSTables and iterators): `user_key ++ trailer`, where the
 //! trailer is 8 little-endian bytes of `(seq << 8) | kind`. Ordering: user key ascending
 //! (bytewise), then trailer **descending**, so the newest version of a key comes first
-//! (invariant 1 is built on this order). This module owns the encoding and the order only.
+//! (docs/DESIGN.md invariant 1 rests on it). This module owns the encoding and the order only.
 
 use std::cmp::Ordering;
 
@@ -104,7 +104,7 @@ fn trailer(ikey: &[u8]) -> u64 {
         return 0;
     }
     let split = ikey.len() - TRAILER_LEN;
-    u64::from_le_bytes(ikey[split..].try_into().expect("8 bytes"))
+    crate::coding::decode_fixed64(&ikey[split..])
 }
 
 /// The total order on internal keys: user key ascending, then trailer descending.

@@ -11,12 +11,11 @@
 //! to another, because a later need could not take it back without evicting under a lock.
 //!
 //! Given alongside the budget, the per-component options it derives (`write_buffer_size`,
-//! `block_cache_size`, `table_memory_limit`, `promotion.cache_size`,
+//! `cache_size`, `table_memory_limit`, `promotion.cache_size`,
 //! `promotion.memory_limit`, `promotion.ralt.memory_limit` and `promotion.ralt.buffer_bytes`)
 //! are overridden, with a warning for each that differs from its default: the budget is the
 //! one knob, and a plain size field cannot tell an explicit default from an unset one.
 
-use crate::options::Options;
 use crate::{Error, Result};
 use serde::Serialize;
 
@@ -26,7 +25,7 @@ pub const MIN_MEMORY_BUDGET: usize = 1 << 20;
 
 /// RALT keeps an active and a frozen access buffer; with a budget each gets this fraction of
 /// the tracker's share, and its run files' filters and indexes the rest.
-const TRACKER_BUFFER_DIVISOR: usize = 8;
+pub(crate) const TRACKER_BUFFER_DIVISOR: usize = 8;
 
 /// Shares of [`crate::Options::memory_budget`], as fractions; the cache takes what is left.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -113,19 +112,23 @@ pub struct MemoryDivision {
 }
 
 impl MemoryDivision {
-    /// Divides `budget` for a store opened with `opts` (whose `memory_shares`,
-    /// `max_immutable_memtables` and promotion settings count; its sizes do not).
-    pub fn new(budget: usize, opts: &Options) -> Result<MemoryDivision> {
+    /// Divides `budget` among `memtable_count` memtables, the tables, the cache and (when
+    /// `promotion_active`) the promotion cache and the tracker, by `shares`.
+    /// [`MemoryDivision::new`] asks this of a store's options.
+    pub fn divide(
+        budget: usize,
+        shares: &MemoryShares,
+        memtable_count: usize,
+        promotion_active: bool,
+    ) -> Result<MemoryDivision> {
         if budget < MIN_MEMORY_BUDGET {
             return Err(Error::InvalidArgument(format!(
                 "memory_budget {budget} is below the minimum of {MIN_MEMORY_BUDGET} bytes"
             )));
         }
-        let active = opts.promotion_active();
-        let shares = &opts.memory_shares;
+        let active = promotion_active;
         shares.validate(active)?;
         let part = |share: f64| (budget as f64 * share).floor() as usize;
-        let memtable_count = 1 + opts.max_immutable_memtables;
         let write_buffer_size = part(shares.memtables) / memtable_count;
         let memtables = write_buffer_size * memtable_count;
         let tables = part(shares.tables);
@@ -145,12 +148,12 @@ impl MemoryDivision {
             promotion_cache,
             tracker,
         };
-        d.check_minimums(opts)?;
+        d.check_minimums(active)?;
         Ok(d)
     }
 
     /// Every derived size must still be valid on its own.
-    fn check_minimums(&self, opts: &Options) -> Result<()> {
+    fn check_minimums(&self, promotion_active: bool) -> Result<()> {
         let bad = |m: String| Err(Error::InvalidArgument(m));
         if self.write_buffer_size < MIN_WRITE_BUFFER {
             return bad(format!(
@@ -159,7 +162,7 @@ impl MemoryDivision {
                 self.budget, self.write_buffer_size
             ));
         }
-        if opts.promotion_active() {
+        if promotion_active {
             if self.promotion_cache < MIN_PROMOTION_CACHE {
                 return bad(format!(
                     "memory_budget {} gives the promotion cache {} bytes (below \
@@ -177,56 +180,6 @@ impl MemoryDivision {
         }
         Ok(())
     }
-
-    /// `opts` with every per-component size derived from this division (see the module
-    /// comment for what is overridden).
-    pub fn apply(&self, opts: &Options) -> Options {
-        let mut o = opts.clone();
-        let defaults = Options::default();
-        let mut overridden = Vec::new();
-        if o.write_buffer_size != defaults.write_buffer_size {
-            overridden.push("write_buffer_size");
-        }
-        if o.block_cache_size != defaults.block_cache_size {
-            overridden.push("block_cache_size");
-        }
-        if o.table_memory_limit.is_some() {
-            overridden.push("table_memory_limit");
-        }
-        o.write_buffer_size = self.write_buffer_size;
-        o.block_cache_size = self.cache;
-        o.table_memory_limit = Some(self.tables);
-        if o.promotion_active() {
-            let p = &mut o.promotion;
-            if p.cache_size.is_some() {
-                overridden.push("promotion.cache_size");
-            }
-            if p.memory_limit.is_some() {
-                overridden.push("promotion.memory_limit");
-            }
-            if p.ralt.memory_limit.is_some() {
-                overridden.push("promotion.ralt.memory_limit");
-            }
-            // Half the share freezes a table, so one frozen table and a full mutable one
-            // fit together; the hard cap refuses inserts beyond the share.
-            p.cache_size = Some((self.promotion_cache / 2).max(1));
-            p.memory_limit = Some(self.promotion_cache);
-            p.ralt.memory_limit = Some(self.tracker as u64);
-            p.ralt.buffer_bytes = p
-                .ralt
-                .buffer_bytes
-                .min(self.tracker / TRACKER_BUFFER_DIVISOR)
-                .max(MIN_TRACKER / TRACKER_BUFFER_DIVISOR);
-        }
-        if !overridden.is_empty() {
-            tracing::warn!(
-                "memory_budget {} overrides {} (the budget derives them)",
-                self.budget,
-                overridden.join(", ")
-            );
-        }
-        o
-    }
 }
 
 /// Smallest memtable a budget may derive (a write batch of small records must fit).
@@ -234,7 +187,7 @@ const MIN_WRITE_BUFFER: usize = 32 << 10;
 /// Smallest promotion cache a budget may derive (a few records per frozen table).
 const MIN_PROMOTION_CACHE: usize = 16 << 10;
 /// Smallest tracker share: RALT's two buffers need 1 KiB each, and its filters some room.
-const MIN_TRACKER: usize = 8 << 10;
+pub(crate) const MIN_TRACKER: usize = 8 << 10;
 
 /// One component's share of the budget and what it holds now.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -246,7 +199,7 @@ pub struct MemoryComponent {
 }
 
 /// Memory by component, from [`crate::DbStats::memory`]. With a budget the limits are the
-/// division's shares and `total_bytes` stays within `budget` (DESIGN.md invariant 4);
+/// division's shares and `total_bytes` stays within `budget` (docs/DESIGN.md invariant 4);
 /// without one they are the individual options' limits.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct MemoryStats {
@@ -282,6 +235,7 @@ impl MemoryStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::options::Options;
     use crate::options::SlowTier;
     use crate::DeviceProfile;
 
@@ -347,7 +301,7 @@ mod tests {
         let d = MemoryDivision::new(40 * MIB, &base).unwrap();
         let o = d.apply(&base);
         assert_eq!(o.write_buffer_size, d.write_buffer_size);
-        assert_eq!(o.block_cache_size, d.cache);
+        assert_eq!(o.cache_size, d.cache);
         assert_eq!(o.table_memory_limit, Some(d.tables));
         assert_eq!(o.promotion.memory_limit, Some(d.promotion_cache));
         assert_eq!(o.promotion.cache_size, Some(d.promotion_cache / 2));

@@ -2,10 +2,11 @@
 //! [`WriteOptions`] per call. Owns validation of option values and the level layout
 //! derived from them (targets and tier placement); it never opens files.
 
-use crate::env::{DeviceProfile, Tier};
-use crate::hot::bloom::BloomCascadeOptions;
+use crate::env::DeviceProfile;
+use crate::hot::cascade::BloomCascadeOptions;
 use crate::hot::ralt::RaltOptions;
-use crate::hot::HotnessTracker;
+use crate::hot::TrackerKind;
+use crate::memory::{MemoryDivision, MemoryShares};
 use crate::sst::{Compression, TableOptions};
 use crate::wal::RecoveryMode;
 use crate::{Error, Result};
@@ -56,7 +57,8 @@ pub struct Options {
     /// L0 file count at which writes stop until compaction catches up (default 36).
     pub level0_stop_trigger: usize,
     /// Target size of L1 (default 256 MiB). With an FD budget it only decides how many
-    /// levels the fast tier holds; their sizes then fill the budget (see [`LevelLayout`]).
+    /// levels the fast tier holds; their sizes then fill the budget (see
+    /// [`LevelLayout`](crate::LevelLayout)).
     pub max_bytes_for_level_base: u64,
     /// Size ratio between adjacent levels (default 10).
     pub level_size_ratio: u64,
@@ -67,13 +69,13 @@ pub struct Options {
     /// most of their time waiting on it, and one of them must not hold up L0).
     pub background_threads: usize,
     /// Memory budget of the whole cache in bytes, 0 disables it (default 64 MiB): the KV,
-    /// KP and block caches and the ghost caches' metadata together stay within it. (The
-    /// name predates the adaptive cache; it used to size the block cache alone, which is
-    /// what [`crate::cache::CacheMode::BlockOnly`] still does.)
-    pub block_cache_size: usize,
+    /// KP and block caches and the ghost caches' metadata together stay within it
+    /// ([`crate::CacheMode::BlockOnly`] gives it all to the block cache). Called
+    /// `block_cache_size` before the cache held more than blocks.
+    pub cache_size: usize,
     /// How the cache budget is split between KV, KP and block caches (default: adaptive,
     /// AC-Key) and the adaptive policy's parameters.
-    pub cache: crate::cache::CacheOptions,
+    pub cache: crate::CacheOptions,
     /// Table files kept open (default 1000).
     pub max_open_files: usize,
     /// Most bytes of index and filter blocks the open tables hold (default `None`: only
@@ -87,7 +89,7 @@ pub struct Options {
     /// the options that size them; see [`crate::memory`] and [`crate::DbStats::memory`].
     pub memory_budget: Option<usize>,
     /// How `memory_budget` is divided (used only with a budget).
-    pub memory_shares: crate::memory::MemoryShares,
+    pub memory_shares: MemoryShares,
     /// Read table data with O_DIRECT so the page cache cannot hide a slow tier (default true;
     /// falls back to buffered reads, with a warning, where the filesystem refuses it).
     pub use_direct_io: bool,
@@ -141,7 +143,7 @@ pub struct PromotionOptions {
     /// mutable table's cap of twice `cache_size` and the frozen tables' count).
     pub memory_limit: Option<usize>,
     /// Which hotness tracker decides what is hot (default RALT).
-    pub tracker: HotnessTracker,
+    pub tracker: TrackerKind,
     /// RALT's settings; its `fd_budget` is taken from [`Options::fd_budget`].
     pub ralt: RaltOptions,
     /// The bloom-cascade tracker's settings (when `tracker` is `BloomCascade`); its
@@ -149,7 +151,7 @@ pub struct PromotionOptions {
     pub bloom_cascade: BloomCascadeOptions,
 }
 
-/// Switches of the compaction's background-traffic savings (HyperDB, issue 11).
+/// Switches of the compaction's background-traffic savings (HyperDB, docs/DESIGN.md).
 #[derive(Clone, Debug)]
 pub struct CompactionOptions {
     /// Copy a data block of an input table into the output verbatim, instead of decoding
@@ -182,7 +184,7 @@ impl Default for PromotionOptions {
             by_flush: true,
             cache_size: None,
             memory_limit: None,
-            tracker: HotnessTracker::Ralt,
+            tracker: TrackerKind::Ralt,
             ralt: RaltOptions::default(),
             bloom_cascade: BloomCascadeOptions::default(),
         }
@@ -218,12 +220,12 @@ impl Default for Options {
             level_size_ratio: 10,
             num_levels: 7,
             background_threads: 4,
-            block_cache_size: 64 * MIB,
-            cache: crate::cache::CacheOptions::default(),
+            cache_size: 64 * MIB,
+            cache: crate::CacheOptions::default(),
             max_open_files: 1000,
             table_memory_limit: None,
             memory_budget: None,
-            memory_shares: crate::memory::MemoryShares::default(),
+            memory_shares: MemoryShares::default(),
             use_direct_io: true,
             max_key_size: 64 * KIB,
             max_value_size: 256 * MIB,
@@ -351,12 +353,12 @@ impl Options {
             return bad("table_memory_limit must be positive".into());
         }
         if let Some(budget) = self.memory_budget {
-            crate::memory::MemoryDivision::new(budget, self)?;
+            MemoryDivision::new(budget, self)?;
         }
         if self.promotion_active() {
             match self.promotion.tracker {
-                HotnessTracker::Ralt => self.promotion.ralt.validate()?,
-                HotnessTracker::BloomCascade => self.promotion.bloom_cascade.validate()?,
+                TrackerKind::Ralt => self.promotion.ralt.validate()?,
+                TrackerKind::BloomCascade => self.promotion.bloom_cascade.validate()?,
             }
         }
         Ok(())
@@ -369,12 +371,10 @@ impl Options {
 
     /// The options a store opened with these really uses: with a memory budget, every
     /// per-component size derived from it (and the division); otherwise a copy.
-    pub fn resolve_memory_budget(
-        &self,
-    ) -> Result<(Options, Option<crate::memory::MemoryDivision>)> {
+    pub fn resolve_memory_budget(&self) -> Result<(Options, Option<MemoryDivision>)> {
         match self.memory_budget {
             Some(budget) => {
-                let d = crate::memory::MemoryDivision::new(budget, self)?;
+                let d = MemoryDivision::new(budget, self)?;
                 Ok((d.apply(self), Some(d)))
             }
             None => Ok((self.clone(), None)),
@@ -395,6 +395,71 @@ impl Options {
             bloom_bits_per_key: self.bloom_bits_per_key as usize,
             compression: self.compression,
         }
+    }
+}
+
+/// The half of [`MemoryDivision`] that reads [`Options`]: the arithmetic lives in
+/// `crate::memory`, which never names `Options`, so the two modules do not import each other.
+impl MemoryDivision {
+    /// Divides `budget` for a store opened with `opts` (whose `memory_shares`,
+    /// `max_immutable_memtables` and promotion settings count; its sizes do not).
+    pub fn new(budget: usize, opts: &Options) -> Result<MemoryDivision> {
+        MemoryDivision::divide(
+            budget,
+            &opts.memory_shares,
+            1 + opts.max_immutable_memtables,
+            opts.promotion_active(),
+        )
+    }
+
+    /// `opts` with every per-component size derived from this division (see the module
+    /// comment for what is overridden).
+    pub fn apply(&self, opts: &Options) -> Options {
+        let mut o = opts.clone();
+        let defaults = Options::default();
+        let mut overridden = Vec::new();
+        if o.write_buffer_size != defaults.write_buffer_size {
+            overridden.push("write_buffer_size");
+        }
+        if o.cache_size != defaults.cache_size {
+            overridden.push("cache_size");
+        }
+        if o.table_memory_limit.is_some() {
+            overridden.push("table_memory_limit");
+        }
+        o.write_buffer_size = self.write_buffer_size;
+        o.cache_size = self.cache;
+        o.table_memory_limit = Some(self.tables);
+        if o.promotion_active() {
+            let p = &mut o.promotion;
+            if p.cache_size.is_some() {
+                overridden.push("promotion.cache_size");
+            }
+            if p.memory_limit.is_some() {
+                overridden.push("promotion.memory_limit");
+            }
+            if p.ralt.memory_limit.is_some() {
+                overridden.push("promotion.ralt.memory_limit");
+            }
+            // Half the share freezes a table, so one frozen table and a full mutable one
+            // fit together; the hard cap refuses inserts beyond the share.
+            p.cache_size = Some((self.promotion_cache / 2).max(1));
+            p.memory_limit = Some(self.promotion_cache);
+            p.ralt.memory_limit = Some(self.tracker as u64);
+            p.ralt.buffer_bytes = p
+                .ralt
+                .buffer_bytes
+                .min(self.tracker / crate::memory::TRACKER_BUFFER_DIVISOR)
+                .max(crate::memory::MIN_TRACKER / crate::memory::TRACKER_BUFFER_DIVISOR);
+        }
+        if !overridden.is_empty() {
+            tracing::warn!(
+                "memory_budget {} overrides {} (the budget derives them)",
+                self.budget,
+                overridden.join(", ")
+            );
+        }
+        o
     }
 }
 
@@ -429,117 +494,6 @@ pub struct WriteOptions {
     pub sync: bool,
 }
 
-/// The level layout derived from [`Options`]: target size and tier of every level.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LevelLayout {
-    /// Target bytes per level. Index 0 is L0's share: `level0_compaction_trigger` memtables
-    /// (at most half the FD budget); L0 is compacted when its files hold that many bytes,
-    /// or when it has twice the trigger's files (see `compaction::picker::level_scores`).
-    pub targets: Vec<u64>,
-    /// Tier of each level's files.
-    pub tiers: Vec<Tier>,
-    /// Deepest level kept on the fast tier.
-    pub last_fast_level: usize,
-}
-
-impl LevelLayout {
-    /// Computes the layout. With an FD budget, L1..Lk stay on the fast tier where `k` is the
-    /// deepest level whose cumulative target fits the budget, and the fast levels are sized
-    /// to add up to the budget (the HotRAP paper's "RocksDB-fat" placement) as one geometric
-    /// series rising from L0's share; deeper levels grow by the size ratio from Lk and live
-    /// on the slow tier.
-    pub fn new(opts: &Options) -> Self {
-        let n = opts.num_levels;
-        let ratio = opts.level_size_ratio;
-        let mut targets = vec![0u64; n];
-        let mut size = opts.max_bytes_for_level_base;
-        for t in targets.iter_mut().skip(1) {
-            *t = size;
-            size = size.saturating_mul(ratio);
-        }
-        let mut last_fast = n - 1;
-        targets[0] = (opts.level0_compaction_trigger as u64)
-            .saturating_mul(opts.write_buffer_size as u64)
-            .max(1);
-        if let Some(budget) = opts.fd_budget {
-            // L0 lives on the fast tier too: reserve what it holds before it is compacted
-            // (at most half the budget, so a tiny budget still has levels).
-            targets[0] = targets[0].min(budget / 2).max(1);
-            let l0_share = targets[0];
-            let budget = budget - l0_share;
-            let mut sum = 0u64;
-            let mut k = 1;
-            while k + 1 < n && sum + targets[k] + targets[k + 1] <= budget {
-                sum += targets[k];
-                k += 1;
-            }
-            // L1..Lk share the budget in one geometric series rising from L0's share, so
-            // every fast level is the same multiple of the one above it: leveled compaction
-            // rewrites about that multiple per byte at each level, and for a fixed number of
-            // levels and a fixed total the sum is smallest when the multiples are equal.
-            // (Keeping L1 at the base and giving Lk the rest made the last step 13x in the
-            // small bench preset and 38x with the defaults.)
-            match balanced_ratio(l0_share, budget, k) {
-                Some(r) => {
-                    let mut size = l0_share as f64;
-                    for t in targets.iter_mut().take(k).skip(1) {
-                        size *= r;
-                        *t = size as u64;
-                    }
-                    let upper: u64 = targets[1..k].iter().sum();
-                    targets[k] = budget.saturating_sub(upper).max(1);
-                }
-                _ => targets[k] = budget.saturating_sub(sum).max(1),
-            }
-            let mut size = targets[k];
-            for t in targets.iter_mut().skip(k + 1) {
-                size = size.saturating_mul(ratio);
-                *t = size;
-            }
-            if opts.slow.is_some() && !opts.all_on_fast {
-                last_fast = k;
-            }
-        }
-        let tiers = (0..n)
-            .map(|l| {
-                if l <= last_fast {
-                    Tier::Fast
-                } else {
-                    Tier::Slow
-                }
-            })
-            .collect();
-        LevelLayout {
-            targets,
-            tiers,
-            last_fast_level: last_fast,
-        }
-    }
-}
-
-/// The ratio `r` for which `first * (r + r^2 + ... + r^levels)` equals `total`, if it is at
-/// least 1 (the fast levels never shrink going down).
-fn balanced_ratio(first: u64, total: u64, levels: usize) -> Option<f64> {
-    let (first, total) = (first.max(1) as f64, total as f64);
-    let sum = |r: f64| (1..=levels).map(|i| first * r.powi(i as i32)).sum::<f64>();
-    if levels == 0 || sum(1.0) > total {
-        return None;
-    }
-    let (mut lo, mut hi) = (1.0f64, 2.0f64);
-    while sum(hi) < total {
-        hi *= 2.0;
-    }
-    for _ in 0..100 {
-        let mid = (lo + hi) / 2.0;
-        if sum(mid) < total {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    Some(lo)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -566,52 +520,5 @@ mod tests {
             ..Default::default()
         };
         assert!(o.validate().unwrap_err().to_string().contains("fd_budget"));
-    }
-
-    #[test]
-    fn fat_layout_fills_the_fd_budget() {
-        let o = Options {
-            max_bytes_for_level_base: 10,
-            write_buffer_size: 100,
-            level0_compaction_trigger: 2,
-            fd_budget: Some(1200),
-            slow: Some(SlowTier {
-                dir: "/x".into(),
-                budget: None,
-                device: DeviceProfile::none(),
-            }),
-            ..Default::default()
-        };
-        let l = LevelLayout::new(&o);
-        // L0 reserves 2 x 100, leaving 1000 for L1..Lk. L1 = 10 and L2 = 100 fit, but
-        // 10 + 100 + 1000 does not, so L2 is the last fast level. The two fast levels then
-        // rise from L0's 200 by one ratio r (200r + 200r^2 = 1000, r = 1.79), and the slow
-        // levels grow by 10 from L2.
-        assert_eq!(l.last_fast_level, 2);
-        assert_eq!(&l.targets[0..4], &[200, 358, 642, 6420]);
-        let (r1, r2): (f64, f64) = (358.0 / 200.0, 642.0 / 358.0);
-        assert!(
-            (r1 - r2).abs() / r1 < 0.01,
-            "fast levels grow by one ratio: {r1} {r2}"
-        );
-        assert_eq!(l.tiers[2], Tier::Fast);
-        assert_eq!(l.tiers[3], Tier::Slow);
-        let fast_sum: u64 = l.targets[1..=l.last_fast_level].iter().sum();
-        assert_eq!(fast_sum + 200, 1200);
-        // The same sizes, all on the fast tier, for the upper-bound configuration.
-        let all = LevelLayout::new(&Options {
-            all_on_fast: true,
-            ..o
-        });
-        assert_eq!(all.targets, l.targets);
-        assert!(all.tiers.iter().all(|t| *t == Tier::Fast));
-    }
-
-    #[test]
-    fn single_dir_layout_is_all_fast() {
-        let l = LevelLayout::new(&Options::default());
-        assert!(l.tiers.iter().all(|t| *t == Tier::Fast));
-        assert_eq!(l.targets[1], 256 << 20);
-        assert_eq!(l.targets[2], 2560 << 20);
     }
 }

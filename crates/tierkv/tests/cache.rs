@@ -1,7 +1,7 @@
 //! The KV/KP caches against concurrent writes, flushes and compactions, with tiny budgets
 //! so entries churn, in every cache mode.
 //!
-//! Checks invariant 1 (newest version wins): readers whose gets fill the caches race
+//! Checks docs/DESIGN.md invariant 1 (newest version wins): readers whose gets fill the caches race
 //! writers and flushes; a get never returns a version older than one whose write (or
 //! delete) was acknowledged before the get began, so a reader that loaded its SuperVersion
 //! before a flush can never leave a stale value in the cache after the flush updated it.
@@ -45,7 +45,7 @@ fn decode(v: &[u8]) -> u64 {
 
 fn options(mode: CacheMode, budget: usize) -> Options {
     Options {
-        block_cache_size: budget,
+        cache_size: budget,
         cache: CacheOptions {
             mode,
             ..Default::default()

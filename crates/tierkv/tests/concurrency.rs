@@ -1,7 +1,7 @@
 //! Concurrency stress: 4 writers and 4 readers with gets, snapshots and iterators while
 //! flushes and compactions run.
 //!
-//! Checks invariant 1 (newest version wins): a read never returns a version older than
+//! Checks invariant 1 (docs/DESIGN.md): a read never returns a version older than
 //! one whose write was acknowledged before the read began, a snapshot's reads never change,
 //! and an iterator never shows a version older than what was acknowledged before it opened.
 

@@ -1,6 +1,6 @@
 //! Corruption: bytes flipped in table, WAL and manifest files.
 //!
-//! Checks invariant 3 (detect, never invent): every outcome is either correct data, a clean
+//! Checks invariant 3 (docs/DESIGN.md): every outcome is either correct data, a clean
 //! recovery the format allows (a torn WAL tail), or an error naming the damaged file; never
 //! wrong data, never a panic.
 

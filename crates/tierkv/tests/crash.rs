@@ -2,7 +2,7 @@
 //! write on stdout; the parent kills it with SIGKILL at random moments, reopens the store
 //! and checks what survived.
 //!
-//! Checks invariant 2 (durability): every acknowledged synced write is present after the
+//! Checks invariant 2 (docs/DESIGN.md): every acknowledged synced write is present after the
 //! kill, and writes appear in order: the surviving keys form a gap-free prefix of the
 //! writer's sequence (at most the one in-flight write beyond the last acknowledgement).
 

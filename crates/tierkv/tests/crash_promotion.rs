@@ -3,7 +3,7 @@
 //! the slow tier (so the promotion cache fills and records are promoted by flush and by
 //! compaction), and a thread forcing flushes and narrow compactions. The parent kills it
 //! with SIGKILL at random moments (some during the child's own recovery), reopens the
-//! store and checks:
+//! store and checks (invariants of docs/DESIGN.md):
 //!
 //! - invariant 2 (durability): every synced write is present; each writer's key stream
 //!   survives as a gap-free prefix (no middle write lost, nothing beyond the last write

@@ -1,5 +1,5 @@
 //! Injected faults: failing writes, reads and syncs, full disks, and power cuts that drop
-//! every unsynced byte (issue 10).
+//! every unsynced byte (docs/DESIGN.md).
 //!
 //! Checks invariant 2 (durability: a synced write survives a power cut, and a cut loses only
 //! a suffix of the writes), invariant 3 (an injected read error is reported, never turned
@@ -228,7 +228,7 @@ fn read_errors_are_reported_never_turned_into_wrong_data() {
     let dir = tempfile::tempdir().unwrap();
     let faults = FaultInjector::new();
     let opts = Options {
-        block_cache_size: 0,
+        cache_size: 0,
         max_open_files: 10,
         ..with_faults(common::tiny_options(), &faults)
     };

@@ -2,7 +2,7 @@
 //! (`fuzz/seeds/<target>/`) and every input a fuzz run found crashing
 //! (`fuzz/regressions/<target>/`, each fixed since): a crash found once stays fixed, and
 //! the checks themselves stay compiled and exercised by `cargo test` without libFuzzer.
-//! Invariant 3 (detect, never invent).
+//! Invariant 3 of docs/DESIGN.md (detect, never invent).
 
 #[path = "../../../fuzz/src/engine.rs"]
 #[allow(dead_code)]

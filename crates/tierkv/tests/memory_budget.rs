@@ -1,6 +1,6 @@
-//! The one memory budget (issue 9, F2).
+//! The one memory budget (F2, docs/DESIGN.md).
 //!
-//! `budget_holds_under_a_write_read_mix` checks invariant 4 of DESIGN.md ("budgets hold")
+//! `budget_holds_under_a_write_read_mix` checks invariant 4 of docs/DESIGN.md ("budgets hold")
 //! for memory: a two-tier store with promotion, opened with the smallest accepted
 //! `memory_budget`, serves writers and skewed readers (so flushes, compactions, promotion
 //! and RALT all run) while a sampler reads `DbStats::memory` every few milliseconds; the

@@ -2,7 +2,7 @@
 //! directions, with bounds), snapshots, flushes, compactions and reopens, checked after
 //! every step against a `BTreeMap` model.
 //!
-//! Checks invariant 1 (newest version wins, snapshots see exactly their state) and
+//! Checks docs/DESIGN.md invariant 1 (newest version wins, snapshots see exactly their state) and
 //! invariant 2 for clean reopens (nothing acknowledged is lost across close/open).
 //! Compactions copy untouched blocks (block reuse, the default) in every run but
 //! `model_two_tiers_block_reuse_off`, which takes the entry-by-entry path; the bloom-cascade
@@ -237,7 +237,7 @@ fn model_lz4_no_filter_no_cache() {
     let opts = Options {
         compression: tierkv::Compression::Lz4,
         bloom_bits_per_key: 0,
-        block_cache_size: 0,
+        cache_size: 0,
         use_direct_io: false,
         ..common::tiny_options()
     };
@@ -263,7 +263,7 @@ fn model_two_tiers_with_promotion() {
 /// happen: no cache may return a stale value (invariant 1).
 fn with_cache(opts: Options, mode: tierkv::CacheMode, budget: usize) -> Options {
     Options {
-        block_cache_size: budget,
+        cache_size: budget,
         cache: tierkv::CacheOptions {
             mode,
             ..Default::default()
@@ -335,7 +335,7 @@ fn model_two_tiers_bloom_cascade_tracker() {
     // the cascade.
     let slow = tempfile::tempdir().unwrap();
     let mut opts = common::two_tier_options(slow.path(), 128 * 1024, true);
-    opts.promotion.tracker = tierkv::HotnessTracker::BloomCascade;
+    opts.promotion.tracker = tierkv::TrackerKind::BloomCascade;
     opts.promotion.bloom_cascade.window_objects = Some(20);
     run_with(701, 2000, opts, false);
 }

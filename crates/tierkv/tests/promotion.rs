@@ -1,6 +1,6 @@
-//! Hot-record retention and promotion (issue 6).
+//! Hot-record retention and promotion (HotRAP, docs/DESIGN.md).
 //!
-//! `versions_never_go_backwards_under_promotion` checks invariant 1 of DESIGN.md under
+//! `versions_never_go_backwards_under_promotion` checks invariant 1 of docs/DESIGN.md under
 //! stress: writers update keys with increasing version numbers while readers, whose reads
 //! hit the slow tier and feed the promotion cache, assert that no get ever returns a
 //! version older than one already acknowledged before the get began; meanwhile flushes,
@@ -137,7 +137,7 @@ fn hot_records_end_up_on_the_fast_tier() {
 fn hot_records_end_up_on_the_fast_tier_with_the_bloom_cascade() {
     let slow = tempfile::tempdir().unwrap();
     let mut opts = common::two_tier_options(slow.path(), 256 * 1024, true);
-    opts.promotion.tracker = tierkv::HotnessTracker::BloomCascade;
+    opts.promotion.tracker = tierkv::TrackerKind::BloomCascade;
     // Windows of 200 objects (not the fast tier's ~1000): hot keys are recognised after
     // about 12k reads instead of 60k, which keeps the test short.
     opts.promotion.bloom_cascade.window_objects = Some(200);

@@ -1,4 +1,4 @@
-//! Atomic read-modify-write (issue 9).
+//! Atomic read-modify-write (F2, docs/DESIGN.md).
 //!
 //! `concurrent_increments_never_lose_an_update` checks invariant 1 for read-modify-write:
 //! 8 threads increment counters over skewed keys (so the same keys race constantly) while

@@ -1,6 +1,6 @@
-//! Two-tier placement and accounting (issue 3).
+//! Two-tier placement and accounting (docs/DESIGN.md).
 //!
-//! Checks invariant 4 of DESIGN.md (every table file lives in the directory of its level's
+//! Checks invariant 4 of docs/DESIGN.md (every table file lives in the directory of its level's
 //! tier, and the fast tier stays within its budget once background work settles),
 //! invariant 2 across reopen (placement survives restart, data intact), and that the
 //! per-tier, per-cause I/O accounting agrees with the engine's own byte counters.

@@ -36,6 +36,14 @@ use std::fmt;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
+/// A cache component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Comp {
+    Kv,
+    Kp,
+    Block,
+}
+
 /// Lookups per turn-off window.
 pub const WINDOW: u64 = 16 * 1024;
 
@@ -169,7 +177,7 @@ impl FromStr for CacheMode {
     }
 }
 
-/// Cache settings. The budget itself is [`crate::Options::block_cache_size`].
+/// Cache settings. The budget itself is [`crate::Options::cache_size`].
 #[derive(Clone, Debug, PartialEq)]
 pub struct CacheOptions {
     /// How the budget is split (default adaptive).
@@ -334,8 +342,7 @@ impl Controller {
 
     /// The component a key enters on a miss: KV when it is warm (a ghost hit or a stale KP
     /// entry) or when there is no KP cache, else KP. `None`: no point cache.
-    pub fn admission(&self, warm: bool) -> Option<super::shard::Comp> {
-        use super::shard::Comp;
+    pub fn admission(&self, warm: bool) -> Option<Comp> {
         match self.fixed {
             None => Some(if warm { Comp::Kv } else { Comp::Kp }),
             Some([kv, kp, _]) => match (kv > 0.0, kp > 0.0) {

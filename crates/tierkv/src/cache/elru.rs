@@ -130,11 +130,19 @@ impl<T: Entry, const N: usize> Default for Store<T, N> {
 }
 
 impl<T: Entry, const N: usize> Store<T, N> {
+    #[allow(
+        clippy::expect_used,
+        reason = "indices come from the index or the lists, which hold only live nodes"
+    )]
     pub fn node(&self, i: u32) -> &Node<T> {
         // Indices come from the index or the lists, which only hold live nodes.
         self.nodes[i as usize].as_ref().expect("live node")
     }
 
+    #[allow(
+        clippy::expect_used,
+        reason = "indices come from the index or the lists, which hold only live nodes"
+    )]
     fn node_mut(&mut self, i: u32) -> &mut Node<T> {
         self.nodes[i as usize].as_mut().expect("live node")
     }
@@ -167,7 +175,7 @@ impl<T: Entry, const N: usize> Store<T, N> {
             None => {
                 if self.nodes.len() == self.nodes.capacity() {
                     // Grow by an eighth, not by doubling: unused slots are memory that no
-                    // entry's charge accounts for (invariant 4).
+                    // entry's charge accounts for (invariant 4, docs/DESIGN.md).
                     self.nodes.reserve_exact((self.nodes.len() / 8).max(16));
                 }
                 self.nodes.push(Some(node));
@@ -183,6 +191,10 @@ impl<T: Entry, const N: usize> Store<T, N> {
     }
 
     /// Removes an entry and returns it.
+    #[allow(
+        clippy::expect_used,
+        reason = "indices come from the index or the lists, which hold only live nodes"
+    )]
     pub fn remove(&mut self, i: u32) -> Node<T> {
         self.unlink(i);
         let hash = self.node(i).val.hash();

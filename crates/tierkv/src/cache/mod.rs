@@ -1,5 +1,5 @@
 //! The cache: AC-Key's three components under one memory budget
-//! ([`crate::Options::block_cache_size`]): a KV cache (user key -> value), a KP cache (user
+//! ([`crate::Options::cache_size`]): a KV cache (user key -> value), a KP cache (user
 //! key -> pointer to the data block holding the newest version, or the value itself when
 //! smaller than a pointer) and the block cache (decoded data blocks), sized online by HAC
 //! or split in a fixed way ([`CacheMode`]).
@@ -9,7 +9,7 @@
 //! admission, eviction and ghost sizing), `adaptive` (modes, targets, E-ARC moves, ghost
 //! turn-off). This file owns the sharding, the flush fence and the statistics.
 //!
-//! **Correctness (invariant 1).** KV and KP entries describe the newest version of a key
+//! **Invariant 1 (docs/DESIGN.md).** KV and KP entries describe the newest version of a key
 //! outside the memtables, so they sit below the memtables in the read order and only reads
 //! of the latest state (no snapshot) use or fill them. Table files never gain newer
 //! versions except by flush: compaction and retention only move versions, and promotion
@@ -32,17 +32,17 @@ mod ghost;
 mod point;
 mod shard;
 
-pub use adaptive::{CacheMode, CacheOptions, MAX_MOVE_SHARE, WINDOW};
-pub use elru::MAX_CANDIDATES;
-pub use point::{BlockPtr, POINTER_SIZE};
+pub use adaptive::{CacheMode, CacheOptions, WINDOW};
+pub use point::BlockPtr;
 pub use shard::PointLookup;
 
 use crate::sst::block::Block;
+use adaptive::Comp;
 use adaptive::{Controller, HitCounts};
 use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::Serialize;
-use shard::{Comp, FlushOutcome, Shard, ShardCounters};
+use shard::{FlushOutcome, Shard, ShardCounters};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Most shards; fewer for small budgets so each shard holds at least [`BLOCKS_PER_SHARD`]
@@ -324,9 +324,9 @@ impl Cache {
     }
 
     /// After a KP hit: moves the key to the KV cache with the value its block held.
-    pub fn promote(&self, key: &[u8], hash: u64, value: &[u8], ptr: BlockPtr, fence: u64) {
+    pub fn upgrade_to_value(&self, key: &[u8], hash: u64, value: &[u8], ptr: BlockPtr, fence: u64) {
         self.if_fresh(hash, fence, |s, c| {
-            s.promote(key, hash, value, ptr, &self.ctl, c)
+            s.upgrade_to_value(key, hash, value, ptr, &self.ctl, c)
         });
     }
 
@@ -517,6 +517,16 @@ impl Cache {
         st.promotions = self.sum(|c| &c.promotions);
         st.rejected = self.sum(|c| &c.rejected);
         st
+    }
+}
+
+impl crate::sst::BlockCache for Cache {
+    fn get_block(&self, file: u64, offset: u64) -> Option<Block> {
+        Cache::get_block(self, file, offset)
+    }
+
+    fn insert_block(&self, file: u64, offset: u64, block: Block) {
+        Cache::insert_block(self, file, offset, block)
     }
 }
 

@@ -5,9 +5,9 @@
 //! the ghosts, ghost sizing (equations 4 and 5) and the flush updates.
 //!
 //! The shard's usage (real entries plus ghost records) never exceeds its capacity; the
-//! shards' capacities add up to at most the budget (invariant 4).
+//! shards' capacities add up to at most the budget (invariant 4, docs/DESIGN.md).
 
-use super::adaptive::{Controller, Targets};
+use super::adaptive::{Comp, Controller, Targets};
 use super::block::BlockEntry;
 use super::elru::Store;
 use super::ghost::Ghost;
@@ -18,14 +18,6 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// Point store lists.
 const KV: u8 = 0;
 const KP: u8 = 1;
-
-/// A cache component.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Comp {
-    Kv,
-    Kp,
-    Block,
-}
 
 /// Counters of one shard. Bumped under the shard's lock with a plain load and store (no
 /// locked instruction on the hot path), read without it by the stats and the turn-off
@@ -304,7 +296,7 @@ impl Shard {
 
     /// A KP hit whose block gave `value`: moves the key to the KV cache (§4.1.1 case II),
     /// unless its entry changed since (then the newer entry stays).
-    pub fn promote(
+    pub fn upgrade_to_value(
         &mut self,
         key: &[u8],
         hash: u64,

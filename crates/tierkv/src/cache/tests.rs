@@ -1,7 +1,8 @@
 //! Tests of the cache as a whole: admission and promotion (AC-Key §4.1), ghost hits, the
 //! flush updates and the fence (invariant 1), fixed modes, ghost turn-off, and the budget
-//! under random mixes of every operation (invariant 4).
+//! under random mixes of every operation (invariant 4; both in docs/DESIGN.md).
 
+use super::point::POINTER_SIZE;
 use super::*;
 use crate::sst::block::BlockBuilder;
 use crate::sst::format::BlockHandle;
@@ -48,13 +49,13 @@ fn first_lookup_goes_to_kp_and_a_kp_hit_to_kv() {
     assert_eq!((st.kv.entries, st.kp.entries), (0, 1));
     // KP hit: the caller reads the block, then promotes.
     assert_eq!(get(&c, b"a"), PointLookup::Pointer(ptr(5, 0)));
-    c.promote(b"a", key_hash(b"a"), &v, ptr(5, 0), c.fence());
+    c.upgrade_to_value(b"a", key_hash(b"a"), &v, ptr(5, 0), c.fence());
     let st = c.stats();
     assert_eq!((st.kv.entries, st.kp.entries, st.promotions), (1, 0, 1));
     assert_eq!(get(&c, b"a"), PointLookup::Value(v.clone()));
     // A promotion with a pointer that is no longer the entry's does nothing.
     admit(&c, b"b", &v, Some(ptr(6, 0)), false);
-    c.promote(b"b", key_hash(b"b"), &v, ptr(7, 0), c.fence());
+    c.upgrade_to_value(b"b", key_hash(b"b"), &v, ptr(7, 0), c.fence());
     assert_eq!(get(&c, b"b"), PointLookup::Pointer(ptr(6, 0)));
     // Values no larger than a pointer live in the KP entry and move to KV on their
     // second hit without any block read.
@@ -194,7 +195,7 @@ fn inserts_from_before_a_flush_are_refused() {
     );
     c.admit(b"k", key_hash(b"k"), b"old version", 1, None, true, fence);
     assert_eq!(get(&c, b"k"), PointLookup::Miss { warm: false });
-    c.promote(b"k", key_hash(b"k"), b"old", ptr(1, 0), fence);
+    c.upgrade_to_value(b"k", key_hash(b"k"), b"old", ptr(1, 0), fence);
     assert_eq!(c.stats().inserts_aborted, 2);
     // A reader that started after the flush may insert.
     admit(&c, b"k", b"new version", None, true);
@@ -250,12 +251,14 @@ fn fixed_modes_keep_their_shares() {
             if c.point_enabled() {
                 match get(&c, &k) {
                     PointLookup::Miss { warm } => admit(&c, &k, &v, Some(ptr(1, i as u64)), warm),
-                    PointLookup::Pointer(p) => c.promote(&k, key_hash(&k), &v, p, c.fence()),
+                    PointLookup::Pointer(p) => {
+                        c.upgrade_to_value(&k, key_hash(&k), &v, p, c.fence())
+                    }
                     PointLookup::Value(_) => {}
                 }
                 let again = (i / 2).to_be_bytes();
                 if let PointLookup::Pointer(p) = get(&c, &again) {
-                    c.promote(&again, key_hash(&again), &v, p, c.fence());
+                    c.upgrade_to_value(&again, key_hash(&again), &v, p, c.fence());
                 }
             }
             if c.get_block(2, i as u64 % 400).is_none() {
@@ -299,7 +302,7 @@ fn ghosts_turn_off_on_a_steady_workload_and_give_their_memory_back() {
         let k = i.to_be_bytes();
         match get(&c, &k) {
             PointLookup::Miss { warm } => admit(&c, &k, &v, Some(ptr(1, i as u64)), warm),
-            PointLookup::Pointer(p) => c.promote(&k, key_hash(&k), &v, p, c.fence()),
+            PointLookup::Pointer(p) => c.upgrade_to_value(&k, key_hash(&k), &v, p, c.fence()),
             PointLookup::Value(_) => {}
         }
         ghost_peak = ghost_peak.max(c.slots[0].shard.lock().ghost_memory());
@@ -411,7 +414,7 @@ fn the_budget_holds_under_any_mix() {
                     }
                     PointLookup::Pointer(p) => {
                         if rng.gen_bool(0.8) {
-                            c.promote(&k, key_hash(&k), &v, p, c.fence());
+                            c.upgrade_to_value(&k, key_hash(&k), &v, p, c.fence());
                         } else {
                             c.forget(&k, key_hash(&k), p);
                         }

@@ -1,9 +1,16 @@
-//! Leveled compaction: what to compact ([`picker`]) and how ([`job`]). The picker reads a
+//! Leveled compaction: what to compact ([`picker`]) and how ([`job`]), and the rule that
+//! drops versions no snapshot can see (`stream`, shared with the flush). The picker reads a
 //! version and claims files; the job merges them into new files and returns the version
 //! edit. Neither installs anything: the database applies the edit under its lock.
 
+mod context;
 pub mod job;
+mod merger;
+mod output;
 pub mod picker;
+mod reuse;
+mod routing;
+pub(crate) mod stream;
 
 use crate::env::Tier;
 use crate::version::FileMeta;
@@ -61,7 +68,7 @@ impl Compaction {
     }
 
     /// What this compaction may write while it runs (see [`RangeClaim`]).
-    pub fn range_claim(&self, layout: &crate::options::LevelLayout) -> Option<RangeClaim> {
+    pub fn range_claim(&self, layout: &crate::tiers::LevelLayout) -> Option<RangeClaim> {
         let files: Vec<Arc<FileMeta>> = self.all_inputs().cloned().collect();
         let (lo, hi) = picker::key_range(&files)?;
         Some(RangeClaim {

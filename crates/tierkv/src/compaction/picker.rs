@@ -17,7 +17,8 @@
 use super::{Compaction, RangeClaim};
 use crate::env::Tier;
 use crate::key::user_key;
-use crate::options::{LevelLayout, Options};
+use crate::options::Options;
+use crate::tiers::LevelLayout;
 use crate::version::{FileMeta, Version};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -30,7 +31,7 @@ use std::sync::Arc;
 /// is the bytes moved. A flush drops the versions its memtable shadows, so under skewed
 /// updates a flush can be a fraction of a memtable, and counting files would compact L1
 /// as often for much less data (YCSB A zipfian: L0 files of two thirds of a memtable, see
-/// BENCHMARKS.md). The file count still bounds the L0 files a read may consult.
+/// docs/BENCHMARKS-LOG.md). The file count still bounds the L0 files a read may consult.
 pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
     (0..v.num_levels() - 1)
         .map(|level| {
@@ -124,7 +125,7 @@ pub fn pick(
     let scores = level_scores(v, opts);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
-    // Invariant 4: while the fast tier holds more than its budget, the compaction that moves
+    // Invariant 4 (docs/DESIGN.md): while the fast tier is over budget, the compaction that moves
     // data down into the slow tier goes first. Under a steady write load L0 and L1 always
     // outscore the last fast level, which would otherwise grow without bound; L0 waiting
     // only slows writers (stalls), it never breaks the budget.

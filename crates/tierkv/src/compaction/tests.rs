@@ -2,20 +2,21 @@
 //! the outputs must hold exactly the same entries at the same levels (invariant 1: the
 //! versions that survive, and where, do not depend on how blocks are written), every
 //! output must pass `Table::verify` with checksums and properties right (invariant 3), and
-//! output files must not split a user key (the levels stay disjoint).
+//! output files must not split a user key (the levels stay disjoint). Invariants: docs/DESIGN.md.
 
 use super::job::{self, HotRouting, JobContext, JobOutput};
 use super::Compaction;
 use crate::env::{Env, IoCause, Tier};
-use crate::hot::bloom::{BloomCascade, BloomCascadeOptions};
+use crate::hot::cascade::{BloomCascade, BloomCascadeOptions};
 use crate::hot::promotion::PcRecord;
 use crate::hot::ralt::{Ralt, RaltOptions};
 use crate::hot::HotTracker;
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, make_internal_key, user_key, ValueKind};
-use crate::options::{LevelLayout, Options};
+use crate::options::Options;
 use crate::sst::{Compression, TableBuilder, TableOptions};
-use crate::version::{table_file_name, FileMeta, TableCache, Version};
+use crate::tiers::LevelLayout;
+use crate::version::{table_file_name, FileMeta, NewFile, TableCache, Version};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -98,7 +99,7 @@ fn write_table(
     }
     let info = b.finish().unwrap();
     Arc::new(FileMeta::new(
-        job::new_file_from(level, number, Tier::Fast, info),
+        NewFile::from_table(level, number, Tier::Fast, info),
         env.clone(),
     ))
 }

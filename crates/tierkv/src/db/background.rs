@@ -5,7 +5,8 @@
 use super::stats::Counters;
 use super::{promote, DbInner, State};
 use crate::cache::FlushedKey;
-use crate::compaction::job::{self, new_file_from, HotRouting, JobContext};
+use crate::compaction::job::{self, HotRouting, JobContext};
+use crate::compaction::stream::VersionStream;
 use crate::compaction::{picker, Compaction};
 use crate::env::{Env, IoCause, Tier};
 use crate::iter::InternalIterator;
@@ -28,9 +29,9 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
             return;
         }
         if st.bg_error.is_none() {
-            if !st.flush_running && !st.imms.is_empty() {
+            let oldest = st.imms.last().cloned();
+            if let (false, Some(mem)) = (st.flush_running, oldest) {
                 st.flush_running = true;
-                let mem = st.imms.last().expect("non-empty").clone();
                 MutexGuard::unlocked(&mut st, || {
                     if let Err(e) = flush_memtable(&inner, &mem) {
                         let mut st = inner.state.lock();
@@ -42,9 +43,12 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 inner.bg_cv.notify_all();
                 continue;
             }
-            if !st.checker_running && !st.pc_pending.is_empty() {
+            if !st.checker_running && inner.pc.awaits_checker() {
                 st.checker_running = true;
-                let (table, sv) = st.pc_pending.remove(0);
+                let Some((table, sv)) = inner.pc.next_for_checker() else {
+                    st.checker_running = false;
+                    continue;
+                };
                 MutexGuard::unlocked(&mut st, || {
                     // A failed promotion loses nothing (the records stay on the slow tier).
                     if let Err(e) = promote::run_checker(&inner, &table, &sv) {
@@ -55,11 +59,11 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 inner.done_cv.notify_all();
                 continue;
             }
-            if let Some(ralt) = inner.ralt.clone() {
-                if !st.ralt_running && ralt.needs_maintenance() {
-                    st.ralt_running = true;
-                    let r = MutexGuard::unlocked(&mut st, || ralt.maintenance());
-                    st.ralt_running = false;
+            if let Some(tracker) = inner.hot_tracker.clone() {
+                if !st.tracker_maint_running && tracker.needs_maintenance() {
+                    st.tracker_maint_running = true;
+                    let r = MutexGuard::unlocked(&mut st, || tracker.maintenance());
+                    st.tracker_maint_running = false;
                     if let Err(e) = r {
                         inner.set_bg_error(&mut st, e);
                     }
@@ -98,7 +102,7 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
 /// True while the last fast level holds (nearly) only retained hot data and has not grown
 /// by a file since: compacting it would only rewrite it in place. Never once the level is
 /// half again over its target: then the next compaction pushes data down regardless of
-/// hotness (see `run_compaction`), so the fast tier stays within its budget (invariant 4).
+/// hotness (see `run_compaction`): the fast tier stays within budget (invariant 4, docs/DESIGN.md).
 fn retention_saturated(
     inner: &DbInner,
     st: &State,
@@ -117,9 +121,9 @@ fn far_over_target(v: &crate::version::Version, level: usize) -> bool {
 
 /// Picks the next compaction, hot-aware at the fast-to-slow boundary when promoting.
 fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Compaction> {
-    let ralt = match &inner.ralt {
+    let tracker = match &inner.hot_tracker {
         // Without retention nothing stays behind: plain picking (the no-retain ablation).
-        Some(ralt) if inner.opts.promotion.retention => ralt,
+        Some(tracker) if inner.opts.promotion.retention => tracker,
         _ => return picker::pick(v, &inner.opts, None, &st.running_compactions),
     };
     let level = inner.layout.last_fast_level;
@@ -130,7 +134,7 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
     let sizer = std::cell::OnceCell::new();
     let hot_size = |lo: &[u8], hi: &[u8]| {
         sizer
-            .get_or_init(|| ralt.range_hot_sizer())
+            .get_or_init(|| tracker.range_hot_sizer())
             .range_hot_size(lo, hi)
     };
     let saturated = retention_saturated(inner, st, v, level);
@@ -193,23 +197,18 @@ fn write_table_on(
     let mut dropped = 0u64;
     let built = (|| {
         it.seek_to_first()?;
-        // Versions of a key come newest first; the newest of each key is always kept, so a
-        // non-empty memtable never yields an empty table.
-        // The previous entry's user key and sequence number.
-        let mut last: Option<(Vec<u8>, SeqNo)> = None;
+        // The newest version of each key is always kept, so a non-empty memtable never
+        // yields an empty table.
+        let mut versions = VersionStream::new(smallest_snapshot);
         while it.valid() {
-            let shadowed = match (parse_internal_key(it.key()), last.as_mut()) {
-                (Some(k), Some((key, seq))) if k.user_key == key.as_slice() => {
-                    let hidden = *seq <= smallest_snapshot;
-                    *seq = k.seq;
-                    hidden
-                }
-                (k, _) => {
-                    last = k.map(|k| (k.user_key.to_vec(), k.seq));
+            let hidden = match parse_internal_key(it.key()) {
+                Some(k) => versions.step(&k).hidden,
+                None => {
+                    versions.reset();
                     false
                 }
             };
-            if shadowed {
+            if hidden {
                 dropped += 1;
             } else {
                 builder.add(it.key(), it.value())?;
@@ -222,7 +221,7 @@ fn write_table_on(
         Ok(info) => {
             Counters::add(&counters.flush_bytes_written, info.file_size);
             Counters::add(&counters.flush_entries_dropped, dropped);
-            Ok(Some(new_file_from(0, number, tier, info)))
+            Ok(Some(NewFile::from_table(0, number, tier, info)))
         }
         Err(e) => {
             let _ = env.remove(tier, &name);
@@ -264,8 +263,8 @@ fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Result<()> {
     };
     // On failure the table stays: the edit may be durable anyway (see log_and_apply).
     st.versions.log_and_apply(edit)?;
-    let flushed = st.imms.pop().expect("the flushed memtable");
-    debug_assert!(Arc::ptr_eq(&flushed, mem));
+    let flushed = st.imms.pop();
+    debug_assert!(flushed.is_some_and(|f| Arc::ptr_eq(&f, mem)));
     st.drop_horizon = st.drop_horizon.max(horizon);
     inner.install_super_version(&st);
     Counters::add(&inner.counters.flushes, 1);
@@ -337,12 +336,16 @@ pub(crate) fn run_compaction(
     // data down whatever its hotness: the hot set outgrew the fast tier.
     let force_down =
         inner.state.lock().retention_saturated_at.is_some() && far_over_target(v, c.level);
-    let hot = match (&inner.ralt, crosses_tiers, picker::key_range(&c.inputs)) {
-        (Some(ralt), true, Some((lo, hi))) => {
+    let hot = match (
+        &inner.hot_tracker,
+        crosses_tiers,
+        picker::key_range(&c.inputs),
+    ) {
+        (Some(tracker), true, Some((lo, hi))) => {
             let taken = inner.pc.begin_compaction(&lo, &hi);
             let p = &inner.opts.promotion;
             Some(HotRouting {
-                tracker: ralt,
+                tracker,
                 retention: p.retention && c.level == inner.layout.last_fast_level && !force_down,
                 hotness_check: p.hotness_check,
                 promote: if p.by_compaction { taken } else { Vec::new() },
@@ -493,9 +496,9 @@ pub(crate) fn wait_idle(inner: &DbInner) -> Result<()> {
         st.imms.is_empty()
             && !st.flush_running
             && st.running_compactions.is_empty()
-            && st.pc_pending.is_empty()
+            && !inner.pc.awaits_checker()
             && !st.checker_running
-            && !st.ralt_running
+            && !st.tracker_maint_running
             && !needs_compaction(inner, st)
     })
 }
@@ -503,7 +506,10 @@ pub(crate) fn wait_idle(inner: &DbInner) -> Result<()> {
 /// True if some level is over its target and may be picked.
 fn needs_compaction(inner: &DbInner, st: &State) -> bool {
     let v = st.versions.current();
-    let hot_level = inner.ralt.as_ref().map(|_| inner.layout.last_fast_level);
+    let hot_level = inner
+        .hot_tracker
+        .as_ref()
+        .map(|_| inner.layout.last_fast_level);
     picker::level_scores(&v, &inner.opts)
         .iter()
         .enumerate()

@@ -1,6 +1,8 @@
-//! The database: open and recovery, the write path (WAL group commit, memtables, write
-//! stalls), the read path (memtables, then table levels), snapshots, iterators, and the
-//! background threads that flush and compact.
+//! The database. This file holds the public API ([`Db`], [`Snapshot`]) and the store's
+//! state ([`SuperVersion`], `State`, `DbInner`); the paths live beside it: `open` (open and
+//! recovery), `write` (WAL group commit, memtables, write stalls), `read` (the get path,
+//! stage by stage in tier order), `iterator`, `background` (the threads that flush and
+//! compact), `promote` (HotRAP's pathways) and `stats`. Invariants: docs/DESIGN.md.
 //!
 //! Concurrency in one paragraph: readers take no lock; they load the visible sequence
 //! number, then the current [`SuperVersion`] (memtables + version) through an `ArcSwap`.
@@ -13,23 +15,23 @@ mod background;
 mod iterator;
 mod open;
 mod promote;
+mod read;
 mod stats;
 mod write;
 
 pub use iterator::DbIterator;
-pub(crate) use promote::record_cached_read;
-pub use stats::{CacheStats, DbStats, GetSources, LevelStats, PromotionStats};
+pub use stats::{CacheStats, DbStats, GetSources, LevelStats};
 pub use write::Update;
 
 use crate::batch::WriteBatch;
-use crate::cache::{BlockPtr, Cache, PointLookup};
-use crate::env::{thread_read_count, Env, IoCause, Tier};
-use crate::hot::promotion::{PcTable, PromotionCache};
+use crate::env::{Env, IoCause, Tier};
+use crate::hot::promotion::PromotionCache;
 use crate::hot::HotTracker;
-use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
-use crate::memtable::{MemGet, MemTable};
-use crate::options::{LevelLayout, Options, ReadOptions, WriteOptions};
-use crate::version::{LevelGet, TableCache, Version, VersionSet};
+use crate::key::SeqNo;
+use crate::memtable::MemTable;
+use crate::options::{Options, ReadOptions, WriteOptions};
+use crate::tiers::LevelLayout;
+use crate::version::{TableCache, Version, VersionSet};
 use crate::wal::LogWriter;
 use crate::{Error, Result};
 use arc_swap::ArcSwap;
@@ -70,11 +72,9 @@ pub(crate) struct State {
     pub running_compactions: Vec<crate::compaction::RangeClaim>,
     pub manual_compaction: bool,
     pub bg_error: Option<Arc<Error>>,
-    /// Frozen promotion caches awaiting the checker, each with the superversion taken
-    /// when it froze (HotRAP §3.4 steps 3-4).
-    pub pc_pending: Vec<(Arc<PcTable>, Arc<SuperVersion>)>,
     pub checker_running: bool,
-    pub ralt_running: bool,
+    /// The hotness tracker's maintenance (RALT's flushes, compactions, evictions) runs.
+    pub tracker_maint_running: bool,
     /// Bytes of the last fast level when a compaction into the slow tier last retained
     /// nearly all of its input: until the level grows past this by a file, picking it again
     /// would only rewrite hot data in place.
@@ -106,10 +106,11 @@ pub(crate) struct DbInner {
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
     pub shutting_down: AtomicBool,
     pub counters: Counters,
-    /// Records read from the slow tier awaiting promotion.
-    pub pc: PromotionCache,
+    /// Records read from the slow tier awaiting promotion; its frozen tables await the
+    /// checker with the SuperVersion taken when they froze (HotRAP §3.4 steps 3-4).
+    pub pc: PromotionCache<Arc<SuperVersion>>,
     /// The hotness tracker, RALT or the bloom cascade (when promotion is active).
-    pub ralt: Option<Arc<HotTracker>>,
+    pub hot_tracker: Option<Arc<HotTracker>>,
     /// How `Options::memory_budget` was divided (`opts` already holds the derived sizes).
     pub memory: Option<crate::memory::MemoryDivision>,
     _lock_file: std::fs::File,
@@ -428,8 +429,8 @@ impl Db {
         let _w = self.inner.write_lock.lock();
         self.inner.wal.lock().writer.sync()?;
         // Hotness survives a restart (the promotion cache itself is only a cache).
-        match &self.inner.ralt {
-            Some(ralt) => ralt.flush(),
+        match &self.inner.hot_tracker {
+            Some(tracker) => tracker.flush(),
             None => Ok(()),
         }
     }
@@ -497,293 +498,13 @@ impl DbInner {
         let latest = self.visible_seq.load(Ordering::Acquire);
         snaps.keys().next().copied().unwrap_or(latest).min(latest)
     }
-
-    fn get(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Vec<u8>>> {
-        Counters::add(&self.counters.gets, 1);
-        // Only reads of the latest state use the KV/KP caches: their entries are the newest
-        // version outside the memtables, which a snapshot may not be allowed to see.
-        let cache = self
-            .tables
-            .cache()
-            .filter(|c| ropts.snapshot.is_none() && c.point_enabled());
-        // The flush fence, the promotion epoch and the sequence, all before the
-        // SuperVersion (see crate::cache and hot::promotion): every write at or below `seq`
-        // is already in a memtable or table that this SuperVersion (or a later one)
-        // contains, and an insert into either cache gives up if a flush or compaction it
-        // cannot see ran since.
-        let fence = cache.map_or(0, |c| c.fence());
-        let read_epoch = self.pc.read_epoch();
-        let (seq, sv) = self.read_view(ropts.snapshot)?;
-        for mem in std::iter::once(&sv.mem).chain(sv.imms.iter()) {
-            match mem.get(key, seq) {
-                MemGet::Found(v) => {
-                    Counters::add(&self.counters.get_memtable, 1);
-                    // A hot key that is also updated often must keep its score, or it
-                    // would not be retained when its older versions move down.
-                    self.record_access(key, v.len());
-                    return Ok(Some(v.to_vec()));
-                }
-                MemGet::Deleted => {
-                    Counters::add(&self.counters.get_memtable, 1);
-                    return Ok(None);
-                }
-                MemGet::NotFound => {}
-            }
-        }
-        let promoting = self.ralt.is_some();
-        let hash = cache.map_or(0, |_| crate::cache::key_hash(key));
-        // A key the point caches remembered (a ghost hit or a stale pointer) enters KV.
-        let mut warm = false;
-        if let Some(c) = cache {
-            match c.lookup_point(key, hash) {
-                PointLookup::Value(v) => {
-                    Counters::add(&self.counters.get_kv_cache, 1);
-                    if promoting {
-                        // Hotness must not fade because the cache answers.
-                        self.record_access(key, v.len());
-                    }
-                    return Ok(Some(v));
-                }
-                PointLookup::Pointer(p) => {
-                    let reads_before = thread_read_count();
-                    match self.read_pointer(&sv.version, key, &p)? {
-                        Some((value, found_seq, tier)) => {
-                            let counter = match (thread_read_count() != reads_before, tier) {
-                                (false, _) => &self.counters.get_kp_cache,
-                                (true, Tier::Fast) => &self.counters.get_fast,
-                                (true, Tier::Slow) => &self.counters.get_slow,
-                            };
-                            Counters::add(counter, 1);
-                            c.promote(key, hash, &value, p, fence);
-                            // By level, not tier, as on the normal path below.
-                            if promoting {
-                                let split = self.layout.last_fast_level;
-                                if (p.level as usize) <= split {
-                                    self.record_access(key, value.len());
-                                } else {
-                                    self.offer_for_promotion(key, &value, found_seq, read_epoch);
-                                }
-                            }
-                            return Ok(Some(Vec::from(value)));
-                        }
-                        None => {
-                            c.forget(key, hash, p);
-                            warm = true;
-                        }
-                    }
-                }
-                PointLookup::Miss { warm: w } => warm = w,
-            }
-        }
-        let lookup = seek_key(key, seq);
-        let last = sv.version.num_levels() - 1;
-        // Read order (HotRAP): fast levels, promotion cache, slow levels.
-        let split = if promoting {
-            self.layout.last_fast_level.min(last)
-        } else {
-            last
-        };
-        let reads_before = thread_read_count();
-        let mut hit = sv
-            .version
-            .get(&self.tables, &lookup, 0..=split, IoCause::UserGet)?;
-        if hit.is_none() && promoting {
-            if let Some(r) = self.pc.get(key, seq) {
-                Counters::add(&self.counters.get_promotion_cache, 1);
-                self.record_access(key, r.value.len());
-                if let Some(c) = cache {
-                    // Its table is on the slow tier below the fast levels.
-                    c.admit(key, hash, &r.value, split + 1, None, warm, fence);
-                }
-                return Ok(Some(r.value.to_vec()));
-            }
-        }
-        if hit.is_none() && split < last {
-            hit = sv
-                .version
-                .get(&self.tables, &lookup, split + 1..=last, IoCause::UserGet)?;
-        }
-        let touched_disk = thread_read_count() != reads_before;
-        let Some(hit) = hit else {
-            Counters::add(&self.counters.get_not_found, 1);
-            return Ok(None);
-        };
-        let counter = match (touched_disk, hit.tier) {
-            (false, _) => &self.counters.get_block_cache,
-            (true, Tier::Fast) => &self.counters.get_fast,
-            (true, Tier::Slow) => &self.counters.get_slow,
-        };
-        Counters::add(counter, 1);
-        let LevelGet::Found(value) = hit.result else {
-            return Ok(None);
-        };
-        if let Some(c) = cache {
-            let ptr = BlockPtr {
-                file: hit.file,
-                level: hit.level.min(u8::MAX as usize) as u8,
-                handle: hit.block,
-            };
-            c.admit(key, hash, &value, hit.level, Some(ptr), warm, fence);
-        }
-        // Classified by level, not by the file's tier: a spilled table of a fast level
-        // lives on the slow disk but sits above the promotion cache in the read order, and
-        // no compaction into the slow tier would ever drain a record cached from it.
-        if promoting {
-            if hit.level <= split {
-                self.record_access(key, value.len());
-            } else if ropts.snapshot.is_none() {
-                // Only reads of the latest state may cache: a snapshot read may have
-                // returned a version that is no longer the newest.
-                self.offer_for_promotion(key, &value, hit.seq, read_epoch);
-            }
-        }
-        Ok(Some(Vec::from(value)))
-    }
-
-    /// Follows a KP cache pointer: the newest version of `key` in the block it names, if
-    /// that file is still at the pointer's level in `version` and the block holds a value
-    /// of the key. `None` (a compaction moved the key, or it was deleted) sends the caller
-    /// back to the levels.
-    fn read_pointer(
-        &self,
-        version: &Version,
-        key: &[u8],
-        p: &BlockPtr,
-    ) -> Result<Option<(bytes::Bytes, SeqNo, Tier)>> {
-        let Some(files) = version.levels.get(p.level as usize) else {
-            return Ok(None);
-        };
-        let target = seek_key(key, MAX_SEQ);
-        let meta = if p.level == 0 {
-            files.iter().find(|f| f.number == p.file)
-        } else {
-            files
-                .get(Version::find_file(files, &target))
-                .filter(|f| f.number == p.file)
-        };
-        let Some(meta) = meta else {
-            return Ok(None);
-        };
-        let table = self.tables.get(meta, IoCause::UserGet)?;
-        let Some((ikey, value)) = table.get_in_block(p.handle, &target, IoCause::UserGet)? else {
-            return Ok(None);
-        };
-        Ok(match parse_internal_key(&ikey) {
-            Some(k) if k.kind == ValueKind::Value => Some((value, k.seq, meta.tier)),
-            _ => None,
-        })
-    }
-
-    fn stats(&self) -> DbStats {
-        use std::sync::atomic::Ordering::Relaxed;
-        let c = &self.counters;
-        let get_sources = GetSources {
-            memtable: c.get_memtable.load(Relaxed),
-            block_cache: c.get_block_cache.load(Relaxed),
-            kv_cache: c.get_kv_cache.load(Relaxed),
-            kp_cache: c.get_kp_cache.load(Relaxed),
-            promotion_cache: c.get_promotion_cache.load(Relaxed),
-            fast: c.get_fast.load(Relaxed),
-            slow: c.get_slow.load(Relaxed),
-            not_found: c.get_not_found.load(Relaxed),
-        };
-        let sv = self.sv.load();
-        let v = &sv.version;
-        let levels = (0..v.num_levels())
-            .map(|l| LevelStats {
-                level: l,
-                tier: self.layout.tiers[l],
-                files: v.levels[l].len(),
-                bytes: v.level_bytes(l),
-                target_bytes: self.layout.targets[l],
-                compaction_read_bytes: self.counters.compaction_level_read[l].load(Relaxed),
-                compaction_write_bytes: self.counters.compaction_level_written[l].load(Relaxed),
-            })
-            .collect();
-        let cache = self
-            .tables
-            .cache()
-            .map(|c: &Arc<Cache>| c.stats())
-            .unwrap_or_default();
-        let ralt_stats = self.ralt.as_ref().and_then(|r| r.ralt_stats());
-        let bloom_stats = self.ralt.as_ref().and_then(|r| r.bloom_stats());
-        let tracker_bytes = ralt_stats
-            .as_ref()
-            .map(|s| s.memory_bytes)
-            .or(bloom_stats.as_ref().map(|s| s.memory_bytes))
-            .unwrap_or(0);
-        let memory = self.memory_stats(
-            &sv,
-            &cache,
-            usize::try_from(tracker_bytes).unwrap_or(usize::MAX),
-        );
-        let block_cache = CacheStats {
-            capacity: cache.capacity,
-            usage: cache.usage,
-            hits: cache.block.hits,
-            misses: cache.block.lookups - cache.block.hits,
-        };
-        DbStats {
-            puts: c.puts.load(Relaxed),
-            deletes: c.deletes.load(Relaxed),
-            write_batches: c.write_batches.load(Relaxed),
-            write_groups: c.write_groups.load(Relaxed),
-            user_bytes_written: c.user_bytes_written.load(Relaxed),
-            gets: c.gets.load(Relaxed),
-            fd_hit_rate: get_sources.fd_hit_rate(),
-            get_sources,
-            flushes: c.flushes.load(Relaxed),
-            flush_bytes_written: c.flush_bytes_written.load(Relaxed),
-            flush_entries_dropped: c.flush_entries_dropped.load(Relaxed),
-            compactions: c.compactions.load(Relaxed),
-            trivial_moves: c.trivial_moves.load(Relaxed),
-            compaction_bytes_read: c.compaction_bytes_read.load(Relaxed),
-            compaction_bytes_written: c.compaction_bytes_written.load(Relaxed),
-            compaction_entries_dropped: c.compaction_entries_dropped.load(Relaxed),
-            compaction_blocks_reused: c.compaction_blocks_reused.load(Relaxed),
-            compaction_bytes_reused: c.compaction_bytes_reused.load(Relaxed),
-            compaction_blocks_rewritten: c.compaction_blocks_rewritten.load(Relaxed),
-            compaction_bytes_rewritten: c.compaction_bytes_rewritten.load(Relaxed),
-            write_stalls: c.write_stalls.load(Relaxed),
-            write_stall_micros: c.write_stall_micros.load(Relaxed),
-            write_slowdowns: c.write_slowdowns.load(Relaxed),
-            rmws: c.rmws.load(Relaxed),
-            rmw_retries: c.rmw_retries.load(Relaxed),
-            levels,
-            fast_tier_bytes: v.tier_bytes(Tier::Fast),
-            slow_tier_bytes: v.tier_bytes(Tier::Slow),
-            fd_budget: self.opts.fd_budget,
-            block_cache,
-            cache,
-            table_memory: self.tables.memory_usage(),
-            memory,
-            memtable_bytes: sv.mem.approximate_size(),
-            immutable_memtables: sv.imms.len(),
-            last_sequence: self.visible_seq.load(Relaxed),
-            io: self.env.stats().snapshot(),
-            promotion: PromotionStats {
-                active: self.ralt.is_some(),
-                cache_bytes: self.pc.memory_usage(),
-                cache_inserts: self.pc.inserted(),
-                cache_inserts_aborted: self.pc.aborted(),
-                promoted_by_flush_bytes: c.promoted_by_flush_bytes.load(Relaxed),
-                promoted_by_compaction_bytes: c.promoted_by_compaction_bytes.load(Relaxed),
-                retained_bytes: c.retained_bytes.load(Relaxed),
-                checker_runs: c.checker_runs.load(Relaxed),
-                checker_dropped_newer: c.checker_dropped_newer.load(Relaxed),
-                checker_put_back: c.checker_put_back.load(Relaxed),
-                checker_stale: c.checker_stale.load(Relaxed),
-                cache_full: c.promotion_cache_full.load(Relaxed),
-                ralt: ralt_stats,
-                bloom_tracker: bloom_stats,
-            },
-        }
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::key::seek_key;
+    use crate::version::LevelGet;
 
     /// Invariant 1, the reader that is descheduled between taking its sequence number and
     /// loading the SuperVersion: meanwhile a newer version is written and a flush drops the

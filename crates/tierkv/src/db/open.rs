@@ -7,13 +7,14 @@ use super::{Db, DbInner, State, SuperVersion, Wal};
 use crate::batch::DecodedBatch;
 use crate::cache::Cache;
 use crate::env::{DeviceProfile, Env, IoCause, Tier};
-use crate::hot::bloom::{BloomCascade, BloomCascadeOptions};
+use crate::hot::cascade::{BloomCascade, BloomCascadeOptions};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::ralt::{Ralt, RaltOptions};
-use crate::hot::{HotTracker, HotnessTracker};
+use crate::hot::{HotTracker, TrackerKind};
 use crate::key::MAX_SEQ;
 use crate::memtable::MemTable;
-use crate::options::{LevelLayout, Options};
+use crate::options::Options;
+use crate::tiers::LevelLayout;
 use crate::version::{
     manifest_file_name, parse_file_number, wal_file_name, TableCache, VersionEdit, VersionSet,
 };
@@ -70,9 +71,9 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         opts.create_if_missing,
         opts.error_if_exists,
     )?;
-    let block_cache = (opts.block_cache_size > 0).then(|| {
+    let block_cache = (opts.cache_size > 0).then(|| {
         Arc::new(Cache::with_options(
-            opts.block_cache_size,
+            opts.cache_size,
             &opts.cache,
             opts.block_size,
             opts.level0_compaction_trigger,
@@ -105,7 +106,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         version: versions.current(),
         drop_horizon: 0,
     };
-    let ralt = match (opts.promotion_active(), opts.fd_budget) {
+    let hot_tracker = match (opts.promotion_active(), opts.fd_budget) {
         (true, Some(fd_budget)) => {
             // RALT's "FD size" is what the fast levels below L0 hold: the hot set limit
             // must fit the level that retains hot records (the layout reserves part of the
@@ -113,7 +114,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             let fast_levels: u64 = layout.targets[1..=layout.last_fast_level].iter().sum();
             let fd_bytes = fast_levels.clamp(1, fd_budget);
             Some(Arc::new(match opts.promotion.tracker {
-                HotnessTracker::Ralt => HotTracker::Ralt(Ralt::open(
+                TrackerKind::Ralt => HotTracker::Ralt(Ralt::open(
                     env.clone(),
                     RaltOptions {
                         fd_budget: fd_bytes,
@@ -121,7 +122,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
                     },
                 )?),
                 // The same "FD size": one window is what the fast levels hold.
-                HotnessTracker::BloomCascade => {
+                TrackerKind::BloomCascade => {
                     HotTracker::BloomCascade(BloomCascade::new(BloomCascadeOptions {
                         fd_bytes,
                         ..opts.promotion.bloom_cascade.clone()
@@ -142,9 +143,8 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
             running_compactions: Vec::new(),
             manual_compaction: false,
             bg_error: None,
-            pc_pending: Vec::new(),
             checker_running: false,
-            ralt_running: false,
+            tracker_maint_running: false,
             retention_saturated_at: None,
             drop_horizon: 0,
         }),
@@ -163,7 +163,7 @@ pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
         shutting_down: AtomicBool::new(false),
         counters,
         pc: PromotionCache::new(),
-        ralt,
+        hot_tracker,
         memory,
         _lock_file: lock_file,
         opts,

@@ -5,13 +5,11 @@
 
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
-use crate::compaction::job::new_file_from;
 use crate::env::{IoCause, Tier};
 use crate::hot::promotion::{InsertOutcome, PcRecord, PcTable, MAX_FROZEN_TABLES};
-use crate::hot::HotTracker;
 use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
 use crate::sst::TableBuilder;
-use crate::version::{table_file_name, VersionEdit};
+use crate::version::{table_file_name, NewFile, VersionEdit};
 use crate::Result;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -20,17 +18,19 @@ impl DbInner {
     /// Logs a read of `key` in RALT. A failure to log loses hotness information, never
     /// data, so it is reported rather than failing the read.
     pub(crate) fn record_access(&self, key: &[u8], value_len: usize) {
-        let Some(ralt) = &self.ralt else { return };
-        if let Err(e) = ralt.record_access(key, value_len.min(u32::MAX as usize) as u32) {
+        let Some(tracker) = &self.hot_tracker else {
+            return;
+        };
+        if let Err(e) = tracker.record_access(key, value_len.min(u32::MAX as usize) as u32) {
             tracing::warn!("RALT could not record an access: {e}");
         }
-        if ralt.needs_maintenance() {
+        if tracker.needs_maintenance() {
             self.bg_cv.notify_one();
         }
     }
 
     /// Offers a record just read from the slow tier to the promotion cache (HotRAP §3.3).
-    /// Never blocks the reader beyond a try-lock (invariant 5).
+    /// Never blocks the reader beyond a try-lock (invariant 5, docs/DESIGN.md).
     pub(crate) fn offer_for_promotion(&self, key: &[u8], value: &Bytes, seq: u64, epoch: u64) {
         let limit = self.opts.promotion_cache_size();
         let inserted = if self.pc.mutable_size() >= 2 * limit {
@@ -72,17 +72,19 @@ impl DbInner {
         // Freeze under the database mutex (HotRAP §3.4 step 3), so the list of frozen
         // caches cannot change while a memtable switch records itself in them. A reader
         // only tries the mutex: if it is busy, a later insert freezes.
-        let Some(mut st) = self.state.try_lock() else {
+        let Some(_st) = self.state.try_lock() else {
             return;
         };
         if self.pc.mutable_size() < limit || self.pc.frozen_count() >= MAX_FROZEN_TABLES {
             return;
         }
-        let Some(frozen) = self.pc.freeze() else {
+        // The checker reads the SuperVersion of the freeze (HotRAP §3.4 step 4): under the
+        // database mutex none can be installed meanwhile.
+        let by_flush = self.opts.promotion.by_flush;
+        let Some(frozen) = self.pc.freeze(by_flush.then(|| self.sv.load_full())) else {
             return;
         };
-        if self.opts.promotion.by_flush {
-            st.pc_pending.push((frozen, self.sv.load_full()));
+        if by_flush {
             self.bg_cv.notify_all();
         } else {
             // Without promotion by flush, a full cache is simply emptied: its records are
@@ -90,15 +92,6 @@ impl DbInner {
             self.pc.retire(&frozen);
         }
     }
-}
-
-/// Logs in RALT the slow-tier read that put `record` in the promotion cache, unless an
-/// earlier checker pass did (HotRAP: "RALT is updated later").
-pub(crate) fn record_cached_read(ralt: &HotTracker, key: &[u8], record: &PcRecord) -> Result<()> {
-    if record.recorded {
-        return Ok(());
-    }
-    ralt.record_access_background(key, record.value.len().min(u32::MAX as usize) as u32)
 }
 
 /// Attempts at writing a promotion file whose keys go stale meanwhile before giving up.
@@ -111,7 +104,7 @@ pub(crate) fn run_checker(
     table: &Arc<PcTable>,
     sv: &SuperVersion,
 ) -> Result<()> {
-    let Some(ralt) = &inner.ralt else {
+    let Some(tracker) = &inner.hot_tracker else {
         inner.pc.retire(table);
         return Ok(());
     };
@@ -128,8 +121,8 @@ pub(crate) fn run_checker(
         if table.is_updated(&key) {
             continue;
         }
-        record_cached_read(ralt, &key, &record)?;
-        if inner.opts.promotion.hotness_check && !ralt.is_hot(&key) {
+        tracker.record_cached_read(&key, &record)?;
+        if inner.opts.promotion.hotness_check && !tracker.is_hot(&key) {
             continue;
         }
         // A newer version in the snapshot (memtables or fast levels) must not be shadowed
@@ -185,7 +178,7 @@ pub(crate) fn run_checker(
             .collect();
         if stale.is_empty() {
             let edit = VersionEdit {
-                added: vec![new_file_from(0, number, Tier::Fast, info)],
+                added: vec![NewFile::from_table(0, number, Tier::Fast, info)],
                 ..Default::default()
             };
             if let Err(e) = st.versions.log_and_apply(edit) {

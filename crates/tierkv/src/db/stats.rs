@@ -1,10 +1,13 @@
 //! Database counters and the [`DbStats`] report. Counters are relaxed atomics: they
 //! describe the store, they never steer it.
 
+use super::DbInner;
+use crate::cache::Cache;
 use crate::env::{CauseIo, IoCause, IoStatsSnapshot, Tier};
 use crate::options::MAX_LEVELS;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
 
 /// Live counters, bumped on the hot paths.
 #[derive(Default)]
@@ -284,10 +287,117 @@ pub struct PromotionStats {
     /// The hotness tracker, when it is RALT.
     pub ralt: Option<crate::hot::ralt::RaltStats>,
     /// The hotness tracker, when it is the bloom cascade.
-    pub bloom_tracker: Option<crate::hot::bloom::BloomCascadeStats>,
+    pub bloom_tracker: Option<crate::hot::cascade::BloomCascadeStats>,
 }
 
-impl super::DbInner {
+impl DbInner {
+    /// The [`DbStats`] report: counters, levels, cache, memory and promotion.
+    pub(super) fn stats(&self) -> DbStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.counters;
+        let get_sources = GetSources {
+            memtable: c.get_memtable.load(Relaxed),
+            block_cache: c.get_block_cache.load(Relaxed),
+            kv_cache: c.get_kv_cache.load(Relaxed),
+            kp_cache: c.get_kp_cache.load(Relaxed),
+            promotion_cache: c.get_promotion_cache.load(Relaxed),
+            fast: c.get_fast.load(Relaxed),
+            slow: c.get_slow.load(Relaxed),
+            not_found: c.get_not_found.load(Relaxed),
+        };
+        let sv = self.sv.load();
+        let v = &sv.version;
+        let levels = (0..v.num_levels())
+            .map(|l| LevelStats {
+                level: l,
+                tier: self.layout.tiers[l],
+                files: v.levels[l].len(),
+                bytes: v.level_bytes(l),
+                target_bytes: self.layout.targets[l],
+                compaction_read_bytes: self.counters.compaction_level_read[l].load(Relaxed),
+                compaction_write_bytes: self.counters.compaction_level_written[l].load(Relaxed),
+            })
+            .collect();
+        let cache = self
+            .tables
+            .cache()
+            .map(|c: &Arc<Cache>| c.stats())
+            .unwrap_or_default();
+        let ralt_stats = self.hot_tracker.as_ref().and_then(|r| r.ralt_stats());
+        let bloom_stats = self.hot_tracker.as_ref().and_then(|r| r.bloom_stats());
+        let tracker_bytes = ralt_stats
+            .as_ref()
+            .map(|s| s.memory_bytes)
+            .or(bloom_stats.as_ref().map(|s| s.memory_bytes))
+            .unwrap_or(0);
+        let memory = self.memory_stats(
+            &sv,
+            &cache,
+            usize::try_from(tracker_bytes).unwrap_or(usize::MAX),
+        );
+        let block_cache = CacheStats {
+            capacity: cache.capacity,
+            usage: cache.usage,
+            hits: cache.block.hits,
+            misses: cache.block.lookups - cache.block.hits,
+        };
+        DbStats {
+            puts: c.puts.load(Relaxed),
+            deletes: c.deletes.load(Relaxed),
+            write_batches: c.write_batches.load(Relaxed),
+            write_groups: c.write_groups.load(Relaxed),
+            user_bytes_written: c.user_bytes_written.load(Relaxed),
+            gets: c.gets.load(Relaxed),
+            fd_hit_rate: get_sources.fd_hit_rate(),
+            get_sources,
+            flushes: c.flushes.load(Relaxed),
+            flush_bytes_written: c.flush_bytes_written.load(Relaxed),
+            flush_entries_dropped: c.flush_entries_dropped.load(Relaxed),
+            compactions: c.compactions.load(Relaxed),
+            trivial_moves: c.trivial_moves.load(Relaxed),
+            compaction_bytes_read: c.compaction_bytes_read.load(Relaxed),
+            compaction_bytes_written: c.compaction_bytes_written.load(Relaxed),
+            compaction_entries_dropped: c.compaction_entries_dropped.load(Relaxed),
+            compaction_blocks_reused: c.compaction_blocks_reused.load(Relaxed),
+            compaction_bytes_reused: c.compaction_bytes_reused.load(Relaxed),
+            compaction_blocks_rewritten: c.compaction_blocks_rewritten.load(Relaxed),
+            compaction_bytes_rewritten: c.compaction_bytes_rewritten.load(Relaxed),
+            write_stalls: c.write_stalls.load(Relaxed),
+            write_stall_micros: c.write_stall_micros.load(Relaxed),
+            write_slowdowns: c.write_slowdowns.load(Relaxed),
+            rmws: c.rmws.load(Relaxed),
+            rmw_retries: c.rmw_retries.load(Relaxed),
+            levels,
+            fast_tier_bytes: v.tier_bytes(Tier::Fast),
+            slow_tier_bytes: v.tier_bytes(Tier::Slow),
+            fd_budget: self.opts.fd_budget,
+            block_cache,
+            cache,
+            table_memory: self.tables.memory_usage(),
+            memory,
+            memtable_bytes: sv.mem.approximate_size(),
+            immutable_memtables: sv.imms.len(),
+            last_sequence: self.visible_seq.load(Relaxed),
+            io: self.env.stats().snapshot(),
+            promotion: PromotionStats {
+                active: self.hot_tracker.is_some(),
+                cache_bytes: self.pc.memory_usage(),
+                cache_inserts: self.pc.inserted(),
+                cache_inserts_aborted: self.pc.aborted(),
+                promoted_by_flush_bytes: c.promoted_by_flush_bytes.load(Relaxed),
+                promoted_by_compaction_bytes: c.promoted_by_compaction_bytes.load(Relaxed),
+                retained_bytes: c.retained_bytes.load(Relaxed),
+                checker_runs: c.checker_runs.load(Relaxed),
+                checker_dropped_newer: c.checker_dropped_newer.load(Relaxed),
+                checker_put_back: c.checker_put_back.load(Relaxed),
+                checker_stale: c.checker_stale.load(Relaxed),
+                cache_full: c.promotion_cache_full.load(Relaxed),
+                ralt: ralt_stats,
+                bloom_tracker: bloom_stats,
+            },
+        }
+    }
+
     /// Memory by component: the division's shares (or each option's own limit) and what
     /// each component holds now. `cache` and `tracker_bytes` come from the caller's
     /// snapshot of the same stats.
@@ -308,7 +418,7 @@ impl super::DbInner {
                 memtable_bytes += m.approximate_size();
             }
         }
-        let active = self.ralt.is_some();
+        let active = self.hot_tracker.is_some();
         let promotion_limit =
             if !active {
                 Some(0)
@@ -322,7 +432,7 @@ impl super::DbInner {
         let tracker_limit = if !active {
             Some(0)
         } else {
-            match &self.ralt.as_deref() {
+            match &self.hot_tracker.as_deref() {
                 Some(crate::hot::HotTracker::Ralt(_)) => opts
                     .promotion
                     .ralt
@@ -339,7 +449,7 @@ impl super::DbInner {
             bytes: memtable_bytes,
         };
         let cache = MemoryComponent {
-            limit: Some(opts.block_cache_size),
+            limit: Some(opts.cache_size),
             bytes: cache.usage,
         };
         let (table_index_bytes, table_filter_bytes) = self.tables.memory_breakdown();

@@ -1,6 +1,6 @@
 //! The write path: validation, group commit through the WAL, memtable inserts, memtable
 //! switches, write stalls when flush or L0 compaction falls behind, and atomic
-//! read-modify-write.
+//! read-modify-write. The invariants cited below are in docs/DESIGN.md.
 //!
 //! Read-modify-write is optimistic: it takes the visible sequence number `s`, reads the
 //! key's latest state without locks, computes the new value, and queues a write conditioned
@@ -213,6 +213,10 @@ impl DbInner {
         let applied = self.check_conditions(&group);
         let mut batch = WriteBatch::new();
         for (w, _) in group.iter().zip(&applied).filter(|(_, ok)| **ok) {
+            #[allow(
+                clippy::expect_used,
+                reason = "a queued write holds its batch until its group commits"
+            )]
             batch.append(w.batch.lock().as_ref().expect("queued batch"));
         }
         let outcome = GroupOutcome {

@@ -73,6 +73,7 @@ impl IoCause {
         }
     }
 
+    #[allow(clippy::expect_used, reason = "IoCause::ALL lists every cause")]
     fn index(self) -> usize {
         IoCause::ALL
             .iter()

@@ -2,9 +2,9 @@
 //! awaiting promotion) and the hotness tracker deciding what is hot: RALT (the on-disk
 //! access tracker) or HyperDB's bloom-filter cascade, behind one interface (`tracker`).
 
-pub mod bloom;
-pub mod promotion;
+pub mod cascade;
+pub(crate) mod promotion;
 pub mod ralt;
-pub mod tracker;
+pub(crate) mod tracker;
 
-pub use tracker::{HotKeys, HotSizer, HotTracker, HotnessTracker};
+pub use tracker::{HotKeys, HotSizer, HotTracker, TrackerKind};

@@ -8,7 +8,7 @@
 //! O(1), not a pass over its keys, on the write path). It does not decide hotness (RALT
 //! does) nor write files (the engine's checker and compaction do).
 //!
-//! Safety of inserts (invariant 1: a read never returns a version older than the newest
+//! Insert safety (docs/DESIGN.md invariant 1: a read never returns a version older than the newest
 //! one visible to it). A record read from the slow tier is the newest version in its
 //! reader's superversion. It would become stale only if a newer version moved into the
 //! slow tier, which happens only through a compaction whose output is on the slow tier.
@@ -84,12 +84,8 @@ impl PcTable {
         self.size.load(Ordering::Relaxed)
     }
 
-    /// Records held.
-    pub fn len(&self) -> usize {
-        self.map.len()
-    }
-
     /// True when empty.
+    #[cfg(test)]
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -168,14 +164,23 @@ pub enum InsertOutcome {
     Full,
 }
 
-/// The promotion cache: one mutable table and the immutable ones awaiting the checker.
-pub struct PromotionCache {
+/// A frozen table, and what the checker needs from the moment it froze (`V`: the engine's
+/// view of the store then), until the checker takes it.
+struct Frozen<V> {
+    table: Arc<PcTable>,
+    for_checker: Option<V>,
+}
+
+/// The promotion cache: one mutable table and the frozen ones, awaiting or inside the
+/// checker. The one list of frozen tables: reads, compactions and the checker's queue all
+/// use it.
+pub struct PromotionCache<V = ()> {
     lock: RwLock<()>,
     epoch: AtomicU64,
     /// Recently announced compactions into the slow tier.
     recent: Mutex<VecDeque<AnnouncedCompaction>>,
     mutable: RwLock<Arc<PcTable>>,
-    immutables: Mutex<Vec<Arc<PcTable>>>,
+    immutables: Mutex<Vec<Frozen<V>>>,
     /// Serializes inserts under a memory limit, so that two readers cannot both pass the
     /// limit check and together exceed it.
     capped_insert: Mutex<()>,
@@ -183,13 +188,13 @@ pub struct PromotionCache {
     inserted: AtomicU64,
 }
 
-impl Default for PromotionCache {
+impl<V> Default for PromotionCache<V> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl PromotionCache {
+impl<V> PromotionCache<V> {
     /// An empty cache.
     pub fn new() -> Self {
         PromotionCache {
@@ -216,18 +221,20 @@ impl PromotionCache {
         if let Some(r) = self.mutable.read().get(key) {
             return visible(r);
         }
-        let imms = self.immutables.lock().clone();
+        let imms = self.frozen_tables();
         imms.iter().rev().find_map(|t| t.get(key)).and_then(visible)
     }
 
     /// Caches a record read from the slow tier by a reader that took `read_epoch` before
-    /// its superversion. See the module comment for why this is safe.
+    /// its superversion, with no memory limit. See the module comment for why this is safe.
+    #[cfg(test)]
     pub fn try_insert(&self, key: &[u8], record: PcRecord, read_epoch: u64) -> InsertOutcome {
         self.try_insert_within(key, record, read_epoch, None)
     }
 
-    /// [`PromotionCache::try_insert`] that keeps every table together within `limit` bytes
-    /// (invariant 4). Capped inserts take one more try-lock, never a wait (invariant 5).
+    /// Caches a record read from the slow tier by a reader that took `read_epoch` before
+    /// its superversion (see the module comment for why this is safe), keeping every table
+    /// together within `limit` bytes (invariant 4). Capped inserts take one more try-lock, never a wait (invariant 5).
     pub fn try_insert_within(
         &self,
         key: &[u8],
@@ -291,7 +298,7 @@ impl PromotionCache {
         // Immutable tables are drained too: their records would otherwise shadow the newer
         // versions this compaction moves down, and the checker re-checks the epoch anyway.
         let mut tables = vec![self.mutable.read().clone()];
-        tables.extend(self.immutables.lock().iter().cloned());
+        tables.extend(self.frozen_tables());
         let mut taken: BTreeMap<Bytes, PcRecord> = BTreeMap::new();
         for table in tables {
             let range = (Bound::Included(lo), Bound::Included(hi));
@@ -318,25 +325,56 @@ impl PromotionCache {
     }
 
     /// Freezes the mutable table (the caller holds the database mutex, HotRAP §3.4 step 3)
-    /// and returns it for the checker. `None` if a compaction holds the cache's lock right
-    /// now (a reader never waits for it; the next insert tries again).
-    pub fn freeze(&self) -> Option<Arc<PcTable>> {
+    /// and returns it. With `for_checker` it joins the checker's queue
+    /// ([`PromotionCache::next_for_checker`]); without, the caller retires it. `None` if a
+    /// compaction holds the cache's lock right now (a reader never waits for it; the next
+    /// insert tries again).
+    pub fn freeze(&self, for_checker: Option<V>) -> Option<Arc<PcTable>> {
         let _guard = self.lock.try_write()?;
         let mut m = self.mutable.write();
         let frozen = std::mem::replace(&mut *m, Arc::new(PcTable::new()));
         frozen
             .frozen_epoch
             .store(self.epoch.load(Ordering::Acquire), Ordering::Release);
-        self.immutables.lock().push(frozen.clone());
+        self.immutables.lock().push(Frozen {
+            table: frozen.clone(),
+            for_checker,
+        });
         Some(frozen)
+    }
+
+    /// The oldest frozen table awaiting the checker, with what the freeze left for it; it
+    /// stays frozen (and readable) until [`PromotionCache::retire`].
+    pub fn next_for_checker(&self) -> Option<(Arc<PcTable>, V)> {
+        let mut imms = self.immutables.lock();
+        let f = imms.iter_mut().find(|f| f.for_checker.is_some())?;
+        let view = f.for_checker.take()?;
+        Some((f.table.clone(), view))
+    }
+
+    /// True while some frozen table awaits the checker.
+    pub fn awaits_checker(&self) -> bool {
+        self.immutables
+            .lock()
+            .iter()
+            .any(|f| f.for_checker.is_some())
+    }
+
+    /// The frozen tables, oldest first.
+    fn frozen_tables(&self) -> Vec<Arc<PcTable>> {
+        self.immutables
+            .lock()
+            .iter()
+            .map(|f| f.table.clone())
+            .collect()
     }
 
     /// Called (under the database mutex) when a memtable becomes immutable: every frozen
     /// table remembers it, so the keys it holds are never promoted from them (HotRAP §3.4
     /// steps a-c). O(frozen tables): the write path never walks the memtable's keys.
     pub fn note_switched(&self, mem: &Arc<MemTable>) {
-        for t in self.immutables.lock().iter() {
-            t.switched.lock().push(mem.clone());
+        for f in self.immutables.lock().iter() {
+            f.table.switched.lock().push(mem.clone());
         }
     }
 
@@ -347,7 +385,9 @@ impl PromotionCache {
 
     /// Drops an immutable table once the checker is done with it.
     pub fn retire(&self, table: &Arc<PcTable>) {
-        self.immutables.lock().retain(|t| !Arc::ptr_eq(t, table));
+        self.immutables
+            .lock()
+            .retain(|f| !Arc::ptr_eq(&f.table, table));
     }
 
     /// Moves records of a frozen table back into the mutable one (too few hot records to
@@ -381,8 +421,8 @@ impl PromotionCache {
     /// the checker retires the table.
     pub fn held_memtables(&self) -> Vec<Arc<MemTable>> {
         let mut held: Vec<Arc<MemTable>> = Vec::new();
-        for t in self.immutables.lock().iter() {
-            for m in t.switched.lock().iter() {
+        for f in self.immutables.lock().iter() {
+            for m in f.table.switched.lock().iter() {
                 if !held.iter().any(|h| Arc::ptr_eq(h, m)) {
                     held.push(m.clone());
                 }
@@ -408,7 +448,7 @@ impl PromotionCache {
                 .immutables
                 .lock()
                 .iter()
-                .map(|t| t.approximate_size())
+                .map(|f| f.table.approximate_size())
                 .sum::<usize>()
     }
 }
@@ -427,7 +467,7 @@ mod tests {
 
     #[test]
     fn insert_is_aborted_only_for_keys_a_later_compaction_covers() {
-        let pc = PromotionCache::new();
+        let pc = PromotionCache::<()>::new();
         let e = pc.read_epoch();
         let taken = pc.begin_compaction(b"b", b"d");
         assert!(taken.is_empty());
@@ -448,7 +488,7 @@ mod tests {
 
     #[test]
     fn compaction_drains_its_range_from_the_mutable_table() {
-        let pc = PromotionCache::new();
+        let pc = PromotionCache::<()>::new();
         for (i, k) in ["a", "b", "c", "d"].iter().enumerate() {
             let e = pc.read_epoch();
             pc.try_insert(k.as_bytes(), rec(k, i as u64 + 1), e);
@@ -462,7 +502,7 @@ mod tests {
 
     #[test]
     fn overwriting_a_record_charges_only_the_difference() {
-        let pc = PromotionCache::new();
+        let pc = PromotionCache::<()>::new();
         pc.try_insert(b"k", rec("aaaa", 1), pc.read_epoch());
         let once = pc.mutable_size();
         pc.try_insert(b"k", rec("bbbb", 2), pc.read_epoch());
@@ -472,11 +512,11 @@ mod tests {
     // Invariant 4: putting records back moves them, so the cache's charge does not grow.
     #[test]
     fn put_back_moves_records_without_charging_them_twice() {
-        let pc = PromotionCache::new();
+        let pc = PromotionCache::<()>::new();
         pc.try_insert(b"a", rec("aaaa", 1), pc.read_epoch());
         pc.try_insert(b"b", rec("bbbb", 2), pc.read_epoch());
         let before = pc.memory_usage();
-        let frozen = pc.freeze().unwrap();
+        let frozen = pc.freeze(None).unwrap();
         let mem = Arc::new(MemTable::new(3));
         pc.note_switched(&mem);
         pc.note_switched(&mem);
@@ -493,7 +533,7 @@ mod tests {
     // Invariant 4: a capped insert never takes the cache past its limit.
     #[test]
     fn capped_inserts_stop_at_the_limit() {
-        let pc = PromotionCache::new();
+        let pc = PromotionCache::<()>::new();
         let one = record_charge(1, 4);
         let limit = Some(2 * one + one / 2);
         for (i, k) in [b"a", b"b", b"c"].iter().enumerate() {
@@ -510,7 +550,7 @@ mod tests {
 
     #[test]
     fn snapshot_older_than_the_record_does_not_see_it() {
-        let pc = PromotionCache::new();
+        let pc = PromotionCache::<()>::new();
         pc.try_insert(b"k", rec("v", 10), pc.read_epoch());
         assert!(pc.get(b"k", 9).is_none());
         assert!(pc.get(b"k", 10).is_some());
@@ -518,10 +558,10 @@ mod tests {
 
     #[test]
     fn frozen_tables_track_updated_keys_and_put_back_checks_the_freeze_epoch() {
-        let pc = PromotionCache::new();
+        let pc = PromotionCache::<()>::new();
         pc.try_insert(b"a", rec("a", 1), pc.read_epoch());
         pc.try_insert(b"b", rec("b", 2), pc.read_epoch());
-        let frozen = pc.freeze().unwrap();
+        let frozen = pc.freeze(None).unwrap();
         assert_eq!(pc.mutable_size(), 0);
         assert!(
             pc.get(b"a", 9).is_some(),

@@ -7,7 +7,8 @@
 //! membership only, so retention asks [`HotTracker::is_hot`] for every key of a
 //! compaction's merge, and hot range sizes come from a sample (an estimate).
 
-use super::bloom::{BloomCascade, BloomCascadeStats, BloomRangeSizer};
+use super::cascade::{BloomCascade, BloomCascadeStats, BloomRangeSizer};
+use super::promotion::PcRecord;
 use super::ralt::{Ralt, RaltStats, RangeHotSizer};
 use crate::Result;
 
@@ -16,7 +17,7 @@ pub type HotKeys = Box<dyn Iterator<Item = Result<(Vec<u8>, u32)>> + Send>;
 
 /// Which hotness tracker promotion and retention use.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum HotnessTracker {
+pub enum TrackerKind {
     /// RALT (HotRAP §3.2): scored access records in a small LSM-tree on the fast disk.
     #[default]
     Ralt,
@@ -53,6 +54,16 @@ impl HotSizer {
 }
 
 impl HotTracker {
+    /// Logs the slow-tier read that put `record` in the promotion cache, unless an earlier
+    /// checker pass did (HotRAP: "RALT is updated later"). Called when the record leaves
+    /// the cache: by the checker, or by a compaction that promotes it.
+    pub fn record_cached_read(&self, key: &[u8], record: &PcRecord) -> Result<()> {
+        if record.recorded {
+            return Ok(());
+        }
+        self.record_access_background(key, record.value.len().min(u32::MAX as usize) as u32)
+    }
+
     /// Records a foreground access (a get). Never does I/O.
     pub fn record_access(&self, key: &[u8], value_len: u32) -> Result<()> {
         match self {

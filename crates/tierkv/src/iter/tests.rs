@@ -1,6 +1,6 @@
 //! Model test for the merging and user iterators: random versions spread over several
 //! sources must read, in both directions, with seeks, snapshots and bounds, exactly like a
-//! BTreeMap model of the same history (invariant 1: a read sees exactly the writes
+//! BTreeMap model of the same history (docs/DESIGN.md invariant 1: a read sees exactly the writes
 //! ordered before its snapshot).
 
 use super::*;

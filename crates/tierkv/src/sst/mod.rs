@@ -4,7 +4,7 @@
 //! restart points), then a bloom filter over its user keys, a properties block, an index
 //! block (the last key of each data block and its handle), and a fixed footer with a
 //! checksum, format version and magic. Every block carries a checksum, so every byte of a
-//! table is covered (invariant 3). The byte layout is in docs/FORMAT.md, "Table files".
+//! table is covered (invariant 3, docs/DESIGN.md). Byte layout: docs/FORMAT.md, "Table files".
 //!
 //! Owns the format, its builder and reader, and the table iterator. It does not decide
 //! which tables exist (`version`) nor what goes into them (`db`, `compaction`).
@@ -21,6 +21,16 @@ pub use properties::TableProperties;
 pub use table::{DataBlocks, RawBlock, Table, TableIterator};
 
 use crate::key::InternalKey;
+use block::Block;
+
+/// Where a table keeps the data blocks it read, so the next read of one needs no disk
+/// (the store's cache implements it; `sst` never names the cache, which sits above it).
+pub trait BlockCache: Send + Sync {
+    /// The cached block at `offset` of table `file`, if any.
+    fn get_block(&self, file: u64, offset: u64) -> Option<Block>;
+    /// Offers a block just read from disk.
+    fn insert_block(&self, file: u64, offset: u64, block: Block);
+}
 
 /// Block compression.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

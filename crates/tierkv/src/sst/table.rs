@@ -10,7 +10,7 @@ use super::format::{
     FOOTER_LEN,
 };
 use super::properties::TableProperties;
-use crate::cache::Cache;
+use super::BlockCache;
 use crate::env::{IoCause, RandomAccessFile};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, user_key};
@@ -31,7 +31,7 @@ pub struct Table {
     index_offset: u64,
     filter: Option<Bytes>,
     props: TableProperties,
-    cache: Option<Arc<Cache>>,
+    cache: Option<Arc<dyn BlockCache>>,
     /// Offset where the data blocks end (the first metadata block starts).
     data_end: u64,
 }
@@ -41,7 +41,7 @@ impl Table {
     pub fn open(
         file: RandomAccessFile,
         number: u64,
-        cache: Option<Arc<Cache>>,
+        cache: Option<Arc<dyn BlockCache>>,
         cause: IoCause,
     ) -> Result<Table> {
         let size = file.size();

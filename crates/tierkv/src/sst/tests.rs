@@ -1,4 +1,4 @@
-//! Table round trips against an in-memory model, and damage detection (invariant 3).
+//! Table round trips against an in-memory model; damage detection (invariant 3, docs/DESIGN.md).
 
 use super::*;
 use crate::cache::Cache;
@@ -46,6 +46,7 @@ fn build(env: &Env, name: &str, entries: &Entries, opts: TableOptions) -> TableI
 
 fn open(env: &Env, name: &str, cache: Option<Arc<Cache>>) -> crate::Result<Arc<Table>> {
     let file = env.open_random(Tier::Fast, name)?;
+    let cache = cache.map(|c| c as Arc<dyn crate::sst::BlockCache>);
     Ok(Arc::new(Table::open(file, 1, cache, IoCause::UserGet)?))
 }
 

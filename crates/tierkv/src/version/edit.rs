@@ -42,6 +42,24 @@ pub struct NewFile {
     pub num_deletions: u64,
 }
 
+impl NewFile {
+    /// The manifest record of table `number`, just written to `tier` for `level`.
+    pub fn from_table(level: usize, number: u64, tier: Tier, info: crate::sst::TableInfo) -> Self {
+        NewFile {
+            level,
+            number,
+            tier,
+            size: info.file_size,
+            smallest: info.smallest.encoded().to_vec(),
+            largest: info.largest.encoded().to_vec(),
+            smallest_seq: info.props.smallest_seq,
+            largest_seq: info.props.largest_seq,
+            num_entries: info.props.num_entries,
+            num_deletions: info.props.num_deletions,
+        }
+    }
+}
+
 /// One manifest record.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct VersionEdit {
@@ -181,7 +199,7 @@ mod tests {
         );
     }
 
-    /// Every truncation is corruption or a shorter valid edit, never a panic (invariant 3).
+    /// Truncation is corruption or a shorter valid edit, not a panic (docs/DESIGN.md invariant 3).
     #[test]
     fn truncations_never_panic() {
         let enc = sample().encode();

@@ -130,10 +130,18 @@ impl InternalIterator for LevelIterator {
         self.skip_backward()
     }
 
+    #[allow(
+        clippy::expect_used,
+        reason = "InternalIterator::key is called only while valid()"
+    )]
     fn key(&self) -> &[u8] {
         self.current.as_ref().expect("valid").key()
     }
 
+    #[allow(
+        clippy::expect_used,
+        reason = "InternalIterator::value is called only while valid()"
+    )]
     fn value(&self) -> &[u8] {
         self.current.as_ref().expect("valid").value()
     }

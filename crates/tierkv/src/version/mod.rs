@@ -19,7 +19,7 @@ pub use table_cache::TableCache;
 
 use crate::env::{Env, IoCause, Tier};
 use crate::key::{compare_internal, user_key, SeqNo};
-use crate::options::LevelLayout;
+use crate::tiers::LevelLayout;
 use crate::Result;
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};

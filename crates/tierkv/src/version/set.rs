@@ -9,7 +9,7 @@
 use super::{manifest_file_name, table_file_name, FileMeta, NewFile, Version, VersionEdit};
 use crate::env::{Env, IoCause, Tier};
 use crate::key::{compare_internal, SeqNo, MAX_SEQ};
-use crate::options::LevelLayout;
+use crate::tiers::LevelLayout;
 use crate::wal::{LogReader, LogWriter, RecoveryMode};
 use crate::{Error, Result};
 use std::collections::BTreeMap;
@@ -294,6 +294,7 @@ impl VersionSet {
                 return Err(e);
             }
         } else {
+            #[allow(clippy::expect_used, reason = "the branch above handles no manifest")]
             let m = self.manifest.as_mut().expect("checked above");
             let r = m.add_record(edit.encode()).and_then(|_| m.sync());
             if let Err(e) = r {

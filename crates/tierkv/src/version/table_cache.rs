@@ -36,13 +36,13 @@ pub struct TableCache {
     env: Arc<Env>,
     tables: Tables,
     byte_limit: Option<usize>,
-    block_cache: Option<Arc<Cache>>,
+    cache: Option<Arc<Cache>>,
 }
 
 impl TableCache {
     /// A cache keeping at most `capacity` tables open.
-    pub fn new(env: Arc<Env>, capacity: usize, block_cache: Option<Arc<Cache>>) -> Self {
-        Self::with_limits(env, capacity, None, block_cache)
+    pub fn new(env: Arc<Env>, capacity: usize, cache: Option<Arc<Cache>>) -> Self {
+        Self::with_limits(env, capacity, None, cache)
     }
 
     /// A cache keeping at most `capacity` tables open whose index and filter blocks hold at
@@ -51,7 +51,7 @@ impl TableCache {
         env: Arc<Env>,
         capacity: usize,
         byte_limit: Option<usize>,
-        block_cache: Option<Arc<Cache>>,
+        cache: Option<Arc<Cache>>,
     ) -> Self {
         let capacity = capacity.max(1);
         let (weigher, weight_capacity, shards) = match byte_limit {
@@ -93,7 +93,7 @@ impl TableCache {
             env,
             tables,
             byte_limit,
-            block_cache,
+            cache,
         }
     }
 
@@ -113,13 +113,15 @@ impl TableCache {
             Ok(Arc::new(Table::open(
                 file,
                 meta.number,
-                self.block_cache.clone(),
+                self.cache
+                    .clone()
+                    .map(|c| c as Arc<dyn crate::sst::BlockCache>),
                 cause,
             )?))
         });
         // What a KP pointer saves depends on how often gets read table metadata.
         if cause == IoCause::UserGet {
-            if let Some(c) = &self.block_cache {
+            if let Some(c) = &self.cache {
                 c.note_table_access(opened);
             }
         }
@@ -133,7 +135,7 @@ impl TableCache {
 
     /// The cache (KV, KP and block components) shared by every table and the read path.
     pub fn cache(&self) -> Option<&Arc<Cache>> {
-        self.block_cache.as_ref()
+        self.cache.as_ref()
     }
 
     /// Bytes of index blocks and of filters held by open tables.

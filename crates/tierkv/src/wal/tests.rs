@@ -1,5 +1,5 @@
 //! Log round trips and damage handling (invariant 3: damage is detected, never invented;
-//! a torn tail is the end of the log, damage in the middle is an error).
+//! a torn tail is the end of the log, damage in the middle is an error; docs/DESIGN.md).
 
 use super::*;
 use crate::env::{Env, IoCause, Tier};

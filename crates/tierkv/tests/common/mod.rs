@@ -14,7 +14,7 @@ pub fn tiny_options() -> Options {
         level0_compaction_trigger: 2,
         level0_slowdown_trigger: 8,
         level0_stop_trigger: 12,
-        block_cache_size: 64 * 1024,
+        cache_size: 64 * 1024,
         max_open_files: 20,
         num_levels: 5,
         ..Options::default()

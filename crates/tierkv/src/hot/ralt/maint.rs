@@ -4,7 +4,7 @@
 //! (Algorithm 1). Each call does one bounded unit of work and installs a new version.
 
 use super::buffer::Buffer;
-use super::manifest::{self, State};
+use super::manifest::{self, State, Thresholds};
 use super::options::{Params, RaltOptions, EVICT_STEP_FILES, L0_TRIGGER, MAX_LEVEL, SAMPLE_POINTS};
 use super::run::{Rec, RunFile, RunWriter};
 use super::score::{encoded_len, is_stable, Meta};
@@ -18,13 +18,8 @@ use std::sync::Arc;
 
 /// State owned by the maintenance lock.
 pub(crate) struct Maint {
-    /// Records whose rank at `thr_tick` is at least this are hot.
-    pub hot_rank: f64,
-    pub thr_tick: u64,
-    pub hot_limit: u64,
-    pub phys_limit: u64,
-    pub evictions: u64,
-    pub evicted_keys: u64,
+    /// The threshold, limits and counters the manifest saves.
+    pub th: Thresholds,
     flushes: u64,
     /// Flush count when the last eviction ended: a new one needs new data, so limits
     /// that cannot be met do not make the background spin.
@@ -37,12 +32,11 @@ pub(crate) struct Maint {
 impl Maint {
     pub fn new(s: &State, hot_limit: u64, phys_limit: u64) -> Maint {
         Maint {
-            hot_rank: s.hot_rank,
-            thr_tick: s.thr_tick,
-            hot_limit,
-            phys_limit,
-            evictions: s.evictions,
-            evicted_keys: s.evicted_keys,
+            th: Thresholds {
+                hot_limit,
+                phys_limit,
+                ..s.th
+            },
             flushes: 1,
             flushes_at_eviction: 0,
             eviction: None,
@@ -57,12 +51,14 @@ pub(crate) fn fresh_state(o: &RaltOptions, p: &Params, next_file: u64) -> State 
     State {
         next_file,
         clock: Default::default(),
-        hot_rank: f64::NEG_INFINITY,
-        thr_tick: 0,
-        hot_limit: p.init_hot_limit,
-        phys_limit: p.init_phys_limit,
-        evictions: 0,
-        evicted_keys: 0,
+        th: Thresholds {
+            hot_rank: f64::NEG_INFINITY,
+            thr_tick: 0,
+            hot_limit: p.init_hot_limit,
+            phys_limit: p.init_phys_limit,
+            evictions: 0,
+            evicted_keys: 0,
+        },
         scoring: o.scoring.code(),
         files: Vec::new(),
     }
@@ -212,12 +208,7 @@ impl Ralt {
         let state = State {
             next_file: self.next_file.load(Relaxed),
             clock,
-            hot_rank: m.hot_rank,
-            thr_tick: m.thr_tick,
-            hot_limit: m.hot_limit,
-            phys_limit: m.phys_limit,
-            evictions: m.evictions,
-            evicted_keys: m.evicted_keys,
+            th: m.th,
             scoring: self.opts.scoring.code(),
             files: v.files().map(|(l, f)| (l as u32, f.number)).collect(),
         };
@@ -289,8 +280,8 @@ impl Ralt {
     fn over_limits(&self, m: &Maint, v: &Version) -> bool {
         let hot = v.hot_set_bytes();
         m.flushes > m.flushes_at_eviction
-            && (hot > m.hot_limit
-                || v.record_bytes() > m.phys_limit
+            && (hot > m.th.hot_limit
+                || v.record_bytes() > m.th.phys_limit
                 || self
                     .file_memory_limit()
                     .is_some_and(|l| v.memory_bytes() > l))
@@ -344,7 +335,7 @@ impl Ralt {
             // hot below already (then that record answers, and a second hot record would
             // only count the key twice in range hot sizes).
             let below = hot_below(&v, 0, &e.key);
-            let by_score = self.scorer.rank(&e.meta, m.thr_tick) >= m.hot_rank;
+            let by_score = self.scorer.rank(&e.meta, m.th.thr_tick) >= m.th.hot_rank;
             let hot = by_score || (buf.is_hot(e) && !below);
             let dup = hot && below;
             // One file per flush, whatever its size: level 0 files are whole buffers.
@@ -438,7 +429,7 @@ impl Ralt {
             let meta = fold(self, &group);
             let key = &group[0].1.key;
             let hot = group.iter().any(|(_, r)| r.hot)
-                || self.scorer.rank(&meta, m.thr_tick) >= m.hot_rank;
+                || self.scorer.rank(&meta, m.th.thr_tick) >= m.th.hot_rank;
             let dup = hot && hot_below(v, out_level, key);
             out.add(key, &meta, hot, dup)?;
         }
@@ -521,15 +512,15 @@ impl Ralt {
         if auto {
             // Algorithm 1, lines 18-21.
             let pr = &self.params;
-            m.hot_limit = pr.lhs.max((st_h + pr.dhs).min(pr.rhs));
+            m.th.hot_limit = pr.lhs.max((st_h + pr.dhs).min(pr.rhs));
             let r = if all_h > 0 {
                 all_p as f64 / all_h as f64
             } else {
                 0.0
             };
-            m.phys_limit = st_p + (r * pr.dhs as f64) as u64;
-            self.hot_limit.store(m.hot_limit, Relaxed);
-            self.phys_limit.store(m.phys_limit, Relaxed);
+            m.th.phys_limit = st_p + (r * pr.dhs as f64) as u64;
+            self.hot_limit.store(m.th.hot_limit, Relaxed);
+            self.phys_limit.store(m.th.phys_limit, Relaxed);
         }
         if let Some(limit) = self.file_memory_limit() {
             let memory = v.memory_bytes();
@@ -537,15 +528,15 @@ impl Ralt {
                 // Filter and index memory grow about linearly with the records held, so
                 // the physical limit shrinks in proportion until the files fit.
                 let fit = (all_p as f64 * limit as f64 / memory as f64) as u64;
-                m.phys_limit = m.phys_limit.min(fit.max(1));
-                self.phys_limit.store(m.phys_limit, Relaxed);
+                m.th.phys_limit = m.th.phys_limit.min(fit.max(1));
+                self.phys_limit.store(m.th.phys_limit, Relaxed);
             }
         }
         // The target after eviction is (1 - beta) of the limit: the paper's "evict beta"
         // when the size is at its limit, and still a real margin when the limit was just
         // lowered or the trigger counted keys duplicated across levels.
         let keep = 1.0 - self.opts.beta;
-        let (target_p, target_h) = (keep * m.phys_limit as f64, keep * m.hot_limit as f64);
+        let (target_p, target_h) = (keep * m.th.phys_limit as f64, keep * m.th.hot_limit as f64);
         let (evict_rank, keep_tied) = if cand_p as f64 > target_p {
             threshold(samples_p, cand_p, target_p)
         } else {
@@ -559,8 +550,8 @@ impl Ralt {
         if evict_rank > hot_rank || (evict_rank == hot_rank && keep_tied < hot_tied) {
             (hot_rank, hot_tied) = (evict_rank, keep_tied);
         }
-        m.hot_rank = hot_rank;
-        m.thr_tick = t;
+        m.th.hot_rank = hot_rank;
+        m.th.thr_tick = t;
         m.eviction = Some(Eviction {
             inputs: files.iter().map(|f| f.number).collect(),
             out_level: v.deepest().max(1),
@@ -651,8 +642,8 @@ impl Ralt {
         }
         let removed: Vec<Arc<RunFile>> = upper.into_iter().flatten().chain(picked).collect();
         self.install(m, &removed, added)?;
-        m.evicted_keys += evicted;
-        self.evicted_keys.store(m.evicted_keys, Relaxed);
+        m.th.evicted_keys += evicted;
+        self.evicted_keys.store(m.th.evicted_keys, Relaxed);
         let done = last_key.is_none();
         if let Some(ev) = m.eviction.as_mut() {
             for f in &removed {
@@ -663,9 +654,9 @@ impl Ralt {
         }
         if done {
             m.eviction = None;
-            m.evictions += 1;
+            m.th.evictions += 1;
             m.flushes_at_eviction = m.flushes;
-            self.evictions.store(m.evictions, Relaxed);
+            self.evictions.store(m.th.evictions, Relaxed);
             self.save_manifest(m, &self.version.load())?;
         }
         Ok(())

@@ -13,11 +13,11 @@ pub(crate) const MANIFEST: &str = "ralt/MANIFEST";
 const MANIFEST_TMP: &str = "ralt/MANIFEST.tmp";
 const MAGIC: &[u8; 8] = b"RALTMAN1";
 
-/// The persisted state.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct State {
-    pub next_file: u64,
-    pub clock: Clock,
+/// What eviction decides and maintenance keeps (`maint::Maint` holds the live copy under
+/// the maintenance lock; the manifest saves it): the hot threshold, the limits and the
+/// eviction counters.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Thresholds {
     /// Records whose rank at `thr_tick` is at least this are hot.
     pub hot_rank: f64,
     pub thr_tick: u64,
@@ -25,6 +25,14 @@ pub(crate) struct State {
     pub phys_limit: u64,
     pub evictions: u64,
     pub evicted_keys: u64,
+}
+
+/// The persisted state.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct State {
+    pub next_file: u64,
+    pub clock: Clock,
+    pub th: Thresholds,
     pub scoring: (u8, u8),
     /// Live files as (level, number); level 0 newest first.
     pub files: Vec<(u32, u64)>,
@@ -41,12 +49,12 @@ impl State {
             c.epoch,
             c.epoch_acc,
             c.total,
-            self.hot_rank.to_bits(),
-            self.thr_tick,
-            self.hot_limit,
-            self.phys_limit,
-            self.evictions,
-            self.evicted_keys,
+            self.th.hot_rank.to_bits(),
+            self.th.thr_tick,
+            self.th.hot_limit,
+            self.th.phys_limit,
+            self.th.evictions,
+            self.th.evicted_keys,
             self.scoring.0 as u64,
             self.scoring.1 as u64,
             self.files.len() as u64,
@@ -120,12 +128,14 @@ impl State {
                 epoch_acc,
                 total,
             },
-            hot_rank,
-            thr_tick,
-            hot_limit,
-            phys_limit,
-            evictions,
-            evicted_keys,
+            th: Thresholds {
+                hot_rank,
+                thr_tick,
+                hot_limit,
+                phys_limit,
+                evictions,
+                evicted_keys,
+            },
             scoring: (s0 as u8, s1 as u8),
             files,
         })

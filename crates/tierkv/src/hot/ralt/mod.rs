@@ -3,7 +3,7 @@
 //! A small LSM-tree of access records on the fast disk, under `ralt/`. Accesses go to an
 //! in-memory unsorted buffer (one entry per key); a full buffer is frozen and the
 //! background flushes it to a level-0 run file; leveled compaction (size ratio 10) merges
-//! records of one key by the paper's score rule. Readers load an immutable [`Version`]
+//! records of one key by the paper's score rule. Readers load an immutable `Version`
 //! through an `ArcSwap` and never block on maintenance.
 //!
 //! What "hot" means: every run record carries a hot bit, decided when the record is
@@ -216,7 +216,7 @@ impl Ralt {
         let version = Version { levels };
         remove_unreferenced(&env, &version)?;
         let (hot_limit, phys_limit) = if opts.auto_tune {
-            (state.hot_limit, state.phys_limit)
+            (state.th.hot_limit, state.th.phys_limit)
         } else {
             (params.init_hot_limit, params.init_phys_limit)
         };
@@ -237,8 +237,8 @@ impl Ralt {
             next_file: AtomicU64::new(state.next_file),
             hot_limit: AtomicU64::new(hot_limit),
             phys_limit: AtomicU64::new(phys_limit),
-            evictions: AtomicU64::new(state.evictions),
-            evicted_keys: AtomicU64::new(state.evicted_keys),
+            evictions: AtomicU64::new(state.th.evictions),
+            evicted_keys: AtomicU64::new(state.th.evicted_keys),
             maint: Mutex::new(m),
             env,
             opts,

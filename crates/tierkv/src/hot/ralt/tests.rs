@@ -1,4 +1,4 @@
-//! Tests of RALT. Each names the paper rule or DESIGN.md invariant it checks.
+//! Tests of RALT. Each names the paper rule or docs/DESIGN.md invariant it checks.
 
 use super::options::{Params, COUNTER_DC, COUNTER_MAX};
 use super::score::{

@@ -1,0 +1,54 @@
+//! What a compaction job is given and what it returns: the types every part of the job
+//! (`job`, `merger`, `output`, `reuse`) shares, kept below them all.
+
+use crate::env::Env;
+use crate::key::SeqNo;
+use crate::sst::{BlockWrites, TableOptions};
+use crate::version::{TableCache, Version, VersionEdit};
+use std::sync::Arc;
+
+pub use super::routing::HotRouting;
+
+/// What a finished job produced.
+#[derive(Debug, Default)]
+pub struct JobOutput {
+    /// The edit to install: inputs deleted, outputs added.
+    pub edit: VersionEdit,
+    /// Bytes of input tables.
+    pub bytes_read: u64,
+    /// Bytes of output tables.
+    pub bytes_written: u64,
+    /// Entries dropped (shadowed versions and obsolete tombstones).
+    pub entries_dropped: u64,
+    /// Key and value bytes kept on the last fast level by retention.
+    pub retained_bytes: u64,
+    /// Key and value bytes of promotion-cache records written to the last fast level.
+    pub promoted_bytes: u64,
+    /// Data blocks of the outputs: copied from an input as stored, or encoded anew.
+    pub blocks: BlockWrites,
+}
+
+/// Everything a job needs besides the compaction itself.
+pub struct JobContext<'a> {
+    /// The environment.
+    pub env: &'a Arc<Env>,
+    /// Open tables.
+    pub tables: &'a Arc<TableCache>,
+    /// Table format options.
+    pub table_options: TableOptions,
+    /// Split outputs at this size.
+    pub target_file_size: u64,
+    /// The oldest sequence number any live snapshot (or the latest state) reads at.
+    pub smallest_snapshot: SeqNo,
+    /// The version the compaction was picked from (to know what lies deeper).
+    pub version: &'a Version,
+    /// Allocates a file number.
+    pub new_file_number: &'a (dyn Fn() -> u64 + Sync),
+    /// Retention and promotion, for compactions from the last fast level into the slow tier.
+    pub hot: Option<HotRouting<'a>>,
+    /// The fast disk is full: write every output to the slow tier (a fast level's files may
+    /// live there; the fast-tier budget is a soft limit).
+    pub spill_to_slow: bool,
+    /// Copy untouched data blocks verbatim (see the module comment).
+    pub block_reuse: bool,
+}
