@@ -2,7 +2,7 @@
 //! sockets, against a server started by each test on an ephemeral loopback port.
 //!
 //! Checks: every supported command and its Redis error texts; pipelining (including merged
-//! SET runs with a failing member); atomic INCR under concurrent clients (no lost update);
+//! SET runs, and an oversized key refused at its header mid-pipeline); atomic INCR under concurrent clients (no lost update);
 //! malformed and oversized frames (error reply, connection closed, server alive); AUTH;
 //! RESP3 via HELLO; SHUTDOWN flushing the store (invariant 2 of docs/DESIGN.md).
 //! Hardening (issue 18, invariant 4 for a server): bounded memory per client for one huge
