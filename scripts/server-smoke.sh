@@ -4,7 +4,8 @@
 #   2. redis-benchmark -t set,get,incr,mget,mset -P 16 (and MGET) must finish with no error;
 #   3. SHUTDOWN stops the server cleanly (exit 0, store flushed);
 #   4. SIGTERM stops it cleanly too, and the data is there after a restart;
-#   5. with --sync, acknowledged writes survive kill -9.
+#   5. with --sync, acknowledged writes survive kill -9;
+#   6. nonsense options (an empty password, a zero limit) are refused at startup (exit 2).
 #
 # Usage: scripts/server-smoke.sh            (builds target/release/tierkv if needed)
 #        TIERKV_BIN=path/to/tierkv scripts/server-smoke.sh
@@ -135,4 +136,13 @@ expect 11 GET counter
 redis-cli -p "$port" SHUTDOWN >/dev/null 2>&1 || true
 wait_exit
 say "--sync writes survive kill -9: OK"
+
+for bad in "--requirepass=" "--max-bulk=0" "--max-clients=0" "--threads=0" "--max-bulk=1GiB"; do
+  status=0
+  "$TIERKV_BIN" serve --db "$work/refused" --port 0 "$bad" >"$work/refused.log" 2>&1 || status=$?
+  [ "$status" = 2 ] || { cat "$work/refused.log" >&2; die "serve $bad: exit $status, expected 2"; }
+  grep -q "invalid" "$work/refused.log" || { cat "$work/refused.log" >&2; die "serve $bad: no clear error"; }
+  [ ! -e "$work/refused" ] || die "serve $bad created the store"
+done
+say "invalid options refused: OK"
 say "all OK"

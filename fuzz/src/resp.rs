@@ -80,6 +80,7 @@ pub fn resp(data: &[u8]) {
     let limits = if cfg & 0x80 != 0 {
         Limits {
             max_bulk: 64,
+            max_key: 64,
             max_args: 8,
             max_query: 256,
         }

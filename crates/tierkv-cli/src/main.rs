@@ -113,15 +113,41 @@ struct ServeArgs {
     /// Make every write durable (WAL fsync, group-committed) before replying.
     #[arg(long)]
     sync: bool,
-    /// Largest bulk string accepted (Redis proto-max-bulk-len).
-    #[arg(long, default_value = "512MiB", value_parser = tierkv_bench::parse_size)]
-    max_bulk: u64,
+    /// Largest bulk string accepted (Redis proto-max-bulk-len), refused at its header;
+    /// default and maximum: the store's largest value (256MiB).
+    #[arg(long, value_parser = tierkv_bench::parse_size)]
+    max_bulk: Option<u64>,
+    /// Largest key accepted, refused at its header; default and maximum: the store's
+    /// largest key (64KiB).
+    #[arg(long, value_parser = tierkv_bench::parse_size)]
+    max_key: Option<u64>,
     /// Most arguments in one command.
     #[arg(long, default_value_t = 1024 * 1024)]
     max_args: usize,
-    /// Most bytes one command may occupy while being received (client-query-buffer-limit).
+    /// Most bytes one command may occupy while being received (client-query-buffer-limit);
+    /// at least --max-bulk.
     #[arg(long, default_value = "1GiB", value_parser = tierkv_bench::parse_size)]
     max_query_buffer: u64,
+    /// Pending reply bytes after which a connection waits for its client to read before
+    /// producing more (also between the elements of one reply, e.g. MGET).
+    #[arg(long, default_value = "1MiB", value_parser = tierkv_bench::parse_size)]
+    reply_chunk: u64,
+    /// Most reply bytes one connection may hold; a connection that would pass it is closed
+    /// (client-output-buffer-limit). Default: --max-bulk + --reply-chunk + 64MiB.
+    #[arg(long, value_parser = tierkv_bench::parse_size)]
+    client_output_limit: Option<u64>,
+    /// Close a connection silent (or taking none of its replies) for this many seconds;
+    /// 0 never closes idle connections (Redis timeout).
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+    /// Failed AUTH attempts after which a connection is closed (each one is delayed
+    /// more: 10ms, 20ms, ... up to 1s).
+    #[arg(long, default_value_t = 10)]
+    max_auth_failures: u32,
+    /// Seconds a graceful shutdown waits for connections whose clients do not take their
+    /// last replies.
+    #[arg(long, default_value_t = 30)]
+    shutdown_grace: u64,
     /// Most simultaneous client connections.
     #[arg(long, default_value_t = 10_000)]
     max_clients: usize,
@@ -156,7 +182,16 @@ fn serve(args: ServeArgs) -> CliResult {
         Some(path) => {
             let text = std::fs::read_to_string(path)
                 .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-            Some(text.lines().next().unwrap_or("").to_string())
+            let first = text.lines().next().unwrap_or("");
+            if first.trim().is_empty() {
+                return Err(format!(
+                    "--requirepass-file {}: the first line is empty or blank; an empty \
+                     password would let `AUTH \"\"` in",
+                    path.display()
+                )
+                .into());
+            }
+            Some(first.to_string())
         }
         None => args.requirepass.clone(),
     };
@@ -164,23 +199,39 @@ fn serve(args: ServeArgs) -> CliResult {
     if let Some(b) = args.block_cache {
         opts.cache_size = size(b);
     }
-    let db = tierkv::Db::open(&store.db, opts)?;
+    // The request limits derive from the store's (one source of truth); larger ones are
+    // refused at startup.
+    let max_bulk = args.max_bulk.map_or(opts.max_value_size, size);
     let config = tierkv_server::ServerConfig {
         bind: args.bind,
         port: args.port,
         requirepass,
         sync: args.sync,
         limits: tierkv_server::Limits {
-            max_bulk: size(args.max_bulk),
+            max_bulk,
+            max_key: args.max_key.map_or(opts.max_key_size, size),
             max_args: args.max_args,
             max_query: size(args.max_query_buffer),
         },
         max_clients: args.max_clients,
+        reply_chunk: size(args.reply_chunk),
+        output_limit: args.client_output_limit.map_or_else(
+            || tierkv_server::ServerConfig::default_output_limit(max_bulk),
+            size,
+        ),
+        idle_timeout: (args.timeout > 0).then(|| std::time::Duration::from_secs(args.timeout)),
+        max_auth_failures: args.max_auth_failures,
+        shutdown_grace: std::time::Duration::from_secs(args.shutdown_grace),
+        threads: args.threads,
+        io_threads: args.io_threads,
         db_dir: Some(store.db.clone()),
         slow_dir: store.slow_dir.clone(),
-        ..Default::default()
     };
-    tierkv_server::serve(db, config, args.threads, args.io_threads, |addr| {
+    // Refuse nonsense before touching the store.
+    config.validate()?;
+    config.validate_for_store(&opts)?;
+    let db = tierkv::Db::open(&store.db, opts)?;
+    tierkv_server::serve(db, config, |addr| {
         eprintln!("tierkv serve: listening on {addr}");
     })?;
     eprintln!("tierkv serve: store flushed and closed");

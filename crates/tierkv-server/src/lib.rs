@@ -27,23 +27,23 @@ pub mod resp;
 mod server;
 mod state;
 
-pub use config::ServerConfig;
+pub use config::{ConfigError, ServerConfig};
 pub use resp::Limits;
 pub use server::{ServeError, Server, ShutdownHandle};
 
-/// Runs a server to completion on a new multi-threaded runtime: binds, calls `on_bound`
-/// with the bound address, and serves until SHUTDOWN, SIGTERM or SIGINT. What `tierkv serve`
-/// calls. `io_threads` bounds the blocking threads that run store calls.
+/// Runs a server to completion on a new multi-threaded runtime of `config.threads` reactor
+/// threads (and at most `config.io_threads` threads running store calls): checks the
+/// configuration, binds, calls `on_bound` with the bound address, and serves until
+/// SHUTDOWN, SIGTERM or SIGINT. What `tierkv serve` calls.
 pub fn serve(
     db: tierkv::Db,
     config: ServerConfig,
-    worker_threads: usize,
-    io_threads: usize,
     on_bound: impl FnOnce(std::net::SocketAddr),
 ) -> Result<(), ServeError> {
+    config.validate()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(worker_threads.max(1))
-        .max_blocking_threads(io_threads.max(1))
+        .worker_threads(config.threads)
+        .max_blocking_threads(config.io_threads)
         .thread_name("tierkv-serve")
         .enable_all()
         .build()?;

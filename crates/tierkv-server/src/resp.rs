@@ -20,11 +20,17 @@ pub const UNAUTH_MAX_ARGS: usize = 10;
 /// Before AUTH, the largest bulk string accepted.
 pub const UNAUTH_MAX_BULK: usize = 16 * 1024;
 
-/// Limits applied to every request.
+/// Limits applied to every request, each checked at the header that announces a size,
+/// before the bytes it announces are read.
 #[derive(Clone, Copy, Debug)]
 pub struct Limits {
-    /// Largest bulk string (Redis `proto-max-bulk-len`).
+    /// Largest bulk string (Redis `proto-max-bulk-len`); default the engine's largest value
+    /// (`tierkv::Options::max_value_size`), since a larger one would be received only to be
+    /// refused.
     pub max_bulk: usize,
+    /// Largest bulk string in a key position of a known command (see
+    /// [`Parser::with_key_positions`]); default the engine's `max_key_size`.
+    pub max_key: usize,
     /// Most arguments in one command (multibulk length).
     pub max_args: usize,
     /// Most bytes one command may occupy while it is being received (Redis
@@ -34,13 +40,19 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
+        let engine = tierkv::Options::default();
         Limits {
-            max_bulk: 512 * 1024 * 1024,
+            max_bulk: engine.max_value_size,
+            max_key: engine.max_key_size,
             max_args: 1024 * 1024,
             max_query: 1024 * 1024 * 1024,
         }
     }
 }
+
+/// Where a command's keys are: `(first, last, step)` in Redis's COMMAND convention (`last`
+/// negative counts from the end), `None` for an unknown command.
+pub type KeyPositions = fn(&[u8]) -> Option<(i32, i32, i32)>;
 
 /// A request the parser cannot make sense of. The text is the reply's message (without the
 /// leading `-ERR `); the connection is closed after sending it.
@@ -74,6 +86,8 @@ enum State {
         bytes: usize,
         /// Length of the bulk string whose header was read, awaiting its payload.
         bulk: Option<usize>,
+        /// Key positions of the command, known once its name has arrived.
+        keys: Option<(i32, i32, i32)>,
     },
 }
 
@@ -83,6 +97,7 @@ pub struct Parser {
     limits: Limits,
     authenticated: bool,
     state: State,
+    key_positions: Option<KeyPositions>,
 }
 
 impl Parser {
@@ -93,7 +108,15 @@ impl Parser {
             limits,
             authenticated,
             state: State::Idle,
+            key_positions: None,
         }
+    }
+
+    /// Applies `Limits::max_key` to the arguments `positions` says are keys (without it,
+    /// only `max_bulk` applies to every argument).
+    pub fn with_key_positions(mut self, positions: KeyPositions) -> Self {
+        self.key_positions = Some(positions);
+        self
     }
 
     /// Lifts (or restores) the pre-AUTH limits.
@@ -162,6 +185,7 @@ impl Parser {
                             args: Vec::with_capacity(n.min(64)),
                             bytes: line.len(),
                             bulk: None,
+                            keys: None,
                         };
                     } else {
                         let Some(args) = self.inline(buf)? else {
@@ -178,6 +202,7 @@ impl Parser {
                     args,
                     bytes,
                     bulk,
+                    keys,
                 } => {
                     let len = match *bulk {
                         Some(len) => len,
@@ -213,6 +238,17 @@ impl Parser {
                                 });
                             }
                             let len = len as usize;
+                            let index = args.len();
+                            let total = index + *remaining;
+                            if self.authenticated
+                                && len > self.limits.max_key
+                                && is_key_position(*keys, index, total)
+                            {
+                                return Err(perr(format!(
+                                    "invalid key length ({len} bytes, max-key is {})",
+                                    self.limits.max_key
+                                )));
+                            }
                             *bytes = bytes.saturating_add(line.len()).saturating_add(len);
                             if *bytes > self.limits.max_query {
                                 return Err(perr(format!(
@@ -232,6 +268,9 @@ impl Parser {
                     }
                     let arg = buf.split_to(len).freeze();
                     buf.advance(2);
+                    if args.is_empty() {
+                        *keys = self.key_positions.and_then(|f| f(&arg));
+                    }
                     args.push(arg);
                     *bulk = None;
                     *remaining -= 1;
@@ -271,6 +310,25 @@ impl Parser {
         }
         Ok(Some(args.into_iter().map(Bytes::from).collect()))
     }
+}
+
+/// True when argument `index` (0 is the command name) of a `total`-argument command is a
+/// key, by the command's `(first, last, step)`.
+fn is_key_position(keys: Option<(i32, i32, i32)>, index: usize, total: usize) -> bool {
+    let Some((first, last, step)) = keys else {
+        return false;
+    };
+    if first <= 0 || step <= 0 {
+        return false;
+    }
+    let (i, total) = (index as i64, total as i64);
+    let (first, step) = (first as i64, step as i64);
+    let last = if last < 0 {
+        total + last as i64
+    } else {
+        last as i64
+    };
+    i >= first && i <= last && (i - first) % step == 0
 }
 
 fn memchr(b: u8, s: &[u8]) -> Option<usize> {
@@ -444,38 +502,89 @@ impl Proto {
     }
 }
 
-/// Appends replies to an output buffer in the connection's protocol version. Error and
-/// simple-string texts are sanitised (CR/LF become spaces) so a reply can never break the
-/// framing, whatever a client put into a key name that an error message echoes.
+/// Values at least this large are kept as their own segment instead of being copied into
+/// the output buffer (a large GET then holds its value once, not twice).
+const OWN_SEGMENT: usize = 64 * 1024;
+
+/// Appends replies to a connection's pending output in its protocol version, within a hard
+/// byte limit. Error and simple-string texts are sanitised (CR/LF become spaces) so a reply
+/// can never break the framing, whatever a client put into a key name that an error
+/// message echoes.
+///
+/// The output is a list of segments: small replies are encoded into a growing buffer, a
+/// large value becomes a segment of its own without a copy. When an append would take the
+/// pending bytes past the limit, everything pending is dropped and the writer reports
+/// [`ReplyWriter::overflowed`]: the connection must then be closed, since a reply is lost.
 pub struct ReplyWriter {
-    /// The encoded replies.
-    pub buf: Vec<u8>,
+    segs: Vec<Bytes>,
+    cur: Vec<u8>,
+    len: usize,
+    limit: usize,
+    overflowed: bool,
     /// The protocol the replies are encoded in.
     pub proto: Proto,
 }
 
 impl ReplyWriter {
-    /// An empty writer.
+    /// An empty writer without a limit.
     pub fn new(proto: Proto) -> Self {
+        Self::with_limit(proto, usize::MAX)
+    }
+
+    /// An empty writer holding at most `limit` pending bytes.
+    pub fn with_limit(proto: Proto, limit: usize) -> Self {
         ReplyWriter {
-            buf: Vec::with_capacity(4096),
+            segs: Vec::new(),
+            cur: Vec::with_capacity(4096),
+            len: 0,
+            limit,
+            overflowed: false,
             proto,
         }
     }
 
+    /// Makes room for `n` more bytes, or records the overflow (and frees what is pending).
+    fn admit(&mut self, n: usize) -> bool {
+        if self.overflowed {
+            return false;
+        }
+        if self.len.saturating_add(n) > self.limit {
+            self.overflowed = true;
+            self.segs = Vec::new();
+            self.cur = Vec::new();
+            self.len = 0;
+            return false;
+        }
+        self.len += n;
+        true
+    }
+
+    fn put(&mut self, b: &[u8]) {
+        if self.admit(b.len()) {
+            self.cur.extend_from_slice(b);
+        }
+    }
+
     fn line(&mut self, prefix: u8, s: &[u8]) {
-        self.buf.push(prefix);
-        self.buf.extend(
+        if !self.admit(s.len() + 3) {
+            return;
+        }
+        self.cur.push(prefix);
+        self.cur.extend(
             s.iter()
                 .map(|&c| if c == b'\r' || c == b'\n' { b' ' } else { c }),
         );
-        self.buf.extend_from_slice(b"\r\n");
+        self.cur.extend_from_slice(b"\r\n");
     }
 
     fn header(&mut self, prefix: u8, n: i64) {
-        self.buf.push(prefix);
-        self.buf.extend_from_slice(n.to_string().as_bytes());
-        self.buf.extend_from_slice(b"\r\n");
+        let digits = n.to_string();
+        if !self.admit(digits.len() + 3) {
+            return;
+        }
+        self.cur.push(prefix);
+        self.cur.extend_from_slice(digits.as_bytes());
+        self.cur.extend_from_slice(b"\r\n");
     }
 
     /// `+OK`-style status reply.
@@ -485,7 +594,7 @@ impl ReplyWriter {
 
     /// `+OK`.
     pub fn ok(&mut self) {
-        self.buf.extend_from_slice(b"+OK\r\n");
+        self.put(b"+OK\r\n");
     }
 
     /// An error reply; `msg` starts with its code (`ERR ...`, `NOAUTH ...`).
@@ -501,8 +610,25 @@ impl ReplyWriter {
     /// A bulk string.
     pub fn bulk(&mut self, s: &[u8]) {
         self.header(b'$', s.len() as i64);
-        self.buf.extend_from_slice(s);
-        self.buf.extend_from_slice(b"\r\n");
+        self.put(s);
+        self.put(b"\r\n");
+    }
+
+    /// A bulk string the writer may keep without copying (a value read from the store).
+    pub fn bulk_owned(&mut self, v: Vec<u8>) {
+        if v.len() < OWN_SEGMENT {
+            return self.bulk(&v);
+        }
+        self.header(b'$', v.len() as i64);
+        if !self.admit(v.len()) {
+            return;
+        }
+        if !self.cur.is_empty() {
+            let cur = std::mem::take(&mut self.cur);
+            self.segs.push(Bytes::from(cur));
+        }
+        self.segs.push(Bytes::from(v));
+        self.put(b"\r\n");
     }
 
     /// A bulk string, or the null reply for `None`.
@@ -513,11 +639,19 @@ impl ReplyWriter {
         }
     }
 
+    /// An owned bulk string, or the null reply for `None`.
+    pub fn opt_bulk_owned(&mut self, s: Option<Vec<u8>>) {
+        match s {
+            Some(s) => self.bulk_owned(s),
+            None => self.null(),
+        }
+    }
+
     /// The null reply (`$-1` in RESP2, `_` in RESP3).
     pub fn null(&mut self) {
         match self.proto {
-            Proto::Resp2 => self.buf.extend_from_slice(b"$-1\r\n"),
-            Proto::Resp3 => self.buf.extend_from_slice(b"_\r\n"),
+            Proto::Resp2 => self.put(b"$-1\r\n"),
+            Proto::Resp3 => self.put(b"_\r\n"),
         }
     }
 
@@ -535,14 +669,45 @@ impl ReplyWriter {
         }
     }
 
-    /// Bytes written so far.
+    /// Bytes pending.
     pub fn len(&self) -> usize {
-        self.buf.len()
+        self.len
     }
 
-    /// True when nothing has been written.
+    /// True when nothing is pending.
     pub fn is_empty(&self) -> bool {
-        self.buf.is_empty()
+        self.len == 0
+    }
+
+    /// True when an append passed the limit (and what was pending was dropped).
+    pub fn overflowed(&self) -> bool {
+        self.overflowed
+    }
+
+    /// The hard limit.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// Takes the pending output, in order, leaving the writer empty.
+    pub fn take(&mut self) -> Vec<Bytes> {
+        let mut segs = std::mem::take(&mut self.segs);
+        if !self.cur.is_empty() {
+            let cur = std::mem::replace(&mut self.cur, Vec::with_capacity(4096));
+            segs.push(Bytes::from(cur));
+        }
+        self.len = 0;
+        segs
+    }
+
+    /// The pending output as one byte string (tests, small replies).
+    pub fn to_vec(&self) -> Vec<u8> {
+        let mut v = Vec::with_capacity(self.len);
+        for s in &self.segs {
+            v.extend_from_slice(s);
+        }
+        v.extend_from_slice(&self.cur);
+        v
     }
 }
 
@@ -647,6 +812,7 @@ mod tests {
     fn limits_are_enforced_before_the_payload_arrives() {
         let limits = Limits {
             max_bulk: 10,
+            max_key: 10,
             max_args: 3,
             max_query: 25,
         };
@@ -673,6 +839,72 @@ mod tests {
         big.extend(vec![b'1'; MAX_INLINE + 10]);
         let e = parse_all(&mut p, &big).unwrap_err();
         assert_eq!(e.0, "Protocol error: too big mbulk count string");
+    }
+
+    #[test]
+    fn key_limit_applies_at_the_header_of_key_arguments_only() {
+        let limits = Limits {
+            max_bulk: 100,
+            max_key: 4,
+            max_args: 10,
+            max_query: 1000,
+        };
+        // SET's key is argument 1; MSET's keys are 1, 3, 5...
+        fn keys(name: &[u8]) -> Option<(i32, i32, i32)> {
+            if name.eq_ignore_ascii_case(b"set") {
+                Some((1, 1, 1))
+            } else if name.eq_ignore_ascii_case(b"mset") {
+                Some((1, -1, 2))
+            } else {
+                None
+            }
+        }
+        let parser = || Parser::new(limits, true).with_key_positions(keys);
+        let e = parse_all(&mut parser(), b"*3\r\n$3\r\nSET\r\n$5\r\n").unwrap_err();
+        assert_eq!(
+            e.0,
+            "Protocol error: invalid key length (5 bytes, max-key is 4)"
+        );
+        let ok = parse_all(
+            &mut parser(),
+            b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n",
+        );
+        assert_eq!(ok.unwrap().len(), 1, "a long value is not a key");
+        let e = parse_all(
+            &mut parser(),
+            b"*5\r\n$4\r\nMSET\r\n$1\r\na\r\n$5\r\nvalue\r\n$5\r\n",
+        )
+        .unwrap_err();
+        assert!(e.0.contains("invalid key length"), "{e}");
+        let ok = parse_all(&mut parser(), b"*2\r\n$4\r\nECHO\r\n$5\r\nhello\r\n");
+        assert_eq!(
+            ok.unwrap().len(),
+            1,
+            "unknown positions: only max-bulk applies"
+        );
+    }
+
+    #[test]
+    fn writer_limit_drops_the_output_and_reports_it() {
+        let mut w = ReplyWriter::with_limit(Proto::Resp2, 100);
+        w.bulk(&[b'x'; 50]);
+        assert_eq!(w.len(), 57);
+        w.bulk_owned(vec![b'y'; 70 * 1024]);
+        assert!(w.overflowed());
+        assert_eq!(w.len(), 0, "pending output is freed");
+        let mut w = ReplyWriter::new(Proto::Resp2);
+        w.simple("A");
+        w.bulk_owned(vec![b'z'; 70 * 1024]);
+        w.int(1);
+        let mut want = b"+A\r\n$71680\r\n".to_vec();
+        want.extend(vec![b'z'; 70 * 1024]);
+        want.extend_from_slice(b"\r\n:1\r\n");
+        assert_eq!(w.to_vec(), want);
+        assert_eq!(w.len(), want.len());
+        let segs = w.take();
+        assert_eq!(segs.len(), 3, "the large value is its own segment");
+        assert_eq!(segs.concat(), want);
+        assert!(w.is_empty());
     }
 
     #[test]
@@ -717,11 +949,11 @@ mod tests {
         w.null();
         w.map(1);
         w.error("ERR bad\r\nthing");
-        assert_eq!(w.buf, b"$-1\r\n*2\r\n-ERR bad  thing\r\n");
+        assert_eq!(w.to_vec(), b"$-1\r\n*2\r\n-ERR bad  thing\r\n");
         let mut w = ReplyWriter::new(Proto::Resp3);
         w.null();
         w.map(1);
-        assert_eq!(w.buf, b"_\r\n%1\r\n");
+        assert_eq!(w.to_vec(), b"_\r\n%1\r\n");
     }
 
     fn encode(cmds: &[Vec<Vec<u8>>]) -> Vec<u8> {
@@ -745,7 +977,7 @@ mod tests {
         #[test]
         fn garbage_never_panics(data in proptest::collection::vec(any::<u8>(), 0..512),
                                 authed in any::<bool>(), split in 0usize..512) {
-            let limits = Limits { max_bulk: 64, max_args: 8, max_query: 256 };
+            let limits = Limits { max_bulk: 64, max_key: 64, max_args: 8, max_query: 256 };
             let mut p = Parser::new(limits, authed);
             let split = split.min(data.len());
             let mut buf = BytesMut::from(&data[..split]);
@@ -770,7 +1002,7 @@ mod tests {
                 Just(b"PING".to_vec()), Just(b" ".to_vec()),
             ], 0..64)) {
             let data: Vec<u8> = tokens.concat();
-            let mut p = Parser::new(Limits { max_bulk: 64, max_args: 8, max_query: 256 }, true);
+            let mut p = Parser::new(Limits { max_bulk: 64, max_key: 64, max_args: 8, max_query: 256 }, true);
             let mut buf = BytesMut::new();
             for chunk in data.chunks(3) {
                 buf.extend_from_slice(chunk);

@@ -7,6 +7,18 @@
 //! sleep in the device model, and must never stall the reactor. Reading pauses while a
 //! batch runs and its replies are written, so a client that pipelines without reading
 //! meets TCP backpressure instead of growing server memory.
+//!
+//! Replies are bounded per connection: a batch stops producing once `reply_chunk` bytes
+//! are pending, between commands and between the elements of one reply (a half-produced
+//! reply waits in `ConnState::resume`, holding no thread), and the connection writes them
+//! out before producing more; the writer's hard `output_limit` closes a connection whose
+//! replies would pass it. A connection silent for `idle_timeout`, or whose client takes
+//! none of its replies for that long, is closed.
+//!
+//! Graceful shutdown: stop accepting; each connection answers every request it has
+//! already read, reads nothing more, and closes; then the memtable is flushed and the
+//! store closed. `shutdown_grace` bounds the wait for connections whose client does not
+//! take its replies.
 
 use crate::commands::{self, Flow};
 use crate::config::ServerConfig;
@@ -34,6 +46,16 @@ pub enum ServeError {
     /// Flushing or closing the store failed at shutdown.
     #[error("store error: {0}")]
     Store(#[from] tierkv::Error),
+    /// A setting is out of range (nothing was started).
+    #[error("{0}")]
+    Config(#[from] crate::config::ConfigError),
+    /// The store was read-only after a background error: the server stopped without the
+    /// final flush (acknowledged writes are in the WAL and are replayed at the next open).
+    #[error(
+        "the store was read-only after a background error ({0}); stopped without the final \
+         flush: acknowledged writes are in the WAL and are replayed at the next open"
+    )]
+    ReadOnly(std::sync::Arc<tierkv::Error>),
 }
 
 /// Most commands taken from one read before running them: bounds the parsed-but-not-run
@@ -44,8 +66,13 @@ const READ_CHUNK: usize = 16 * 1024;
 /// Largest single growth of the read buffer for a bulk string in progress: the buffer
 /// grows with the data actually received, never by what a header claims.
 const MAX_READ_GROWTH: usize = 1024 * 1024;
-/// How long a connection that is idle when the server stops waits for more input.
+/// How long a closing connection discards further input so its close is not a reset
+/// (which could destroy replies the client has not read yet).
 const STOP_LINGER: Duration = Duration::from_millis(100);
+/// First delay of a failed AUTH reply; it doubles with each failure on the connection.
+const AUTH_DELAY: Duration = Duration::from_millis(10);
+/// Longest delay of a failed AUTH reply.
+const AUTH_DELAY_MAX: Duration = Duration::from_secs(1);
 /// An idle read buffer larger than this is released.
 const SHRINK_ABOVE: usize = 256 * 1024;
 
@@ -71,9 +98,12 @@ pub struct Server {
 }
 
 impl Server {
-    /// Binds `config.bind:config.port` (port 0 picks a free port). The store is closed when
-    /// [`Server::run`] returns.
+    /// Checks `config` (see [`ServerConfig::validate`]; its limits may not exceed the
+    /// store's), then binds `config.bind:config.port` (port 0 picks a free port). The store
+    /// is closed when [`Server::run`] returns.
     pub async fn bind(db: Db, config: ServerConfig) -> Result<Server, ServeError> {
+        config.validate()?;
+        config.validate_for_store(db.options())?;
         let listener = TcpListener::bind((config.bind, config.port)).await?;
         let port = listener.local_addr()?.port();
         let (tx, _rx) = watch::channel(false);
@@ -205,18 +235,29 @@ fn accept(shared: &Arc<Shared>, conns: &mut JoinSet<()>, sock: TcpStream, addr: 
 }
 
 /// Takes the store out of the shared state once every connection has let go of it, then
-/// flushes and closes it on a blocking thread.
+/// flushes and closes it on a blocking thread. A read-only store (background error) is
+/// closed without the flush, which could only fail, and reported as [`ServeError::ReadOnly`].
 async fn close_store(shared: Arc<Shared>) -> Result<(), ServeError> {
     let db = shared.db.clone();
     drop(shared);
-    let result = tokio::task::spawn_blocking(move || -> tierkv::Result<()> {
+    let result = tokio::task::spawn_blocking(move || -> Result<(), ServeError> {
+        let read_only = db.background_error();
+        if let Some(e) = &read_only {
+            tracing::error!(
+                "store is read-only after a background error: skipping the final flush: {e}"
+            );
+        }
         // A batch of an aborted connection may still hold the store for a moment.
         let mut db = db;
         for _ in 0..200 {
             match Arc::try_unwrap(db) {
                 Ok(owned) => {
+                    if let Some(e) = read_only {
+                        let _ = owned.close();
+                        return Err(ServeError::ReadOnly(e));
+                    }
                     owned.flush()?;
-                    return owned.close();
+                    return Ok(owned.close()?);
                 }
                 Err(still_shared) => {
                     db = still_shared;
@@ -225,11 +266,14 @@ async fn close_store(shared: Arc<Shared>) -> Result<(), ServeError> {
             }
         }
         tracing::warn!("store still referenced at shutdown: flushing; it closes when released");
-        db.flush()
+        if let Some(e) = read_only {
+            return Err(ServeError::ReadOnly(e));
+        }
+        Ok(db.flush()?)
     })
     .await;
     match result {
-        Ok(r) => Ok(r?),
+        Ok(r) => r,
         Err(e) => Err(ServeError::Io(std::io::Error::other(e))),
     }
 }
@@ -269,24 +313,28 @@ async fn connection(
     info: Arc<ClientInfo>,
 ) -> std::io::Result<()> {
     let mut stop = shared.shutdown.subscribe();
-    let authed = shared.config.requirepass.is_none();
-    let mut parser = Parser::new(shared.config.limits, authed);
+    let config = &shared.config;
+    let authed = config.requirepass.is_none();
+    let mut parser = Parser::new(config.limits, authed).with_key_positions(commands::key_positions);
     let mut conn = ConnState {
         info,
         authed,
         proto: crate::resp::Proto::Resp2,
+        resume: None,
+        auth_failures: 0,
     };
+    let who = format!("client {} ({})", conn.info.id, conn.info.addr);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut gauge = BufferGauge { shared, counted: 0 };
     let mut pending: VecDeque<Args> = VecDeque::new();
-    let mut out_buf: Vec<u8> = Vec::new();
     let mut protocol_error: Option<ProtocolError> = None;
     loop {
-        if protocol_error.is_none() {
+        if protocol_error.is_none() && conn.resume.is_none() {
             while pending.len() < MAX_PENDING {
                 match parser.next(&mut buf) {
                     Ok(Some(args)) => {
-                        // AUTH changes the limits the parser applies to what follows.
+                        // AUTH changes the limits the parser applies to what follows, and a
+                        // failed one is throttled before anything after it runs.
                         let stop_here = !conn.authed && is_auth_command(&args);
                         pending.push_back(args);
                         if stop_here {
@@ -301,19 +349,50 @@ async fn connection(
                 }
             }
         }
-        if !pending.is_empty() {
+        if !pending.is_empty() || conn.resume.is_some() {
             *conn.info.last_active.lock() = Instant::now();
-            let (c, p, out, flow) =
-                run_batch(shared, conn, std::mem::take(&mut pending), out_buf).await?;
+            let failures = conn.auth_failures;
+            let (c, p, mut out, mut flow) =
+                run_batch(shared, conn, std::mem::take(&mut pending)).await?;
             conn = c;
             pending = p;
-            sock.write_all(&out.buf).await?;
-            ServerStats::bump(&shared.stats.net_output_bytes, out.buf.len() as u64);
-            out_buf = out.buf;
-            out_buf.clear();
+            if flow == Flow::Overflow {
+                tracing::warn!(
+                    "{who}: replies would pass the output limit of {} bytes \
+                     (--client-output-limit): closing the connection",
+                    out.limit()
+                );
+                return Ok(());
+            }
+            if conn.auth_failures > failures {
+                let n = conn.auth_failures;
+                if n >= config.max_auth_failures {
+                    tracing::warn!("{who}: {n} failed AUTH attempts: closing the connection");
+                    out.error("ERR too many failed AUTH attempts: closing the connection");
+                    flow = Flow::Close;
+                    pending.clear();
+                } else {
+                    // Slows down password guessing; the sleep holds no thread.
+                    let delay = AUTH_DELAY
+                        .saturating_mul(1 << (n - 1).min(16))
+                        .min(AUTH_DELAY_MAX);
+                    tokio::time::sleep(delay).await;
+                }
+            }
+            if let Err(e) = write_out(shared, &mut sock, &mut out).await {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    tracing::info!("{who}: took none of its replies for {:?} (--timeout): closing the connection", config.idle_timeout.unwrap_or_default());
+                    return Ok(());
+                }
+                return Err(e);
+            }
             match flow {
                 Flow::Continue => {}
-                Flow::Close | Flow::Shutdown => {
+                Flow::Close => {
+                    linger_close(sock).await;
+                    return Ok(());
+                }
+                Flow::Shutdown | Flow::Overflow => {
                     let _ = sock.shutdown().await;
                     return Ok(());
                 }
@@ -325,23 +404,15 @@ async fn connection(
             ServerStats::bump(&shared.stats.protocol_errors, 1);
             let mut w = ReplyWriter::new(conn.proto);
             w.error(&format!("ERR {e}"));
-            sock.write_all(&w.buf).await?;
+            sock.write_all(&w.to_vec()).await?;
             linger_close(sock).await;
             return Ok(());
         }
-        // Idle between requests: the moment to leave when the server is stopping, unless
-        // the client is still sending (the rest of a pipeline it wrote before the stop may
-        // be on its way through the TCP window); closing on unread input would also turn
-        // the close into a reset that can destroy replies not yet read.
+        // Every request read so far has been answered. When the server is stopping, read
+        // nothing more: a client that keeps sending is not served through the grace period.
         if *stop.borrow() {
-            buf.reserve(READ_CHUNK);
-            match tokio::time::timeout(STOP_LINGER, sock.read_buf(&mut buf)).await {
-                Ok(Ok(n)) if n > 0 => {
-                    ServerStats::bump(&shared.stats.net_input_bytes, n as u64);
-                    continue;
-                }
-                _ => return Ok(()),
-            }
+            linger_close(sock).await;
+            return Ok(());
         }
         if buf.is_empty() && buf.capacity() > SHRINK_ABOVE {
             buf = BytesMut::with_capacity(READ_CHUNK);
@@ -349,8 +420,22 @@ async fn connection(
         let want = parser.wanted(&buf).unwrap_or(0);
         buf.reserve(want.clamp(READ_CHUNK, MAX_READ_GROWTH));
         gauge.set(buf.capacity());
+        let read = async {
+            match config.idle_timeout {
+                Some(t) => tokio::time::timeout(t, sock.read_buf(&mut buf)).await.ok(),
+                None => Some(sock.read_buf(&mut buf).await),
+            }
+        };
         tokio::select! {
-            n = sock.read_buf(&mut buf) => {
+            n = read => {
+                let Some(n) = n else {
+                    tracing::info!(
+                        "{who}: idle for {:?} (--timeout): closing the connection",
+                        config.idle_timeout.unwrap_or_default()
+                    );
+                    linger_close(sock).await;
+                    return Ok(());
+                };
                 let n = n?;
                 if n == 0 {
                     return Ok(());
@@ -362,9 +447,35 @@ async fn connection(
     }
 }
 
-/// Closes after a protocol error the way a careful HTTP server does: send FIN, then read
-/// and discard what the client still sends for a moment. Closing with unread input makes
-/// the kernel send a reset, which can destroy the error reply before the client reads it.
+/// Writes a batch's replies. With an idle timeout, a write that makes no progress for that
+/// long (the client takes none of its replies) fails with `TimedOut`.
+async fn write_out(
+    shared: &Shared,
+    sock: &mut TcpStream,
+    out: &mut ReplyWriter,
+) -> std::io::Result<()> {
+    for seg in out.take() {
+        let mut pos = 0;
+        while pos < seg.len() {
+            let n = match shared.config.idle_timeout {
+                Some(t) => tokio::time::timeout(t, sock.write(&seg[pos..]))
+                    .await
+                    .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??,
+                None => sock.write(&seg[pos..]).await?,
+            };
+            if n == 0 {
+                return Err(std::io::ErrorKind::WriteZero.into());
+            }
+            pos += n;
+            ServerStats::bump(&shared.stats.net_output_bytes, n as u64);
+        }
+    }
+    Ok(())
+}
+
+/// Closes the way a careful HTTP server does: send FIN, then read and discard what the
+/// client still sends for a moment. Closing with unread input makes the kernel send a
+/// reset, which can destroy replies before the client reads them.
 async fn linger_close(mut sock: TcpStream) {
     let _ = sock.shutdown().await;
     let mut sink = [0u8; 4096];
@@ -382,20 +493,16 @@ async fn linger_close(mut sock: TcpStream) {
 
 type BatchResult = (ConnState, VecDeque<Args>, ReplyWriter, Flow);
 
-/// Runs pending commands: on the reactor when none touches the store (PING, AUTH, ...),
-/// otherwise on a blocking thread.
+/// Runs pending commands (after the rest of a half-produced reply, if any): on the reactor
+/// when none touches the store (PING, AUTH, ...), otherwise on a blocking thread.
 async fn run_batch(
     shared: &Arc<Shared>,
     mut conn: ConnState,
     mut pending: VecDeque<Args>,
-    out_buf: Vec<u8>,
 ) -> std::io::Result<BatchResult> {
     let chunk = shared.config.reply_chunk;
-    let mut out = ReplyWriter {
-        buf: out_buf,
-        proto: conn.proto,
-    };
-    if !pending.iter().any(|a| commands::needs_io(a)) {
+    let mut out = ReplyWriter::with_limit(conn.proto, shared.config.output_limit);
+    if conn.resume.is_none() && !pending.iter().any(|a| commands::needs_io(a)) {
         let flow = commands::run_pipeline(shared, &mut conn, &mut out, &mut pending, chunk);
         return Ok((conn, pending, out, flow));
     }

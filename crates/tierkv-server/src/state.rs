@@ -236,4 +236,9 @@ pub(crate) struct ConnState {
     pub info: Arc<ClientInfo>,
     pub authed: bool,
     pub proto: Proto,
+    /// The rest of a reply that stopped at the output bound (an MGET half sent): it runs
+    /// before any further command of this connection.
+    pub resume: Option<Box<dyn crate::commands::Resume>>,
+    /// Failed AUTH attempts on this connection (throttled, then the connection is closed).
+    pub auth_failures: u32,
 }

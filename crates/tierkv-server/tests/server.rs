@@ -2,9 +2,13 @@
 //! sockets, against a server started by each test on an ephemeral loopback port.
 //!
 //! Checks: every supported command and its Redis error texts; pipelining (including merged
-//! SET runs with a failing member); atomic INCR under concurrent clients (no lost update);
+//! SET runs, and an oversized key refused at its header mid-pipeline); atomic INCR under concurrent clients (no lost update);
 //! malformed and oversized frames (error reply, connection closed, server alive); AUTH;
 //! RESP3 via HELLO; SHUTDOWN flushing the store (invariant 2 of docs/DESIGN.md).
+//! Hardening (issue 18, invariant 4 for a server): bounded memory per client for one huge
+//! reply (RSS of a child server process), limits refused at the header, idle timeout,
+//! AUTH throttling, graceful shutdown reading nothing more, SHUTDOWN on a read-only store,
+//! the hard output limit, configurations refused at bind.
 
 use redis::{Commands, RedisResult};
 use std::io::{Read, Write};
@@ -27,7 +31,15 @@ impl TestServer {
     }
 
     fn start_in(dir: tempfile::TempDir, config: ServerConfig) -> TestServer {
-        let db = tierkv::Db::open(dir.path(), tierkv::Options::default()).unwrap();
+        Self::start_with(dir, tierkv::Options::default(), config)
+    }
+
+    fn start_with(
+        dir: tempfile::TempDir,
+        opts: tierkv::Options,
+        config: ServerConfig,
+    ) -> TestServer {
+        let db = tierkv::Db::open(dir.path(), opts).unwrap();
         let config = ServerConfig { port: 0, ..config };
         let (tx, rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -562,19 +574,9 @@ fn pipelining_keeps_order() {
             redis::Value::BulkString(i.to_string().into_bytes())
         );
     }
-    // A run of SETs is merged into one write batch; one oversized key in it must fail alone.
+    // A key over the store's limit is refused at its header, before its body is read (a
+    // protocol error: the connection closes); the commands before it were answered.
     let big_key = "k".repeat(100 * 1024);
-    let mut p = redis::pipe();
-    p.set("m1", "a")
-        .set(&big_key, "b")
-        .set("m2", "c")
-        .mset(&[("m3", "d")]);
-    // redis-rs turns the pipeline's error reply into an Err; check the outcome key by key.
-    assert!(p.query::<Vec<redis::Value>>(&mut c).is_err());
-    assert_eq!(c.get::<_, Option<String>>("m1").unwrap(), Some("a".into()));
-    assert_eq!(c.get::<_, Option<String>>("m2").unwrap(), Some("c".into()));
-    assert_eq!(c.get::<_, Option<String>>("m3").unwrap(), Some("d".into()));
-    // The same over a raw socket: per-command replies in order.
     let mut raw = s.raw();
     let mut req = Vec::new();
     for (k, v) in [("r1", "x"), (big_key.as_str(), "y"), ("r2", "z")] {
@@ -587,17 +589,15 @@ fn pipelining_keeps_order() {
             .bytes(),
         );
     }
-    let (out, _) = raw_exchange(&mut raw, &req);
+    let (out, closed) = raw_exchange(&mut raw, &req);
     let text = String::from_utf8_lossy(&out);
-    let lines: Vec<&str> = text.split("\r\n").filter(|l| !l.is_empty()).collect();
-    assert_eq!(lines.len(), 3, "{text}");
-    assert_eq!(lines[0], "+OK");
-    assert!(
-        lines[1].starts_with("-ERR") && lines[1].contains("key"),
-        "{}",
-        lines[1]
+    assert_eq!(
+        text,
+        "+OK\r\n-ERR Protocol error: invalid key length (102400 bytes, max-key is 65536)\r\n"
     );
-    assert_eq!(lines[2], "+OK");
+    assert!(closed);
+    assert_eq!(c.get::<_, Option<String>>("r1").unwrap(), Some("x".into()));
+    assert_eq!(c.get::<_, Option<String>>("r2").unwrap(), None);
 }
 
 #[test]
@@ -679,6 +679,7 @@ fn malformed_frames_get_an_error_and_a_closed_connection() {
     let config = ServerConfig {
         limits: Limits {
             max_bulk: 1024,
+            max_key: 1024,
             max_args: 8,
             max_query: 4096,
         },
@@ -954,7 +955,13 @@ fn graceful_stop_finishes_in_flight_requests() {
         let k = format!("g{i}");
         req.extend(format!("*2\r\n$3\r\nGET\r\n${}\r\n{k}\r\n", k.len()).bytes());
     }
+    // A stop answers what the server has read and reads nothing more: the pipeline ends
+    // with a marker, and the stop comes once the marker has run (so all of it was read).
+    req.extend_from_slice(b"SET gdone 1\r\n");
     raw.write_all(&req).unwrap();
+    while c.get::<_, Option<String>>("gdone").unwrap().is_none() {
+        std::thread::sleep(Duration::from_millis(5));
+    }
     s.handle.shutdown();
     let mut out = Vec::new();
     raw.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
@@ -964,6 +971,434 @@ fn graceful_stop_finishes_in_flight_requests() {
         text.matches("\r\n$").count() + text.starts_with('$') as usize,
         5000
     );
-    assert!(text.ends_with("$4\r\n4999\r\n"));
+    assert!(text.ends_with("$4\r\n4999\r\n+OK\r\n"));
     let _ = s.stop();
+}
+
+// ---- Hardening (issue 18): bounded memory per client, limits at the header, timeouts,
+// ---- shutdown semantics, AUTH throttling.
+
+/// Set in the environment of the child process that
+/// `mget_of_a_large_value_keeps_server_memory_bounded` starts: the store directory.
+const RSS_CHILD_ENV: &str = "TIERKV_TEST_RSS_CHILD";
+
+/// Not a check on its own: the server of `mget_of_a_large_value_keeps_server_memory_bounded`,
+/// run in a child process (this test binary re-executed) so its memory can be measured
+/// alone. Without the environment variable it does nothing.
+#[test]
+fn rss_child_server() {
+    let Ok(dir) = std::env::var(RSS_CHILD_ENV) else {
+        return;
+    };
+    let db = tierkv::Db::open(&dir, tierkv::Options::default()).unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async move {
+        let config = ServerConfig {
+            port: 0,
+            ..ServerConfig::default()
+        };
+        let server = Server::bind(db, config).await.unwrap();
+        println!("PORT {}", server.local_addr().unwrap().port());
+        server.run().await.unwrap();
+    });
+}
+
+/// Peak resident memory of a process (VmHWM), in bytes.
+fn peak_rss(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap();
+    kb * 1024
+}
+
+/// Reads one whole RESP reply of `MGET` over `n` copies of a `len`-byte value, slowly at
+/// first (the server must wait for the client, not buffer), checking its framing.
+fn read_mget_reply(s: &mut TcpStream, n: usize, len: usize) {
+    let header = format!("${len}\r\n");
+    let want = format!("*{n}\r\n").len() + n * (header.len() + len + 2);
+    let mut got = 0usize;
+    let mut buf = vec![0u8; 64 * 1024];
+    let mut first = Vec::new();
+    while got < want {
+        let k = s.read(&mut buf).unwrap();
+        assert!(k > 0, "connection closed after {got} of {want} bytes");
+        if first.len() < 32 {
+            first.extend_from_slice(&buf[..k.min(32)]);
+        }
+        got += k;
+        // The first 16 MiB are read slowly.
+        if got < 16 * 1024 * 1024 {
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+    assert_eq!(got, want, "exactly one reply");
+    assert!(first.starts_with(format!("*{n}\r\n{header}").as_bytes()));
+}
+
+/// Memory per client is bounded (issue 18): `MGET big big ...` over a 1 MiB value 1000
+/// times, from several clients at once that read slowly, must not make the server hold
+/// the 1 GB replies: each is produced element by element as the client takes it.
+#[test]
+fn mget_of_a_large_value_keeps_server_memory_bounded() {
+    if std::env::var(RSS_CHILD_ENV).is_ok() {
+        return;
+    }
+    use std::io::BufRead;
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "rss_child_server",
+            "--exact",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(RSS_CHILD_ENV, dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let port: u16 = loop {
+        let line = lines.next().expect("child exited").unwrap();
+        // libtest may print its "test ... " prefix on the same line.
+        if let Some((_, p)) = line.split_once("PORT ") {
+            break p.trim().parse().unwrap();
+        }
+    };
+    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    let value = vec![b'v'; 1024 * 1024];
+    let mut c = redis::Client::open(format!("redis://{addr}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let () = c.set("big", &value[..]).unwrap();
+    let n = 1000;
+    let mut req = format!("*{}\r\n$4\r\nMGET\r\n", n + 1).into_bytes();
+    for _ in 0..n {
+        req.extend_from_slice(b"$3\r\nbig\r\n");
+    }
+    let clients: Vec<_> = (0..3)
+        .map(|_| {
+            let req = req.clone();
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+                s.write_all(&req).unwrap();
+                read_mget_reply(&mut s, n, 1024 * 1024);
+            })
+        })
+        .collect();
+    for t in clients {
+        t.join().unwrap();
+    }
+    let peak = peak_rss(child.id());
+    eprintln!("server peak RSS: {} MiB", peak >> 20);
+    let _: RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut c);
+    assert!(child.wait().unwrap().success());
+    assert!(
+        peak < 200 * 1024 * 1024,
+        "server peak RSS {} MiB for 3 GB of MGET replies",
+        peak >> 20
+    );
+}
+
+/// One source of truth for limits (issue 18): the bulk limit is the store's largest value,
+/// and a larger bulk is refused at its header, before its body is read: the error comes
+/// back while the client has sent only the header.
+#[test]
+fn oversized_bulk_is_refused_at_its_header() {
+    let s = TestServer::default();
+    let engine = tierkv::Options::default();
+    let mut raw = s.raw();
+    raw.write_all(b"*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$314572800\r\n")
+        .unwrap();
+    let mut out = Vec::new();
+    raw.read_to_end(&mut out).unwrap();
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        format!(
+            "-ERR Protocol error: invalid bulk length (314572800 bytes, max-bulk is {})\r\n",
+            engine.max_value_size
+        )
+    );
+    // A value of exactly the store's limit is announced without error.
+    let mut c = s.client();
+    let cfg: Vec<String> = q(&mut c, &["CONFIG", "GET", "proto-max-bulk-len"]).unwrap();
+    assert_eq!(cfg[1], engine.max_value_size.to_string());
+}
+
+/// A configuration above the store's limits, or out of range, is refused at bind.
+#[test]
+fn bind_refuses_limits_above_the_stores_and_empty_passwords() {
+    let engine = tierkv::Options::default();
+    let limits = Limits {
+        max_bulk: engine.max_value_size + 1,
+        ..Limits::default()
+    };
+    let cases = [
+        (
+            ServerConfig {
+                limits,
+                output_limit: ServerConfig::default_output_limit(limits.max_bulk),
+                ..ServerConfig::default()
+            },
+            "--max-bulk",
+        ),
+        (
+            ServerConfig {
+                requirepass: Some(String::new()),
+                ..ServerConfig::default()
+            },
+            "--requirepass",
+        ),
+        (
+            ServerConfig {
+                max_clients: 0,
+                ..ServerConfig::default()
+            },
+            "--max-clients",
+        ),
+    ];
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    for (config, flag) in cases {
+        let dir = tempfile::tempdir().unwrap();
+        let db = tierkv::Db::open(dir.path(), tierkv::Options::default()).unwrap();
+        let config = ServerConfig { port: 0, ..config };
+        match rt.block_on(Server::bind(db, config)) {
+            Err(ServeError::Config(e)) => assert_eq!(e.flag, flag, "{e}"),
+            Err(e) => panic!("{flag}: wrong error {e}"),
+            Ok(_) => panic!("{flag}: accepted"),
+        }
+    }
+}
+
+/// Idle connections time out (issue 18): a silent client is closed after `idle_timeout`
+/// and frees its `max_clients` slot.
+#[test]
+fn idle_connection_is_closed_after_the_timeout() {
+    let config = ServerConfig {
+        idle_timeout: Some(Duration::from_secs(1)),
+        max_clients: 1,
+        ..ServerConfig::default()
+    };
+    let s = TestServer::start(config);
+    let mut raw = s.raw();
+    raw.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+    raw.write_all(b"PING\r\n").unwrap();
+    let mut out = Vec::new();
+    // Silent after one command: the server closes the connection.
+    raw.read_to_end(&mut out).unwrap();
+    assert_eq!(out, b"+PONG\r\n");
+    // The slot is free again (once the server has finished closing).
+    drop(raw);
+    let mut c = (0..200)
+        .find_map(|_| {
+            let c = redis::Client::open(s.url()).unwrap().get_connection();
+            match c.and_then(|mut c| q::<String>(&mut c, &["PING"]).map(|_| c)) {
+                Ok(c) => Some(c),
+                Err(_) => {
+                    std::thread::sleep(Duration::from_millis(50));
+                    None
+                }
+            }
+        })
+        .expect("the idle client's slot was not freed");
+    assert_eq!(q::<String>(&mut c, &["PING"]).unwrap(), "PONG");
+    let cfg: Vec<String> = q(&mut c, &["CONFIG", "GET", "timeout"]).unwrap();
+    assert_eq!(cfg[1], "1");
+}
+
+/// AUTH is throttled (issue 18): failures are delayed, and after `max_auth_failures` the
+/// connection is closed, so 20 pipelined guesses get 10 answers, not 20.
+#[test]
+fn failed_auth_attempts_are_throttled_then_the_connection_closes() {
+    let config = ServerConfig {
+        requirepass: Some("s3cret".into()),
+        ..ServerConfig::default()
+    };
+    let s = TestServer::start(config);
+    let mut raw = s.raw();
+    let (out, closed) = raw_exchange(&mut raw, &b"AUTH wrong\r\n".repeat(20));
+    let text = String::from_utf8_lossy(&out);
+    assert_eq!(text.matches("-WRONGPASS").count(), 10, "{text}");
+    assert!(
+        text.ends_with("-ERR too many failed AUTH attempts: closing the connection\r\n"),
+        "{text}"
+    );
+    assert!(closed);
+    // The right password still works on a new connection.
+    let mut raw = s.raw();
+    let (out, _) = raw_exchange(&mut raw, b"AUTH wrong\r\nAUTH s3cret\r\nPING\r\n");
+    assert_eq!(
+        String::from_utf8_lossy(&out),
+        "-WRONGPASS invalid username-password pair or user is disabled.\r\n+OK\r\n+PONG\r\n"
+    );
+}
+
+/// Graceful shutdown (issue 18): a client that keeps pipelining is not served through the
+/// grace period: after the stop its connection answers what was read and closes, and the
+/// server exits cleanly. The grace period is an hour, so only the new behaviour finishes.
+#[test]
+fn shutdown_closes_a_busy_pipelining_client_promptly() {
+    let config = ServerConfig {
+        shutdown_grace: Duration::from_secs(3600),
+        ..ServerConfig::default()
+    };
+    let mut s = TestServer::start(config);
+    let mut c = s.client();
+    let () = c.set("k", "v").unwrap();
+    let raw = s.raw();
+    let mut writer = raw.try_clone().unwrap();
+    let w = std::thread::spawn(move || {
+        let chunk = b"*2\r\n$3\r\nGET\r\n$1\r\nk\r\n".repeat(256);
+        // Keeps sending until the server closes the connection.
+        while writer.write_all(&chunk).is_ok() {}
+    });
+    let mut reader = raw;
+    reader
+        .set_read_timeout(Some(Duration::from_secs(120)))
+        .unwrap();
+    let r = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut got = 0usize;
+        loop {
+            match reader.read(&mut buf) {
+                Ok(0) => return got,
+                Ok(n) => got += n,
+                Err(e) if e.kind() == std::io::ErrorKind::ConnectionReset => return got,
+                Err(e) => panic!("connection not closed: {e}"),
+            }
+        }
+    });
+    // Let the pipeline run.
+    while q::<String>(&mut c, &["INFO", "stats"])
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("total_commands_processed:"))
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(0)
+        < 5000
+    {
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    s.handle.shutdown();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let t = s.thread.take().unwrap();
+    std::thread::spawn(move || tx.send(t.join().unwrap()).unwrap());
+    rx.recv_timeout(Duration::from_secs(60))
+        .expect("server still serving the busy client")
+        .expect("clean exit");
+    // The client saw its connection closed.
+    let got = r.join().unwrap();
+    assert!(got > 0);
+    w.join().unwrap();
+}
+
+/// SHUTDOWN on a read-only store answers (issue 18): after a background error (here an
+/// injected ENOSPC on table writes) the client gets an error reply saying the final flush
+/// is skipped, and the server stops with `ServeError::ReadOnly`; the acknowledged writes
+/// are in the WAL and come back at the next open.
+#[test]
+fn shutdown_on_a_read_only_store_answers() {
+    use tierkv::env::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
+    let faults = FaultInjector::new();
+    let opts = || tierkv::Options {
+        write_buffer_size: 64 * 1024,
+        ..tierkv::Options::default()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let mut s = TestServer::start_with(
+        dir,
+        tierkv::Options {
+            fault_injector: Some(faults.clone()),
+            ..opts()
+        },
+        ServerConfig::default(),
+    );
+    let mut c = s.client();
+    let () = c.set("before", "yes").unwrap();
+    faults.add(FaultRule {
+        tier: None,
+        op: FaultOp::Write,
+        name_contains: Some(".sst".into()),
+        error: FaultError::NoSpace,
+        trigger: Trigger::After(0),
+    });
+    // Fill memtables until a flush fails and the store turns read-only.
+    let value = vec![b'x'; 16 * 1024];
+    let mut i = 0;
+    loop {
+        let r: RedisResult<()> = c.set(format!("fill{i}"), &value[..]);
+        if let Err(e) = r {
+            assert!(e.to_string().contains("read-only"), "{e}");
+            break;
+        }
+        i += 1;
+        assert!(i < 100_000, "the store never turned read-only");
+    }
+    let mut raw = s.raw();
+    let (out, closed) = raw_exchange(&mut raw, b"SHUTDOWN\r\n");
+    let text = String::from_utf8_lossy(&out);
+    assert!(
+        text.starts_with("-ERR store is read-only after a background error")
+            && text.contains("without the final flush"),
+        "{text}"
+    );
+    assert!(closed);
+    match s.join() {
+        Err(ServeError::ReadOnly(_)) => {}
+        other => panic!("expected ServeError::ReadOnly, got {other:?}"),
+    }
+    // Every acknowledged write is back after a reopen (without faults).
+    let dir = std::mem::replace(&mut s.dir, tempfile::tempdir().unwrap());
+    let s2 = TestServer::start_with(dir, opts(), ServerConfig::default());
+    let mut c = s2.client();
+    assert_eq!(c.get::<_, String>("before").unwrap(), "yes");
+    if i > 0 {
+        let last: Vec<u8> = c.get(format!("fill{}", i - 1)).unwrap();
+        assert_eq!(last, value);
+    }
+}
+
+/// The hard output limit (issue 18) closes a connection whose reply would pass it, without
+/// the server holding that reply: here a value stored under larger limits than the
+/// server now runs with. The server lives on for other clients.
+#[test]
+fn a_reply_over_the_output_limit_closes_the_connection() {
+    let s = TestServer::default();
+    let mut c = s.client();
+    let value = vec![b'v'; 200 * 1024];
+    let () = c.set("big", &value[..]).unwrap();
+    drop(c);
+    let dir = s.stop();
+    let config = ServerConfig {
+        limits: Limits {
+            max_bulk: 1024,
+            max_key: 1024,
+            max_args: 16,
+            max_query: 64 * 1024,
+        },
+        reply_chunk: 1024,
+        output_limit: 2048 + 64 * 1024,
+        ..ServerConfig::default()
+    };
+    let s = TestServer::start_in(dir, config);
+    let mut raw = s.raw();
+    let (out, closed) = raw_exchange(&mut raw, b"GET big\r\n");
+    assert!(out.is_empty(), "{}", String::from_utf8_lossy(&out));
+    assert!(closed);
+    let mut c = s.client();
+    assert_eq!(q::<String>(&mut c, &["PING"]).unwrap(), "PONG");
+    let small: Option<String> = c.get("nope").unwrap();
+    assert_eq!(small, None);
 }

@@ -28,10 +28,19 @@ fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
         ("maxclients", c.max_clients.to_string()),
         ("maxmemory", "0".into()),
         ("maxmemory-policy", "noeviction".into()),
-        ("timeout", "0".into()),
+        (
+            "timeout",
+            c.idle_timeout.map_or(0, |t| t.as_secs()).to_string(),
+        ),
         ("tcp-keepalive", "0".into()),
         ("proto-max-bulk-len", c.limits.max_bulk.to_string()),
         ("client-query-buffer-limit", c.limits.max_query.to_string()),
+        (
+            "client-output-buffer-limit",
+            format!("normal {} {} 0", c.output_limit, c.output_limit),
+        ),
+        ("tierkv-max-key", c.limits.max_key.to_string()),
+        ("tierkv-reply-chunk", c.reply_chunk.to_string()),
         ("tierkv-max-args", c.limits.max_args.to_string()),
         ("tierkv-sync", if c.sync { "yes" } else { "no" }.into()),
         (
@@ -197,6 +206,11 @@ pub(super) fn time(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
 /// `SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE]`: the store is always flushed and closed cleanly
 /// (there is nothing "not to save": every acknowledged write is already in the WAL), so the
 /// options are accepted and make no difference. Like Redis, no reply is sent on success.
+///
+/// A store made read-only by a background error (a full or failing disk) cannot take the
+/// final flush: the client is told so in an error reply, and the server still stops
+/// (skipping the flush; the WAL keeps every acknowledged write for the next open) and
+/// exits with an error, instead of closing the connection without a word.
 pub(super) fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     for a in &args[1..] {
         let opt = a.to_ascii_uppercase();
@@ -205,6 +219,14 @@ pub(super) fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             b"ABORT" => return Err(CmdError::err("No shutdown in progress.")),
             _ => return Err(CmdError::err(super::SYNTAX)),
         }
+    }
+    if let Some(e) = ctx.shared.db.background_error() {
+        tracing::error!("SHUTDOWN on a read-only store: stopping without the final flush: {e}");
+        ctx.out.error(&format!(
+            "ERR store is read-only after a background error ({e}): shutting down without \
+             the final flush; acknowledged writes are in the WAL and are replayed at the \
+             next open"
+        ));
     }
     ctx.shared.request_shutdown();
     Ok(Flow::Shutdown)

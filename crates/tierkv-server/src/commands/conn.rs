@@ -52,6 +52,8 @@ fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result
         ctx.conn.authed = true;
         Ok(())
     } else {
+        // The connection delays this reply, and closes after too many (see server.rs).
+        ctx.conn.auth_failures = ctx.conn.auth_failures.saturating_add(1);
         Err(CmdError(
             "WRONGPASS invalid username-password pair or user is disabled.".into(),
         ))

@@ -129,7 +129,9 @@ pub(super) fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     it.seek_to_first()?;
     let mut keys: Vec<Vec<u8>> = Vec::new();
     let (mut examined, mut bytes) = (0usize, 0usize);
-    while it.valid() && examined < count && bytes < SCAN_MAX_REPLY_BYTES {
+    // COUNT is a hint: the reply also stops at the connection's output bound.
+    let max_bytes = SCAN_MAX_REPLY_BYTES.min(ctx.shared.config.reply_chunk);
+    while it.valid() && examined < count && bytes < max_bytes {
         let k = it.key();
         if pattern.as_ref().is_none_or(|p| p.matches(k)) {
             bytes += k.len();

@@ -23,8 +23,24 @@ pub(crate) enum Flow {
     Continue,
     /// Send the pending replies, then close this connection (QUIT).
     Close,
-    /// Close this connection without a reply and shut the server down (SHUTDOWN).
+    /// Send the pending replies, close this connection and shut the server down
+    /// (SHUTDOWN).
     Shutdown,
+    /// The replies passed the connection's hard output limit and were dropped: close the
+    /// connection without sending anything more.
+    Overflow,
+}
+
+/// The rest of a reply too large to produce at once (see [`run_pipeline`]).
+pub(crate) trait Resume: Send {
+    /// Writes more of the reply, until it is complete (returns `None`) or `out` holds at
+    /// least `chunk` bytes (returns what is left).
+    fn resume(
+        self: Box<Self>,
+        shared: &Shared,
+        out: &mut ReplyWriter,
+        chunk: usize,
+    ) -> Option<Box<dyn Resume>>;
 }
 
 /// A command's error reply, complete with its code (`ERR ...`, `NOAUTH ...`).
@@ -415,6 +431,11 @@ pub(crate) fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
         .find(|c| c.name.len() == name.len() && c.name.as_bytes().eq_ignore_ascii_case(name))
 }
 
+/// Key positions of a command by name, for the parser's key-length check at the header.
+pub(crate) fn key_positions(name: &[u8]) -> Option<(i32, i32, i32)> {
+    lookup(name).map(|spec| spec.keys).filter(|k| k.0 > 0)
+}
+
 /// True when running `args` needs the store (and so a blocking thread).
 pub(crate) fn needs_io(args: &[Bytes]) -> bool {
     args.first()
@@ -497,7 +518,10 @@ fn mergeable(args: &[Bytes]) -> bool {
 
 /// Runs pipelined commands in order until they are done, the connection must close, or
 /// `reply_chunk` bytes of replies are pending (the rest stays in `pending` for the next
-/// call, after the caller has written these replies out).
+/// call, after the caller has written these replies out). A multi-element reply stops at
+/// the same bound between elements and leaves its rest in `conn.resume`, which runs first
+/// at the next call: a connection never holds much more than `reply_chunk` of replies
+/// (one element, a value, may pass it), and never more than the writer's hard limit.
 ///
 /// A run of consecutive plain SETs and MSETs is applied as one atomic write batch: one WAL
 /// record, and with `--sync` one fsync, instead of one per command. That is a valid order
@@ -510,6 +534,27 @@ pub(crate) fn run_pipeline(
     pending: &mut VecDeque<Args>,
     reply_chunk: usize,
 ) -> Flow {
+    let flow = run_commands(shared, conn, out, pending, reply_chunk);
+    if out.overflowed() {
+        Flow::Overflow
+    } else {
+        flow
+    }
+}
+
+fn run_commands(
+    shared: &Shared,
+    conn: &mut ConnState,
+    out: &mut ReplyWriter,
+    pending: &mut VecDeque<Args>,
+    reply_chunk: usize,
+) -> Flow {
+    if let Some(rest) = conn.resume.take() {
+        conn.resume = rest.resume(shared, out, reply_chunk);
+        if conn.resume.is_some() || out.len() >= reply_chunk {
+            return Flow::Continue;
+        }
+    }
     while let Some(args) = pending.pop_front() {
         if conn.authed && same_key_counters(&args, pending.front()) {
             // A run of counter commands on one key (redis-benchmark's INCR test, a client
@@ -574,7 +619,7 @@ pub(crate) fn run_pipeline(
                 return flow;
             }
         }
-        if out.len() >= reply_chunk {
+        if out.len() >= reply_chunk || conn.resume.is_some() || out.overflowed() {
             break;
         }
     }

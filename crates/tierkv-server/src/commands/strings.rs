@@ -7,9 +7,9 @@
 //! the command's linearization point and nothing is written; only when it holds does the
 //! command pay for an atomic rmw (which re-checks it).
 
-use super::{CmdError, CmdResult, Ctx, Flow, NOT_INT, SYNTAX};
-use crate::resp::parse_int;
-use crate::state::ServerStats;
+use super::{CmdError, CmdResult, Ctx, Flow, Resume, NOT_INT, SYNTAX};
+use crate::resp::{parse_int, ReplyWriter};
+use crate::state::{ServerStats, Shared};
 use bytes::Bytes;
 use tierkv::Update;
 
@@ -24,7 +24,7 @@ pub(super) fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         },
         1,
     );
-    ctx.out.opt_bulk(v.as_deref());
+    ctx.out.opt_bulk_owned(v);
     Ok(Flow::Continue)
 }
 
@@ -103,7 +103,7 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
     })?;
     if want_old {
-        ctx.out.opt_bulk(old.as_deref());
+        ctx.out.opt_bulk_owned(old);
     } else if applied {
         ctx.out.ok();
     } else {
@@ -120,27 +120,60 @@ pub(super) fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         old = cur.map(<[u8]>::to_vec);
         Some(value.to_vec())
     })?;
-    ctx.out.opt_bulk(old.as_deref());
+    ctx.out.opt_bulk_owned(old);
     Ok(Flow::Continue)
 }
 
+/// MGET reads every key at one snapshot (it sees all its keys at the same instant, as in
+/// Redis) but fetches and encodes them one at a time: the reply stops at the connection's
+/// output bound and [`MgetRest`] produces the rest once the client has taken what came
+/// before, so `MGET big big big ...` never holds more than about one value per connection.
 pub(super) fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let db = &ctx.shared.db;
-    // One snapshot: MGET sees all its keys at the same instant, as in Redis.
-    let snap = db.snapshot();
-    let ropts = tierkv::ReadOptions {
-        snapshot: Some(snap.seq()),
-        ..tierkv::ReadOptions::new()
-    };
-    let mut values = Vec::with_capacity(args.len() - 1);
-    for k in &args[1..] {
-        values.push(db.get_opt(k, &ropts)?);
-    }
-    ctx.out.array(values.len());
-    for v in &values {
-        ctx.out.opt_bulk(v.as_deref());
-    }
+    let rest = Box::new(MgetRest {
+        snap: ctx.shared.db.snapshot(),
+        keys: args.to_vec(),
+        next: 1,
+    });
+    ctx.out.array(args.len() - 1);
+    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.reply_chunk);
     Ok(Flow::Continue)
+}
+
+/// The part of an MGET reply not produced yet.
+struct MgetRest {
+    snap: tierkv::Snapshot,
+    /// The command as sent (the keys start at 1).
+    keys: Vec<Bytes>,
+    next: usize,
+}
+
+impl Resume for MgetRest {
+    fn resume(
+        mut self: Box<Self>,
+        shared: &Shared,
+        out: &mut ReplyWriter,
+        chunk: usize,
+    ) -> Option<Box<dyn Resume>> {
+        let ropts = tierkv::ReadOptions {
+            snapshot: Some(self.snap.seq()),
+            ..tierkv::ReadOptions::new()
+        };
+        while self.next < self.keys.len() {
+            match shared.db.get_opt(&self.keys[self.next], &ropts) {
+                Ok(v) => out.opt_bulk_owned(v),
+                // The array header is out: the failed element carries the error.
+                Err(e) => out.error(&CmdError::from(e).0),
+            }
+            self.next += 1;
+            if out.overflowed() {
+                return None;
+            }
+            if out.len() >= chunk && self.next < self.keys.len() {
+                return Some(self);
+            }
+        }
+        None
+    }
 }
 
 pub(super) fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {

@@ -395,6 +395,18 @@ impl Db {
         &self.inner.layout
     }
 
+    /// The options in force (with the sizes a memory budget derived): lets a server take
+    /// its request limits from the store's `max_key_size` / `max_value_size`.
+    pub fn options(&self) -> &Options {
+        &self.inner.opts
+    }
+
+    /// The background error that made the store read-only, if one did (writes fail until
+    /// the store is reopened).
+    pub fn background_error(&self) -> Option<Arc<Error>> {
+        self.inner.state.lock().bg_error.clone()
+    }
+
     /// Stops background work, syncs the WAL and closes the store. Dropping the `Db` does
     /// the same but cannot report errors.
     pub fn close(self) -> Result<()> {
