@@ -56,12 +56,13 @@ impl RocksStore {
         opts.set_level_compaction_dynamic_level_bytes(false);
         let l0_share = 4 * cfg.write_buffer_size;
         if tiered {
+            // The WALs of RocksDB's memtables (max_write_buffer_number, 2) share the fast
+            // disk, as tierkv's share its budget (`Options::fast_tier_reserve`).
+            let tables = cfg.fd_budget.saturating_sub(2 * cfg.write_buffer_size);
             // One enlarged L1 fills the fast disk next to L0: RocksDB-fat.
-            opts.set_max_bytes_for_level_base(
-                cfg.fd_budget.saturating_sub(l0_share).max(cfg.level_base),
-            );
+            opts.set_max_bytes_for_level_base(tables.saturating_sub(l0_share).max(cfg.level_base));
             let paths = [
-                DBPath::new(&dirs.fast, cfg.fd_budget).map_err(err)?,
+                DBPath::new(&dirs.fast, tables).map_err(err)?,
                 DBPath::new(&dirs.slow, u64::MAX / 4).map_err(err)?,
             ];
             opts.set_db_paths(&paths);

@@ -400,7 +400,7 @@ impl DbInner {
         let slow_budget = self.opts.slow.as_ref()?.budget?;
         let v = st.versions.current();
         let (fast, slow) = (v.tier_bytes(Tier::Fast), v.tier_bytes(Tier::Slow));
-        // Tables may fill the fast budget less what WALs and RALT need (see
+        // Tables may fill the fast budget less what the WALs need (see
         // `Options::fast_tier_reserve`).
         let fd_budget = self.opts.fd_budget.unwrap_or(0);
         let tables = fd_budget.saturating_sub(self.opts.fast_tier_reserve());
@@ -408,7 +408,7 @@ impl DbInner {
             Error::NoSpace(format!(
                 "both tiers are full: the slow tier holds {slow} bytes of its {slow_budget}-byte \
                  budget and the fast tier {fast} bytes of tables, its {fd_budget}-byte budget \
-                 less {} bytes kept for WALs and RALT",
+                 less {} bytes kept for WALs",
                 fd_budget - tables
             ))
         })
