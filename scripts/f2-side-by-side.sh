@@ -194,6 +194,7 @@ echo "fio: 4 KiB $FIO_4K IOPS, 512 B $FIO_512 IOPS"
 run_f2() { # W T SEQ REP -> prints "ops ops_per_sec"
     local w=$1 t=$2 s=$3 r=$4 d=$RUN_DIR/f2 log=$OUT/logs/f2_$1_$2_$3_$4.log
     rm -rf "$d"; mkdir -p "$d"
+    : > "$log"  # the monitor may look before the driver writes
     "$F2_BIN" --load "$load_file" --run "${RUNFILE[$s]}" --workload "$w" --threads "$t" \
         --seconds "$F2_SECONDS" --dir "$d" \
         --hot-log-mem-mb "$HOT_LOG_MB" --hot-log-mutable "$HOT_MUTABLE" \
@@ -214,6 +215,7 @@ run_f2() { # W T SEQ REP -> prints "ops ops_per_sec"
 run_tierkv() { # W T SEQ REP OPS -> prints "ops ops_per_sec"
     local w=$1 t=$2 s=$3 r=$4 ops=$5 d=$RUN_DIR/tierkv log=$OUT/logs/tierkv_$1_$2_$3_$4.log
     rm -rf "$d"
+    : > "$log"
     "$TIERKV" bench --workload "$w" --load-keys "$load_file" --run-keys "${RUNFILE[$s]}" \
         --ops "$ops" --threads "$t" --memory-budget "$MEM_BYTES" --fd-budget "$FD_BUDGET" \
         --sd-profile none --systems tierkv --no-progress --out "$d" > "$log" 2>&1 &
@@ -283,8 +285,8 @@ out.append("$RECORDS records of 8-byte keys and 100-byte values, run file of $RU
 out.append("")
 out.append("Each cell: F2 / tierkv (F2 / tierkv ratio). Machine $LOAD_NOW (at the end; a shared machine).")
 out.append("")
-out.append("| YCSB | threads | keys | ops/s | read B/op | reads/op | read size B | reads/s (% of fio 512 B) | reads in flight | CPU cores | peak RSS MiB |")
-out.append("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|")
+out.append("| YCSB | threads | keys | ops/s | run s | read B/op | reads/op | read size B | reads/s (% of fio 512 B) | reads in flight | CPU cores | peak RSS MiB |")
+out.append("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
 i0 = lambda x: f"{x:,.0f}"
 f1 = lambda x: f"{x:,.1f}"
 f2 = lambda x: f"{x:.2f}"
@@ -296,7 +298,7 @@ for r in rows:
     tm = r[15:23]
     rps = lambda m: "-" if num(m[4]) is None else f"{num(m[4]):,.0f} ({100 * num(m[4]) / fio512:.0f}%)"
     mib = lambda m: None if num(m[7]) is None else str(num(m[7]) / 1024)
-    out.append(f"| {w} | {t} | {keys.get(s, s)} | {pair(f2rate, tkrate, i0)} | {pair(fm[1], tm[1], i0)} | "
+    out.append(f"| {w} | {t} | {keys.get(s, s)} | {pair(f2rate, tkrate, i0)} | {pair(fm[0], tm[0], f1, False)} | {pair(fm[1], tm[1], i0)} | "
                f"{pair(fm[2], tm[2], f3)} | {pair(fm[3], tm[3], i0, False)} | {rps(fm)} / {rps(tm)} | "
                f"{pair(fm[5], tm[5], f2, False)} | {pair(fm[6], tm[6], f2, False)} | "
                f"{pair(mib(fm) or 'x', mib(tm) or 'x', f1, False)} |")
