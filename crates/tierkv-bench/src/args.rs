@@ -21,6 +21,21 @@ pub struct BenchArgs {
     /// keys are loaded first).
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Load file in F2's driver format (raw little-endian 64-bit keys, no header, as
+    /// scripts/gen_ycsb_keys.py writes it): the load phase inserts exactly these keys, in
+    /// order, as 8-byte keys with 100-byte values unless --record-size says otherwise. Needs
+    /// --run-keys and a mix without inserts (a, b, c, f, ro, uh, scan).
+    #[arg(
+        long,
+        requires = "run_keys",
+        conflicts_with_all = ["trace", "distribution", "records"]
+    )]
+    pub load_keys: Option<PathBuf>,
+    /// Run file in the same format: operation i addresses its key i (cycled when --ops is
+    /// larger; the whole file once by default); the operation type still comes from the
+    /// workload's mix and --seed.
+    #[arg(long, requires = "load_keys")]
+    pub run_keys: Option<PathBuf>,
     /// Bytes per record: the key (--key-size, 24 bytes by default) plus the value (e.g. 1024
     /// or 200).
     #[arg(long, value_parser = parse_size)]

@@ -6,7 +6,8 @@
 //! and PNG charts. Entry point: [`run_cli`] with [`BenchArgs`].
 //!
 //! Modules import one way only. From the bottom up, each uses only those before it (and the
-//! leaves `error` and `rss`): `mix`, `systems`, `distribution`, `trace`, `workload`, `args`,
+//! leaves `error` and `rss`): `mix`, `systems`, `distribution`, `trace`, `keyfile`,
+//! `workload`, `args`,
 //! `scale`, `store`, `rocksdb_peer`, `budget`, `results`, `chart`, `report`, `runner`.
 //! `tests/module_graph.rs` fails on any circle.
 
@@ -21,6 +22,7 @@ pub mod budget;
 pub mod chart;
 pub mod distribution;
 mod error;
+pub mod keyfile;
 pub mod mix;
 pub mod report;
 pub mod results;

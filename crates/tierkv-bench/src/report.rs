@@ -98,11 +98,7 @@ pub fn markdown(res: &BenchResults) -> String {
         s,
         "- workload: {}, distribution: {}",
         c.workload_label(),
-        if c.trace.is_some() {
-            "from the trace".to_string()
-        } else {
-            c.distribution.describe()
-        }
+        c.keys_label()
     );
     let _ = writeln!(
         s,

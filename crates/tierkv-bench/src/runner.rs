@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 
 use crate::budget::MemoryUse;
 use crate::error::{BenchError, Result};
+use crate::keyfile::KeyFiles;
 use crate::report;
 use crate::results::{BenchResults, PhaseResult, RunMeasure, SystemResult, TimelinePoint};
 use crate::scale::Config;
@@ -44,7 +45,7 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
         plan.total_ops(),
         match &cfg.trace {
             Some(_) => cfg.workload_label(),
-            None => format!("{} / {}", cfg.workload_label(), cfg.distribution.describe()),
+            None => format!("{} / {}", cfg.workload_label(), cfg.keys_label()),
         },
         cfg.threads,
         report::bytes(cfg.fd_budget),
@@ -153,8 +154,20 @@ pub fn open_store(
     Ok(Box::new(TierkvStore::open(cfg, system, dirs, loading)?))
 }
 
-/// The operation plan; for a trace also fills in the record count it implies.
+/// The operation plan; for a trace or key files also fills in the record and operation
+/// counts they imply.
 fn build_plan(cfg: &mut Config) -> Result<OpPlan> {
+    let value_size = u32::try_from(cfg.value_size)
+        .map_err(|_| BenchError::InvalidArgument("--record-size is too large".into()))?;
+    if let Some((load, run)) = &cfg.key_files {
+        let keys = KeyFiles::read(load, run)?;
+        cfg.records = keys.load.len() as u64;
+        cfg.loaded_bytes = cfg.records.saturating_mul(cfg.record_size);
+        let ops = (cfg.ops != u64::MAX).then_some(cfg.ops);
+        let plan = OpPlan::key_files(Arc::new(keys), cfg.workload, ops, value_size, cfg.seed)?;
+        cfg.ops = plan.total_ops();
+        return Ok(plan);
+    }
     match &cfg.trace {
         Some(path) => {
             let trace = Trace::read(path, Some(cfg.ops))?;
@@ -164,19 +177,15 @@ fn build_plan(cfg: &mut Config) -> Result<OpPlan> {
             cfg.ops = plan.total_ops();
             Ok(plan)
         }
-        None => {
-            let value_size = u32::try_from(cfg.value_size)
-                .map_err(|_| BenchError::InvalidArgument("--record-size is too large".into()))?;
-            Ok(OpPlan::synthetic(
-                cfg.workload,
-                &cfg.distribution,
-                cfg.records,
-                cfg.ops,
-                value_size,
-                cfg.seed,
-            )?
-            .with_key_size(cfg.key_size))
-        }
+        None => Ok(OpPlan::synthetic(
+            cfg.workload,
+            &cfg.distribution,
+            cfg.records,
+            cfg.ops,
+            value_size,
+            cfg.seed,
+        )?
+        .with_key_size(cfg.key_size)),
     }
 }
 
@@ -506,6 +515,13 @@ fn run_phase(
     let t_end = sh.end.get().copied().unwrap_or_else(Instant::now);
     let c_end = store.counters();
     pb.finish_and_clear();
+    // A line external samplers (scripts/f2-side-by-side.sh) take as the run phase's end,
+    // before the settling that follows.
+    ui.say(format!(
+        "{}: run phase done in {:.1} s, settling",
+        system.name(),
+        t_end.duration_since(t0).as_secs_f64()
+    ));
     // Background work the run left behind (levels over their targets) is part of what its
     // writes cost: wait for it, so that write amplification counts it.
     let settle_start = Instant::now();
@@ -735,6 +751,70 @@ mod tests {
         let scans = &r.phases[1];
         assert!(scans.second_half_read_ios_per_op.unwrap() < 0.05);
         assert!(scans.read_ios_per_op.unwrap() < 0.05);
+    }
+
+    #[test]
+    fn replays_f2_key_files() {
+        // The load phase inserts exactly the load file's keys (8 bytes, 100-byte values); the
+        // run phase addresses the run file's keys, all of which were loaded.
+        let dir = tempfile::tempdir().unwrap();
+        let load: Vec<u64> = (0..500u64)
+            .map(|i| i.wrapping_mul(0x9e37_79b9_7f4a_7c15))
+            .collect();
+        let run: Vec<u64> = (0..3000usize).map(|i| load[(i * 7) % 97]).collect();
+        let write = |name: &str, keys: &[u64]| {
+            let p = dir.path().join(name);
+            let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
+            std::fs::write(&p, bytes).unwrap();
+            p
+        };
+        for w in ["c", "a", "f"] {
+            let mut cfg = Config::from_args(&BenchArgs {
+                scale: "smoke".into(),
+                workload: Some(w.into()),
+                load_keys: Some(write("load.dat", &load)),
+                run_keys: Some(write("run.dat", &run)),
+                threads: Some(3),
+                out: "unused".into(),
+                no_progress: true,
+                ..Default::default()
+            })
+            .unwrap();
+            let plan = build_plan(&mut cfg).unwrap();
+            assert_eq!((cfg.records, cfg.ops), (500, 3000), "{w}");
+            let values = ValueSource::new(cfg.seed, plan.max_value_size() as usize);
+            let (store, r) = load_and_run(&cfg, &plan, &values);
+            let map = store.map.into_inner().unwrap();
+            let want: std::collections::BTreeSet<Vec<u8>> =
+                load.iter().map(|k| k.to_le_bytes().to_vec()).collect();
+            assert_eq!(
+                map.keys()
+                    .cloned()
+                    .collect::<std::collections::BTreeSet<_>>(),
+                want
+            );
+            assert!(map.values().all(|v| v.len() == 100), "{w}");
+            assert_eq!(r.ops, 3000, "{w}");
+            assert_eq!(r.reads_missing, 0, "{w}: every run key was loaded");
+            match w {
+                // Every operation reads: gets, or read-modify-writes (half of F, by the mix).
+                "c" | "f" => assert_eq!(r.reads_found, 3000, "{w}"),
+                // Half reads, half updates, by the seeded mix.
+                _ => assert!((1200..1800).contains(&r.reads_found), "{w}: {r:?}"),
+            }
+        }
+        // A bad file stops the run with an error naming it.
+        let mut cfg = Config::from_args(&BenchArgs {
+            scale: "smoke".into(),
+            workload: Some("c".into()),
+            load_keys: Some(write("load.dat", &load)),
+            run_keys: Some(dir.path().join("missing.dat")),
+            out: "unused".into(),
+            ..Default::default()
+        })
+        .unwrap();
+        let e = build_plan(&mut cfg).unwrap_err().to_string();
+        assert!(e.contains("missing.dat"), "{e}");
     }
 
     #[test]

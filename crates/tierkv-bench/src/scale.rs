@@ -18,6 +18,8 @@ use crate::workload::{KEY_SIZE, MIN_KEY_SIZE};
 const KIB: u64 = 1 << 10;
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
+/// Record size of F2's driver: an 8-byte key and a 100-byte value.
+pub const F2_RECORD_SIZE: u64 = 108;
 
 /// A preset size of the whole benchmark.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -109,6 +111,8 @@ pub struct Config {
     pub distribution: DistSpec,
     /// Trace replayed instead of generated operations.
     pub trace: Option<PathBuf>,
+    /// F2 driver key files (load, run) replayed instead of generated keys.
+    pub key_files: Option<(PathBuf, PathBuf)>,
     /// Key plus value bytes of generated records.
     pub record_size: u64,
     /// Key bytes of generated records.
@@ -178,13 +182,45 @@ impl Config {
             (None, Some(d)) => d,
             (None, None) => DistSpec::parse("hotspot-5%")?,
         };
-        let key_size = a.key_size.unwrap_or(KEY_SIZE);
+        let key_files = match (&a.load_keys, &a.run_keys) {
+            (Some(l), Some(r)) => Some((l.clone(), r.clone())),
+            (None, None) => None,
+            _ => return bad("--load-keys and --run-keys go together".into()),
+        };
+        if key_files.is_some() {
+            if a.trace.is_some() || a.distribution.is_some() || a.records.is_some() {
+                return bad(
+                    "--load-keys/--run-keys decide the keys and the record count: drop --trace, --distribution and --records".into(),
+                );
+            }
+            if a.key_size.is_some_and(|k| k != MIN_KEY_SIZE) {
+                return bad(format!(
+                    "key files hold {MIN_KEY_SIZE}-byte keys: drop --key-size"
+                ));
+            }
+            if workload.mix().insert > 0.0 {
+                return bad(format!(
+                    "--workload {} inserts new records, which key files cannot name: use a, b, c, f, ro, uh or scan",
+                    workload.name()
+                ));
+            }
+        }
+        let key_size = a.key_size.unwrap_or(if key_files.is_some() {
+            MIN_KEY_SIZE
+        } else {
+            KEY_SIZE
+        });
         if !(MIN_KEY_SIZE..=1024).contains(&key_size) {
             return bad(format!(
                 "--key-size {key_size} must be in {MIN_KEY_SIZE}..=1024 bytes"
             ));
         }
-        let record_size = a.record_size.unwrap_or(KIB);
+        // F2's driver: 8-byte keys, 100-byte values.
+        let record_size = a.record_size.unwrap_or(if key_files.is_some() {
+            F2_RECORD_SIZE
+        } else {
+            KIB
+        });
         if record_size <= key_size as u64 || record_size > 64 * MIB {
             return bad(format!(
                 "--record-size {record_size} must be above the {key_size}-byte key and at most 64 MiB"
@@ -198,13 +234,13 @@ impl Config {
             Some(n) => n,
             None => ((fd_budget as f64 * p.load_factor) / record_size as f64).round() as u64,
         };
-        if records == 0 && a.trace.is_none() {
+        if records == 0 && a.trace.is_none() && key_files.is_none() {
             return bad("--records must be positive".into());
         }
         let ops = match a.ops {
             Some(n) => n,
-            // A trace is replayed whole unless --ops caps it.
-            None if a.trace.is_some() => u64::MAX,
+            // A trace is replayed whole unless --ops caps it; a run file once.
+            None if a.trace.is_some() || key_files.is_some() => u64::MAX,
             None => {
                 let loaded_kib = records as f64 * record_size as f64 / KIB as f64;
                 let n = (loaded_kib * p.ops_per_kib).round() as u64;
@@ -272,6 +308,7 @@ impl Config {
             workload,
             distribution,
             trace: a.trace.clone(),
+            key_files,
             record_size,
             key_size,
             value_size: record_size - key_size as u64,
@@ -313,6 +350,19 @@ impl Config {
                 }
                 w => w.name().to_uppercase(),
             },
+        }
+    }
+
+    /// Where the keys come from, for reports: the distribution, the trace or the key files.
+    pub fn keys_label(&self) -> String {
+        match (&self.trace, &self.key_files) {
+            (Some(_), _) => "from the trace".to_string(),
+            (None, Some((load, run))) => format!(
+                "key files {} (load) and {} (run)",
+                load.display(),
+                run.display()
+            ),
+            (None, None) => self.distribution.describe(),
         }
     }
 }
@@ -392,6 +442,36 @@ mod tests {
         assert_eq!(c.write_buffer_size, d.write_buffer_size as u64);
         assert_eq!(c.block_cache, d.cache as u64);
         assert_eq!(d.budget as u64, 40 * MIB);
+    }
+
+    #[test]
+    fn key_files_default_to_f2_records() {
+        let mut a = args("smoke");
+        a.load_keys = Some("l.dat".into());
+        a.run_keys = Some("r.dat".into());
+        a.workload = Some("c".into());
+        let c = Config::from_args(&a).unwrap();
+        assert_eq!((c.key_size, c.value_size), (8, 100));
+        assert_eq!(c.ops, u64::MAX, "the run file decides");
+        assert!(c.keys_label().contains("r.dat"));
+        for (f, what) in [
+            (
+                (|a| a.workload = Some("d".into())) as fn(&mut BenchArgs),
+                "inserts",
+            ),
+            (|a| a.key_size = Some(24), "--key-size"),
+            (|a| a.records = Some(5), "--records"),
+            (
+                |a| a.distribution = Some("uniform".into()),
+                "--distribution",
+            ),
+            (|a| a.run_keys = None, "go together"),
+        ] {
+            let mut b = a.clone();
+            f(&mut b);
+            let e = Config::from_args(&b).unwrap_err().to_string();
+            assert!(e.contains(what), "{what}: {e}");
+        }
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Workloads: what an operation mix ([`crate::mix`]) over a key distribution
-//! ([`crate::distribution`]) or a trace generates: record keys and values, and the
+//! ([`crate::distribution`]), a trace or F2's key files ([`crate::keyfile`]) generates: record keys and values, and the
 //! deterministic operation plan every system replays. Knows nothing of the systems or how
 //! the plan is run.
 //!
@@ -15,7 +15,8 @@ use rand::{Rng, SeedableRng};
 use std::sync::Arc;
 
 use crate::distribution::{DistSpec, KeyChooser};
-use crate::error::Result;
+use crate::error::{BenchError, Result};
+use crate::keyfile::{key_bytes, KeyFiles};
 use crate::mix::{Mix, Workload};
 use crate::trace::{Trace, TraceOpKind};
 
@@ -123,6 +124,13 @@ enum Source {
         key_size: usize,
     },
     Trace(Arc<Trace>),
+    /// F2's driver key files: record `id < records` is the load file's key `id`; an
+    /// operation's id is `records` plus its position in the run file.
+    KeyFiles {
+        keys: Arc<KeyFiles>,
+        mix: Mix,
+        value_size: u32,
+    },
 }
 
 /// The run phase's operations (and the load phase's records), identical for every system.
@@ -219,6 +227,45 @@ impl OpPlan {
         }
     }
 
+    /// Replays F2's driver key files: the load phase inserts the load file's keys in order,
+    /// operation `i` of the run addresses the run file's key `i` (cycling through the file
+    /// when `total_ops` is larger; all of it once when `None`), and its type is drawn from
+    /// `workload`'s mix with the seeded per-chunk generator every plan uses. Mixes that insert
+    /// new records have no keys to insert and are refused.
+    pub fn key_files(
+        keys: Arc<KeyFiles>,
+        workload: Workload,
+        total_ops: Option<u64>,
+        value_size: u32,
+        seed: u64,
+    ) -> Result<OpPlan> {
+        let mix = workload.mix();
+        if mix.insert > 0.0 {
+            return Err(BenchError::InvalidArgument(format!(
+                "--workload {} inserts new records, which key files cannot name: use a, b, c, f, ro, uh or scan",
+                workload.name()
+            )));
+        }
+        if keys.load.is_empty() || keys.run.is_empty() {
+            return Err(BenchError::InvalidArgument(
+                "key files must not be empty".into(),
+            ));
+        }
+        let total_ops = total_ops.unwrap_or(keys.run.len() as u64);
+        Ok(OpPlan {
+            records: keys.load.len() as u64,
+            source: Source::KeyFiles {
+                keys,
+                mix,
+                value_size,
+            },
+            total_ops,
+            seed,
+            insert_base: Vec::new(),
+            phase_ends: vec![total_ops],
+        })
+    }
+
     /// The same plan with `size`-byte generated keys (see [`synthetic_key_sized`]); a
     /// trace keeps its own keys.
     pub fn with_key_size(mut self, size: usize) -> OpPlan {
@@ -263,6 +310,7 @@ impl OpPlan {
                     .count() as u64
             }
             Source::Trace(t) => t.keys.len() as u64,
+            Source::KeyFiles { .. } => self.records,
         }
     }
 
@@ -280,7 +328,7 @@ impl OpPlan {
     pub fn phase_of(&self, index: u64) -> usize {
         match &self.source {
             Source::Synthetic { chooser, .. } => chooser.phase_of(index),
-            Source::Trace(_) => 0,
+            Source::Trace(_) | Source::KeyFiles { .. } => 0,
         }
     }
 
@@ -340,6 +388,28 @@ impl OpPlan {
                     });
                 }
             }
+            Source::KeyFiles {
+                keys,
+                mix,
+                value_size,
+            } => {
+                let mut types = type_rng(self.seed, c);
+                let mut lens = SmallRng::seed_from_u64(mix64(self.seed ^ mix64(c ^ 0x6b65_7973)));
+                let run = keys.run.len() as u64;
+                for index in start..start + n {
+                    let kind = pick_kind(mix, &mut types);
+                    let len = match kind {
+                        OpKind::Scan => lens.gen_range(1..=MAX_SCAN),
+                        _ => *value_size,
+                    };
+                    out.push(Op {
+                        kind,
+                        id: self.records + index % run,
+                        len,
+                        index,
+                    });
+                }
+            }
         }
     }
 
@@ -353,13 +423,25 @@ impl OpPlan {
                     out.extend_from_slice(k);
                 }
             }
+            Source::KeyFiles { keys, .. } => {
+                out.clear();
+                let k = match id.checked_sub(self.records) {
+                    None => keys.load.get(id as usize),
+                    Some(pos) => keys.run.get(pos as usize),
+                };
+                if let Some(&k) = k {
+                    out.extend_from_slice(&key_bytes(k));
+                }
+            }
         }
     }
 
     /// Value size of loaded record `i`.
     pub fn load_value_size(&self, i: u64) -> u32 {
         match &self.source {
-            Source::Synthetic { value_size, .. } => *value_size,
+            Source::Synthetic { value_size, .. } | Source::KeyFiles { value_size, .. } => {
+                *value_size
+            }
             Source::Trace(t) => t.load_value_sizes.get(i as usize).copied().unwrap_or(1),
         }
     }
@@ -367,7 +449,9 @@ impl OpPlan {
     /// Largest value any operation writes.
     pub fn max_value_size(&self) -> u32 {
         match &self.source {
-            Source::Synthetic { value_size, .. } => *value_size,
+            Source::Synthetic { value_size, .. } | Source::KeyFiles { value_size, .. } => {
+                *value_size
+            }
             Source::Trace(t) => t.load_value_sizes.iter().copied().max().unwrap_or(1),
         }
     }
@@ -555,6 +639,48 @@ mod tests {
         plan.key(ops[1].id, &mut k);
         assert_eq!(k, b"b");
         assert_eq!(plan.load_value_size(1), 20);
+    }
+
+    #[test]
+    fn key_file_plan_loads_and_runs_the_files_keys_in_order() {
+        let keys = Arc::new(KeyFiles {
+            load: vec![100, 200, 300],
+            run: vec![300, 100, 100, 200, 300],
+        });
+        // 12 operations cycle through the 5 run keys.
+        let plan = OpPlan::key_files(keys.clone(), Workload::A, Some(12), 100, 7).unwrap();
+        assert_eq!(plan.records(), 3);
+        assert_eq!(plan.inserts(), 0);
+        let mut k = Vec::new();
+        for (id, want) in [(0u64, 100u64), (1, 200), (2, 300)] {
+            plan.key(id, &mut k);
+            assert_eq!(k, want.to_le_bytes());
+        }
+        let ops = all_ops(&plan);
+        assert_eq!(ops.len(), 12);
+        let run_keys: Vec<u64> = ops
+            .iter()
+            .map(|o| {
+                plan.key(o.id, &mut k);
+                u64::from_le_bytes(k[..].try_into().unwrap())
+            })
+            .collect();
+        let want: Vec<u64> = (0..12).map(|i| keys.run[i % 5]).collect();
+        assert_eq!(run_keys, want);
+        // YCSB A's mix: reads and updates of 100-byte values, the same for the same seed.
+        assert!(ops
+            .iter()
+            .all(|o| matches!(o.kind, OpKind::Read | OpKind::Update) && o.len == 100));
+        let again = OpPlan::key_files(keys.clone(), Workload::A, Some(12), 100, 7).unwrap();
+        assert_eq!(all_ops(&again), ops);
+        // Without --ops, the run file once.
+        let once = OpPlan::key_files(keys.clone(), Workload::C, None, 100, 7).unwrap();
+        assert_eq!(once.total_ops(), 5);
+        // Inserting mixes have no keys to insert.
+        let e = OpPlan::key_files(keys, Workload::D, None, 100, 7)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("inserts"), "{e}");
     }
 
     #[test]
