@@ -69,7 +69,14 @@ impl TierDirs {
             }
             copy_dir(from, to)?;
         }
-        Ok(())
+        // The store records the slow directory it was loaded with (its `TIERS` file); the
+        // copy lives elsewhere, so it forgets that and records its new place at its first
+        // open, as the engine documents for moving a slow tier.
+        let record = self.fast.join("TIERS");
+        match std::fs::remove_file(&record) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(BenchError::io(&record, e)),
+            _ => Ok(()),
+        }
     }
 }
 
