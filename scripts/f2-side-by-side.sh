@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # F2 (Microsoft FASTER's F2Kv, with the f2_ycsb driver) and tierkv side by side on the same key
-# files (issue 20): YCSB A, B, C and F, at 2 and 16 client threads, on two key sequences, with
+# files: YCSB A, B, C and F, at 2 and 16 client threads, on two key sequences, with
 # one memory budget, both on this machine's disk with direct I/O and no device model, the two
 # systems alternating cell by cell. Writes one markdown table (OUT/side-by-side.md).
 #
 #   scripts/f2-side-by-side.sh [--quick] [OUT_DIR]
 #
 # F2 is not part of tierkv's build or CI. Build it once (about 3 minutes on 2 cores) with the
-# scripts in ../shared/peers/f2 of the project's workspace, from a bare git mirror of the public
+# scripts in scripts/f2/ (see its README), from a bare git mirror of the public
 # github.com/microsoft/FASTER repository:
 #   git clone --mirror https://github.com/microsoft/FASTER /tmp/FASTER.git
-#   GIT_DIR=/tmp/FASTER.git VARIANTS="20:14" build-f2.sh     # -> $F2_ROOT/build-p20/f2_ycsb
+#   GIT_DIR=/tmp/FASTER.git VARIANTS="20:14" scripts/f2/build-f2.sh     # -> $F2_ROOT/build-p20/f2_ycsb
 # and tierkv's release binary with `cargo build --release -p tierkv-cli`.
 #
 # Per cell (workload x threads x key sequence): F2 runs for F2_SECONDS over the run file; tierkv
@@ -126,7 +126,7 @@ for s in $SEQS; do
             records) extra=(--over-records) ;;
             *) die "unknown key sequence $s (ycsb or records)" ;;
         esac
-        "$PY" "$HERE/gen_ycsb_keys.py" --records "$RECORDS" --ops "$RUN_KEYS" \
+        "$PY" "$HERE/f2/gen_ycsb_keys.py" --records "$RECORDS" --ops "$RUN_KEYS" \
             --out-load "$load_file" --out-run "$f" "${extra[@]}" | tee -a "$OUT/keys.txt"
     fi
 done

@@ -24,7 +24,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Load file in F2's driver format (raw little-endian 64-bit keys, no header, as
-    /// scripts/gen_ycsb_keys.py writes it): the load phase inserts exactly these keys, in
+    /// scripts/f2/gen_ycsb_keys.py writes it): the load phase inserts exactly these keys, in
     /// order, as 8-byte keys with 100-byte values unless --record-size says otherwise. Needs
     /// --run-keys and a mix without inserts (a, b, c, f, ro, uh, scan).
     #[arg(

@@ -1,4 +1,4 @@
-//! Key files in the format of F2's YCSB driver (`f2_ycsb`) and of `scripts/gen_ycsb_keys.py`:
+//! Key files in the format of F2's YCSB driver (`f2_ycsb`) and of `scripts/f2/gen_ycsb_keys.py`:
 //! raw little-endian 64-bit keys, 8 bytes each, no header. A load file lists the records in
 //! the order they are inserted; a run file lists the keys the run phase addresses, in order.
 //! Owns the format and its errors; the plan that replays them is [`crate::workload`].

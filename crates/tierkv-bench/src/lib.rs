@@ -9,7 +9,7 @@
 //! leaves `error` and `rss`): `mix`, `systems`, `distribution`, `trace`, `keyfile`,
 //! `workload`, `args`,
 //! `scale`, `store`, `rocksdb_peer`, `budget`, `results`, `chart`, `report`, `runner`.
-//! `tests/module_graph.rs` fails on any circle.
+//! `crates/tierkv/tests/module_graph.rs` fails on any circle.
 
 #![warn(missing_docs)]
 // One `unsafe` block (glibc's `malloc_trim` in `rss`), allowed there with its reason.

@@ -172,16 +172,7 @@ fn serve(args: ServeArgs) -> CliResult {
         .parse()
         .map_err(|e| format!("--slow-device: {e}"))?;
     let store = &args.store;
-    let mut opts = tierkv::Options {
-        fd_budget: store.fd_budget,
-        memory_budget: store.memory_budget(),
-        slow: store.slow_dir.as_ref().map(|dir| tierkv::SlowTier {
-            dir: dir.clone(),
-            budget: None,
-            device,
-        }),
-        ..Default::default()
-    };
+    let mut opts = store.options(true, device)?;
     let requirepass = match &args.requirepass_file {
         Some(path) => {
             let text = std::fs::read_to_string(path)
@@ -234,6 +225,12 @@ fn serve(args: ServeArgs) -> CliResult {
     // Refuse nonsense before touching the store.
     config.validate()?;
     config.validate_for_store(&opts)?;
+    // A busy port is refused before the store is created or opened (a test bind; port 0
+    // always finds one).
+    if args.port != 0 {
+        std::net::TcpListener::bind((args.bind, args.port))
+            .map_err(|e| format!("cannot listen on {}:{}: {e}", args.bind, args.port))?;
+    }
     let db = tierkv::Db::open(&store.db, opts)?;
     tierkv_server::serve(db, config, |addr| {
         eprintln!("tierkv serve: listening on {addr}");

@@ -1,4 +1,4 @@
-//! The `tierkv` binary as a user runs it (issue 18): clear errors without side effects,
+//! The `tierkv` binary as a user runs it: clear errors without side effects,
 //! exit codes as `--help` documents them (`check`: 1 only for corruption, 2 for every other
 //! failure), and log lines without colour codes when stderr is not a terminal.
 

@@ -1,4 +1,4 @@
-//! `tierkv serve` refuses a configuration that cannot serve (issue 18): an empty password,
+//! `tierkv serve` refuses a configuration that cannot serve: an empty password,
 //! a zero or out-of-range limit, thread count or timeout, a limit above the store's. Each
 //! exits 2 before opening (or creating) the store, with a message naming the flag and
 //! the accepted range.

@@ -5,7 +5,7 @@
 //! SET runs, and an oversized key refused at its header mid-pipeline); atomic INCR under concurrent clients (no lost update);
 //! malformed and oversized frames (error reply, connection closed, server alive); AUTH;
 //! RESP3 via HELLO; SHUTDOWN flushing the store (invariant 2 of docs/DESIGN.md).
-//! Hardening (issue 18, invariant 4 for a server): bounded memory per client for one huge
+//! Hardening (invariant 4 for a server): bounded memory per client for one huge
 //! reply (RSS of a child server process), limits refused at the header, idle timeout,
 //! AUTH throttling, graceful shutdown reading nothing more, SHUTDOWN on a read-only store,
 //! the hard output limit, configurations refused at bind.
@@ -975,7 +975,7 @@ fn graceful_stop_finishes_in_flight_requests() {
     let _ = s.stop();
 }
 
-// ---- Hardening (issue 18): bounded memory per client, limits at the header, timeouts,
+// ---- Hardening: bounded memory per client, limits at the header, timeouts,
 // ---- shutdown semantics, AUTH throttling.
 
 /// Set in the environment of the child process that
@@ -1042,7 +1042,7 @@ fn read_mget_reply(s: &mut TcpStream, n: usize, len: usize) {
     assert!(first.starts_with(format!("*{n}\r\n{header}").as_bytes()));
 }
 
-/// Memory per client is bounded (issue 18): `MGET big big ...` over a 1 MiB value 1000
+/// Memory per client is bounded: `MGET big big ...` over a 1 MiB value 1000
 /// times, from several clients at once that read slowly, must not make the server hold
 /// the 1 GB replies: each is produced element by element as the client takes it.
 #[test]
@@ -1109,7 +1109,7 @@ fn mget_of_a_large_value_keeps_server_memory_bounded() {
     );
 }
 
-/// One source of truth for limits (issue 18): the bulk limit is the store's largest value,
+/// One source of truth for limits: the bulk limit is the store's largest value,
 /// and a larger bulk is refused at its header, before its body is read: the error comes
 /// back while the client has sent only the header.
 #[test]
@@ -1182,7 +1182,7 @@ fn bind_refuses_limits_above_the_stores_and_empty_passwords() {
     }
 }
 
-/// Idle connections time out (issue 18): a silent client is closed after `idle_timeout`
+/// Idle connections time out: a silent client is closed after `idle_timeout`
 /// and frees its `max_clients` slot.
 #[test]
 fn idle_connection_is_closed_after_the_timeout() {
@@ -1218,7 +1218,7 @@ fn idle_connection_is_closed_after_the_timeout() {
     assert_eq!(cfg[1], "1");
 }
 
-/// AUTH is throttled (issue 18): failures are delayed, and after `max_auth_failures` the
+/// AUTH is throttled: failures are delayed, and after `max_auth_failures` the
 /// connection is closed, so 20 pipelined guesses get 10 answers, not 20.
 #[test]
 fn failed_auth_attempts_are_throttled_then_the_connection_closes() {
@@ -1245,7 +1245,7 @@ fn failed_auth_attempts_are_throttled_then_the_connection_closes() {
     );
 }
 
-/// Graceful shutdown (issue 18): a client that keeps pipelining is not served through the
+/// Graceful shutdown: a client that keeps pipelining is not served through the
 /// grace period: after the stop its connection answers what was read and closes, and the
 /// server exits cleanly. The grace period is an hour, so only the new behaviour finishes.
 #[test]
@@ -1304,7 +1304,7 @@ fn shutdown_closes_a_busy_pipelining_client_promptly() {
     w.join().unwrap();
 }
 
-/// SHUTDOWN on a read-only store answers (issue 18): after a background error (here an
+/// SHUTDOWN on a read-only store answers: after a background error (here an
 /// injected ENOSPC on table writes) the client gets an error reply saying the final flush
 /// is skipped, and the server stops with `ServeError::ReadOnly`; the acknowledged writes
 /// are in the WAL and come back at the next open.
@@ -1370,7 +1370,7 @@ fn shutdown_on_a_read_only_store_answers() {
     }
 }
 
-/// The hard output limit (issue 18) closes a connection whose reply would pass it, without
+/// The hard output limit closes a connection whose reply would pass it, without
 /// the server holding that reply: here a value stored under larger limits than the
 /// server now runs with. The server lives on for other clients.
 #[test]

@@ -59,6 +59,18 @@ pub enum Error {
     /// A store (or slow tier) path names something that is not a directory.
     #[error("{0} is not a directory")]
     NotADirectory(PathBuf),
+    /// The store records a slow tier (its `TIERS` file) whose directory does not exist
+    /// (an unmounted disk, a moved directory).
+    #[error("slow-tier directory {dir} of the store at {store} not found")]
+    SlowTierNotFound {
+        /// The recorded slow-tier directory.
+        dir: PathBuf,
+        /// The store's (fast tier) directory.
+        store: PathBuf,
+    },
+    /// Creating a store in a directory that already holds other files.
+    #[error("directory {0} is not empty and holds no tierkv store")]
+    NotAStore(PathBuf),
     /// Another process (or another `Db` in this process) holds the store's lock.
     #[error("store at {0} is in use by another process")]
     Locked(PathBuf),

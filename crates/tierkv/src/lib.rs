@@ -49,7 +49,8 @@ pub mod wal;
 pub use batch::{BatchEntry, WriteBatch};
 pub use cache::{AdaptiveCacheStats, CacheMode, CacheOptions, ComponentStats};
 pub use db::{
-    CacheStats, Db, DbIterator, DbStats, GetSources, LevelStats, Snapshot, SuperVersion, Update,
+    CacheStats, Db, DbIterator, DbStats, GetSources, LevelStats, Snapshot, StoredTiers,
+    SuperVersion, Update,
 };
 pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};

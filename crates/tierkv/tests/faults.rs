@@ -4,8 +4,8 @@
 //! Checks invariant 2 (durability: a synced write survives a power cut, and a cut loses only
 //! a suffix of the writes), invariant 3 (an injected read error is reported, never turned
 //! into wrong data) and invariant 4 (a full fast disk spills tables to the slow tier; writes
-//! fail, clearly, only when both tiers are full), and recovery after a full disk (issue 18:
-//! a reopen needs room for a manifest, not the WAL's size). `TIERKV_FAULT_ROUNDS` lengthens the
+//! fail, clearly, when both tiers are full or the WAL cannot grow), and recovery after a full
+//! disk (a reopen needs room for a manifest, not the WAL's size). `TIERKV_FAULT_ROUNDS` lengthens the
 //! torture test (default 12 rounds).
 
 mod common;
@@ -350,7 +350,7 @@ fn wal_bytes(dir: &std::path::Path) -> u64 {
         .sum()
 }
 
-/// Invariant 2 across a full disk (issue 18): the disk fills while synced writes go on, the
+/// Invariant 2 across a full disk: the disk fills while synced writes go on, the
 /// store turns read-only; a reopen with much less space than the WAL holds (the open
 /// writes a manifest and an empty WAL, it does not flush the replayed WAL) keeps every
 /// acknowledged write and takes writes again; a power cut right after that loses no
@@ -477,7 +477,7 @@ fn full_disk_at_any_point_then_reopen_keeps_every_acknowledged_write() {
     }
 }
 
-/// A full fast disk with room on the slow one (issue 18, documented in ARCHITECTURE.md
+/// A full fast disk with room on the slow one (documented in ARCHITECTURE.md
 /// "Failures"): tables spill to the slow tier, but the WAL and the manifest live on the
 /// fast disk only, so the first write that cannot be logged fails with ENOSPC naming its
 /// fast-tier file and the store turns read-only (reads go on); after space is freed a

@@ -1,4 +1,4 @@
-//! Recovery after a real filesystem filled up (issue 18), on a small tmpfs: invariant 2
+//! Recovery after a real filesystem filled up, on a small tmpfs: invariant 2
 //! (every acknowledged synced write survives) and a reopen that needs only a little free
 //! space, not the WAL's size. Mounting needs root (CI runs as root); where `mount` is
 //! refused the test prints why and passes without running. `faults.rs` checks the same

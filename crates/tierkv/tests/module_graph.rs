@@ -1,51 +1,156 @@
-//! The engine's modules form a house whose arrows point down the data flow (public API ->
-//! db -> compaction, version, hot, cache -> sst, wal -> env; docs/ARCHITECTURE.md): no
-//! top-level module of `src/` may reach, through `crate::` paths, a module that reaches it
-//! back. The test reads the sources (not the compiled crate), so a new circle fails here with
-//! the modules named, before a reader has to find it.
+//! The workspace's crates are houses whose arrows point one way: no top-level module of a
+//! crate's `src/` may reach, through `crate::` paths, a module that reaches it back. For the
+//! engine that is the data flow (public API -> db -> compaction, version, hot, cache -> sst,
+//! wal -> env; docs/ARCHITECTURE.md); for the bench, plain names -> runs -> reports.
 //!
-//! Test code (`tests.rs` files and a trailing `#[cfg(test)] mod tests`) is left out: tests
-//! may use whatever they check against.
+//! Reads the sources (not the compiled crates), drops comments, string literals, `tests.rs`
+//! files and `#[cfg(test)] mod` blocks (a test may build its fixtures from any module),
+//! collects every `crate::<module>` path (including `use crate::{a, b}` groups and names the
+//! crate root re-exports) per top-level module, and fails with the circle it finds, so a new
+//! circle is named here before a reader has to find it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-fn src_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("src")
-}
+type Graph = BTreeMap<String, BTreeSet<String>>;
 
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    for entry in std::fs::read_dir(dir).unwrap() {
-        let path = entry.unwrap().path();
-        if path.is_dir() {
-            rust_files(&path, out);
-        } else if path.extension().is_some_and(|e| e == "rs") {
-            out.push(path);
-        }
-    }
-}
-
-/// The library code of a file: comment lines and a trailing test module removed.
-fn code_of(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap();
-    let lines: Vec<&str> = text.lines().collect();
-    let mut code = String::new();
-    for (i, line) in lines.iter().enumerate() {
-        let t = line.trim_start();
-        if t.starts_with("#[cfg(test)]")
-            && lines
-                .get(i + 1)
-                .is_some_and(|n| n.trim_start().starts_with("mod "))
+/// The source with comments and the contents of string and char literals blanked out, so
+/// that neither a doc link like [`crate::scale`] nor a brace inside a string counts.
+fn strip_comments_and_literals(src: &str) -> String {
+    let b = src.as_bytes();
+    let mut out = String::with_capacity(src.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = b[i];
+        if c == b'/' && b.get(i + 1) == Some(&b'/') {
+            while i < b.len() && b[i] != b'\n' {
+                i += 1;
+            }
+        } else if c == b'/' && b.get(i + 1) == Some(&b'*') {
+            let mut depth = 0;
+            while i < b.len() {
+                if b[i] == b'/' && b.get(i + 1) == Some(&b'*') {
+                    depth += 1;
+                    i += 2;
+                } else if b[i] == b'*' && b.get(i + 1) == Some(&b'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    i += 1;
+                }
+            }
+            out.push(' ');
+        } else if c == b'r'
+            && matches!(b.get(i + 1), Some(b'"') | Some(b'#'))
+            && !ident_before(b, i)
         {
-            break;
+            // Raw string r"..." or r#"..."#.
+            let mut j = i + 1;
+            let mut hashes = 0;
+            while b.get(j) == Some(&b'#') {
+                hashes += 1;
+                j += 1;
+            }
+            if b.get(j) != Some(&b'"') {
+                out.push(c as char);
+                i += 1;
+                continue;
+            }
+            j += 1;
+            loop {
+                if j >= b.len() {
+                    break;
+                }
+                if b[j] == b'"' && (0..hashes).all(|h| b.get(j + 1 + h) == Some(&b'#')) {
+                    j += 1 + hashes;
+                    break;
+                }
+                j += 1;
+            }
+            out.push_str("\"\"");
+            i = j;
+        } else if c == b'"' {
+            i += 1;
+            while i < b.len() && b[i] != b'"' {
+                if b[i] == b'\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            i += 1;
+            out.push_str("\"\"");
+        } else if c == b'\'' {
+            // A char literal ('x', '\n', '\u{..}') or a lifetime ('a), which stays.
+            if b.get(i + 1) == Some(&b'\\') {
+                let mut j = i + 2;
+                while j < b.len() && b[j] != b'\'' {
+                    j += 1;
+                }
+                i = j + 1;
+                out.push_str("' '");
+            } else if let Some(len) = src[i + 1..].chars().next().map(char::len_utf8) {
+                if b.get(i + 1 + len) == Some(&b'\'') {
+                    i += len + 2;
+                    out.push_str("' '");
+                } else {
+                    out.push('\'');
+                    i += 1;
+                }
+            } else {
+                i += 1;
+            }
+        } else {
+            let len = src[i..].chars().next().map_or(1, char::len_utf8);
+            out.push_str(&src[i..i + len]);
+            i += len;
         }
-        if t.starts_with("//") {
-            continue;
-        }
-        code.push_str(line);
-        code.push('\n');
     }
-    code
+    out
+}
+
+fn ident_before(b: &[u8], i: usize) -> bool {
+    i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_')
+}
+
+/// Removes every `#[cfg(test)]` module (`mod name { ... }`) from stripped source.
+fn drop_test_modules(code: &str) -> String {
+    let mut out = code.to_string();
+    while let Some(at) = out.find("#[cfg(test)]") {
+        let rest = &out[at + "#[cfg(test)]".len()..];
+        let trimmed = rest.trim_start();
+        let is_mod = ["mod ", "pub mod ", "pub(crate) mod "]
+            .iter()
+            .any(|p| trimmed.starts_with(p));
+        let end = match (is_mod, trimmed.find(['{', ';'])) {
+            (true, Some(k)) if trimmed.as_bytes()[k] == b'{' => {
+                let open = out.len() - trimmed.len() + k;
+                let mut depth = 0usize;
+                let mut end = out.len();
+                for (j, ch) in out[open..].char_indices() {
+                    match ch {
+                        '{' => depth += 1,
+                        '}' => {
+                            depth -= 1;
+                            if depth == 0 {
+                                end = open + j + 1;
+                                break;
+                            }
+                        }
+                        _ => {}
+                    }
+                }
+                end
+            }
+            // Not a module: drop only the attribute, keep scanning after it.
+            _ => at + "#[cfg(test)]".len(),
+        };
+        let keep = if is_mod { "" } else { " " };
+        out.replace_range(at..end, keep);
+    }
+    out
 }
 
 fn ident_at(s: &str) -> &str {
@@ -55,148 +160,175 @@ fn ident_at(s: &str) -> &str {
     &s[..end]
 }
 
-/// The first path segment of every `crate::` path in `code`, including each item of a
-/// `crate::{a, b::c}` group.
+/// The first path segment of every `crate::` path in `code`, `crate::{a::X, b}` giving
+/// `a` and `b`.
 fn crate_paths(code: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest = code;
-    while let Some(i) = rest.find("crate::") {
-        let after = &rest[i + "crate::".len()..];
-        if let Some(group) = after.strip_prefix('{') {
-            let mut depth = 1;
-            let mut item_start = true;
-            for (j, c) in group.char_indices() {
-                match c {
+    let mut found = Vec::new();
+    for (at, _) in code.match_indices("crate::") {
+        if at > 0 && {
+            let p = code.as_bytes()[at - 1];
+            p.is_ascii_alphanumeric() || p == b'_' || p == b'$'
+        } {
+            continue;
+        }
+        let rest = code[at + "crate::".len()..].trim_start();
+        if let Some(group) = rest.strip_prefix('{') {
+            // Top-level items of the group, nested groups skipped by depth.
+            let mut depth = 0usize;
+            let mut start = true;
+            for (j, ch) in group.char_indices() {
+                match ch {
                     '{' => depth += 1,
-                    '}' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            break;
+                    '}' if depth == 0 => break,
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => start = true,
+                    c if start && !c.is_whitespace() => {
+                        start = false;
+                        let id = ident_at(&group[j..]);
+                        if !id.is_empty() {
+                            found.push(id.to_string());
                         }
                     }
-                    ',' if depth == 1 => {
-                        item_start = true;
-                        continue;
-                    }
-                    c if c.is_whitespace() => continue,
                     _ => {}
-                }
-                if item_start && depth == 1 {
-                    let id = ident_at(&group[j..]);
-                    if !id.is_empty() {
-                        out.push(id.to_string());
-                    }
-                    item_start = false;
                 }
             }
         } else {
-            let id = ident_at(after);
+            let id = ident_at(rest);
             if !id.is_empty() {
-                out.push(id.to_string());
+                found.push(id.to_string());
             }
         }
-        rest = after;
     }
-    out
+    found
 }
 
-/// Names the crate root re-exports (`pub use module::...`), mapped to their module.
-fn root_reexports(modules: &BTreeSet<String>) -> BTreeMap<String, String> {
-    let lib = code_of(&src_dir().join("lib.rs"));
+/// Names the crate root re-exports (`pub use module::{A, B};`), mapped to their module.
+fn root_reexports(lib: &str) -> BTreeMap<String, String> {
     let mut map = BTreeMap::new();
     for stmt in lib.split(';') {
-        let Some(body) = stmt.trim().strip_prefix("pub use ") else {
+        let Some(path) = stmt.trim().strip_prefix("pub use ") else {
             continue;
         };
-        let module = ident_at(body).to_string();
-        if !modules.contains(&module) {
+        let path = path.trim().trim_start_matches("crate::");
+        let Some((module, items)) = path.split_once("::") else {
             continue;
-        }
-        let tail = match (body.find('{'), body.rfind('}')) {
-            (Some(a), Some(b)) => &body[a + 1..b],
-            _ => body.rsplit("::").next().unwrap_or(""),
         };
-        for name in tail.split(',') {
-            let name = name.trim().rsplit("::").next().unwrap_or("").trim();
-            let name = name.rsplit(" as ").next().unwrap_or(name).trim();
+        let items = items.trim().trim_start_matches('{').trim_end_matches('}');
+        for item in items.split(',') {
+            let item = item.trim();
+            let name = item.rsplit(" as ").next().unwrap_or(item).trim();
             if !name.is_empty() {
-                map.insert(name.to_string(), module.clone());
+                map.insert(name.to_string(), module.trim().to_string());
             }
         }
     }
     map
 }
 
-/// Edges between top-level modules: `from -> {to}`.
-fn module_graph() -> BTreeMap<String, BTreeSet<String>> {
-    let src = src_dir();
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.expect("directory entry").path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+/// Module -> modules it references, for the crate whose sources are in `src`.
+fn module_graph(src: &Path) -> Graph {
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let module_of = |path: &Path| -> Option<String> {
-        let rel = path.strip_prefix(&src).ok()?;
-        let first = rel.components().next()?.as_os_str().to_str()?;
-        let name = first.strip_suffix(".rs").unwrap_or(first);
-        (name != "lib").then(|| name.to_string())
+    rust_files(src, &mut files);
+    let module_of = |p: &Path| -> Option<String> {
+        let rel = p.strip_prefix(src).ok()?;
+        let first = rel.components().next()?.as_os_str().to_str()?.to_string();
+        match first.as_str() {
+            "lib.rs" | "main.rs" => None,
+            f => Some(f.trim_end_matches(".rs").to_string()),
+        }
     };
     let modules: BTreeSet<String> = files.iter().filter_map(|p| module_of(p)).collect();
-    let reexports = root_reexports(&modules);
-    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
-    for path in &files {
-        let Some(from) = module_of(path) else {
-            continue;
-        };
-        if path.file_name().is_some_and(|n| n == "tests.rs") {
+    let lib = std::fs::read_to_string(src.join("lib.rs")).expect("src/lib.rs");
+    let reexports = root_reexports(&strip_comments_and_literals(&lib));
+    let mut graph: Graph = modules
+        .iter()
+        .map(|m| (m.clone(), BTreeSet::new()))
+        .collect();
+    for f in &files {
+        let Some(from) = module_of(f) else { continue };
+        if f.file_name().is_some_and(|n| n == "tests.rs") {
             continue;
         }
-        let edges = graph.entry(from.clone()).or_default();
-        for seg in crate_paths(&code_of(path)) {
-            let to = if modules.contains(&seg) {
-                Some(seg)
+        let text = std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        let code = drop_test_modules(&strip_comments_and_literals(&text));
+        let mut targets = crate_paths(&code);
+        // In a top-level module file `super::` is the crate root.
+        if f.parent() == Some(src) {
+            for (at, _) in code.match_indices("super::") {
+                targets.push(ident_at(&code[at + "super::".len()..]).to_string());
+            }
+        }
+        for t in targets {
+            let to = if modules.contains(&t) {
+                t
+            } else if let Some(m) = reexports.get(&t) {
+                m.clone()
             } else {
-                reexports.get(&seg).cloned()
+                continue;
             };
-            if let Some(to) = to.filter(|t| *t != from) {
-                edges.insert(to);
+            if to != from {
+                graph.entry(from.clone()).or_default().insert(to);
             }
         }
     }
     graph
 }
 
-/// A cycle of the graph, if it has one, as the modules along it.
-fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+/// A circle of the graph as `a -> b -> ... -> a`, if there is one.
+fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
+    #[derive(Clone, Copy, PartialEq)]
+    enum Mark {
+        New,
+        OnPath,
+        Done,
+    }
     fn visit(
-        node: &str,
-        graph: &BTreeMap<String, BTreeSet<String>>,
-        state: &mut BTreeMap<String, u8>,
-        stack: &mut Vec<String>,
+        g: &Graph,
+        n: &str,
+        marks: &mut BTreeMap<String, Mark>,
+        path: &mut Vec<String>,
     ) -> Option<Vec<String>> {
-        state.insert(node.to_string(), 1);
-        stack.push(node.to_string());
-        for next in graph.get(node).into_iter().flatten() {
-            match state.get(next.as_str()).copied().unwrap_or(0) {
-                1 => {
-                    let start = stack.iter().position(|n| n == next).unwrap();
-                    let mut cycle = stack[start..].to_vec();
+        marks.insert(n.to_string(), Mark::OnPath);
+        path.push(n.to_string());
+        for next in g.get(n).into_iter().flatten() {
+            match marks.get(next.as_str()).copied().unwrap_or(Mark::New) {
+                Mark::OnPath => {
+                    let start = path.iter().position(|p| p == next).unwrap_or(0);
+                    let mut cycle = path[start..].to_vec();
                     cycle.push(next.clone());
                     return Some(cycle);
                 }
-                0 => {
-                    if let Some(c) = visit(next, graph, state, stack) {
+                Mark::New => {
+                    if let Some(c) = visit(g, next, marks, path) {
                         return Some(c);
                     }
                 }
-                _ => {}
+                Mark::Done => {}
             }
         }
-        stack.pop();
-        state.insert(node.to_string(), 2);
+        path.pop();
+        marks.insert(n.to_string(), Mark::Done);
         None
     }
-    let mut state = BTreeMap::new();
-    for node in graph.keys() {
-        if state.get(node.as_str()).copied().unwrap_or(0) == 0 {
-            if let Some(c) = visit(node, graph, &mut state, &mut Vec::new()) {
+    let mut marks = BTreeMap::new();
+    for n in graph.keys() {
+        if marks.get(n.as_str()).copied().unwrap_or(Mark::New) == Mark::New {
+            if let Some(c) = visit(graph, n, &mut marks, &mut Vec::new()) {
                 return Some(c);
             }
         }
@@ -204,30 +336,83 @@ fn find_cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>>
     None
 }
 
-#[test]
-fn parser_reads_single_and_grouped_paths() {
-    let code = "use crate::key::SeqNo;\nuse crate::{Error, sst::{Table, block::Block}};\nlet x = crate::env::Tier::Fast;";
-    assert_eq!(crate_paths(code), ["key", "Error", "sst", "env"]);
-    let mut g = BTreeMap::new();
-    g.insert("a".to_string(), BTreeSet::from(["b".to_string()]));
-    g.insert("b".to_string(), BTreeSet::from(["a".to_string()]));
-    assert_eq!(find_cycle(&g).unwrap(), ["a", "b", "a"]);
+fn render(graph: &Graph) -> String {
+    graph
+        .iter()
+        .map(|(m, to)| {
+            let to: Vec<&str> = to.iter().map(String::as_str).collect();
+            format!("  {m} -> {}\n", to.join(", "))
+        })
+        .collect()
 }
 
-/// The house has no circle between top-level engine modules (docs/ARCHITECTURE.md).
-#[test]
-fn top_level_modules_import_without_cycles() {
-    let graph = module_graph();
-    assert!(graph.contains_key("db") && graph["db"].contains("version"));
+/// The graph of the crate `crates/<name>`, after checking the scan saw `module`'s imports
+/// (an empty graph would pass), or the circle it holds.
+fn check_crate(name: &str, module: &str, min_imports: usize) {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("..")
+        .join(name)
+        .join("src");
+    let graph = module_graph(&src);
+    assert!(
+        graph.get(module).is_some_and(|to| to.len() >= min_imports),
+        "{name}: the imports of `{module}` were not found:\n{}",
+        render(&graph)
+    );
     if let Some(cycle) = find_cycle(&graph) {
-        let listing: Vec<String> = graph
-            .iter()
-            .map(|(from, to)| format!("  {from} -> {to:?}"))
-            .collect();
         panic!(
-            "modules import each other in a circle: {}\nthe graph:\n{}",
+            "modules of {name} import each other in a circle: {}\nfull graph:\n{}",
             cycle.join(" -> "),
-            listing.join("\n")
+            render(&graph)
         );
     }
+}
+
+/// The engine's house has no circle between its top-level modules (docs/ARCHITECTURE.md).
+#[test]
+fn engine_modules_form_no_circle() {
+    check_crate("tierkv", "db", 8);
+}
+
+/// Nor has the bench's.
+#[test]
+fn bench_modules_form_no_circle() {
+    check_crate("tierkv-bench", "runner", 5);
+}
+
+/// The scanner itself: it finds `use` lists, grouped imports, root re-exports and
+/// `super::` in a top-level file, ignores comments, strings and test modules, and reports a
+/// circle it is given.
+#[test]
+fn the_scan_finds_a_planted_circle() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path();
+    std::fs::write(
+        src.join("lib.rs"),
+        "mod a; mod b; mod c; mod d; pub use d::{Thing, Other as O};",
+    )
+    .expect("write");
+    std::fs::write(
+        src.join("a.rs"),
+        "//! Links to [`crate::d`] do not count.\nuse crate::{b::X, c};\n\
+         fn f() { let s = \"crate::d\"; let c = '{'; }\n\
+         #[cfg(test)]\nmod tests { use crate::d::Y; fn g() { let _ = \"}\"; } }\n",
+    )
+    .expect("write");
+    std::fs::write(src.join("b.rs"), "use super::c::Z;\n").expect("write");
+    std::fs::write(src.join("c.rs"), "fn f() -> crate::Thing { todo!() }\n").expect("write");
+    std::fs::write(src.join("d.rs"), "").expect("write");
+    let graph = module_graph(src);
+    let edges = |m: &str| graph[m].iter().cloned().collect::<Vec<_>>();
+    assert_eq!(edges("a"), ["b", "c"]);
+    assert_eq!(edges("b"), ["c"]);
+    assert_eq!(edges("c"), ["d"]);
+    assert!(find_cycle(&graph).is_none(), "{}", render(&graph));
+
+    std::fs::write(src.join("d.rs"), "use crate::a::W;\n").expect("write");
+    let graph = module_graph(src);
+    let cycle = find_cycle(&graph).expect("the planted circle");
+    assert_eq!(cycle.first(), cycle.last());
+    assert!(cycle.len() >= 4, "{cycle:?}");
+    assert!(cycle.contains(&"d".to_string()), "{cycle:?}");
 }

@@ -98,36 +98,181 @@ fn files_live_on_their_levels_tier_and_fd_stays_within_budget() {
     assert_eq!(db.verify_checksums().unwrap() as usize, model.len());
 }
 
+/// A two-tier store with data on both tiers, closed.
+fn two_tier_store(fast: &Path, slow: &Path) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let db = Db::open(fast, two_tier_options(slow)).unwrap();
+    let model = fill(&db, 8_000, 0);
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let stats = db.stats();
+    assert!(stats.slow_tier_bytes > 0 && stats.fast_tier_bytes > 0);
+    db.close().unwrap();
+    model
+}
+
 #[test]
 fn reopening_with_the_wrong_slow_directory_is_a_clear_error() {
     let fast = tempfile::tempdir().unwrap();
     let slow = tempfile::tempdir().unwrap();
     let elsewhere = tempfile::tempdir().unwrap();
-    let db = Db::open(fast.path(), two_tier_options(slow.path())).unwrap();
-    fill(&db, 8_000, 0);
-    db.flush().unwrap();
-    db.wait_for_background().unwrap();
-    assert!(db.stats().slow_tier_bytes > 0);
-    db.close().unwrap();
+    two_tier_store(fast.path(), slow.path());
 
+    // The recorded slow directory is fixed: another one is refused naming both.
+    let err = match Db::open(fast.path(), two_tier_options(elsewhere.path())) {
+        Ok(_) => panic!("opened with a slow directory that lacks the store's files"),
+        Err(e) => e,
+    };
+    assert!(matches!(err, tierkv::Error::InvalidArgument(_)), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&elsewhere.path().display().to_string())
+            && msg.contains(&slow.path().display().to_string()),
+        "error names both directories: {msg}"
+    );
+
+    // A store without a recorded layout (made before tiers were recorded) still has its
+    // manifest check: the missing table is named with its tier.
+    std::fs::remove_file(fast.path().join("TIERS")).unwrap();
     let err = match Db::open(fast.path(), two_tier_options(elsewhere.path())) {
         Ok(_) => panic!("opened with a slow directory that lacks the store's files"),
         Err(e) => e.to_string(),
     };
     assert!(err.contains(".sst"), "error names the missing file: {err}");
     assert!(err.contains("slow"), "error names the tier: {err}");
-
-    // Without a slow tier at all, a store that has one is refused too.
     let err = match Db::open(fast.path(), common::tiny_options()) {
         Ok(_) => panic!("opened a two-tier store without its slow tier"),
         Err(e) => e.to_string(),
     };
     assert!(err.contains("slow"), "{err}");
-    // The right directory still works: nothing was damaged by the refused opens.
+    // The right directory still works (nothing was damaged by the refused opens) and
+    // records the tiers again.
     Db::open(fast.path(), two_tier_options(slow.path()))
         .unwrap()
         .close()
         .unwrap();
+    assert!(fast.path().join("TIERS").is_file());
+}
+
+/// Issue 22: a two-tier store reopened with no tier options uses the tiers it recorded,
+/// and finds every key on both tiers (invariant 1 across reopen).
+#[test]
+fn reopening_without_tiers_uses_the_recorded_ones() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let model = two_tier_store(fast.path(), slow.path());
+    let stored = Db::stored_tiers(fast.path()).unwrap().unwrap();
+    assert_eq!(stored.slow_dir, slow.path());
+    assert_eq!(stored.fd_budget, FD_BUDGET);
+
+    let db = Db::open(fast.path(), common::tiny_options()).unwrap();
+    assert_eq!(db.tier_dir(Tier::Slow), slow.path());
+    assert_eq!(db.options().fd_budget, Some(FD_BUDGET));
+    assert!(db.stats().slow_tier_bytes > 0);
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v), "key {k:?}");
+    }
+    check_placement(&db);
+    db.close().unwrap();
+    // The slow directory alone (the budget from the record) opens it too.
+    let only_slow = tierkv::Options {
+        fd_budget: None,
+        ..two_tier_options(slow.path())
+    };
+    Db::open(fast.path(), only_slow).unwrap().close().unwrap();
+}
+
+#[test]
+fn a_different_fd_budget_is_refused_naming_both() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    two_tier_store(fast.path(), slow.path());
+    for slow_given in [true, false] {
+        let mut opts = two_tier_options(slow.path());
+        opts.fd_budget = Some(FD_BUDGET * 2);
+        if !slow_given {
+            opts.slow = None;
+        }
+        let err = match Db::open(fast.path(), opts) {
+            Ok(_) => panic!("opened with a different fd budget"),
+            Err(e) => e,
+        };
+        assert!(matches!(err, tierkv::Error::InvalidArgument(_)), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&FD_BUDGET.to_string()) && msg.contains(&(FD_BUDGET * 2).to_string()),
+            "error names both budgets: {msg}"
+        );
+    }
+}
+
+#[test]
+fn a_missing_slow_directory_is_named_not_corruption() {
+    let fast = tempfile::tempdir().unwrap();
+    let parent = tempfile::tempdir().unwrap();
+    let slow = parent.path().join("slow");
+    two_tier_store(fast.path(), &slow);
+    let moved = parent.path().join("moved");
+    std::fs::rename(&slow, &moved).unwrap();
+    for opts in [common::tiny_options(), two_tier_options(&slow)] {
+        let err = match Db::open(fast.path(), opts) {
+            Ok(_) => panic!("opened without its slow directory"),
+            Err(e) => e,
+        };
+        assert!(!err.is_corruption(), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains(&format!("slow-tier directory {} ", slow.display()))
+                && msg.contains("not found"),
+            "{msg}"
+        );
+        assert!(
+            !slow.exists(),
+            "the refused open created the slow directory"
+        );
+    }
+    std::fs::rename(&moved, &slow).unwrap();
+    Db::open(fast.path(), common::tiny_options())
+        .unwrap()
+        .close()
+        .unwrap();
+}
+
+/// Invariant 3 for the tier record: a damaged `TIERS` is a corruption naming the file,
+/// never a silent fall back to one directory.
+#[test]
+fn a_damaged_tier_record_is_corruption_naming_the_file() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    two_tier_store(fast.path(), slow.path());
+    let file = fast.path().join("TIERS");
+    let mut bytes = std::fs::read(&file).unwrap();
+    let n = bytes.len();
+    bytes[n - 6] ^= 0x40;
+    std::fs::write(&file, &bytes).unwrap();
+    let err = match Db::open(fast.path(), common::tiny_options()) {
+        Ok(_) => panic!("opened with a damaged tier record"),
+        Err(e) => e,
+    };
+    assert!(err.is_corruption(), "{err}");
+    assert!(
+        err.to_string().contains(&file.display().to_string()),
+        "{err}"
+    );
+}
+
+/// Creating a store among other files is refused, and creates nothing there.
+#[test]
+fn creating_a_store_in_a_non_empty_directory_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("notes.txt"), b"mine").unwrap();
+    let err = match Db::open(dir.path(), common::tiny_options()) {
+        Ok(_) => panic!("created a store among other files"),
+        Err(e) => e,
+    };
+    assert!(matches!(err, tierkv::Error::NotAStore(_)), "{err}");
+    assert!(err.to_string().contains("not empty"), "{err}");
+    let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert_eq!(names.len(), 1, "nothing was created");
 }
 
 #[test]

@@ -17,10 +17,12 @@ mod open;
 mod promote;
 mod read;
 mod stats;
+mod stored_tiers;
 mod write;
 
 pub use iterator::DbIterator;
 pub use stats::{CacheStats, DbStats, GetSources, LevelStats};
+pub use stored_tiers::StoredTiers;
 pub use write::Update;
 
 use crate::batch::WriteBatch;
@@ -150,8 +152,23 @@ impl Drop for Snapshot {
 
 impl Db {
     /// Opens (or creates) the store whose fast-tier directory is `path`.
+    ///
+    /// A two-tier store records its tiers (slow directory, fast-disk budget, slow budget
+    /// and device profile) at its first two-tier open: options without `slow` or
+    /// `fd_budget` then take the recorded ones, a different slow directory or fast-disk
+    /// budget is refused ([`Error::InvalidArgument`](crate::Error) naming both), and a
+    /// recorded slow directory that is gone is [`crate::Error::SlowTierNotFound`].
+    /// Creating a store in a directory that holds other files is refused
+    /// ([`crate::Error::NotAStore`]).
     pub fn open(path: impl AsRef<Path>, opts: Options) -> Result<Db> {
         open::open(path.as_ref(), opts)
+    }
+
+    /// The tier layout recorded in the store at `path` (`None`: none recorded: a
+    /// single-directory store, no store, or one not opened with two tiers since tiers
+    /// were recorded). Reads one small file; the store may be open.
+    pub fn stored_tiers(path: impl AsRef<Path>) -> Result<Option<StoredTiers>> {
+        StoredTiers::read(path.as_ref())
     }
 
     /// Reads the latest value of `key`.

@@ -11,6 +11,7 @@
 
 use super::background::{thread_loop, write_level0_table};
 use super::stats::Counters;
+use super::stored_tiers::{self, StoredTiers};
 use super::{Db, DbInner, State, SuperVersion, Wal};
 use crate::batch::DecodedBatch;
 use crate::cache::Cache;
@@ -37,10 +38,13 @@ use std::sync::Arc;
 const LOCK: &str = "LOCK";
 const CURRENT: &str = "CURRENT";
 
-pub(super) fn open(path: &Path, opts: Options) -> Result<Db> {
+pub(super) fn open(path: &Path, mut opts: Options) -> Result<Db> {
+    // The recorded tiers first: everything below (the checks, the memory budget's division,
+    // the layout) sees the tiers the store really has.
+    let stored = stored_tiers::apply(path, &mut opts)?;
     check_dirs(path, &opts)?;
     let mut needs = SpaceNeeds::default();
-    open_inner(path, opts, &mut needs).map_err(|e| needs.explain(path, e))
+    open_inner(path, opts, stored.as_ref(), &mut needs).map_err(|e| needs.explain(path, e))
 }
 
 /// Refuses, before anything is created, a store directory that is a file and a missing
@@ -60,11 +64,24 @@ fn check_dirs(path: &Path, opts: &Options) -> Result<()> {
             return Err(Error::NoStore(path.to_path_buf()));
         }
         if let Some(slow) = slow.filter(|s| !s.is_dir()) {
-            return Err(Error::InvalidArgument(format!(
-                "the slow tier directory {} of the store at {} does not exist",
-                slow.display(),
-                path.display()
-            )));
+            return Err(Error::SlowTierNotFound {
+                dir: slow.to_path_buf(),
+                store: path.to_path_buf(),
+            });
+        }
+    } else if !path.join(CURRENT).is_file() {
+        // Creating: only in a new or empty directory (or one an interrupted creation
+        // left), never among someone else's files.
+        if let Ok(entries) = std::fs::read_dir(path) {
+            for entry in entries {
+                let entry = entry.map_err(|e| Error::io(path, e))?;
+                let name = entry.file_name();
+                let name = name.to_string_lossy();
+                let is_slow = slow.is_some_and(|s| same_dir(&entry.path(), s));
+                if !(stored_tiers::is_store_file(&name) || name == "lost+found" || is_slow) {
+                    return Err(Error::NotAStore(path.to_path_buf()));
+                }
+            }
         }
     }
     Ok(())
@@ -105,7 +122,12 @@ impl SpaceNeeds {
     }
 }
 
-fn open_inner(path: &Path, opts: Options, needs: &mut SpaceNeeds) -> Result<Db> {
+fn open_inner(
+    path: &Path,
+    opts: Options,
+    stored: Option<&StoredTiers>,
+    needs: &mut SpaceNeeds,
+) -> Result<Db> {
     opts.validate()?;
     // From here on the sizes the memory budget derived are the store's options.
     let (opts, memory) = opts.resolve_memory_budget()?;
@@ -148,6 +170,9 @@ fn open_inner(path: &Path, opts: Options, needs: &mut SpaceNeeds) -> Result<Db> 
         opts.create_if_missing,
         opts.error_if_exists,
     )?;
+    // Recorded once the store exists (before any data reaches the slow tier): a crash
+    // before this leaves a store that holds nothing on its slow tier.
+    stored_tiers::record(path, &opts, stored)?;
     let block_cache = (opts.cache_size > 0).then(|| {
         Arc::new(Cache::with_options(
             opts.cache_size,
