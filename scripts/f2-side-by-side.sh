@@ -58,7 +58,7 @@
 #   READ_CACHE_MB (15; quick 0) HOT_INDEX_BUCKETS (65536; quick 8192, 64 B each)
 #   COLD_INDEX_CHUNKS (32768; quick 4096, 64 B each in memory)
 #   tierkv gets --memory-budget = the sum, --fd-budget = 10% of the data (FD_BUDGET), both
-#   tiers under RUN_DIR, --sd-profile none, and its default durability (WAL written on every
+#   tiers under RUN_DIR, --slow-device none, and its default durability (WAL written on every
 #   write, not fsynced: survives a process crash). F2 has no write-ahead log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -218,7 +218,7 @@ run_tierkv() { # W T SEQ REP OPS -> prints "ops ops_per_sec"
     : > "$log"
     "$TIERKV" bench --workload "$w" --load-keys "$load_file" --run-keys "${RUNFILE[$s]}" \
         --ops "$ops" --threads "$t" --memory-budget "$MEM_BYTES" --fd-budget "$FD_BUDGET" \
-        --sd-profile none --systems tierkv --no-progress --out "$d" > "$log" 2>&1 &
+        --slow-device none --systems tierkv --no-progress --out "$d" > "$log" 2>&1 &
     local pid=$!
     monitor "$pid" "$log" ': loaded [0-9]+ records in' 'run phase done in' "$log.samples"
     wait "$pid" || die "tierkv failed: $log"
@@ -278,7 +278,7 @@ out.append("$RECORDS records of 8-byte keys and 100-byte values, run file of $RU
            "${COLD_LOG_MB} MiB, cold-index log ${COLD_INDEX_MB} MiB, read cache ${READ_CACHE_MB} MiB, "
            "$HOT_INDEX_BUCKETS hot-index buckets, $COLD_INDEX_CHUNKS cold-index chunks; tierkv: "
            "--memory-budget, fast tier $((FD_BUDGET / 1024)) KiB, both tiers on the same disk, "
-           "--sd-profile none); F2 ran ${F2_SECONDS} s per cell, tierkv as many operations over the same run file "
+           "--slow-device none); F2 ran ${F2_SECONDS} s per cell, tierkv as many operations over the same run file "
            "(at most $TIERKV_MAX_OPS). "
            "Disk $DEVNAME, fio random-read ceiling at iodepth 32: {:,} IOPS at 512 B, {:,} at 4 KiB. "
            "Durability: tierkv's default (WAL written on every write, not fsynced); F2 has no WAL.".format(fio512, fio4k))

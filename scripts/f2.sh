@@ -36,6 +36,6 @@ for w in ${F2_WORKLOADS:-a b c f}; do
     echo "== YCSB $w"
     "$bin" bench --workload "$w" --distribution zipfian --key-size 8 --record-size "$record_size" \
         --records "$records" --ops "$ops" --memory-budget "${F2_MEMORY:-$tenth}" --fd-budget "$tenth" \
-        --sd-profile "${F2_SD_PROFILE:-none}" --systems "$systems" --no-progress \
+        --slow-device "${F2_SD_PROFILE:-none}" --systems "$systems" --no-progress \
         --out "$out/$w" "$@"
 done

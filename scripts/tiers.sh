@@ -16,7 +16,7 @@
 #   --slow-bps BYTES    read and write bytes/s limit of the slow tier (default 131072000, 125 MiB/s)
 # Example:
 #   sudo scripts/tiers.sh /var/tmp/tiers -- sh -c \
-#     'target/release/tierkv bench --sd-profile none --fast-dir "$TIERKV_FAST_DIR" --slow-dir "$TIERKV_SLOW_DIR"'
+#     'target/release/tierkv bench --slow-device none --fast-dir "$TIERKV_FAST_DIR" --slow-dir "$TIERKV_SLOW_DIR"'
 set -euo pipefail
 
 fast_size=8G slow_size=64G slow_iops=3000 slow_bps=$((125 * 1024 * 1024))
@@ -37,11 +37,11 @@ done
 root=$1; shift 2
 
 # Preconditions, each with a clear explanation.
-[ "$(id -u)" -eq 0 ] || die "needs root: loop devices, mounts and cgroup limits are privileged. Run it with sudo, or use tierkv's in-engine device model instead (tierkv bench --sd-profile gp3)."
+[ "$(id -u)" -eq 0 ] || die "needs root: loop devices, mounts and cgroup limits are privileged. Run it with sudo, or use tierkv's in-engine device model instead (tierkv bench --slow-device gp3)."
 for tool in losetup mkfs.ext4 mount umount truncate; do
   command -v "$tool" >/dev/null || die "missing '$tool' (Debian: apt-get install util-linux e2fsprogs mount)."
 done
-[ -e /dev/loop-control ] || ls /dev/loop* >/dev/null 2>&1 || die "no /dev/loop* devices: this machine (or container) cannot create loop devices; try 'modprobe loop', or use the in-engine device model (--sd-profile gp3)."
+[ -e /dev/loop-control ] || ls /dev/loop* >/dev/null 2>&1 || die "no /dev/loop* devices: this machine (or container) cannot create loop devices; try 'modprobe loop', or use the in-engine device model (--slow-device gp3)."
 
 mkdir -p "$root"
 fast_img="$root/fast.img" slow_img="$root/slow.img"

@@ -9,12 +9,14 @@ pub struct BenchArgs {
     /// Preset sizes: smoke (seconds, CI), small (a few minutes), paper (hours).
     #[arg(long, default_value = "small")]
     pub scale: String,
-    /// Operation mix: ro, rw, wh, uh (HotRAP), a..f (YCSB) or scan (short scans only).
+    /// Operation mix: ro, rw, wh, uh (HotRAP), a..f (YCSB) or scan (short scans only)
+    /// [default: ro].
     #[arg(long)]
     pub workload: Option<String>,
     /// Key distribution: uniform, zipfian[:CONST], hotspot-5%, hotspot:KEYFRAC[:OPFRAC[:SHIFT]],
     /// latest, exponential[:RANGE], dynamic (the paper's shifting hotspot) or phased:FILE
-    /// (lines `LENGTH DISTRIBUTION [WORKLOAD]`; a workload there overrides --workload).
+    /// (lines `LENGTH DISTRIBUTION [WORKLOAD]`; a workload there overrides --workload)
+    /// [default: hotspot-5%; latest for workload d].
     #[arg(long)]
     pub distribution: Option<String>,
     /// Replay a Twitter cache-trace CSV file instead of generating operations (its distinct
@@ -50,28 +52,34 @@ pub struct BenchArgs {
     /// cache sizes. Excludes --block-cache.
     #[arg(long, value_parser = parse_size, conflicts_with = "block_cache")]
     pub memory_budget: Option<u64>,
-    /// Records loaded before the run (default: 11x the fast-disk budget).
+    /// Records loaded before the run [default: 11x the fast-disk budget].
     #[arg(long)]
     pub records: Option<u64>,
-    /// Operations in the run phase (default: 2 per KiB loaded).
+    /// Operations in the run phase [default: 2 per KiB loaded; the smoke scale at most
+    /// 30000].
     #[arg(long)]
     pub ops: Option<u64>,
-    /// Client threads in the run phase.
+    /// Client threads in the run phase [default: the scale's: 8 for smoke, 16 for small and
+    /// paper].
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Fast-disk budget (e.g. 64MiB, 1GiB).
+    /// Fast-disk budget (e.g. 64MiB, 1GiB) [default: the scale's: 4MiB for smoke, 32MiB for
+    /// small, 1GiB for paper].
     #[arg(long, value_parser = parse_size)]
     pub fd_budget: Option<u64>,
-    /// Slow-disk device model: gp3, gp3-max, hdd, none or custom:IOPS:MIBPS[:LATENCY_US].
-    #[arg(long)]
+    /// Device model emulated on the slow disk: gp3, gp3-max, hdd, none or
+    /// custom:IOPS:MIBPS[:LATENCY_US] [default: gp3] (the same models as `tierkv serve
+    /// --slow-device`; `--sd-profile` is its old name, still accepted).
+    #[arg(long = "slow-device", alias = "sd-profile", value_name = "PROFILE")]
     pub sd_profile: Option<String>,
     /// Systems to run, comma-separated: tierkv, tierkv-nopromo, tierkv-fd, tierkv-noretain,
     /// tierkv-nohotcheck, tierkv-nobycompaction, tierkv-nobyflush, tierkv-noautotune,
     /// tierkv-noreuse (no block reuse), tierkv-nobatch (no batched demotion),
-    /// tierkv-bloomtracker (HyperDB's bloom cascade instead of RALT), rocksdb-tiered,
-    /// rocksdb-fd;
+    /// tierkv-bloomtracker (HyperDB's bloom cascade instead of RALT);
     /// cache modes of tierkv: tierkv-blockonly, tierkv-kvonly, tierkv-kponly,
-    /// tierkv-split:KV:KP:BLOCK (integer shares) and tierkv-adaptive (= tierkv).
+    /// tierkv-split:KV:KP:BLOCK (integer shares) and tierkv-adaptive (= tierkv);
+    /// RocksDB (only in a build with `--features tierkv-bench/rocksdb-peer`): rocksdb-tiered,
+    /// rocksdb-fd [default: tierkv,tierkv-nopromo,tierkv-fd].
     #[arg(long, value_delimiter = ',')]
     pub systems: Option<Vec<String>>,
     /// Output directory for report.md, results.json, charts and (by default) the stores.
@@ -84,14 +92,14 @@ pub struct BenchArgs {
     /// Put each system's slow-tier directory under this directory instead of --out.
     #[arg(long)]
     pub slow_dir: Option<PathBuf>,
-    /// Seed of the generated operations (every system gets the same ones).
+    /// Seed of the generated operations (every system gets the same ones) [default: 42].
     #[arg(long)]
     pub seed: Option<u64>,
     /// Cache budget of every system: tierkv's KV, KP and block caches together, RocksDB's
-    /// block cache (default: scaled to the fast-disk budget).
+    /// block cache [default: scaled to the fast-disk budget].
     #[arg(long, alias = "cache", value_parser = parse_size)]
     pub block_cache: Option<u64>,
-    /// Seconds per timeline point.
+    /// Seconds per timeline point [default: the scale's: 0.5 for smoke, 1 otherwise].
     #[arg(long)]
     pub interval: Option<f64>,
     /// Keep each system's store after its run (default: removed to save disk space).

@@ -69,20 +69,36 @@ fn series(res: &BenchResults, f: impl Fn(&TimelinePoint) -> Option<f64>) -> Vec<
         .collect()
 }
 
+/// What a chart shows, for its title: the workload and where the keys come from (the
+/// distribution, a trace or key files), cut short so a long phase list or path still fits.
+pub(crate) fn subject(res: &BenchResults) -> String {
+    const MAX: usize = 80;
+    let c = &res.config;
+    let full = format!("{}, {}", c.workload_label(), c.keys_label());
+    if full.chars().count() <= MAX {
+        full
+    } else {
+        let cut: String = full.chars().take(MAX - 3).collect();
+        format!("{cut}...")
+    }
+}
+
 /// Writes `throughput.png`, `fd_hit_rate.png`, `sd_read.png`, `sd_compaction.png` and, per
 /// system with a cache, `cache_<system>.png` (KV, KP and block cache sizes over time) into
 /// `out`.
 pub fn write_charts(res: &BenchResults, out: &Path) -> Result<()> {
+    let subject = subject(res);
+    let title = |what: &str| format!("{what}: {subject}");
     line_chart(
         &out.join("throughput.png"),
-        "Throughput",
+        &title("Throughput"),
         "operations per second",
         &series(res, |p| Some(p.ops_per_sec)),
         None,
     )?;
     line_chart(
         &out.join("fd_hit_rate.png"),
-        "FD hit rate of gets",
+        &title("FD hit rate of gets"),
         "FD hit rate (%)",
         &series(res, |p| p.fd_hit_rate.map(|r| r * 100.0)),
         // A little headroom keeps a 100% line visible above the plot's edge.
@@ -90,14 +106,14 @@ pub fn write_charts(res: &BenchResults, out: &Path) -> Result<()> {
     )?;
     line_chart(
         &out.join("sd_read.png"),
-        "Slow-disk reads",
+        &title("Slow-disk reads"),
         "SD read MiB/s",
         &series(res, |p| mib_per_s(p.sd_read_bytes, p)),
         None,
     )?;
     line_chart(
         &out.join("sd_compaction.png"),
-        "Slow-disk bandwidth used by compaction",
+        &title("Slow-disk bandwidth used by compaction"),
         "SD compaction MiB/s (read + write)",
         &series(res, |p| mib_per_s(p.sd_compaction_bytes, p)),
         None,
@@ -120,7 +136,7 @@ pub fn write_charts(res: &BenchResults, out: &Path) -> Result<()> {
         let file = format!("cache_{}.png", sys.name.replace([':', '/'], "-"));
         line_chart(
             &out.join(file),
-            &format!("Cache components of {}", sys.name),
+            &title(&format!("Cache components of {}", sys.name)),
             "MiB",
             &data,
             None,
@@ -244,6 +260,16 @@ mod tests {
         assert_eq!(short_number(0.004), "0.004");
         assert_eq!(short_number(0.0125), "0.013");
         assert_eq!(short_number(2.0), "2");
+    }
+
+    #[test]
+    fn chart_titles_name_the_workload_and_distribution() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut res = crate::results::tests::sample_results(dir.path());
+        let t = subject(&res);
+        assert!(t.starts_with("RO, hotspot-"), "{t}");
+        res.config.distribution = crate::distribution::DistSpec::Uniform;
+        assert_eq!(subject(&res), "RO, uniform");
     }
 
     #[test]

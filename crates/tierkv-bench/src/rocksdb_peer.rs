@@ -4,7 +4,7 @@
 //! block size, block cache, bloom bits, memtable sizes and background threads tierkv gets.
 //!
 //! tierkv's in-engine device model cannot throttle RocksDB: run both under
-//! `scripts/tiers.sh` (kernel-enforced limits, `--sd-profile none --fast-dir --slow-dir`)
+//! `scripts/tiers.sh` (kernel-enforced limits, `--slow-device none --fast-dir --slow-dir`)
 //! for a fair side-by-side. RocksDB does not split I/O by tier, so per-tier bytes are
 //! reported as unavailable; its FD hit rate comes from its per-level get tickers.
 

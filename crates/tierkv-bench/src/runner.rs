@@ -71,7 +71,8 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
                 if !templates.contains_key(class) {
                     let tdirs = TierDirs::for_name(cfg, &format!(".load-{class}"));
                     tdirs.remove()?;
-                    let secs = load(cfg, &plan, &values, system, &tdirs, &ui, class)?;
+                    let label = report::load_label(cfg, system);
+                    let secs = load(cfg, &plan, &values, system, &tdirs, &ui, &label)?;
                     templates.insert(class, (tdirs, secs));
                 }
                 let left = users.get_mut(class).map_or(0, |n| {
@@ -86,7 +87,10 @@ pub fn run(cfg: &Config) -> Result<BenchResults> {
                 }
                 secs
             }
-            None => load(cfg, &plan, &values, system, &dirs, &ui, &system.name())?,
+            None => {
+                let label = report::load_label(cfg, system);
+                load(cfg, &plan, &values, system, &dirs, &ui, &label)?
+            }
         };
         // The peak resident size from here to the close is this system's: the previous
         // system's freed memory goes back to the kernel first.
@@ -250,7 +254,7 @@ fn load(
     let start = Instant::now();
     let store = open_store(cfg, system, dirs, true)?;
     let n = plan.records();
-    let pb = ui.bar(n, format!("load {label}"));
+    let pb = ui.bar(n, format!("loading ({label})"));
     load_records(store.as_ref(), plan, values, &pb)?;
     pb.set_message("settling (flush and compactions)");
     store.settle()?;

@@ -256,7 +256,7 @@ impl Config {
         }
         let sd_profile = a.sd_profile.clone().unwrap_or_else(|| "gp3".into());
         let sd_device: tierkv::DeviceProfile = sd_profile.parse().map_err(|e: tierkv::Error| {
-            BenchError::InvalidArgument(format!("--sd-profile: {e}"))
+            BenchError::InvalidArgument(format!("--slow-device: {e}"))
         })?;
         let names = a.systems.clone().unwrap_or_else(|| {
             vec![
@@ -481,7 +481,7 @@ mod tests {
             (|a| a.record_size = Some(10), "--record-size"),
             (|a| a.fd_budget = Some(1000), "--fd-budget"),
             (|a| a.threads = Some(0), "--threads"),
-            (|a| a.sd_profile = Some("ssd".into()), "--sd-profile"),
+            (|a| a.sd_profile = Some("ssd".into()), "--slow-device"),
             (|a| a.systems = Some(vec!["mysql".into()]), "unknown system"),
             (
                 |a| a.systems = Some(vec!["tierkv".into(), "tierkv".into()]),

@@ -96,8 +96,9 @@ impl FromStr for System {
         };
         if sys.is_rocksdb() && !cfg!(feature = "rocksdb-peer") {
             return Err(BenchError::InvalidArgument(format!(
-                "{s} needs the rocksdb-peer feature: cargo run --release -p tierkv-cli \
-                 --features tierkv-bench/rocksdb-peer -- bench --systems ..."
+                "{s} is a RocksDB baseline, which this build does not include: it needs the \
+                 rocksdb-peer feature (cargo run --release -p tierkv-cli --features \
+                 tierkv-bench/rocksdb-peer -- bench --systems ...)"
             )));
         }
         Ok(sys)
@@ -273,6 +274,20 @@ mod tests {
                 continue;
             }
             assert_eq!(s.name().parse::<System>().unwrap(), s);
+        }
+    }
+
+    /// A RocksDB system in a build without RocksDB is refused with the reason and the
+    /// feature that adds it, not as an unknown name.
+    #[cfg(not(feature = "rocksdb-peer"))]
+    #[test]
+    fn rocksdb_systems_without_the_feature_name_it() {
+        for name in ["rocksdb-tiered", "rocksdb-fd"] {
+            let e = name.parse::<System>().unwrap_err().to_string();
+            assert!(
+                e.contains("RocksDB baseline") && e.contains("rocksdb-peer"),
+                "{e}"
+            );
         }
     }
 

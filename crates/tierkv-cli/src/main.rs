@@ -64,9 +64,9 @@ enum Command {
         /// End key (exclusive).
         #[arg(long)]
         to: Option<String>,
-        /// At most this many records.
-        #[arg(long, default_value_t = usize::MAX)]
-        limit: usize,
+        /// At most this many records (no limit when absent).
+        #[arg(long)]
+        limit: Option<usize>,
     },
     /// Print the store's statistics.
     Stats {
@@ -91,8 +91,15 @@ enum Command {
 struct ServeArgs {
     #[command(flatten)]
     store: StoreArgs,
-    /// Device model of the slow tier: none, gp3, gp3-max, hdd.
-    #[arg(long, default_value = "none", requires = "slow_dir")]
+    /// Device model emulated on the slow tier: none (the disk as it is), gp3, gp3-max, hdd
+    /// or custom:IOPS:MIBPS[:LATENCY_US] (the same models as `tierkv bench --slow-device`).
+    #[arg(
+        long,
+        alias = "sd-profile",
+        value_name = "PROFILE",
+        default_value = "none",
+        requires = "slow_dir"
+    )]
     slow_device: String,
     /// Cache budget: the KV, KP and block caches together (e.g. 64MiB, 1GiB); the engine's
     /// default when absent (with --memory-budget the budget sizes the cache).
@@ -160,13 +167,10 @@ struct ServeArgs {
 }
 
 fn serve(args: ServeArgs) -> CliResult {
-    let device = match args.slow_device.as_str() {
-        "none" => tierkv::DeviceProfile::none(),
-        "gp3" => tierkv::DeviceProfile::gp3(),
-        "gp3-max" => tierkv::DeviceProfile::gp3_max(),
-        "hdd" => tierkv::DeviceProfile::hdd(),
-        other => return Err(format!("unknown --slow-device {other:?}").into()),
-    };
+    let device: tierkv::DeviceProfile = args
+        .slow_device
+        .parse()
+        .map_err(|e| format!("--slow-device: {e}"))?;
     let store = &args.store;
     let mut opts = store.options(true, device)?;
     let requirepass = match &args.requirepass_file {
@@ -307,6 +311,7 @@ fn run(cmd: Command) -> CliResult {
             let mut it = db.iter_opt(&ropts)?;
             it.seek_to_first()?;
             let mut n = 0;
+            let limit = limit.unwrap_or(usize::MAX);
             while it.valid() && n < limit {
                 out.write_all(it.key())?;
                 out.write_all(b"\t")?;
@@ -354,71 +359,175 @@ fn run(cmd: Command) -> CliResult {
     }
 }
 
+/// Bytes in binary units with one decimal (`512 B`, `1.5 KiB`, `3.2 GiB`): the text report
+/// is read by people; `--json` keeps the raw byte counts.
+fn human(bytes: u64) -> String {
+    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    // Move up while the one-decimal figure would print as 1024.0 or more.
+    while v >= 1023.95 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// [`human`] for in-memory sizes.
+fn human_usize(bytes: usize) -> String {
+    human(u64::try_from(bytes).unwrap_or(u64::MAX))
+}
+
+/// The text report of `tierkv stats`, in two parts: what the store holds (persisted, so
+/// the same after a restart) and what this process counted since it opened the store (for
+/// `tierkv stats` itself, only what opening did, such as replaying the WAL; a long-running
+/// process reports the same figures through `INFO` in `tierkv serve`).
 fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()> {
+    writeln!(out, "store (persisted: the same across restarts)")?;
     writeln!(
         out,
-        "writes: {} puts, {} deletes, {} user bytes, {} batches in {} WAL groups",
-        s.puts, s.deletes, s.user_bytes_written, s.write_batches, s.write_groups
+        "  keys: about {} (entries in tables and memtables less tombstones; versions not yet compacted count once each)",
+        s.estimated_keys
+    )?;
+    writeln!(out, "  last sequence number: {}", s.last_sequence)?;
+    writeln!(
+        out,
+        "  tiers: fast {}{}, slow {}",
+        human(s.fast_tier_bytes),
+        s.fd_budget
+            .map(|b| format!(" (budget {})", human(b)))
+            .unwrap_or_default(),
+        human(s.slow_tier_bytes)
+    )?;
+    writeln!(
+        out,
+        "  {:<6} {:<5} {:>6} {:>11} {:>11}",
+        "level", "tier", "files", "size", "target"
+    )?;
+    for l in &s.levels {
+        writeln!(
+            out,
+            "  L{:<5} {:<5} {:>6} {:>11} {:>11}",
+            l.level,
+            l.tier.name(),
+            l.files,
+            human(l.bytes),
+            if l.level == 0 {
+                "-".to_string() // L0 is triggered by its file count
+            } else {
+                human(l.target_bytes)
+            }
+        )?;
+    }
+
+    writeln!(out)?;
+    writeln!(
+        out,
+        "this process (counted since the store was opened; reset by every restart)"
+    )?;
+    writeln!(
+        out,
+        "  writes: {} puts, {} deletes, {} of keys and values, {} batches in {} WAL groups",
+        s.puts,
+        s.deletes,
+        human(s.user_bytes_written),
+        s.write_batches,
+        s.write_groups
     )?;
     let g = &s.get_sources;
-    writeln!(out, "gets: {} (memtable {}, block cache {}, fast disk {}, slow disk {}, not found {}); FD hit rate {:.1}%",
+    writeln!(out, "  gets: {} (memtable {}, block cache {}, fast disk {}, slow disk {}, not found {}); FD hit rate {:.1}%",
         s.gets, g.memtable, g.block_cache, g.fast, g.slow, g.not_found, s.fd_hit_rate * 100.0)?;
     writeln!(
         out,
-        "flushes: {} ({} bytes, {} shadowed versions dropped); compactions: {} ({} trivial moves), read {} bytes, wrote {} bytes",
+        "  flushes: {} ({} written, {} shadowed versions dropped); compactions: {} ({} trivial moves), read {}, wrote {}",
         s.flushes,
-        s.flush_bytes_written,
+        human(s.flush_bytes_written),
         s.flush_entries_dropped,
         s.compactions,
         s.trivial_moves,
-        s.compaction_bytes_read,
-        s.compaction_bytes_written
+        human(s.compaction_bytes_read),
+        human(s.compaction_bytes_written)
     )?;
     writeln!(
         out,
-        "compaction blocks: {} reused as stored ({} bytes), {} re-encoded ({} bytes)",
+        "  compaction blocks: {} reused as stored ({}), {} re-encoded ({})",
         s.compaction_blocks_reused,
-        s.compaction_bytes_reused,
+        human(s.compaction_bytes_reused),
         s.compaction_blocks_rewritten,
-        s.compaction_bytes_rewritten
+        human(s.compaction_bytes_rewritten)
     )?;
+    for l in s
+        .levels
+        .iter()
+        .filter(|l| l.compaction_read_bytes + l.compaction_write_bytes > 0)
+    {
+        writeln!(
+            out,
+            "    compactions out of L{}: read {}, wrote {}",
+            l.level,
+            human(l.compaction_read_bytes),
+            human(l.compaction_write_bytes)
+        )?;
+    }
     for tier in [tierkv::Tier::Fast, tierkv::Tier::Slow] {
         let io = s.background_io(tier);
         let per_user = |x: Option<f64>| x.map_or("-".to_string(), |x| format!("{x:.2}"));
         writeln!(
             out,
-            "background I/O on {} (flush, compaction, promotion, tracker): read {} bytes ({} per user byte), wrote {} bytes (write amplification {})",
+            "  background I/O on {} (flush, compaction, promotion, tracker): read {} ({} per user byte), wrote {} (write amplification {})",
             tier.name(),
-            io.read_bytes,
+            human(io.read_bytes),
             per_user(s.read_amplification(tier)),
-            io.write_bytes,
+            human(io.write_bytes),
             per_user(s.write_amplification(tier))
         )?;
     }
     writeln!(
         out,
-        "write stalls: {} ({} us), slowdowns: {}",
-        s.write_stalls, s.write_stall_micros, s.write_slowdowns
+        "  write stalls: {} ({:.1} ms), slowdowns: {}",
+        s.write_stalls,
+        s.write_stall_micros as f64 / 1000.0,
+        s.write_slowdowns
     )?;
+    writeln!(
+        out,
+        "  I/O by tier and cause (read size / ops, write size / ops):"
+    )?;
+    for (name, tier) in [("fast", &s.io.fast), ("slow", &s.io.slow)] {
+        for c in tier.causes.iter().filter(|c| c.read_ops + c.write_ops > 0) {
+            writeln!(
+                out,
+                "    {name:<5} {:<11} {:>11} / {:<9} {:>11} / {}",
+                c.cause.name(),
+                human(c.read_bytes),
+                c.read_ops,
+                human(c.write_bytes),
+                c.write_ops
+            )?;
+        }
+    }
     let c = &s.cache;
     writeln!(
         out,
-        "cache ({}): {} / {} bytes, ghosts {} ({} bytes); gets from KV {}, from KP {}",
+        "  cache ({}): {} of {}, ghosts {} ({}); gets from KV {}, from KP {}",
         c.mode,
-        c.usage,
-        c.capacity,
+        human_usize(c.usage),
+        human_usize(c.capacity),
         if c.ghosts_on { "on" } else { "off" },
-        c.ghost_bytes,
+        human_usize(c.ghost_bytes),
         g.kv_cache,
         g.kp_cache
     )?;
     for (name, x) in [("KV", &c.kv), ("KP", &c.kp), ("block", &c.block)] {
         writeln!(
             out,
-            "  {name}: {} bytes in {} entries (target {}), hit rate {:.1}%, ghost hits {}",
-            x.bytes,
+            "    {name}: {} in {} entries (target {}), hit rate {:.1}%, ghost hits {}",
+            human_usize(x.bytes),
             x.entries,
-            x.target,
+            human_usize(x.target),
             x.hit_rate * 100.0,
             x.ghost_hits
         )?;
@@ -426,10 +535,10 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
     let m = &s.memory;
     writeln!(
         out,
-        "memory: {} bytes{}",
-        m.total_bytes,
+        "  memory: {}{}",
+        human_usize(m.total_bytes),
         m.budget
-            .map(|b| format!(" of a budget of {b}"))
+            .map(|b| format!(" of a budget of {}", human_usize(b)))
             .unwrap_or_else(|| " (no memory budget: each component has its own limit)".into())
     )?;
     for (name, c) in [
@@ -441,54 +550,28 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
     ] {
         writeln!(
             out,
-            "  {name}: {} bytes (limit {})",
-            c.bytes,
-            c.limit.map_or("none".to_string(), |l| l.to_string())
+            "    {name}: {} (limit {})",
+            human_usize(c.bytes),
+            c.limit.map_or("none".to_string(), human_usize)
         )?;
-    }
-    writeln!(
-        out,
-        "tiers: fast {} bytes{}, slow {} bytes",
-        s.fast_tier_bytes,
-        s.fd_budget
-            .map(|b| format!(" (budget {b})"))
-            .unwrap_or_default(),
-        s.slow_tier_bytes
-    )?;
-    writeln!(
-        out,
-        "{:<6} {:<5} {:>6} {:>14} {:>14} {:>16} {:>16}",
-        "level", "tier", "files", "bytes", "target", "compaction read", "compaction write"
-    )?;
-    for l in &s.levels {
-        writeln!(
-            out,
-            "L{:<5} {:<5} {:>6} {:>14} {:>14} {:>16} {:>16}",
-            l.level,
-            l.tier.name(),
-            l.files,
-            l.bytes,
-            l.target_bytes,
-            l.compaction_read_bytes,
-            l.compaction_write_bytes
-        )?;
-    }
-    writeln!(
-        out,
-        "I/O by tier and cause (read bytes / ops, write bytes / ops):"
-    )?;
-    for (name, tier) in [("fast", &s.io.fast), ("slow", &s.io.slow)] {
-        for c in tier.causes.iter().filter(|c| c.read_ops + c.write_ops > 0) {
-            writeln!(
-                out,
-                "  {name:<5} {:<11} {:>14} / {:<9} {:>14} / {}",
-                c.cause.name(),
-                c.read_bytes,
-                c.read_ops,
-                c.write_bytes,
-                c.write_ops
-            )?;
-        }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::human;
+
+    #[test]
+    fn sizes_print_in_binary_units_with_one_decimal() {
+        assert_eq!(human(0), "0 B");
+        assert_eq!(human(1023), "1023 B");
+        assert_eq!(human(1024), "1.0 KiB");
+        assert_eq!(human(1536), "1.5 KiB");
+        assert_eq!(human(5 << 20), "5.0 MiB");
+        // Just below 1 MiB rounds up to the next unit rather than "1024.0 KiB".
+        assert_eq!(human((1 << 20) - 1), "1.0 MiB");
+        assert_eq!(human(3 << 30), "3.0 GiB");
+        assert_eq!(human(u64::MAX), "16384.0 PiB");
+    }
 }

@@ -229,6 +229,11 @@ pub struct DbStats {
     pub immutable_memtables: usize,
     /// Last sequence number visible to readers.
     pub last_sequence: u64,
+    /// An estimate of the live keys: entries in table files and memtables less tombstones.
+    /// Versions of one key not yet merged by compaction count once each, and a tombstone
+    /// hides a put elsewhere, so the true count can be lower; DBSIZE-like exact counts need
+    /// a scan. Like the table sizes, it describes the store, not this process.
+    pub estimated_keys: u64,
     /// I/O by tier and cause.
     pub io: IoStatsSnapshot,
     /// Hot-record retention and promotion.
@@ -288,6 +293,23 @@ pub struct PromotionStats {
     pub ralt: Option<crate::hot::ralt::RaltStats>,
     /// The hotness tracker, when it is the bloom cascade.
     pub bloom_tracker: Option<crate::hot::cascade::BloomCascadeStats>,
+}
+
+/// Table entries less tombstones, plus memtable entries (memtable tombstones are not
+/// counted separately: they are few and the figure is an estimate).
+fn estimate_keys(sv: &super::SuperVersion) -> u64 {
+    let tables: u64 = sv
+        .version
+        .levels
+        .iter()
+        .flatten()
+        .map(|f| f.info.num_entries.saturating_sub(f.info.num_deletions))
+        .sum();
+    let memtables: usize = std::iter::once(&sv.mem)
+        .chain(sv.imms.iter())
+        .map(|m| m.len())
+        .sum();
+    tables.saturating_add(u64::try_from(memtables).unwrap_or(u64::MAX))
 }
 
 impl DbInner {
@@ -378,6 +400,7 @@ impl DbInner {
             memtable_bytes: sv.mem.approximate_size(),
             immutable_memtables: sv.imms.len(),
             last_sequence: self.visible_seq.load(Relaxed),
+            estimated_keys: estimate_keys(&sv),
             io: self.env.stats().snapshot(),
             promotion: PromotionStats {
                 active: self.hot_tracker.is_some(),
