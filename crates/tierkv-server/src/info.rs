@@ -2,7 +2,6 @@
 //! (server, clients, stats, memory, persistence, keyspace) and tierkv's own (engine, tiers,
 //! fdhitrate, promotion, ralt, caches) built from `Db::stats()`.
 
-use crate::commands::CmdError;
 use crate::state::Shared;
 use serde_json::Value;
 use std::fmt::Write as _;
@@ -96,7 +95,7 @@ fn rss_bytes() -> u64 {
 }
 
 /// Renders the sections named in `args` (lower case; empty = default = all).
-pub(crate) fn render(shared: &Shared, args: &[String]) -> Result<String, CmdError> {
+pub(crate) fn render(shared: &Shared, args: &[String]) -> tierkv::Result<String> {
     let all = args.is_empty()
         || args
             .iter()

@@ -2,7 +2,7 @@
 //! SCAN cursors, the cached key count) and the per-connection state that commands change.
 
 use crate::config::ServerConfig;
-use crate::resp::Proto;
+use crate::resp::{Proto, ReplyWriter};
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
@@ -230,6 +230,18 @@ impl Shared {
     }
 }
 
+/// The rest of a reply too large to produce at once (see `commands::run_pipeline`).
+pub(crate) trait Resume: Send {
+    /// Writes more of the reply, until it is complete (returns `None`) or `out` holds at
+    /// least `chunk` bytes (returns what is left).
+    fn resume(
+        self: Box<Self>,
+        shared: &Shared,
+        out: &mut ReplyWriter,
+        chunk: usize,
+    ) -> Option<Box<dyn Resume>>;
+}
+
 /// Per-connection state that commands read and change. Moved into the blocking task that
 /// runs a pipeline and handed back, so no lock is needed.
 pub(crate) struct ConnState {
@@ -238,7 +250,7 @@ pub(crate) struct ConnState {
     pub proto: Proto,
     /// The rest of a reply that stopped at the output bound (an MGET half sent): it runs
     /// before any further command of this connection.
-    pub resume: Option<Box<dyn crate::commands::Resume>>,
+    pub resume: Option<Box<dyn Resume>>,
     /// Failed AUTH attempts on this connection (throttled, then the connection is closed).
     pub auth_failures: u32,
 }

@@ -1402,3 +1402,60 @@ fn a_reply_over_the_output_limit_closes_the_connection() {
     let small: Option<String> = c.get("nope").unwrap();
     assert_eq!(small, None);
 }
+
+/// COMMAND INFO and DOCS naming many commands are produced one entry at a time under the
+/// connection's output bound: a reply many times the request's size never sits in the
+/// server at once (it would pass this server's 80 KiB hard limit and close the connection).
+#[test]
+fn command_info_of_many_names_is_sent_in_steps() {
+    let config = ServerConfig {
+        limits: Limits {
+            max_bulk: 1024,
+            max_key: 1024,
+            max_args: 100_000,
+            max_query: 1024 * 1024,
+        },
+        reply_chunk: 4 * 1024,
+        output_limit: 80 * 1024,
+        ..ServerConfig::default()
+    };
+    let s = TestServer::start(config);
+    let mut c = s.client();
+    let n = 5_000;
+    let mut info = redis::cmd("COMMAND");
+    info.arg("INFO");
+    let mut docs = redis::cmd("COMMAND");
+    docs.arg("DOCS");
+    for i in 0..n {
+        let name = if i % 2 == 0 { "get" } else { "nosuchcommand" };
+        info.arg(name);
+        docs.arg("set");
+    }
+    let entries: Vec<redis::Value> = info.query(&mut c).unwrap();
+    assert_eq!(entries.len(), n);
+    assert!(matches!(entries[0], redis::Value::Array(_)));
+    assert_eq!(entries[1], redis::Value::Nil);
+    let docs: redis::Value = docs.query(&mut c).unwrap();
+    match docs {
+        redis::Value::Map(pairs) => assert_eq!(pairs.len(), n),
+        redis::Value::Array(items) => assert_eq!(items.len(), 2 * n),
+        other => panic!("COMMAND DOCS answered {other:?}"),
+    }
+    assert_eq!(q::<String>(&mut c, &["PING"]).unwrap(), "PONG");
+}
+
+/// A client name is held for the connection's life and repeated in every CLIENT LIST: names
+/// over 1 KiB are refused, so CLIENT LIST stays bounded by the number of clients.
+#[test]
+fn long_client_names_are_refused() {
+    let s = TestServer::default();
+    let mut c = s.client();
+    let long = "n".repeat(1025);
+    let err = err_text(q::<String>(&mut c, &["CLIENT", "SETNAME", &long]));
+    assert!(err.contains("limited to 1024 bytes"), "{err}");
+    let ok = "n".repeat(1024);
+    assert_eq!(
+        q::<String>(&mut c, &["CLIENT", "SETNAME", &ok]).unwrap(),
+        "OK"
+    );
+}

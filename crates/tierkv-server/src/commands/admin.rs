@@ -1,7 +1,9 @@
 //! Server commands: INFO, CONFIG GET, COMMAND (COUNT, DOCS, INFO, LIST), TIME, SHUTDOWN.
 
-use super::{CmdError, CmdResult, CommandSpec, Ctx, Flow, COMMANDS};
+use super::{CmdError, CmdResult, CommandSpec, Ctx, Flow, Resume, COMMANDS};
 use crate::glob::Glob;
+use crate::resp::ReplyWriter;
+use crate::state::Shared;
 use bytes::Bytes;
 
 pub(super) fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
@@ -108,8 +110,7 @@ fn acl_category(spec: &CommandSpec) -> &'static str {
 }
 
 /// One COMMAND INFO entry in Redis 7's ten-element shape.
-fn command_entry(ctx: &mut Ctx<'_>, spec: &CommandSpec) {
-    let out = &mut *ctx.out;
+fn command_entry(out: &mut ReplyWriter, spec: &CommandSpec) {
     out.array(10);
     out.bulk(spec.name.as_bytes());
     out.int(spec.arity as i64);
@@ -127,8 +128,7 @@ fn command_entry(ctx: &mut Ctx<'_>, spec: &CommandSpec) {
     out.array(0); // subcommands
 }
 
-fn command_doc(ctx: &mut Ctx<'_>, spec: &CommandSpec) {
-    let out = &mut *ctx.out;
+fn command_doc(out: &mut ReplyWriter, spec: &CommandSpec) {
     out.bulk(spec.name.as_bytes());
     out.map(3);
     out.bulk(b"summary");
@@ -142,9 +142,7 @@ fn command_doc(ctx: &mut Ctx<'_>, spec: &CommandSpec) {
 pub(super) fn command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     if args.len() == 1 {
         ctx.out.array(COMMANDS.len());
-        for spec in COMMANDS {
-            command_entry(ctx, spec);
-        }
+        send_specs(ctx, COMMANDS.iter().map(Some).collect(), false);
         return Ok(Flow::Continue);
     }
     let sub = args[1].to_ascii_uppercase();
@@ -157,31 +155,26 @@ pub(super) fn command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             }
         }
         b"INFO" => {
-            if args.len() == 2 {
-                ctx.out.array(COMMANDS.len());
-                for spec in COMMANDS {
-                    command_entry(ctx, spec);
-                }
+            let specs: Vec<_> = if args.len() == 2 {
+                COMMANDS.iter().map(Some).collect()
             } else {
-                ctx.out.array(args.len() - 2);
-                for name in &args[2..] {
-                    match super::lookup(name) {
-                        Some(spec) => command_entry(ctx, spec),
-                        None => ctx.out.null(),
-                    }
-                }
-            }
+                args[2..].iter().map(|n| super::lookup(n)).collect()
+            };
+            ctx.out.array(specs.len());
+            send_specs(ctx, specs, false);
         }
         b"DOCS" => {
-            let specs: Vec<&CommandSpec> = if args.len() == 2 {
-                COMMANDS.iter().collect()
+            let specs: Vec<_> = if args.len() == 2 {
+                COMMANDS.iter().map(Some).collect()
             } else {
-                args[2..].iter().filter_map(|n| super::lookup(n)).collect()
+                args[2..]
+                    .iter()
+                    .filter_map(|n| super::lookup(n))
+                    .map(Some)
+                    .collect()
             };
             ctx.out.map(specs.len());
-            for spec in specs {
-                command_doc(ctx, spec);
-            }
+            send_specs(ctx, specs, true);
         }
         _ => {
             return Err(CmdError::err(format!(
@@ -191,6 +184,50 @@ pub(super) fn command(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
     }
     Ok(Flow::Continue)
+}
+
+/// Sends COMMAND INFO entries (or DOCS pairs) one command at a time: a request naming a
+/// command a million times would otherwise build a reply of a hundred times its size at
+/// once. Unknown names (INFO only) answer nil.
+fn send_specs(ctx: &mut Ctx<'_>, specs: Vec<Option<&'static CommandSpec>>, docs: bool) {
+    let rest = Box::new(SpecsRest {
+        specs,
+        next: 0,
+        docs,
+    });
+    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.reply_chunk);
+}
+
+/// The part of a COMMAND INFO or DOCS reply not produced yet.
+struct SpecsRest {
+    specs: Vec<Option<&'static CommandSpec>>,
+    next: usize,
+    docs: bool,
+}
+
+impl Resume for SpecsRest {
+    fn resume(
+        mut self: Box<Self>,
+        _shared: &Shared,
+        out: &mut ReplyWriter,
+        chunk: usize,
+    ) -> Option<Box<dyn Resume>> {
+        while let Some(spec) = self.specs.get(self.next).copied() {
+            match spec {
+                Some(spec) if self.docs => command_doc(out, spec),
+                Some(spec) => command_entry(out, spec),
+                None => out.null(),
+            }
+            self.next += 1;
+            if out.overflowed() {
+                return None;
+            }
+            if out.len() >= chunk && self.next < self.specs.len() {
+                return Some(self);
+            }
+        }
+        None
+    }
 }
 
 pub(super) fn time(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {

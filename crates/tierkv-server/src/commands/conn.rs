@@ -152,8 +152,20 @@ pub(super) fn select(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     }
 }
 
-/// Client names are printable ASCII without spaces, as in Redis.
+/// Longest client name CLIENT SETNAME accepts. Redis sets none, but every name is held
+/// for the connection's life and repeated in each CLIENT LIST reply (one string, all
+/// clients): without a bound a few clients could make one CLIENT LIST gigabytes long.
+const MAX_CLIENT_NAME: usize = 1024;
+
+/// Client names are printable ASCII without spaces, as in Redis, of at most
+/// [`MAX_CLIENT_NAME`] bytes.
 fn valid_name(n: &[u8]) -> Result<String, CmdError> {
+    if n.len() > MAX_CLIENT_NAME {
+        return Err(CmdError::err(format!(
+            "Client names are limited to {MAX_CLIENT_NAME} bytes (got {})",
+            n.len()
+        )));
+    }
     if n.iter().all(|&c| (b'!'..=b'~').contains(&c)) {
         Ok(String::from_utf8_lossy(n).into_owned())
     } else {

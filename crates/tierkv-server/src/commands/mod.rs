@@ -11,6 +11,7 @@ mod keys;
 mod strings;
 
 use crate::resp::{Args, ReplyWriter};
+pub(crate) use crate::state::Resume;
 use crate::state::{ConnState, ServerStats, Shared};
 use bytes::Bytes;
 use std::collections::VecDeque;
@@ -29,18 +30,6 @@ pub(crate) enum Flow {
     /// The replies passed the connection's hard output limit and were dropped: close the
     /// connection without sending anything more.
     Overflow,
-}
-
-/// The rest of a reply too large to produce at once (see [`run_pipeline`]).
-pub(crate) trait Resume: Send {
-    /// Writes more of the reply, until it is complete (returns `None`) or `out` holds at
-    /// least `chunk` bytes (returns what is left).
-    fn resume(
-        self: Box<Self>,
-        shared: &Shared,
-        out: &mut ReplyWriter,
-        chunk: usize,
-    ) -> Option<Box<dyn Resume>>;
 }
 
 /// A command's error reply, complete with its code (`ERR ...`, `NOAUTH ...`).
