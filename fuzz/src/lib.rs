@@ -2,6 +2,8 @@
 //! manifests, RALT files) and `resp` (the server's request parser). The targets in
 //! `fuzz_targets/` only hand libFuzzer's bytes to them.
 
+#![forbid(unsafe_code)]
+
 pub mod engine;
 pub mod resp;
 

@@ -18,6 +18,8 @@
 
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
+// A server must not panic on a client's input: library code handles every error.
+#![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 mod commands;
 mod config;
