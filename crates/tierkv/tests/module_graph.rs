@@ -1,5 +1,7 @@
 //! The workspace's crates are houses whose arrows point one way: no top-level module of a
-//! crate's `src/` may reach, through `crate::` paths, a module that reaches it back. For the
+//! crate's `src/` may reach, through `crate::` paths, a module that reaches it back, and no
+//! file of a folder module may reach a sibling file that reaches it back (`super::` or the
+//! folder's full path; the folder's `mod.rs` is its front door and is not counted). For the
 //! engine that is the data flow (public API -> db -> compaction, version, hot, cache -> sst,
 //! wal -> env; docs/ARCHITECTURE.md); for the bench, plain names -> runs -> reports.
 //!
@@ -163,15 +165,22 @@ fn ident_at(s: &str) -> &str {
 /// The first path segment of every `crate::` path in `code`, `crate::{a::X, b}` giving
 /// `a` and `b`.
 fn crate_paths(code: &str) -> Vec<String> {
+    paths_after(code, "crate::")
+}
+
+/// The segment after `prefix` (a path ending in `::`) wherever the path starts with it,
+/// `prefix{a::X, b}` giving `a` and `b`. A match inside a longer path (`x::super::`) does
+/// not count.
+fn paths_after(code: &str, prefix: &str) -> Vec<String> {
     let mut found = Vec::new();
-    for (at, _) in code.match_indices("crate::") {
+    for (at, _) in code.match_indices(prefix) {
         if at > 0 && {
             let p = code.as_bytes()[at - 1];
-            p.is_ascii_alphanumeric() || p == b'_' || p == b'$'
+            p.is_ascii_alphanumeric() || p == b'_' || p == b'$' || p == b':'
         } {
             continue;
         }
-        let rest = code[at + "crate::".len()..].trim_start();
+        let rest = code[at + prefix.len()..].trim_start();
         if let Some(group) = rest.strip_prefix('{') {
             // Top-level items of the group, nested groups skipped by depth.
             let mut depth = 0usize;
@@ -202,11 +211,17 @@ fn crate_paths(code: &str) -> Vec<String> {
     found
 }
 
-/// Names the crate root re-exports (`pub use module::{A, B};`), mapped to their module.
+/// Names a module file imports or re-exports from its child modules (`pub use
+/// module::{A, B};`, also `use` and `pub(crate) use`), mapped to that module: children see
+/// them as `super::A`, the crate as `crate::A`.
 fn root_reexports(lib: &str) -> BTreeMap<String, String> {
     let mut map = BTreeMap::new();
     for stmt in lib.split(';') {
-        let Some(path) = stmt.trim().strip_prefix("pub use ") else {
+        let stmt = stmt.trim();
+        let Some(path) = ["pub use ", "pub(crate) use ", "pub(super) use ", "use "]
+            .iter()
+            .find_map(|p| stmt.strip_prefix(p))
+        else {
             continue;
         };
         let path = path.trim().trim_start_matches("crate::");
@@ -289,6 +304,88 @@ fn module_graph(src: &Path) -> Graph {
     graph
 }
 
+/// The files (and sub-folders) of one folder module -> the siblings they reference, through
+/// `super::x` in a file of the folder or `crate::<folder path>::x` anywhere below it
+/// (including names the folder's `mod.rs` imports from a sibling). `mod.rs` itself is the
+/// folder's front door, not a sibling: it may use its children and they may use it.
+fn sibling_graph(src: &Path, dir: &Path) -> Graph {
+    let modpath: Vec<String> = dir
+        .strip_prefix(src)
+        .expect("a folder below src")
+        .components()
+        .filter_map(|c| c.as_os_str().to_str().map(str::to_string))
+        .collect();
+    let full_prefix = format!("crate::{}::", modpath.join("::"));
+    let mut nodes: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let p = entry.expect("directory entry").path();
+        let name = p
+            .file_stem()
+            .and_then(|n| n.to_str())
+            .unwrap_or("")
+            .to_string();
+        if p.is_dir() {
+            let mut files = Vec::new();
+            rust_files(&p, &mut files);
+            nodes.insert(name, files);
+        } else if p.extension().is_some_and(|x| x == "rs") && name != "mod" && name != "tests" {
+            nodes.insert(name, vec![p]);
+        }
+    }
+    let front = std::fs::read_to_string(dir.join("mod.rs")).unwrap_or_default();
+    let imported = root_reexports(&strip_comments_and_literals(&front));
+    let mut graph: Graph = nodes.keys().map(|n| (n.clone(), BTreeSet::new())).collect();
+    for (from, files) in &nodes {
+        for f in files {
+            if f.file_name().is_some_and(|n| n == "tests.rs") {
+                continue;
+            }
+            let text =
+                std::fs::read_to_string(f).unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            let code = drop_test_modules(&strip_comments_and_literals(&text));
+            let mut targets = paths_after(&code, &full_prefix);
+            if f.parent() == Some(dir) {
+                targets.extend(paths_after(&code, "super::"));
+            }
+            for t in targets {
+                let to = if nodes.contains_key(&t) {
+                    t
+                } else if let Some(m) = imported.get(&t).filter(|m| nodes.contains_key(*m)) {
+                    m.clone()
+                } else {
+                    continue;
+                };
+                if &to != from {
+                    graph.entry(from.clone()).or_default().insert(to);
+                }
+            }
+        }
+    }
+    graph
+}
+
+/// Every folder below `src` (recursively): the sibling graph of each has no circle.
+fn check_sibling_files(name: &str, src: &Path) {
+    let mut dirs = vec![src.to_path_buf()];
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let p = entry.expect("directory entry").path();
+            if p.is_dir() {
+                let graph = sibling_graph(src, &p);
+                if let Some(cycle) = find_cycle(&graph) {
+                    panic!(
+                        "files of {name}'s {} import each other in a circle: {}\nfull graph:\n{}",
+                        p.strip_prefix(src).unwrap_or(&p).display(),
+                        cycle.join(" -> "),
+                        render(&graph)
+                    );
+                }
+                dirs.push(p);
+            }
+        }
+    }
+}
+
 /// A circle of the graph as `a -> b -> ... -> a`, if there is one.
 fn find_cycle(graph: &Graph) -> Option<Vec<String>> {
     #[derive(Clone, Copy, PartialEq)]
@@ -366,6 +463,7 @@ fn check_crate(name: &str, module: &str, min_imports: usize) {
             render(&graph)
         );
     }
+    check_sibling_files(name, &src);
 }
 
 /// The engine's house has no circle between its top-level modules (docs/ARCHITECTURE.md).
@@ -378,6 +476,12 @@ fn engine_modules_form_no_circle() {
 #[test]
 fn bench_modules_form_no_circle() {
     check_crate("tierkv-bench", "runner", 5);
+}
+
+/// Nor has the server's (commands -> state, info -> resp, never back).
+#[test]
+fn server_modules_form_no_circle() {
+    check_crate("tierkv-server", "commands", 3);
 }
 
 /// The scanner itself: it finds `use` lists, grouped imports, root re-exports and
@@ -415,4 +519,32 @@ fn the_scan_finds_a_planted_circle() {
     assert_eq!(cycle.first(), cycle.last());
     assert!(cycle.len() >= 4, "{cycle:?}");
     assert!(cycle.contains(&"d".to_string()), "{cycle:?}");
+}
+
+/// The sibling scan: two files of one folder that import each other through `super::`
+/// (directly or through a name the folder's mod.rs imports) are a circle; a child using its
+/// mod.rs and mod.rs using the child are not.
+#[test]
+fn the_scan_finds_a_planted_circle_between_sibling_files() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path();
+    let cache = src.join("cache");
+    std::fs::create_dir(&cache).expect("mkdir");
+    std::fs::write(src.join("lib.rs"), "mod cache;").expect("write");
+    std::fs::write(
+        cache.join("mod.rs"),
+        "mod a; mod b; pub use b::Shard; pub struct Shared; fn f() { a::g(); }",
+    )
+    .expect("write");
+    std::fs::write(cache.join("a.rs"), "use super::{Shared, Shard};\n").expect("write");
+    std::fs::write(cache.join("b.rs"), "use super::Shared;\n").expect("write");
+    let graph = sibling_graph(src, &cache);
+    assert_eq!(graph["a"].iter().collect::<Vec<_>>(), ["b"]);
+    assert!(graph["b"].is_empty(), "{}", render(&graph));
+    assert!(find_cycle(&graph).is_none());
+
+    std::fs::write(cache.join("b.rs"), "fn h() { crate::cache::a::g(); }\n").expect("write");
+    let graph = sibling_graph(src, &cache);
+    let cycle = find_cycle(&graph).expect("the planted circle");
+    assert_eq!(cycle.first(), cycle.last());
 }
