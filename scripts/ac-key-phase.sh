@@ -39,7 +39,7 @@ for ((r = 0; r < reps; r++)); do
     list=$(IFS=,; echo "${order[*]}")
     echo "== repetition $((r + 1)) of $reps: $list"
     "$bin" bench --scale small --distribution phased:crates/tierkv-bench/phases/ac-key-phase-change.txt \
-        --record-size 128 --slow-device "$sd_profile" --block-cache 8MiB --ops 24200000 --interval 1 \
+        --record-size 128 --slow-device "$sd_profile" --cache-size 8MiB --ops 24200000 --interval 1 \
         --systems "$list" --no-progress --out "$out/rep$((r + 1))" "$@" > /dev/null
 done
 python3 - "$out" "$reps" <<'EOF'

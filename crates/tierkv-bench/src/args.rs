@@ -49,8 +49,8 @@ pub struct BenchArgs {
     /// One memory budget for each tierkv system (Options::memory_budget: memtables, cache,
     /// index and filter blocks, promotion cache, hotness tracker), e.g. 64MiB; the report
     /// then compares each system's peak RSS with it. RocksDB gets the same memtable and
-    /// cache sizes. Excludes --block-cache.
-    #[arg(long, value_parser = parse_size, conflicts_with = "block_cache")]
+    /// cache sizes. Excludes --cache-size.
+    #[arg(long, value_parser = parse_size, conflicts_with = "cache_size")]
     pub memory_budget: Option<u64>,
     /// Records loaded before the run [default: 11x the fast-disk budget].
     #[arg(long)]
@@ -97,8 +97,9 @@ pub struct BenchArgs {
     pub seed: Option<u64>,
     /// Cache budget of every system: tierkv's KV, KP and block caches together, RocksDB's
     /// block cache [default: scaled to the fast-disk budget].
-    #[arg(long, alias = "cache", value_parser = parse_size)]
-    pub block_cache: Option<u64>,
+    /// (`--block-cache`, its name before the cache held more than blocks, still works.)
+    #[arg(long, aliases = ["cache", "block-cache"], value_parser = parse_size)]
+    pub cache_size: Option<u64>,
     /// Seconds per timeline point [default: the scale's: 0.5 for smoke, 1 otherwise].
     #[arg(long)]
     pub interval: Option<f64>,

@@ -202,7 +202,7 @@ pub fn markdown(res: &BenchResults) -> String {
         "- fast disk budget {} (no device model), slow disk model `{}`, block cache {}, scale `{}`, seed {}",
         bytes(c.fd_budget),
         c.sd_profile,
-        bytes(c.block_cache),
+        bytes(c.cache_size),
         serde_json::to_value(c.scale)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))

@@ -69,7 +69,7 @@ impl RocksStore {
         } else {
             opts.set_max_bytes_for_level_base(cfg.level_base);
         }
-        let cache = Cache::new_lru_cache(cfg.block_cache as usize);
+        let cache = Cache::new_lru_cache(cfg.cache_size as usize);
         let mut table = BlockBasedOptions::default();
         table.set_block_size(16 << 10);
         table.set_block_cache(&cache);

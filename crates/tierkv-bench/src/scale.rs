@@ -145,7 +145,7 @@ pub struct Config {
     /// Operation seed.
     pub seed: u64,
     /// Block cache bytes (with a memory budget: the cache's share of it).
-    pub block_cache: u64,
+    pub cache_size: u64,
     /// The memory budget of each tierkv system (`None`: sized by the options above).
     pub memory_budget: Option<u64>,
     /// Memtable size (scaled to the budget).
@@ -288,19 +288,19 @@ impl Config {
         let target_file_size = write_buffer_size;
         let level_base = (fd_budget / 32).clamp(2 * MIB, 256 * MIB);
         // The paper's 128 MiB cache for 10 GB of fast disk.
-        let mut block_cache = a
-            .block_cache
+        let mut cache_size = a
+            .cache_size
             .unwrap_or((fd_budget / 80).clamp(MIB, 128 * MIB));
         if let Some(budget) = a.memory_budget {
-            if a.block_cache.is_some() {
-                return bad("--memory-budget sizes the cache: drop --block-cache".into());
+            if a.cache_size.is_some() {
+                return bad("--memory-budget sizes the cache: drop --cache-size".into());
             }
             // tierkv's division with promotion on (the first system's usual case; each
             // system divides its own budget at open): these sizes go to the report and to
             // RocksDB, whose memtables and block cache then match tierkv's.
             let d = memory_division(budget, fd_budget)?;
             write_buffer_size = d.write_buffer_size as u64;
-            block_cache = d.cache as u64;
+            cache_size = d.cache as u64;
         }
         let out = a.out.clone();
         Ok(Config {
@@ -324,7 +324,7 @@ impl Config {
             slow_root: a.slow_dir.clone().unwrap_or_else(|| out.clone()),
             out,
             seed: a.seed.unwrap_or(42),
-            block_cache,
+            cache_size,
             memory_budget: a.memory_budget,
             write_buffer_size,
             target_file_size,
@@ -440,7 +440,7 @@ mod tests {
         assert_eq!(c.memory_budget, Some(40 * MIB));
         let d = memory_division(40 * MIB, c.fd_budget).unwrap();
         assert_eq!(c.write_buffer_size, d.write_buffer_size as u64);
-        assert_eq!(c.block_cache, d.cache as u64);
+        assert_eq!(c.cache_size, d.cache as u64);
         assert_eq!(d.budget as u64, 40 * MIB);
     }
 
@@ -501,9 +501,9 @@ mod tests {
             (
                 |a| {
                     a.memory_budget = Some(64 * MIB);
-                    a.block_cache = Some(MIB);
+                    a.cache_size = Some(MIB);
                 },
-                "--block-cache",
+                "--cache-size",
             ),
         ];
         for (f, what) in cases {

@@ -256,7 +256,7 @@ pub fn tierkv_options(
         write_buffer_size: cfg.write_buffer_size as usize,
         target_file_size: cfg.target_file_size,
         max_bytes_for_level_base: cfg.level_base,
-        cache_size: cfg.block_cache as usize,
+        cache_size: cfg.cache_size as usize,
         cache: tierkv::CacheOptions {
             mode: system.cache_mode(),
             ..Default::default()

@@ -103,8 +103,14 @@ struct ServeArgs {
     slow_device: String,
     /// Cache budget: the KV, KP and block caches together (e.g. 64MiB, 1GiB); the engine's
     /// default when absent (with --memory-budget the budget sizes the cache).
-    #[arg(long, value_parser = tierkv_bench::parse_size, conflicts_with = "memory_budget")]
-    block_cache: Option<u64>,
+    /// (`--block-cache`, its name before the cache held more than blocks, still works.)
+    #[arg(
+        long,
+        alias = "block-cache",
+        value_parser = tierkv_bench::parse_size,
+        conflicts_with = "memory_budget"
+    )]
+    cache_size: Option<u64>,
     /// Address to listen on (loopback unless told otherwise).
     #[arg(long, default_value = "127.0.0.1")]
     bind: std::net::IpAddr,
@@ -191,7 +197,7 @@ fn serve(args: ServeArgs) -> CliResult {
         None => args.requirepass.clone(),
     };
     let size = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
-    if let Some(b) = args.block_cache {
+    if let Some(b) = args.cache_size {
         opts.cache_size = size(b);
     }
     // The request limits derive from the store's (one source of truth); larger ones are

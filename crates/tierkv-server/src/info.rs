@@ -183,7 +183,7 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> tierkv::Result<String>
                 let query = st.query_buffer_bytes.load(Relaxed) as u64;
                 let used = stats.memtable_bytes as u64
                     + stats.table_memory as u64
-                    + stats.block_cache.usage as u64
+                    + stats.cache_total.usage as u64
                     + stats.promotion.cache_bytes as u64
                     + stats
                         .promotion
@@ -201,7 +201,7 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> tierkv::Result<String>
                 let _ = writeln!(o, "memtable_bytes:{}", stats.memtable_bytes);
                 let _ = writeln!(o, "immutable_memtables:{}", stats.immutable_memtables);
                 let _ = writeln!(o, "table_index_filter_bytes:{}", stats.table_memory);
-                let _ = writeln!(o, "block_cache_bytes:{}", stats.block_cache.usage);
+                let _ = writeln!(o, "cache_bytes:{}", stats.cache_total.usage);
                 let _ = writeln!(o, "promotion_cache_bytes:{}", stats.promotion.cache_bytes);
                 let _ = writeln!(o, "query_buffers_bytes:{query}");
                 let _ = writeln!(o, "maxmemory:0");
@@ -321,9 +321,10 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> tierkv::Result<String>
                 }
             },
             "caches" => {
-                let b = &stats.block_cache;
-                let _ = writeln!(o, "block_cache_capacity:{}", b.capacity);
-                let _ = writeln!(o, "block_cache_usage:{}", b.usage);
+                let b = &stats.cache_total;
+                // The whole cache (KV, KP and blocks); hits and misses are the blocks'.
+                let _ = writeln!(o, "cache_capacity:{}", b.capacity);
+                let _ = writeln!(o, "cache_usage:{}", b.usage);
                 let _ = writeln!(o, "block_cache_hits:{}", b.hits);
                 let _ = writeln!(o, "block_cache_misses:{}", b.misses);
                 let _ = writeln!(o, "block_cache_hit_rate:{:.4}", b.hit_rate());

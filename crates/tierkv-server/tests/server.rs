@@ -479,7 +479,7 @@ fn info_config_command_client() {
         "connected_clients:",
         "fd_hit_rate:",
         "used_memory:",
-        "block_cache_capacity:",
+        "cache_capacity:",
         "keys_approximate:1",
         "db0:keys=1",
     ] {

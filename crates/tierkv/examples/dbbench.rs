@@ -149,7 +149,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     parallel(&db, args.threads, gets, get);
     report("readrandom-cached", gets, start, 1024);
-    let hit = db.stats().block_cache.hit_rate();
+    let hit = db.stats().cache_total.hit_rate();
     let hot = (n / 100).max(1);
     let get_hot = |db: &Db, rng: &mut StdRng| {
         let i = rng.gen_range(0..hot);
@@ -197,7 +197,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "cached-phase block cache hit rate {:.3}; disk phase: {} direct reads, {:.3} hit rate, {} levels {:?}",
         hit,
         s.io.fast.cause(tierkv::env::IoCause::UserGet).read_ops,
-        s.block_cache.hit_rate(),
+        s.cache_total.hit_rate(),
         s.levels.iter().filter(|l| l.files > 0).count(),
         s.levels.iter().map(|l| l.files).collect::<Vec<_>>()
     );

@@ -173,7 +173,7 @@ fn open_inner(
     // Recorded once the store exists (before any data reaches the slow tier): a crash
     // before this leaves a store that holds nothing on its slow tier.
     stored_tiers::record(path, &opts, stored)?;
-    let block_cache = (opts.cache_size > 0).then(|| {
+    let cache = (opts.cache_size > 0).then(|| {
         Arc::new(Cache::with_options(
             opts.cache_size,
             &opts.cache,
@@ -185,7 +185,7 @@ fn open_inner(
         env.clone(),
         opts.max_open_files,
         opts.table_memory_limit,
-        block_cache,
+        cache,
     ));
 
     let counters = Counters::default();

@@ -214,9 +214,8 @@ pub struct DbStats {
     /// Configured fast-tier budget.
     pub fd_budget: Option<u64>,
     /// The whole cache's budget and usage (all components and ghosts), with the block
-    /// component's hits and misses (the figures from before the adaptive cache; `cache`
-    /// has every component).
-    pub block_cache: CacheStats,
+    /// component's hits and misses; `cache` has every component's figures.
+    pub cache_total: CacheStats,
     /// The KV, KP and block caches: sizes, targets, hit rates, ghosts.
     pub cache: crate::cache::AdaptiveCacheStats,
     /// Bytes of index and filter blocks held by open tables.
@@ -357,7 +356,7 @@ impl DbInner {
             &cache,
             usize::try_from(tracker_bytes).unwrap_or(usize::MAX),
         );
-        let block_cache = CacheStats {
+        let cache_total = CacheStats {
             capacity: cache.capacity,
             usage: cache.usage,
             hits: cache.block.hits,
@@ -393,7 +392,7 @@ impl DbInner {
             fast_tier_bytes: v.tier_bytes(Tier::Fast),
             slow_tier_bytes: v.tier_bytes(Tier::Slow),
             fd_budget: self.opts.fd_budget,
-            block_cache,
+            cache_total,
             cache,
             table_memory: self.tables.memory_usage(),
             memory,
