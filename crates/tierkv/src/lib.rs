@@ -49,8 +49,7 @@ pub mod wal;
 pub use batch::{BatchEntry, WriteBatch};
 pub use cache::{AdaptiveCacheStats, CacheMode, CacheOptions, ComponentStats};
 pub use db::{
-    CacheStats, Db, DbIterator, DbStats, GetSources, LevelStats, Snapshot, StoredTiers,
-    SuperVersion, Update,
+    CacheStats, Db, DbIterator, DbStats, GetSources, LevelStats, Snapshot, StoredTiers, Update,
 };
 pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};

@@ -107,18 +107,6 @@ impl MemTable {
         !matches!(self.get(key, crate::key::MAX_SEQ), MemGet::NotFound)
     }
 
-    /// The distinct user keys held, in order.
-    pub fn user_keys(&self) -> Vec<Bytes> {
-        let mut keys: Vec<Bytes> = Vec::new();
-        for e in self.map.iter() {
-            let k = e.key().user_key();
-            if keys.last().is_none_or(|last| last.as_ref() != k) {
-                keys.push(Bytes::copy_from_slice(k));
-            }
-        }
-        keys
-    }
-
     /// Bytes of memory used, approximately.
     pub fn approximate_size(&self) -> usize {
         self.size.load(Ordering::Relaxed)
@@ -140,6 +128,7 @@ impl MemTable {
     }
 
     /// Largest sequence number held (0 when empty).
+    #[cfg(test)]
     pub fn largest_seq(&self) -> SeqNo {
         self.largest_seq.load(Ordering::Relaxed)
     }

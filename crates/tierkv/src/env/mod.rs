@@ -12,7 +12,7 @@ mod stats;
 
 pub use device::{DeviceModel, DeviceProfile};
 pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
-pub use file::{thread_read_count, RandomAccessFile, WritableFile};
+pub(crate) use file::{thread_read_count, RandomAccessFile, WritableFile};
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};
 
 use crate::{Error, Result};

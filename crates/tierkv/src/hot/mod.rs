@@ -2,9 +2,10 @@
 //! awaiting promotion) and the hotness tracker deciding what is hot: RALT (the on-disk
 //! access tracker) or HyperDB's bloom-filter cascade, behind one interface (`tracker`).
 
-pub mod cascade;
+pub(crate) mod cascade;
 pub(crate) mod promotion;
 pub mod ralt;
 pub(crate) mod tracker;
 
-pub use tracker::{HotKeys, HotSizer, HotTracker, TrackerKind};
+pub(crate) use tracker::{HotKeys, HotTracker};
+pub use tracker::TrackerKind;
