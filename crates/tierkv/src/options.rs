@@ -369,7 +369,7 @@ impl Options {
         self.promotion.enabled && self.slow.is_some() && !self.all_on_fast
     }
 
-    /// Bytes of `fd_budget` kept for the WALs, so that the levels [`LevelLayout`] sizes to
+    /// Bytes of `fd_budget` kept for the WALs, so that the levels [`LevelLayout`](crate::LevelLayout) sizes to
     /// the rest leave room for them (invariant 4): the WALs of every memtable that may be
     /// unflushed at once, `(max_immutable_memtables + 1) x write_buffer_size`, at most half
     /// the budget (a budget smaller than twice that cannot hold the worst case, and its WALs
