@@ -3,23 +3,10 @@
 //! failure), and log lines without colour codes when stderr is not a terminal.
 
 use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn tierkv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tierkv"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run tierkv")
-}
+use common::{code, text, tierkv};
 
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited normally")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 /// A store with `n` keys flushed into a table and `extra` more in the WAL only.
 fn make_store(dir: &Path, n: u32, extra: u32) {

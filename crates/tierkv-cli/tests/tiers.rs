@@ -4,23 +4,10 @@
 //! `serve` refuses a busy port, naming it, before creating anything.
 
 use std::path::Path;
-use std::process::{Command, Output};
+mod common;
 
-fn tierkv(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_tierkv"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .output()
-        .expect("run tierkv")
-}
+use common::{code, text, tierkv};
 
-fn code(o: &Output) -> i32 {
-    o.status.code().expect("exited normally")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
 
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
