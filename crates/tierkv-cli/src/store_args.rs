@@ -18,11 +18,11 @@ pub struct StoreArgs {
     pub slow_dir: Option<PathBuf>,
     /// Fast tier budget of a two-tier store (e.g. 256MiB, 1GiB); needed with --slow-dir when
     /// the store is created, recorded like it.
-    #[arg(long, value_parser = tierkv_bench::parse_size)]
+    #[arg(long, value_parser = positive_size)]
     pub fd_budget: Option<u64>,
     /// One memory budget for memtables, cache, index and filter blocks, promotion cache and
     /// hotness tracker (e.g. 256MiB); `stats` then reports each component against its share.
-    #[arg(long, value_parser = tierkv_bench::parse_size)]
+    #[arg(long, value_parser = positive_size)]
     pub memory_budget: Option<u64>,
 }
 
@@ -67,5 +67,14 @@ impl StoreArgs {
     pub fn memory_budget(&self) -> Option<usize> {
         self.memory_budget
             .map(|b| usize::try_from(b).unwrap_or(usize::MAX))
+    }
+}
+
+/// A size (as `tierkv_bench::parse_size` reads it) of at least one byte: a zero budget is
+/// refused here, naming the flag, rather than by the engine in its own terms.
+fn positive_size(s: &str) -> Result<u64, String> {
+    match tierkv_bench::parse_size(s)? {
+        0 => Err("accepted: 1 byte and up (e.g. 256MiB)".into()),
+        n => Ok(n),
     }
 }

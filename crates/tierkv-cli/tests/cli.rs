@@ -7,7 +7,6 @@ mod common;
 
 use common::{code, text, tierkv};
 
-
 /// A store with `n` keys flushed into a table and `extra` more in the WAL only.
 fn make_store(dir: &Path, n: u32, extra: u32) {
     let db = tierkv::Db::open(dir, tierkv::Options::default()).unwrap();

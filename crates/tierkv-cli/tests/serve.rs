@@ -51,6 +51,11 @@ fn every_zero_or_out_of_range_option_is_refused_at_startup() {
         (&["--client-output-limit", "1MiB"], "--client-output-limit"),
         (&["--max-auth-failures", "0"], "--max-auth-failures"),
         (&["--shutdown-grace", "1000000"], "--shutdown-grace"),
+        (&["--memory-budget", "0"], "--memory-budget"),
+        (
+            &["--slow-dir", "/nonexistent-slow", "--fd-budget", "0"],
+            "--fd-budget",
+        ),
     ] {
         refused(args, flag);
     }

@@ -8,7 +8,6 @@ mod common;
 
 use common::{code, text, tierkv};
 
-
 const SUBCOMMANDS: [&str; 8] = [
     "bench", "put", "get", "del", "scan", "stats", "check", "serve",
 ];

@@ -8,7 +8,6 @@ mod common;
 
 use common::{code, text, tierkv};
 
-
 fn s(p: &Path) -> &str {
     p.to_str().unwrap()
 }

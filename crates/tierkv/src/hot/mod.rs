@@ -7,5 +7,5 @@ pub(crate) mod promotion;
 pub mod ralt;
 pub(crate) mod tracker;
 
-pub(crate) use tracker::{HotKeys, HotTracker};
 pub use tracker::TrackerKind;
+pub(crate) use tracker::{HotKeys, HotTracker};
