@@ -68,6 +68,11 @@ pub struct Options {
     /// flushes, so up to three compactions run at once; compactions into a slow disk spend
     /// most of their time waiting on it, and one of them must not hold up L0).
     pub background_threads: usize,
+    /// Threads of the reader pool that runs the table reads of a [`crate::Db::multi_get`]
+    /// batch in parallel, so one caller keeps up to this many disk reads in flight
+    /// (default 16, 1..=1024; 1 runs every batch on the caller's thread). Started at open,
+    /// stopped at close; idle workers only wait.
+    pub read_parallelism: usize,
     /// Memory budget of the whole cache in bytes, 0 disables it (default 64 MiB): the KV,
     /// KP and block caches and the ghost caches' metadata together stay within it
     /// ([`crate::CacheMode::BlockOnly`] gives it all to the block cache). Called
@@ -220,6 +225,7 @@ impl Default for Options {
             level_size_ratio: 10,
             num_levels: 7,
             background_threads: 4,
+            read_parallelism: 16,
             cache_size: 64 * MIB,
             cache: crate::CacheOptions::default(),
             max_open_files: 1000,
@@ -301,6 +307,12 @@ impl Options {
         }
         if self.background_threads == 0 {
             return bad("background_threads must be at least 1".into());
+        }
+        if !(1..=1024).contains(&self.read_parallelism) {
+            return bad(format!(
+                "read_parallelism {} is outside 1..=1024",
+                self.read_parallelism
+            ));
         }
         if self.max_open_files < 10 {
             return bad(format!(

@@ -1,7 +1,7 @@
 //! The database. This file holds the public API ([`Db`], [`Snapshot`]) and the store's
 //! state ([`SuperVersion`], `State`, `DbInner`); the paths live beside it: `open` (open and
 //! recovery), `write` (WAL group commit, memtables, write stalls), `read` (the get path,
-//! stage by stage in tier order), `iterator`, `background` (the threads that flush and
+//! stage by stage in tier order), `multi_get` (batched reads and their reader pool), `iterator`, `background` (the threads that flush and
 //! compact), `promote` (HotRAP's pathways) and `stats`. Invariants: docs/DESIGN.md.
 //!
 //! Concurrency in one paragraph: readers take no lock; they load the visible sequence
@@ -13,6 +13,7 @@
 
 mod background;
 mod iterator;
+mod multi_get;
 mod open;
 mod promote;
 mod read;
@@ -122,6 +123,8 @@ pub(crate) struct DbInner {
 pub struct Db {
     inner: Arc<DbInner>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Runs the disk reads of [`Db::multi_get`] batches.
+    readers: multi_get::ReaderPool,
 }
 
 /// A consistent read view. Reads through it see the store as it was when it was taken;
@@ -179,6 +182,35 @@ impl Db {
     /// Reads `key` with options (e.g. at a snapshot).
     pub fn get_opt(&self, key: impl AsRef<[u8]>, ropts: &ReadOptions) -> Result<Option<Vec<u8>>> {
         self.inner.get(key.as_ref(), ropts)
+    }
+
+    /// Reads the latest value of every key in `keys`: one answer per key, in order, all
+    /// from one consistent state (one sequence number for the batch, as a snapshot read).
+    /// An error reading one key is that key's answer only.
+    ///
+    /// Keys the memtables and point caches answer are answered on the calling thread; the
+    /// others' table reads run in parallel on the store's reader pool
+    /// ([`Options::read_parallelism`](crate::Options::read_parallelism) threads), so one
+    /// caller keeps many disk reads in flight. Each key counts as one get in
+    /// [`Db::stats`] and in hotness tracking, as [`Db::get`] would.
+    ///
+    /// ```no_run
+    /// # let db = tierkv::Db::open("/tmp/mget-demo", tierkv::Options::default())?;
+    /// let answers = db.multi_get(&[&b"a"[..], b"b"]);
+    /// assert_eq!(answers.len(), 2);
+    /// # Ok::<(), tierkv::Error>(())
+    /// ```
+    pub fn multi_get<K: AsRef<[u8]>>(&self, keys: &[K]) -> Vec<Result<Option<Vec<u8>>>> {
+        self.multi_get_opt(keys, &ReadOptions::new())
+    }
+
+    /// [`Db::multi_get`] with options (e.g. at a snapshot).
+    pub fn multi_get_opt<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        ropts: &ReadOptions,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        self.inner.multi_get(&self.readers, keys, ropts)
     }
 
     /// Writes one key.
@@ -439,6 +471,7 @@ impl Db {
             self.inner.bg_cv.notify_all();
             self.inner.done_cv.notify_all();
         }
+        self.readers.stop();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }

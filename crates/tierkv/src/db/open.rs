@@ -316,10 +316,14 @@ fn open_inner(
         .collect::<Result<Vec<_>>>()?;
     // Work may be pending right away (e.g. L0 full after recovery).
     inner.bg_cv.notify_all();
-    Ok(Db {
+    let db = Db {
         inner,
         threads: Mutex::new(threads),
-    })
+        readers: super::multi_get::ReaderPool::new(),
+    };
+    // Started after the Db exists so a failure closes the store (and its threads) on drop.
+    db.readers.start(db.inner.opts.read_parallelism)?;
+    Ok(db)
 }
 
 fn same_dir(a: &Path, b: &Path) -> bool {

@@ -24,23 +24,35 @@ use std::sync::Arc;
 /// A stage's verdict: `Some(answer)` ends the read, `None` goes on to the next stage.
 type Verdict = Option<Option<Vec<u8>>>;
 
-/// What one read fixed before looking anywhere.
-struct Read<'a> {
-    key: &'a [u8],
-    /// The sequence number it reads at and the memtables and version it reads.
+/// What a read fixes before looking anywhere, besides its SuperVersion: the same for
+/// every key of a [`DbInner::multi_get`] batch (one snapshot for the batch).
+#[derive(Clone, Copy)]
+pub(super) struct ReadPoint {
+    /// The sequence number it reads at.
     seq: SeqNo,
-    sv: Guard<Arc<SuperVersion>>,
-    /// The point caches, for reads of the latest state only (their entries are the newest
-    /// version outside the memtables, which a snapshot may not be allowed to see).
-    cache: Option<&'a Arc<Cache>>,
-    /// The key's cache hash (0 without a cache).
-    hash: u64,
     /// The cache's flush fence and the promotion cache's epoch, both taken before the
     /// SuperVersion: an insert into either cache gives up if a flush or compaction it
     /// cannot see ran since.
     fence: u64,
     epoch: u64,
     /// A read of the latest state (no snapshot).
+    latest: bool,
+}
+
+/// What one read fixed before looking anywhere.
+pub(super) struct Read<'a> {
+    key: &'a [u8],
+    /// The sequence number it reads at and the memtables and version it reads.
+    seq: SeqNo,
+    sv: &'a SuperVersion,
+    /// The point caches, for reads of the latest state only (their entries are the newest
+    /// version outside the memtables, which a snapshot may not be allowed to see).
+    cache: Option<&'a Arc<Cache>>,
+    /// The key's cache hash (0 without a cache).
+    hash: u64,
+    /// See [`ReadPoint`].
+    fence: u64,
+    epoch: u64,
     latest: bool,
     /// Promotion runs (a hotness tracker exists).
     promoting: bool,
@@ -51,45 +63,144 @@ struct Read<'a> {
     warm: bool,
 }
 
+/// How far the stages that never touch a disk (memtables, point caches) got with a key.
+pub(super) enum Inline {
+    /// They answered.
+    Answer(Option<Vec<u8>>),
+    /// The KP cache names the block that holds the key's newest version.
+    Pointer(BlockPtr),
+    /// The table levels must be read.
+    Levels,
+}
+
+/// A key of a [`DbInner::multi_get`] batch that needs the disk-reading stages: what its
+/// inline stages learned, so that any thread can go on from there.
+pub(super) struct PendingKey {
+    /// The key's position in the caller's batch.
+    pub index: usize,
+    hash: u64,
+    warm: bool,
+    pointer: Option<BlockPtr>,
+}
+
 impl DbInner {
     /// Reads the newest version of `key` visible to `ropts`.
     pub(super) fn get(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Vec<u8>>> {
         Counters::add(&self.counters.gets, 1);
-        let mut r = self.start_read(key, ropts)?;
-        if let Some(answer) = self.get_from_memtables(&r) {
-            return Ok(answer);
+        let (at, sv) = self.start_read(ropts)?;
+        let mut r = self.read_at(key, &sv, at);
+        match self.get_inline(&mut r) {
+            Inline::Answer(answer) => Ok(answer),
+            Inline::Pointer(p) => self.get_from_disk(&mut r, Some(p)),
+            Inline::Levels => self.get_from_disk(&mut r, None),
         }
-        if let Some(answer) = self.get_from_point_cache(&mut r)? {
-            return Ok(answer);
+    }
+
+    /// Stages 1 and 2 (memtables, point caches), which never read a disk. Counts the get.
+    /// `None` with `pending` filled: the key needs [`DbInner::get_pending`].
+    pub(super) fn get_inline_for_batch(
+        &self,
+        index: usize,
+        key: &[u8],
+        sv: &SuperVersion,
+        at: ReadPoint,
+    ) -> std::result::Result<Option<Vec<u8>>, PendingKey> {
+        Counters::add(&self.counters.gets, 1);
+        let mut r = self.read_at(key, sv, at);
+        let pointer = match self.get_inline(&mut r) {
+            Inline::Answer(answer) => return Ok(answer),
+            Inline::Pointer(p) => Some(p),
+            Inline::Levels => None,
+        };
+        Err(PendingKey {
+            index,
+            hash: r.hash,
+            warm: r.warm,
+            pointer,
+        })
+    }
+
+    /// The disk-reading stages of a key [`DbInner::get_inline_for_batch`] left pending, on
+    /// whichever thread runs it (the counters of disk reads are per thread, and the whole
+    /// rest of the key's read runs here).
+    pub(super) fn get_pending(
+        &self,
+        key: &[u8],
+        sv: &SuperVersion,
+        at: ReadPoint,
+        pending: &PendingKey,
+    ) -> Result<Option<Vec<u8>>> {
+        let mut r = self.read_at(key, sv, at);
+        r.hash = pending.hash;
+        r.warm = pending.warm;
+        self.get_from_disk(&mut r, pending.pointer)
+    }
+
+    /// Stages 1 and 2 of one read, in order.
+    fn get_inline(&self, r: &mut Read<'_>) -> Inline {
+        if let Some(answer) = self.get_from_memtables(r) {
+            return Inline::Answer(answer);
+        }
+        self.lookup_point_cache(r)
+    }
+
+    /// Stages 2 (a KP pointer's block) to 6: everything that may read a disk.
+    fn get_from_disk(&self, r: &mut Read<'_>, pointer: Option<BlockPtr>) -> Result<Option<Vec<u8>>> {
+        if let Some(p) = pointer {
+            if let Some(answer) = self.follow_point_cache_pointer(r, p)? {
+                return Ok(answer);
+            }
         }
         let reads_before = thread_read_count();
-        let mut hit = self.get_from_levels(&r, 0..=r.split)?;
+        let mut hit = self.get_from_levels(r, 0..=r.split)?;
         if hit.is_none() && r.promoting {
-            if let Some(value) = self.get_from_promotion_cache(&r) {
+            if let Some(value) = self.get_from_promotion_cache(r) {
                 return Ok(Some(value));
             }
         }
         if hit.is_none() && r.split < r.last {
-            hit = self.get_from_levels(&r, r.split + 1..=r.last)?;
+            hit = self.get_from_levels(r, r.split + 1..=r.last)?;
         }
         let Some(hit) = hit else {
             Counters::add(&self.counters.get_not_found, 1);
             return Ok(None);
         };
         self.count_level_hit(&hit, thread_read_count() != reads_before);
-        Ok(self.after_level_hit(&r, hit))
+        Ok(self.after_level_hit(r, hit))
     }
 
     /// Takes the cache fence, the promotion epoch and then the sequence number and
     /// SuperVersion, in that order (see `crate::cache` and `hot::promotion`): every write at
     /// or below the sequence is already in a memtable or table this SuperVersion (or a later
     /// one) contains.
-    fn start_read<'a>(&'a self, key: &'a [u8], ropts: &ReadOptions) -> Result<Read<'a>> {
+    pub(super) fn start_read(
+        &self,
+        ropts: &ReadOptions,
+    ) -> Result<(ReadPoint, Guard<Arc<SuperVersion>>)> {
         let latest = ropts.snapshot.is_none();
-        let cache = self.tables.cache().filter(|c| latest && c.point_enabled());
-        let fence = cache.map_or(0, |c| c.fence());
+        let fence = self
+            .point_cache(latest)
+            .map_or(0, |c: &Arc<Cache>| c.fence());
         let epoch = self.pc.read_epoch();
         let (seq, sv) = self.read_view(ropts.snapshot)?;
+        Ok((
+            ReadPoint {
+                seq,
+                fence,
+                epoch,
+                latest,
+            },
+            sv,
+        ))
+    }
+
+    /// The point caches a read may use: only a read of the latest state.
+    fn point_cache(&self, latest: bool) -> Option<&Arc<Cache>> {
+        self.tables.cache().filter(|c| latest && c.point_enabled())
+    }
+
+    /// One key's read at a fixed point.
+    fn read_at<'a>(&'a self, key: &'a [u8], sv: &'a SuperVersion, at: ReadPoint) -> Read<'a> {
         let promoting = self.hot_tracker.is_some();
         let last = sv.version.num_levels() - 1;
         let split = if promoting {
@@ -97,20 +208,20 @@ impl DbInner {
         } else {
             last
         };
-        Ok(Read {
+        Read {
             key,
-            seq,
+            seq: at.seq,
             sv,
-            cache,
+            cache: self.point_cache(at.latest),
             hash: 0,
-            fence,
-            epoch,
-            latest,
+            fence: at.fence,
+            epoch: at.epoch,
+            latest: at.latest,
             promoting,
             split,
             last,
             warm: false,
-        })
+        }
     }
 
     /// Stage 1: the mutable memtable, then the immutable ones, newest first.
@@ -134,11 +245,11 @@ impl DbInner {
         None
     }
 
-    /// Stage 2: the KV cache's value, or the block a KP pointer names. A stale pointer is
-    /// forgotten and the read goes on to the levels with the key warm.
-    fn get_from_point_cache(&self, r: &mut Read<'_>) -> Result<Verdict> {
+    /// Stage 2: the KV cache's value, or the block a KP pointer names (read by
+    /// [`DbInner::follow_point_cache_pointer`], as it may need the disk).
+    fn lookup_point_cache(&self, r: &mut Read<'_>) -> Inline {
         let Some(c) = r.cache else {
-            return Ok(None);
+            return Inline::Levels;
         };
         r.hash = key_hash(r.key);
         match c.lookup_point(r.key, r.hash) {
@@ -148,38 +259,44 @@ impl DbInner {
                     // Hotness must not fade because the cache answers.
                     self.record_access(r.key, v.len());
                 }
-                Ok(Some(Some(v)))
+                Inline::Answer(Some(v))
             }
-            PointLookup::Pointer(p) => {
-                let reads_before = thread_read_count();
-                let Some((value, found_seq, tier)) = self.read_pointer(&r.sv.version, r.key, &p)?
-                else {
-                    c.forget(r.key, r.hash, p);
-                    r.warm = true;
-                    return Ok(None);
-                };
-                let counter = match (thread_read_count() != reads_before, tier) {
-                    (false, _) => &self.counters.get_kp_cache,
-                    (true, Tier::Fast) => &self.counters.get_fast,
-                    (true, Tier::Slow) => &self.counters.get_slow,
-                };
-                Counters::add(counter, 1);
-                c.upgrade_to_value(r.key, r.hash, &value, p, r.fence);
-                // By level, not tier, as after a level hit.
-                if r.promoting {
-                    if (p.level as usize) <= self.layout.last_fast_level {
-                        self.record_access(r.key, value.len());
-                    } else {
-                        self.offer_for_promotion(r.key, &value, found_seq, r.epoch);
-                    }
-                }
-                Ok(Some(Some(Vec::from(value))))
-            }
+            PointLookup::Pointer(p) => Inline::Pointer(p),
             PointLookup::Miss { warm } => {
                 r.warm = warm;
-                Ok(None)
+                Inline::Levels
             }
         }
+    }
+
+    /// Stage 2, a KP pointer: the block it names. A stale pointer is forgotten and the
+    /// read goes on to the levels with the key warm.
+    fn follow_point_cache_pointer(&self, r: &mut Read<'_>, p: BlockPtr) -> Result<Verdict> {
+        let Some(c) = r.cache else {
+            return Ok(None);
+        };
+        let reads_before = thread_read_count();
+        let Some((value, found_seq, tier)) = self.read_pointer(&r.sv.version, r.key, &p)? else {
+            c.forget(r.key, r.hash, p);
+            r.warm = true;
+            return Ok(None);
+        };
+        let counter = match (thread_read_count() != reads_before, tier) {
+            (false, _) => &self.counters.get_kp_cache,
+            (true, Tier::Fast) => &self.counters.get_fast,
+            (true, Tier::Slow) => &self.counters.get_slow,
+        };
+        Counters::add(counter, 1);
+        c.upgrade_to_value(r.key, r.hash, &value, p, r.fence);
+        // By level, not tier, as after a level hit.
+        if r.promoting {
+            if (p.level as usize) <= self.layout.last_fast_level {
+                self.record_access(r.key, value.len());
+            } else {
+                self.offer_for_promotion(r.key, &value, found_seq, r.epoch);
+            }
+        }
+        Ok(Some(Some(Vec::from(value))))
     }
 
     /// Stages 3 and 5: the table levels in `levels` (the fast ones, or the slow ones).

@@ -1,0 +1,194 @@
+//! Batched point reads ([`crate::Db::multi_get`]) and the reader pool that keeps many of a
+//! batch's disk reads in flight for one caller.
+//!
+//! A batch takes one read point (sequence number, SuperVersion, cache fence, promotion
+//! epoch) for all its keys, resolves every key it can without I/O (memtables, point
+//! caches) on the caller's thread, and hands the keys that need table reads to the pool,
+//! whose workers each run the ordinary per-key disk stages (`read.rs`). The caller runs one
+//! of them itself meanwhile. The queue depth the disk sees is then up to the pool's size
+//! per caller instead of one.
+//!
+//! Nothing waits forever: every job owns a sender of its answer, so a job the pool drops
+//! unrun (the pool stopping) or a worker that panics closes its sender, and the caller's
+//! wait ends with [`Error::Closed`] for the keys it got no answer for.
+
+use super::read::{PendingKey, ReadPoint};
+use super::{DbInner, SuperVersion};
+use crate::options::ReadOptions;
+use crate::{Error, Result};
+use parking_lot::Mutex;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::mpsc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// A fixed set of threads, started at open and stopped at close, that run the disk stages
+/// of batched reads.
+pub(crate) struct ReaderPool {
+    /// `None` once the pool stopped (or when it has one thread: batches then run inline).
+    queue: Mutex<Option<mpsc::Sender<Job>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl ReaderPool {
+    /// A pool with no workers (batches run inline until [`ReaderPool::start`]).
+    pub(crate) fn new() -> ReaderPool {
+        ReaderPool {
+            queue: Mutex::new(None),
+            threads: Mutex::new(Vec::new()),
+        }
+    }
+
+    /// Starts `size` workers (none when `size` is 1: a pool of one would only add a
+    /// hand-off to the inline read).
+    pub(crate) fn start(&self, size: usize) -> Result<()> {
+        if size <= 1 {
+            return Ok(());
+        }
+        let (tx, rx) = mpsc::channel::<Job>();
+        let rx = Arc::new(Mutex::new(rx));
+        let mut threads = self.threads.lock();
+        for i in 0..size {
+            let rx = rx.clone();
+            let spawned = std::thread::Builder::new()
+                .name(format!("tierkv-read-{i}"))
+                .spawn(move || worker(&rx));
+            match spawned {
+                Ok(t) => threads.push(t),
+                // The ones already started stop when `tx` drops here (and are joined by
+                // `stop`, which the failing open's drop of the Db runs).
+                Err(e) => return Err(Error::io("<spawning a reader thread>", e)),
+            }
+        }
+        *self.queue.lock() = Some(tx);
+        Ok(())
+    }
+
+    /// Stops taking jobs, lets the workers finish the queued ones and joins them.
+    pub(crate) fn stop(&self) {
+        drop(self.queue.lock().take());
+        for t in self.threads.lock().drain(..) {
+            let _ = t.join();
+        }
+    }
+
+    /// A handle for queueing jobs, if the pool runs.
+    fn sender(&self) -> Option<mpsc::Sender<Job>> {
+        self.queue.lock().clone()
+    }
+}
+
+/// A worker: runs jobs until the queue closes and is empty. A panicking job is contained
+/// (its answer's sender drops, which its caller sees) so the pool keeps its size.
+fn worker(rx: &Mutex<mpsc::Receiver<Job>>) {
+    loop {
+        // The lock is held only while waiting for the next job, never while running it.
+        let job = rx.lock().recv();
+        match job {
+            Ok(job) => {
+                let _ = catch_unwind(AssertUnwindSafe(job));
+            }
+            Err(mpsc::RecvError) => return,
+        }
+    }
+}
+
+impl DbInner {
+    /// Reads every key of `keys` at one read point; one answer per key, in order.
+    pub(super) fn multi_get<K: AsRef<[u8]>>(
+        self: &Arc<Self>,
+        pool: &ReaderPool,
+        keys: &[K],
+        ropts: &ReadOptions,
+    ) -> Vec<Result<Option<Vec<u8>>>> {
+        let (at, sv) = match self.start_read(ropts) {
+            Ok(view) => view,
+            Err(e) => {
+                // Only a released snapshot fails here; every key gets the same error.
+                let msg = match e {
+                    Error::InvalidArgument(m) => m,
+                    e => e.to_string(),
+                };
+                return keys
+                    .iter()
+                    .map(|_| Err(Error::InvalidArgument(msg.clone())))
+                    .collect();
+            }
+        };
+        let sv: Arc<SuperVersion> = arc_swap::Guard::into_inner(sv);
+        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = Vec::with_capacity(keys.len());
+        let mut pending = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            match self.get_inline_for_batch(i, key.as_ref(), &sv, at) {
+                Ok(answer) => out.push(Some(Ok(answer))),
+                Err(p) => {
+                    out.push(None);
+                    pending.push(p);
+                }
+            }
+        }
+        let queue = if pending.len() > 1 {
+            pool.sender()
+        } else {
+            None
+        };
+        match queue {
+            Some(queue) => self.read_pending_in_pool(&queue, keys, &sv, at, pending, &mut out),
+            None => {
+                for p in &pending {
+                    out[p.index] = Some(self.get_pending(keys[p.index].as_ref(), &sv, at, p));
+                }
+            }
+        }
+        out.into_iter()
+            .map(|answer| answer.unwrap_or(Err(Error::Closed)))
+            .collect()
+    }
+
+    /// Queues every pending key but the first on the pool, reads the first on this
+    /// thread, then collects the pool's answers.
+    fn read_pending_in_pool<K: AsRef<[u8]>>(
+        self: &Arc<Self>,
+        queue: &mpsc::Sender<Job>,
+        keys: &[K],
+        sv: &Arc<SuperVersion>,
+        at: ReadPoint,
+        pending: Vec<PendingKey>,
+        out: &mut [Option<Result<Option<Vec<u8>>>>],
+    ) {
+        let (answers, rx) = mpsc::channel::<(usize, Result<Option<Vec<u8>>>)>();
+        let mut pending = pending.into_iter();
+        let mine = pending.next();
+        let mut queued = 0usize;
+        for p in pending {
+            let index = p.index;
+            let db = self.clone();
+            let sv = sv.clone();
+            let key = keys[index].as_ref().to_vec();
+            let answers = answers.clone();
+            let job: Job = Box::new(move || {
+                let answer = db.get_pending(&key, &sv, at, &p);
+                let _ = answers.send((index, answer));
+            });
+            // A send fails only when the pool stopped: the job comes back and is dropped,
+            // and its key is answered `Error::Closed`.
+            if queue.send(job).is_ok() {
+                queued += 1;
+            }
+        }
+        drop(answers);
+        if let Some(p) = mine {
+            out[p.index] = Some(self.get_pending(keys[p.index].as_ref(), sv, at, &p));
+        }
+        // Each queued job sends once or drops its sender unsent: `recv` fails only after
+        // every job finished one way or the other.
+        for _ in 0..queued {
+            match rx.recv() {
+                Ok((index, answer)) => out[index] = Some(answer),
+                Err(mpsc::RecvError) => break,
+            }
+        }
+    }
+}
