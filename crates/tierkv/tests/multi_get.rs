@@ -1,0 +1,318 @@
+//! `Db::multi_get`, the batched point read: the same answers as repeated `get` (invariant 1,
+//! reads see one consistent state: a batch is read at one sequence number), per-key errors
+//! under injected read faults (invariant 3: an I/O error is reported for the key that
+//! needed the failing file, never turned into wrong data or another key's failure), and no
+//! hang while the reader pool runs the disk reads.
+
+mod common;
+
+use common::{key, tiny_options, two_tier_options};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tierkv::env::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
+use tierkv::{Db, Error, Options, ReadOptions, Tier, WriteBatch};
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn value(i: u64, version: u64) -> Vec<u8> {
+    let mut v = format!("v{version}-{i}-").into_bytes();
+    v.resize(120 + (i % 7) as usize * 30, b'x');
+    v
+}
+
+/// A random batch over `0..space`: present, absent, deleted and repeated keys alike.
+fn random_batch(rng: &mut StdRng, space: u64) -> Vec<Vec<u8>> {
+    let len = rng.gen_range(1..=40);
+    let mut batch: Vec<Vec<u8>> = (0..len).map(|_| key(rng.gen_range(0..space))).collect();
+    if len > 2 && rng.gen_bool(0.5) {
+        // A key twice in one batch.
+        let dup = batch[rng.gen_range(0..len)].clone();
+        batch.push(dup);
+    }
+    batch
+}
+
+/// `multi_get` at `ropts` answers every key as `model` holds it, and as `get` does.
+fn check_batch(db: &Db, batch: &[Vec<u8>], ropts: &ReadOptions, model: &Model, what: &str) {
+    let answers = db.multi_get_opt(batch, ropts);
+    assert_eq!(answers.len(), batch.len(), "{what}: one answer per key");
+    for (k, answer) in batch.iter().zip(answers) {
+        let answer = answer.unwrap_or_else(|e| panic!("{what}: {k:?} failed: {e}"));
+        assert_eq!(
+            answer.as_ref(),
+            model.get(k),
+            "{what}: multi_get of {:?} disagrees with the model",
+            String::from_utf8_lossy(k)
+        );
+        let single = db.get_opt(k, ropts).unwrap();
+        assert_eq!(answer, single, "{what}: multi_get and get disagree on {k:?}");
+    }
+}
+
+/// Random batches against a BTreeMap model on a two-tier store with promotion on (keys in
+/// memtables, on both tiers and in the promotion cache), with snapshots, flushes and
+/// compactions between batches; each key counts as one get.
+fn model_run(read_parallelism: usize, seed: u64) {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = Options {
+        read_parallelism,
+        ..two_tier_options(slow.path(), 192 * 1024, true)
+    };
+    let db = Db::open(fast.path(), opts).unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let space = 3000;
+    let mut model = Model::new();
+    for i in 0..space {
+        if i % 3 != 2 {
+            db.put(key(i), value(i, 0)).unwrap();
+            model.insert(key(i), value(i, 0));
+        }
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let mut snapshots: Vec<(tierkv::Snapshot, Model)> = Vec::new();
+    let mut keys_read = 0u64;
+    let gets_before = db.stats().gets;
+    for round in 0..300u64 {
+        // Some writes: updates, deletes, and now and then a flush or a compaction.
+        for _ in 0..rng.gen_range(0..30) {
+            let i = rng.gen_range(0..space);
+            if rng.gen_bool(0.25) {
+                db.delete(key(i)).unwrap();
+                model.remove(&key(i));
+            } else {
+                db.put(key(i), value(i, round + 1)).unwrap();
+                model.insert(key(i), value(i, round + 1));
+            }
+        }
+        match rng.gen_range(0..20) {
+            0 => db.flush().unwrap(),
+            1 => db.compact_range(None, None).unwrap(),
+            2 => snapshots.push((db.snapshot(), model.clone())),
+            3 if !snapshots.is_empty() => {
+                snapshots.remove(rng.gen_range(0..snapshots.len()));
+            }
+            _ => {}
+        }
+        // Hot keys are read again and again so that some are promoted.
+        let batch = if rng.gen_bool(0.3) {
+            (0..32).map(|_| key(rng.gen_range(0..60))).collect()
+        } else {
+            random_batch(&mut rng, space + 200)
+        };
+        check_batch(&db, &batch, &ReadOptions::new(), &model, "latest");
+        keys_read += batch.len() as u64 * 2;
+        for (snap, snap_model) in &snapshots {
+            let batch = random_batch(&mut rng, space + 200);
+            let ropts = ReadOptions {
+                snapshot: Some(snap.seq()),
+                ..ReadOptions::new()
+            };
+            check_batch(&db, &batch, &ropts, snap_model, "snapshot");
+            keys_read += batch.len() as u64 * 2;
+        }
+    }
+    let stats = db.stats();
+    assert_eq!(
+        stats.gets - gets_before,
+        keys_read,
+        "each key of a batch counts as one get"
+    );
+    let s = &stats.get_sources;
+    assert!(s.slow > 0, "no read reached the slow tier: {s:?}");
+    assert!(s.fast > 0, "no read reached the fast tier: {s:?}");
+    assert!(
+        stats.promotion.cache_inserts > 0,
+        "no slow-tier read entered the promotion cache: {:?}",
+        stats.promotion
+    );
+}
+
+#[test]
+fn multi_get_equals_repeated_get_and_the_model_on_both_tiers_with_snapshots() {
+    model_run(16, 7);
+}
+
+#[test]
+fn multi_get_with_a_pool_of_one_runs_inline_and_equals_the_model() {
+    model_run(1, 8);
+}
+
+#[test]
+fn a_batch_never_mixes_two_snapshots_under_writers_and_compactions() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), tiny_options()).unwrap());
+    // Static keys live in the tables so the batch's pool reads run while writers go on.
+    let statics = 2000u64;
+    for i in 0..statics {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    // A group of keys always written together, with one version each time.
+    let group: Vec<Vec<u8>> = (0..6).map(|g| format!("group{g}").into_bytes()).collect();
+    let mut b = WriteBatch::new();
+    for k in &group {
+        b.put(k, b"0");
+    }
+    db.write(b).unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let mut threads = Vec::new();
+    {
+        let (db, stop, group) = (db.clone(), stop.clone(), group.clone());
+        threads.push(std::thread::spawn(move || {
+            let mut version = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                version += 1;
+                let mut b = WriteBatch::new();
+                for k in &group {
+                    b.put(k, version.to_string());
+                }
+                // Filler so that memtables switch and flush all the time.
+                b.put(format!("fill{}", version % 500), vec![b'f'; 300]);
+                db.write(b).unwrap();
+            }
+        }));
+    }
+    {
+        let (db, stop) = (db.clone(), stop.clone());
+        threads.push(std::thread::spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                db.compact_range(None, None).unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }));
+    }
+    let mut rng = StdRng::seed_from_u64(3);
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut batches = 0;
+    let mut versions_seen = std::collections::BTreeSet::new();
+    while Instant::now() < deadline {
+        let mut batch: Vec<Vec<u8>> = (0..24).map(|_| key(rng.gen_range(0..statics))).collect();
+        // The group's keys spread among the static ones.
+        for (n, k) in group.iter().enumerate() {
+            batch.insert(n * 4, k.clone());
+        }
+        let answers = db.multi_get(&batch);
+        let mut group_values = Vec::new();
+        for (k, a) in batch.iter().zip(answers) {
+            let a = a.unwrap();
+            if group.contains(k) {
+                group_values.push(a.expect("a group key is always present"));
+            } else {
+                let i: u64 = std::str::from_utf8(&k[3..]).unwrap().parse().unwrap();
+                assert_eq!(a, Some(value(i, 0)), "static key {i}");
+            }
+        }
+        assert!(
+            group_values.iter().all(|v| v == &group_values[0]),
+            "one batch saw two versions of the group: {:?}",
+            group_values
+                .iter()
+                .map(|v| String::from_utf8_lossy(v).into_owned())
+                .collect::<Vec<_>>()
+        );
+        versions_seen.insert(group_values[0].clone());
+        batches += 1;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert!(batches > 10, "only {batches} batches ran");
+    assert!(
+        versions_seen.len() > 2,
+        "the writers never raced the reads ({} versions seen)",
+        versions_seen.len()
+    );
+    assert!(db.stats().flushes > 1, "no flush raced the reads");
+}
+
+/// Runs `f` on a thread and fails the test if it does not return within `limit` (a hang
+/// would otherwise stall the suite instead of failing it).
+fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(limit)
+        .expect("multi_get did not return in time: it hangs")
+}
+
+#[test]
+fn injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files() {
+    within(Duration::from_secs(120), || {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = FaultInjector::new();
+        let opts = Options {
+            // No block cache: every table read goes to the file.
+            cache_size: 0,
+            fault_injector: Some(faults.clone()),
+            ..tiny_options()
+        };
+        let db = Db::open(dir.path(), opts).unwrap();
+        let n = 3000u64;
+        for i in 0..n {
+            db.put(key(i), value(i, 0)).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.wait_for_background().unwrap();
+        let mut tables: Vec<String> = std::fs::read_dir(db.tier_dir(Tier::Fast))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.ends_with(".sst"))
+            .collect();
+        tables.sort();
+        assert!(tables.len() >= 4, "too few tables: {tables:?}");
+        for failing in [&tables[1], &tables[tables.len() / 2]] {
+            faults.add(FaultRule {
+                tier: None,
+                op: FaultOp::Read,
+                name_contains: Some(failing.clone()),
+                error: FaultError::Io,
+                trigger: Trigger::After(0),
+            });
+        }
+        // Which keys need the failing files: those `get` cannot read.
+        let all: Vec<Vec<u8>> = (0..n + 100).map(key).collect();
+        let failing: Vec<bool> = all.iter().map(|k| db.get(k).is_err()).collect();
+        let failed = failing.iter().filter(|f| **f).count();
+        assert!(
+            failed > 0 && failed < all.len() / 2,
+            "{failed} of {} keys need the failing files",
+            all.len()
+        );
+        let mut rng = StdRng::seed_from_u64(11);
+        let mut seen_failures = 0;
+        for _ in 0..200 {
+            let picks: Vec<usize> = (0..32).map(|_| rng.gen_range(0..all.len())).collect();
+            let batch: Vec<&[u8]> = picks.iter().map(|&p| &all[p][..]).collect();
+            let answers = db.multi_get(&batch);
+            for (&p, answer) in picks.iter().zip(answers) {
+                match answer {
+                    Err(e) => {
+                        assert!(failing[p], "key {p} failed but needs no failing file: {e}");
+                        assert!(matches!(e, Error::Io { .. }), "key {p}: {e}");
+                        seen_failures += 1;
+                    }
+                    Ok(v) => {
+                        assert!(!failing[p], "key {p} answered although its file fails");
+                        let expected = (p as u64) < n;
+                        assert_eq!(v, expected.then(|| value(p as u64, 0)), "key {p}");
+                    }
+                }
+            }
+        }
+        assert!(seen_failures > 0, "no batch met a failing key");
+        faults.clear();
+        let answers = db.multi_get(&all);
+        for (p, a) in answers.into_iter().enumerate() {
+            let expected = (p as u64) < n;
+            assert_eq!(a.unwrap(), expected.then(|| value(p as u64, 0)), "key {p}");
+        }
+    });
+}
