@@ -5,14 +5,18 @@
 //!
 //! ```sh
 //! cargo run --release -p tierkv --example dbbench -- [--records N] [--dir DIR] [--threads T]
-//!     [--cache-mode adaptive|block|kv|kp|split:KV:KP:BLOCK]
+//!     [--cache-mode adaptive|block|kv|kp|split:KV:KP:BLOCK] [--batch B] [--read-parallelism P]
 //! ```
 //!
 //! Records are 1 KiB (24-byte keys, 1000-byte values). `readrandom-cached` runs with a block
 //! cache larger than the data; `readrandom-disk` reopens with a 8 MiB cache so nearly every
 //! get reads a 16 KiB block from disk (O_DIRECT: the page cache does not help).
 //! `readhot-cached` reads 1% of the keys over and over (with the adaptive cache they are
-//! answered by the KV cache; with `--cache-mode block` by the block cache).
+//! answered by the KV cache; with `--cache-mode block` by the block cache). `multiget`
+//! reads the same random keys as `readrandom-disk`, on the same small cache, in
+//! `Db::multi_get` batches of `--batch` keys (default 32), so each client keeps a batch's
+//! disk reads in flight on the store's reader pool (`--read-parallelism`, default 16); its
+//! ops/s count keys, comparable with `readrandom-disk`'s gets.
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -25,6 +29,8 @@ struct Args {
     dir: PathBuf,
     threads: usize,
     cache_mode: tierkv::CacheMode,
+    batch: usize,
+    read_parallelism: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -33,6 +39,8 @@ fn parse_args() -> Result<Args, String> {
         dir: std::env::temp_dir().join("tierkv-dbbench"),
         threads: 1,
         cache_mode: tierkv::CacheMode::Adaptive,
+        batch: 32,
+        read_parallelism: Options::default().read_parallelism,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -42,6 +50,10 @@ fn parse_args() -> Result<Args, String> {
             "--dir" => args.dir = value()?.into(),
             "--threads" => args.threads = value()?.parse().map_err(|e| format!("{e}"))?,
             "--cache-mode" => args.cache_mode = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--batch" => args.batch = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--read-parallelism" => {
+                args.read_parallelism = value()?.parse().map_err(|e| format!("{e}"))?
+            }
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
@@ -100,6 +112,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             mode: args.cache_mode,
             ..Default::default()
         },
+        read_parallelism: args.read_parallelism,
         ..Options::default()
     };
     println!(
@@ -178,6 +191,23 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     parallel(&db, args.threads, gets, get);
     report("readrandom-disk", gets, start, 1024);
     let s = db.stats();
+    let batch = args.batch.max(1);
+    let reads_before = db.stats().io.fast.cause(tierkv::env::IoCause::UserGet).read_ops;
+    let start = Instant::now();
+    parallel(&db, args.threads, gets / batch as u64, |db, rng| {
+        let keys: Vec<[u8; 24]> = (0..batch).map(|_| key(rng.gen_range(0..n))).collect();
+        for answer in db.multi_get(&keys) {
+            answer.expect("get").expect("present");
+        }
+    });
+    let keys_read = gets / batch as u64 / args.threads as u64 * args.threads as u64 * batch as u64;
+    report("multiget", keys_read, start, 1024);
+    println!(
+        "multiget: batches of {batch}, reader pool {}, {:.2} direct reads per key",
+        args.read_parallelism,
+        (db.stats().io.fast.cause(tierkv::env::IoCause::UserGet).read_ops - reads_before) as f64
+            / keys_read.max(1) as f64
+    );
     let scans = (n / 20).max(1);
     let start = Instant::now();
     parallel(&db, args.threads, scans, |db, rng| {

@@ -192,3 +192,42 @@ impl DbInner {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    /// No hang: a job that panics drops its answer's sender (the waiter's `recv` fails
+    /// instead of blocking), and the worker survives to run the next job.
+    #[test]
+    fn a_panicking_job_closes_its_answer_and_the_pool_keeps_working() {
+        let pool = ReaderPool::new();
+        pool.start(2).unwrap();
+        let queue = pool.sender().expect("a pool of 2 runs");
+        let (tx, rx) = mpsc::channel::<u32>();
+        let job: Job = Box::new(move || {
+            let _keep = tx;
+            panic!("injected panic in a reader job");
+        });
+        queue.send(job).unwrap();
+        assert!(rx.recv_timeout(Duration::from_secs(10)).is_err());
+        for n in 0..4 {
+            let (tx, rx) = mpsc::channel::<u32>();
+            queue.send(Box::new(move || tx.send(n).unwrap())).unwrap();
+            assert_eq!(rx.recv_timeout(Duration::from_secs(10)), Ok(n));
+        }
+        drop(queue);
+        pool.stop();
+        assert!(pool.sender().is_none(), "a stopped pool takes no jobs");
+    }
+
+    /// A pool of 1 starts no thread: its batches run on the caller's thread.
+    #[test]
+    fn a_pool_of_one_has_no_workers() {
+        let pool = ReaderPool::new();
+        pool.start(1).unwrap();
+        assert!(pool.sender().is_none());
+        assert!(pool.threads.lock().is_empty());
+    }
+}
