@@ -192,7 +192,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     report("readrandom-disk", gets, start, 1024);
     let s = db.stats();
     let batch = args.batch.max(1);
-    let reads_before = db.stats().io.fast.cause(tierkv::env::IoCause::UserGet).read_ops;
+    let reads_before = db
+        .stats()
+        .io
+        .fast
+        .cause(tierkv::env::IoCause::UserGet)
+        .read_ops;
     let start = Instant::now();
     parallel(&db, args.threads, gets / batch as u64, |db, rng| {
         let keys: Vec<[u8; 24]> = (0..batch).map(|_| key(rng.gen_range(0..n))).collect();
@@ -205,7 +210,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "multiget: batches of {batch}, reader pool {}, {:.2} direct reads per key",
         args.read_parallelism,
-        (db.stats().io.fast.cause(tierkv::env::IoCause::UserGet).read_ops - reads_before) as f64
+        (db.stats()
+            .io
+            .fast
+            .cause(tierkv::env::IoCause::UserGet)
+            .read_ops
+            - reads_before) as f64
             / keys_read.max(1) as f64
     );
     let scans = (n / 20).max(1);

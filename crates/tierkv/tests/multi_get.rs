@@ -49,7 +49,10 @@ fn check_batch(db: &Db, batch: &[Vec<u8>], ropts: &ReadOptions, model: &Model, w
             String::from_utf8_lossy(k)
         );
         let single = db.get_opt(k, ropts).unwrap();
-        assert_eq!(answer, single, "{what}: multi_get and get disagree on {k:?}");
+        assert_eq!(
+            answer, single,
+            "{what}: multi_get and get disagree on {k:?}"
+        );
     }
 }
 

@@ -145,7 +145,11 @@ impl DbInner {
     }
 
     /// Stages 2 (a KP pointer's block) to 6: everything that may read a disk.
-    fn get_from_disk(&self, r: &mut Read<'_>, pointer: Option<BlockPtr>) -> Result<Option<Vec<u8>>> {
+    fn get_from_disk(
+        &self,
+        r: &mut Read<'_>,
+        pointer: Option<BlockPtr>,
+    ) -> Result<Option<Vec<u8>>> {
         if let Some(p) = pointer {
             if let Some(answer) = self.follow_point_cache_pointer(r, p)? {
                 return Ok(answer);
