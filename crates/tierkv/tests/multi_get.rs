@@ -130,9 +130,13 @@ fn model_run(read_parallelism: usize, seed: u64) {
     assert!(s.slow > 0, "no read reached the slow tier: {s:?}");
     assert!(s.fast > 0, "no read reached the fast tier: {s:?}");
     assert!(
-        stats.promotion.cache_inserts > 0,
-        "no slow-tier read entered the promotion cache: {:?}",
+        s.promotion_cache > 0 && stats.promotion.promoted_by_flush_bytes > 0,
+        "no read was answered by the promotion cache, or nothing was promoted: {s:?} {:?}",
         stats.promotion
+    );
+    assert!(
+        s.kv_cache > 0 && s.kp_cache > 0,
+        "the point caches answered nothing: {s:?}"
     );
 }
 
