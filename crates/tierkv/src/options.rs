@@ -553,5 +553,20 @@ mod tests {
             ..Default::default()
         };
         assert!(o.validate().unwrap_err().to_string().contains("fd_budget"));
+        for bad in [0, 1025] {
+            let o = Options {
+                read_parallelism: bad,
+                ..Default::default()
+            };
+            let e = o.validate().unwrap_err().to_string();
+            assert!(e.contains("read_parallelism"), "{e}");
+        }
+        for good in [1, 1024] {
+            let o = Options {
+                read_parallelism: good,
+                ..Default::default()
+            };
+            o.validate().unwrap();
+        }
     }
 }

@@ -4,6 +4,11 @@
 //! Each stage is one method; [`DbInner::get`] reads them in order, as LevelDB's
 //! `DBImpl::Get` does.
 //!
+//! The stages fall in two halves at the first that may read a disk: `get_inline`
+//! (memtables, point-cache lookup) and `get_from_disk` (a KP pointer's block, the levels,
+//! the promotion cache). `get` runs both; a `multi_get` batch (`multi_get.rs`) runs the
+//! first for every key on the caller's thread and the second on its reader pool.
+//!
 //! The levels split at the last fast level only while promotion runs (HotRAP's read order:
 //! fast levels, promotion cache, slow levels); otherwise every level is read in one pass.
 
