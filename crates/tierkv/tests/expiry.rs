@@ -223,22 +223,65 @@ fn live(model: &Model, now: u64) -> Vec<(Vec<u8>, Vec<u8>, Option<u64>)> {
 #[test]
 fn model_with_deadlines() {
     for seed in 0..4u64 {
-        run_model(seed, 1500);
+        run_model(seed, 1500, 200, &common::tiny_options);
     }
 }
 
-fn run_model(seed: u64, steps: usize) {
+/// The same on two tiers with promotion on (reads of the slow tier feed the promotion
+/// cache, the checker and promotion by compaction, compactions into the slow tier retain
+/// hot keys), over a key space large enough to reach the slow tier.
+#[test]
+fn model_with_deadlines_two_tiers_promoting() {
+    let slow = tempfile::tempdir().unwrap();
+    let opts = || common::two_tier_options(slow.path(), 96 * 1024, true);
+    let (mut slow_gets, mut inserts, mut expired) = (0, 0, 0);
+    for seed in 10..12u64 {
+        let (g, i, e) = run_model(seed, 3000, 1500, &opts);
+        slow_gets += g;
+        inserts += i;
+        expired += e;
+    }
+    // The run must reach what it is for.
+    assert!(slow_gets > 0, "no get reached the slow tier");
+    assert!(inserts > 0, "nothing entered the promotion cache");
+    assert!(expired > 0, "no expired record was rewritten");
+}
+
+/// What a model run exercised, summed over its reopens: gets served by the slow tier,
+/// promotion-cache inserts, expired records rewritten.
+type Exercised = (u64, u64, u64);
+
+fn exercised(db: &Db) -> Exercised {
+    let s = db.stats();
+    (
+        s.get_sources.slow,
+        s.promotion.cache_inserts,
+        s.expired_entries_removed,
+    )
+}
+
+fn add(a: Exercised, b: Exercised) -> Exercised {
+    (a.0 + b.0, a.1 + b.1, a.2 + b.2)
+}
+
+/// Runs the model; returns what it exercised.
+fn run_model(seed: u64, steps: usize, keyspace: u64, base: &dyn Fn() -> Options) -> Exercised {
+    let mut done: Exercised = (0, 0, 0);
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(T0));
-    let open = || Db::open(dir.path(), opts_with(&clock, common::tiny_options())).unwrap();
+    let open = || Db::open(dir.path(), opts_with(&clock, base())).unwrap();
     let mut db = open();
     let mut model = Model::new();
     let mut snaps: Vec<(tierkv::Snapshot, Model)> = Vec::new();
-    let keyspace = 200;
     for step in 0..steps {
         let now = clock.now_ms();
-        let k = common::key(rng.gen_range(0..keyspace));
+        // Half the operations on a small hot set, so that reads repeat (promotion).
+        let k = if rng.gen_bool(0.5) {
+            common::key(rng.gen_range(0..keyspace.min(40)))
+        } else {
+            common::key(rng.gen_range(0..keyspace))
+        };
         match rng.gen_range(0..100) {
             0..=24 => {
                 let v: Vec<u8> = (0..rng.gen_range(1..200)).map(|_| rng.gen()).collect();
@@ -307,6 +350,7 @@ fn run_model(seed: u64, steps: usize) {
             94..=96 => db.compact_range(None, None).unwrap(),
             _ => {
                 snaps.clear();
+                done = add(done, exercised(&db));
                 drop(db);
                 db = open();
             }
@@ -315,6 +359,7 @@ fn run_model(seed: u64, steps: usize) {
     db.compact_range(None, None).unwrap();
     let now = clock.now_ms();
     assert!(scan_all(&db, &ReadOptions::new()) == live(&model, now));
+    add(done, exercised(&db))
 }
 
 /// Every entry of every table in `dir`: (user key, kind byte). Run with background work
