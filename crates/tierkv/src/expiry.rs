@@ -19,6 +19,9 @@ use std::time::{SystemTime, UNIX_EPOCH};
 pub const DEADLINE_LEN: usize = 8;
 
 /// Time source for expiry; milliseconds since the UNIX epoch.
+///
+/// It should not go backwards: a record that expired may already have been rewritten as a
+/// tombstone by a flush or compaction, and stays absent if the clock is set back.
 pub trait Clock: Send + Sync + std::fmt::Debug {
     /// The current time in milliseconds since the UNIX epoch.
     fn now_ms(&self) -> u64;

@@ -5,7 +5,7 @@
 //! the time is read from the clock at each seek, so one pass sees one instant.
 
 use super::InternalIterator;
-use crate::expiry::{is_expired, split_stored, DEADLINE_LEN};
+use crate::expiry::{is_expired, split_stored};
 use crate::key::{parse_internal_key, seek_key, ParsedKey, SeqNo, ValueKind, MAX_SEQ};
 use crate::{Clock, Error, Result};
 use std::sync::Arc;
@@ -91,18 +91,12 @@ impl<I: InternalIterator> UserIterator<I> {
 
     /// Copies the (live) value at the inner position into `value` and `deadline`.
     fn take_value(&mut self, kind: ValueKind) {
-        self.value.clear();
         let stored = self.inner.value();
-        if kind == ValueKind::Expiring {
-            // `is_live` checked its length.
-            let (v, d) = split_stored(kind, stored)
-                .unwrap_or((&stored[DEADLINE_LEN.min(stored.len())..], None));
-            self.value.extend_from_slice(v);
-            self.deadline = d;
-        } else {
-            self.value.extend_from_slice(stored);
-            self.deadline = None;
-        }
+        // `is_live` already refused an expiring value too short for its deadline.
+        let (v, d) = split_stored(kind, stored).unwrap_or((stored, None));
+        self.value.clear();
+        self.value.extend_from_slice(v);
+        self.deadline = d;
     }
 
     /// True when positioned at a key.
