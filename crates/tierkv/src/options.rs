@@ -118,6 +118,10 @@ pub struct Options {
     pub fault_injector: Option<std::sync::Arc<crate::env::FaultInjector>>,
     /// The operator behind [`crate::Db::merge`] (default none: `merge` is refused).
     pub merge_operator: Option<std::sync::Arc<dyn crate::merge::MergeOperator>>,
+    /// The time source of key expiry (default [`crate::SystemClock`]): a record whose
+    /// deadline is at or before `clock.now_ms()` reads as deleted. Tests use a
+    /// [`crate::ManualClock`].
+    pub clock: std::sync::Arc<dyn crate::Clock>,
 }
 
 /// Switches and sizes of HotRAP's retention and promotion, including the paper's ablations.
@@ -163,6 +167,14 @@ pub struct CompactionOptions {
     /// picked file with neighbours of its level whose overlap in the slow level adds no
     /// file, so the slow files are rewritten once for all of them (default true).
     pub batched_demotion: bool,
+    /// The expiry sweep: when no level needs compacting, a table whose estimated share of
+    /// expired records (from the count and deadline range its properties record) is at
+    /// least this is compacted, which rewrites them as tombstones or drops them (default
+    /// 0.5; above 1 turns the sweep off). It reads no table to find expired data.
+    pub expired_share_trigger: f64,
+    /// While any table holds expiring records, the background threads wake this often to
+    /// let the sweep look (default 1 s), even when no write arrives.
+    pub expiry_check_interval: std::time::Duration,
 }
 
 impl Default for CompactionOptions {
@@ -170,6 +182,8 @@ impl Default for CompactionOptions {
         CompactionOptions {
             block_reuse: true,
             batched_demotion: true,
+            expired_share_trigger: 0.5,
+            expiry_check_interval: std::time::Duration::from_secs(1),
         }
     }
 }
@@ -238,6 +252,7 @@ impl Default for Options {
             compaction: CompactionOptions::default(),
             fault_injector: None,
             merge_operator: None,
+            clock: std::sync::Arc::new(crate::SystemClock),
         }
     }
 }
