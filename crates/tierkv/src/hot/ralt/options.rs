@@ -172,9 +172,9 @@ pub(crate) const COUNTER_MAX: u8 = 50;
 /// (the admission stage makes them small) must gather before they pay for that.
 pub(crate) const L0_TRIGGER: usize = 4;
 /// See [`L0_TRIGGER`].
-pub(crate) const L0_L1_RATIO: u64 = 2;
+pub(crate) const L0_L1_RATIO: u64 = 1;
 /// Most L0 files before a compaction regardless of size (each costs `is_hot` a filter probe).
-pub(crate) const L0_MAX_FILES: usize = 12;
+pub(crate) const L0_MAX_FILES: usize = 16;
 /// Size ratio between adjacent levels.
 pub(crate) const LEVEL_RATIO: u64 = 10;
 /// Deepest level index; it never compacts further.
