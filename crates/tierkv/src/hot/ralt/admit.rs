@@ -52,6 +52,7 @@ impl Admission {
     }
 
     /// Number of slots.
+    #[cfg(test)]
     pub fn slots(&self) -> usize {
         self.slots.len()
     }

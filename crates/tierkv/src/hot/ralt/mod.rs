@@ -15,6 +15,11 @@
 //! hot" key); a single buffered access alone never makes a key hot, so a promotion check
 //! that records an access and then asks `is_hot` needs an earlier access.
 //!
+//! What is written: a flush writes a buffered key accessed twice while buffered, or whose
+//! one access meets an earlier one parked in the admission table; a key seen once is
+//! parked there instead (`admit`; off with `RaltOptions::admission = false`, the paper's
+//! every-key flush).
+//!
 //! When the hot set size or the physical size exceeds its limit, an eviction computes two
 //! score thresholds by sampling, drops records below the physical one (and, with
 //! auto-tuning, every unstable record first), re-decides every hot bit against the hot
@@ -22,7 +27,7 @@
 //! resets both limits by Algorithm 1.
 //!
 //! Files: `options` (options, derived parameters), `score` (score and counter arithmetic,
-//! record encoding), `buffer` (clock, unsorted buffer), `run` (run files), `manifest`
+//! record encoding), `buffer` (clock, unsorted buffer), `admit` (admission table), `run` (run files), `manifest`
 //! (persisted state), `version` (file sets, merging iterator), `maint` (flush, compaction,
 //! eviction, auto-tuning).
 
