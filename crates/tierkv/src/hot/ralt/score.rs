@@ -71,6 +71,14 @@ impl Scorer {
         }
     }
 
+    /// Whether scores count accesses or record a time (see [`super::admit`]).
+    pub fn kind(&self) -> super::admit::ScoreKind {
+        match self.method {
+            ScoringMethod::Lru => super::admit::ScoreKind::Time,
+            _ => super::admit::ScoreKind::Count,
+        }
+    }
+
     /// The score at time slice `t` (>= the record's tick).
     pub fn real_score(&self, m: &Meta, t: u64) -> f64 {
         let d = t.saturating_sub(m.tick);
