@@ -56,6 +56,9 @@ pub enum ServeError {
          flush: acknowledged writes are in the WAL and are replayed at the next open"
     )]
     ReadOnly(std::sync::Arc<tierkv::Error>),
+    /// The store is not in the server's keyspace format (nothing was started).
+    #[error("cannot serve {0}")]
+    Format(String),
 }
 
 /// Most commands taken from one read before running them: bounds the parsed-but-not-run
@@ -104,11 +107,12 @@ impl Server {
     pub async fn bind(db: Db, config: ServerConfig) -> Result<Server, ServeError> {
         config.validate()?;
         config.validate_for_store(db.options())?;
+        let versions = crate::keyspace::open(&db).map_err(ServeError::Format)?;
         let listener = TcpListener::bind((config.bind, config.port)).await?;
         let port = listener.local_addr()?.port();
         let (tx, _rx) = watch::channel(false);
         let tx = Arc::new(tx);
-        let shared = Arc::new(Shared::new(Arc::new(db), config, port, tx.clone()));
+        let shared = Arc::new(Shared::new(Arc::new(db), config, port, tx.clone(), versions));
         Ok(Server {
             listener,
             shared,

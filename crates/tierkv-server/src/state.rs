@@ -164,6 +164,8 @@ pub(crate) struct Shared {
     pub shutdown: Arc<tokio::sync::watch::Sender<bool>>,
     /// The port actually bound (differs from the configured one when that is 0).
     pub port: u16,
+    /// Hands out hash versions (see `keyspace`).
+    pub versions: crate::keyspace::Versions,
 }
 
 impl Shared {
@@ -172,6 +174,7 @@ impl Shared {
         config: ServerConfig,
         port: u16,
         shutdown: Arc<tokio::sync::watch::Sender<bool>>,
+        versions: crate::keyspace::Versions,
     ) -> Self {
         Shared {
             db,
@@ -189,12 +192,18 @@ impl Shared {
             counting: Mutex::new(()),
             shutdown,
             port,
+            versions,
         }
     }
 
     /// Asks the server to shut down gracefully.
     pub fn request_shutdown(&self) {
         self.shutdown.send_replace(true);
+    }
+
+    /// Forgets the cached key count (after FLUSHDB).
+    pub fn forget_key_count(&self) {
+        *self.key_count.lock() = None;
     }
 
     /// The number of keys, counted by a full scan unless a count younger than `max_age`
@@ -216,6 +225,8 @@ impl Shared {
         // A full scan must not evict the working set from the block cache.
         let ropts = tierkv::ReadOptions {
             fill_cache: false,
+            lower_bound: Some(vec![crate::keyspace::META]),
+            upper_bound: Some(vec![crate::keyspace::META + 1]),
             ..tierkv::ReadOptions::new()
         };
         let mut it = self.db.iter_opt(&ropts)?;
