@@ -326,7 +326,10 @@ pub(crate) fn format_error(dir: &str, why: &str) -> String {
 /// server's encoding.
 pub(crate) fn open(db: &Db) -> Result<Versions, String> {
     let dir = db.tier_dir(tierkv::Tier::Fast).display().to_string();
-    match db.get(MARKER_KEY).map_err(|e| format_error(&dir, &e.to_string()))? {
+    match db
+        .get(MARKER_KEY)
+        .map_err(|e| format_error(&dir, &e.to_string()))?
+    {
         Some(v) if v == FORMAT_VERSION => {}
         Some(v) => {
             return Err(format_error(
@@ -386,10 +389,7 @@ mod tests {
 
     #[test]
     fn encodings_round_trip_and_order() {
-        let m = HashMeta {
-            version: 7,
-            len: 3,
-        };
+        let m = HashMeta { version: 7, len: 3 };
         assert!(matches!(decode(&hash_value(m)).unwrap(), Kind::Hash(x) if x == m));
         assert!(matches!(decode(&str_value(b"v")).unwrap(), Kind::Str(b"v")));
         assert!(decode(b"").is_err() && decode(b"h12").is_err() && decode(b"x").is_err());

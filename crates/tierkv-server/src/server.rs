@@ -112,7 +112,13 @@ impl Server {
         let port = listener.local_addr()?.port();
         let (tx, _rx) = watch::channel(false);
         let tx = Arc::new(tx);
-        let shared = Arc::new(Shared::new(Arc::new(db), config, port, tx.clone(), versions));
+        let shared = Arc::new(Shared::new(
+            Arc::new(db),
+            config,
+            port,
+            tx.clone(),
+            versions,
+        ));
         Ok(Server {
             listener,
             shared,

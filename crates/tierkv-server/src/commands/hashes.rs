@@ -257,9 +257,7 @@ pub(super) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let s = edit(ctx, &args[1], |e| {
         let old = match e.get(&args[2])? {
             None => 0.0,
-            Some(v) => {
-                parse_float(&v).ok_or_else(|| CmdError::err("hash value is not a float"))?
-            }
+            Some(v) => parse_float(&v).ok_or_else(|| CmdError::err("hash value is not a float"))?,
         };
         let new = old + incr;
         if !new.is_finite() {

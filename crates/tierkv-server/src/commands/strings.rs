@@ -72,7 +72,11 @@ struct SetSpec<'a> {
 }
 
 /// The outcome of a SET-like command: whether it wrote and the old string (for GET).
-fn set_generic(ctx: &mut Ctx<'_>, key: &[u8], spec: &SetSpec<'_>) -> Result<(bool, Option<Vec<u8>>), CmdError> {
+fn set_generic(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    spec: &SetSpec<'_>,
+) -> Result<(bool, Option<Vec<u8>>), CmdError> {
     let wopts = ctx.wopts();
     let db = &ctx.shared.db;
     let mk = ks::meta_key(key);
@@ -390,7 +394,12 @@ fn modify_string(
         };
         let new = f(s)?;
         let mut b = WriteBatch::new();
-        ks::put(&mut b, &mk, &ks::str_value(&new), cur.and_then(|r| r.deadline));
+        ks::put(
+            &mut b,
+            &mk,
+            &ks::str_value(&new),
+            cur.and_then(|r| r.deadline),
+        );
         Some(b)
     })?;
     match err {
@@ -459,7 +468,10 @@ pub(super) fn counter(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// Parses a float argument or stored value as Redis does (no spaces, no NaN).
 pub(super) fn parse_float(s: &[u8]) -> Option<f64> {
     let t = std::str::from_utf8(s).ok()?;
-    if t.is_empty() || t.starts_with(|c: char| c.is_ascii_whitespace()) || t.ends_with(|c: char| c.is_ascii_whitespace()) {
+    if t.is_empty()
+        || t.starts_with(|c: char| c.is_ascii_whitespace())
+        || t.ends_with(|c: char| c.is_ascii_whitespace())
+    {
         return None;
     }
     let v: f64 = t.parse().ok()?;
