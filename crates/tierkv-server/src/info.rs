@@ -179,6 +179,11 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> Result<String, CmdErro
                 let _ = writeln!(o, "keyspace_hits:{}", st.keyspace_hits.load(Relaxed));
                 let _ = writeln!(o, "keyspace_misses:{}", st.keyspace_misses.load(Relaxed));
                 let _ = writeln!(o, "scan_cursors:{}", shared.cursors.lock().len());
+                let _ = writeln!(
+                    o,
+                    "tierkv_expired_hash_fields_swept:{}",
+                    st.hash_fields_swept.load(Relaxed)
+                );
             }
             "memory" => {
                 let query = st.query_buffer_bytes.load(Relaxed) as u64;

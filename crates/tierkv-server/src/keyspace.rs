@@ -11,6 +11,10 @@
 //!   bytes for a string, `'h'` + version (u64 BE) + field count (u64 BE) for a hash. The
 //!   key's expiry deadline is this record's engine deadline.
 //! - `'f' + u32 BE len(K) + K + version (u64 BE) + field` -> the field's value.
+//! - `'x' + u32 BE len(K) + K + version (u64 BE)` -> deadline (u64 BE): a hash version that
+//!   has (or had) a deadline, written with its metadata; [`sweep`] removes the fields of
+//!   such a version once its metadata is gone, so an expired hash does not leave its
+//!   fields on disk.
 //!
 //! A hash's fields carry the version of the metadata that created them: a hash that is
 //! deleted, overwritten or expired and created again gets a new version, so old fields can
@@ -33,6 +37,8 @@ pub(crate) const VERSION_KEY: &[u8] = b"\x00tierkv-hash-version";
 pub(crate) const META: u8 = b'k';
 /// Prefix of hash field records.
 pub(crate) const FIELD: u8 = b'f';
+/// Prefix of expiring-hash records.
+pub(crate) const EXPIRING: u8 = b'x';
 /// Type byte of a string.
 pub(crate) const T_STRING: u8 = b's';
 /// Type byte of a hash.
@@ -202,9 +208,80 @@ pub(crate) fn get(db: &Db, k: &[u8], ropts: &ReadOptions) -> tierkv::Result<Opti
     }))
 }
 
-/// Adds a top-level record write (with its deadline) to `batch`.
-pub(crate) fn put(batch: &mut WriteBatch, engine_key: &[u8], raw: &[u8], _deadline: Option<u64>) {
+/// The expiring-hash record key of hash `k` at `version`.
+pub(crate) fn expiring_key(k: &[u8], version: u64) -> Vec<u8> {
+    let mut v = field_prefix(k, version);
+    v[0] = EXPIRING;
+    v
+}
+
+/// The hash key and version an expiring-hash record names.
+fn parse_expiring_key(ek: &[u8]) -> Option<(&[u8], u64)> {
+    let rest = ek.strip_prefix(&[EXPIRING])?;
+    let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let k = rest.get(4..4 + len)?;
+    let v = rest.get(4 + len..)?;
+    (v.len() == 8).then(|| (k, u64::from_be_bytes(v.try_into().unwrap_or_default())))
+}
+
+/// Adds a top-level record write (with its deadline) to `batch`. A hash metadata record
+/// with a deadline also (re)writes its expiring-hash record, so [`sweep`] finds its fields
+/// once it has expired.
+pub(crate) fn put(batch: &mut WriteBatch, engine_key: &[u8], raw: &[u8], deadline: Option<u64>) {
     batch.put(engine_key, raw);
+    if let (Some(d), Some(k), Ok(Kind::Hash(m))) = (deadline, engine_key.get(1..), decode(raw)) {
+        batch.put(expiring_key(k, m.version), d.to_be_bytes());
+    }
+}
+
+/// Expiring-hash records examined per [`sweep`] call.
+pub(crate) const SWEEP_BATCH: usize = 1024;
+
+/// One bounded step of the expired-hash sweep: examines up to [`SWEEP_BATCH`] expiring-hash
+/// records from `cursor` (wrapping around at the end); for each whose hash version is dead
+/// (its metadata expired, deleted or replaced), deletes the version's fields and the
+/// record. Reads only these records and the metadata they name, never the field range of
+/// live hashes. Returns the number of field records deleted.
+pub(crate) fn sweep(db: &Db, wopts: &WriteOptions, cursor: &mut Vec<u8>) -> tierkv::Result<u64> {
+    let lower = if cursor.is_empty() {
+        vec![EXPIRING]
+    } else {
+        cursor.clone()
+    };
+    let ropts = ReadOptions {
+        lower_bound: Some(lower),
+        upper_bound: Some(vec![EXPIRING + 1]),
+        fill_cache: false,
+        ..ReadOptions::new()
+    };
+    let mut it = db.iter_opt(&ropts)?;
+    it.seek_to_first()?;
+    let mut dead: Vec<Vec<u8>> = Vec::new();
+    let mut n = 0;
+    while it.valid() && n < SWEEP_BATCH {
+        let ek = it.key();
+        if let Some((k, version)) = parse_expiring_key(ek) {
+            let alive = match get(db, k, &ReadOptions::new())? {
+                Some(r) => matches!(decode(&r.raw), Ok(Kind::Hash(m)) if m.version == version),
+                None => false,
+            };
+            if !alive {
+                dead.push(ek.to_vec());
+            }
+        }
+        n += 1;
+        it.next()?;
+    }
+    *cursor = if it.valid() { it.key().to_vec() } else { Vec::new() };
+    drop(it);
+    let mut swept = 0;
+    for ek in dead {
+        if let Some((k, version)) = parse_expiring_key(&ek) {
+            swept += drop_fields_counted(db, wopts, k, version)?;
+        }
+        db.delete_opt(&ek, wopts)?;
+    }
+    Ok(swept)
 }
 
 /// The store's multi-record atomic step: reads the records `keys` (engine keys), and
@@ -266,6 +343,17 @@ pub(crate) fn drop_fields(
     k: &[u8],
     version: u64,
 ) -> tierkv::Result<()> {
+    drop_fields_counted(db, wopts, k, version).map(|_| ())
+}
+
+/// [`drop_fields`], returning how many field records it deleted.
+fn drop_fields_counted(
+    db: &Db,
+    wopts: &WriteOptions,
+    k: &[u8],
+    version: u64,
+) -> tierkv::Result<u64> {
+    let mut total = 0u64;
     loop {
         let mut it = db.iter_opt(&ReadOptions {
             fill_cache: false,
@@ -280,11 +368,12 @@ pub(crate) fn drop_fields(
         let more = it.valid();
         drop(it);
         if batch.is_empty() {
-            return Ok(());
+            return Ok(total);
         }
+        total += batch.len() as u64;
         db.write_opt(batch, wopts)?;
         if !more {
-            return Ok(());
+            return Ok(total);
         }
     }
 }
@@ -396,6 +485,13 @@ mod tests {
         // The length prefix keeps one key's fields apart from a longer key's.
         assert!(field_key(b"a", 1, b"zzz") < field_key(b"ab", 1, b""));
         assert_eq!(meta_key(b"x"), b"kx");
+        assert_eq!(parse_expiring_key(&expiring_key(b"key", 9)), Some((&b"key"[..], 9)));
+        assert_eq!(parse_expiring_key(b"x\0\0\0\x05ab"), None);
+        let mut b = WriteBatch::new();
+        put(&mut b, &meta_key(b"h"), &hash_value(m), Some(5));
+        put(&mut b, &meta_key(b"s"), &str_value(b"v"), Some(5));
+        put(&mut b, &meta_key(b"h2"), &hash_value(m), None);
+        assert_eq!(b.len(), 4, "only a hash with a deadline gets an expiring record");
         assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
         assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
         assert_eq!(prefix_end(b"\xff\xff"), None);

@@ -175,6 +175,7 @@ impl Server {
         } = self;
         let mut stop = tx.subscribe();
         let mut conns: JoinSet<()> = JoinSet::new();
+        let sweep = tokio::spawn(sweeper(shared.clone(), tx.subscribe()));
         loop {
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
@@ -199,7 +200,30 @@ impl Server {
             conns.abort_all();
             while conns.join_next().await.is_some() {}
         }
+        // The sweeper stops at the same signal; a step in progress ends first.
+        let _ = sweep.await;
         close_store(shared).await
+    }
+}
+
+/// Time between two steps of the expired-hash sweep.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Runs a bounded step of the expired-hash sweep (`keyspace::sweep`) every
+/// [`SWEEP_INTERVAL`] on a blocking thread, until the server stops.
+async fn sweeper(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(SWEEP_INTERVAL) => {}
+        }
+        let sh = shared.clone();
+        match tokio::task::spawn_blocking(move || sh.sweep_step()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(tierkv::Error::Closed)) => return,
+            Ok(Err(e)) => tracing::warn!("expired-hash sweep: {e}"),
+            Err(e) => tracing::warn!("expired-hash sweep panicked: {e}"),
+        }
     }
 }
 

@@ -22,6 +22,8 @@ pub(crate) struct ServerStats {
     pub keyspace_misses: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    /// Field records of expired hashes removed by the sweep.
+    pub hash_fields_swept: AtomicU64,
     /// Bytes currently held in connection read buffers (memory accounting for INFO).
     pub query_buffer_bytes: AtomicUsize,
 }
@@ -166,6 +168,8 @@ pub(crate) struct Shared {
     pub port: u16,
     /// Hands out hash versions (see `keyspace`).
     pub versions: crate::keyspace::Versions,
+    /// Where the next expired-hash sweep step resumes.
+    pub sweep_cursor: Mutex<Vec<u8>>,
 }
 
 impl Shared {
@@ -193,12 +197,24 @@ impl Shared {
             shutdown,
             port,
             versions,
+            sweep_cursor: Mutex::new(Vec::new()),
         }
     }
 
     /// Asks the server to shut down gracefully.
     pub fn request_shutdown(&self) {
         self.shutdown.send_replace(true);
+    }
+
+    /// One bounded step of the expired-hash sweep (`keyspace::sweep`).
+    pub fn sweep_step(&self) -> tierkv::Result<()> {
+        let wopts = tierkv::WriteOptions {
+            sync: self.config.sync,
+        };
+        let mut cursor = self.sweep_cursor.lock();
+        let n = crate::keyspace::sweep(&self.db, &wopts, &mut cursor)?;
+        ServerStats::bump(&self.stats.hash_fields_swept, n);
+        Ok(())
     }
 
     /// Forgets the cached key count (after FLUSHDB).

@@ -350,7 +350,6 @@ impl FieldsRest {
             lower_bound: Some(self.next.clone().unwrap_or_else(|| self.prefix.clone())),
             upper_bound: ks::prefix_end(&self.prefix),
             fill_cache: false,
-            ..ReadOptions::new()
         };
         let mut it = shared.db.iter_opt(&ropts)?;
         it.seek_to_first()?;
