@@ -432,10 +432,16 @@ fn wal_model(wal: &[u8]) -> Option<BTreeMap<Vec<u8>, Vec<u8>>> {
             return None;
         }
         next_seq = seq + entries.len() as u64;
+        // Expiring puts read by the system clock, as the store opened here does (a random
+        // deadline lands within the run's few milliseconds with negligible odds).
+        let now = tierkv::Clock::now_ms(&tierkv::SystemClock);
         for e in entries {
             match e.kind {
                 ValueKind::Value => model.insert(e.key.to_vec(), e.value.to_vec()),
-                ValueKind::Delete => model.remove(e.key),
+                ValueKind::Expiring if e.deadline.is_some_and(|d| d > now) => {
+                    model.insert(e.key.to_vec(), e.value.to_vec())
+                }
+                ValueKind::Expiring | ValueKind::Delete => model.remove(e.key),
             };
         }
     }

@@ -118,6 +118,10 @@ pub struct Options {
     pub fault_injector: Option<std::sync::Arc<crate::env::FaultInjector>>,
     /// The operator behind [`crate::Db::merge`] (default none: `merge` is refused).
     pub merge_operator: Option<std::sync::Arc<dyn crate::merge::MergeOperator>>,
+    /// The time source of key expiry (default [`crate::SystemClock`]): a record whose
+    /// deadline is at or before `clock.now_ms()` reads as deleted. Tests use a
+    /// [`crate::ManualClock`].
+    pub clock: std::sync::Arc<dyn crate::Clock>,
 }
 
 /// Switches and sizes of HotRAP's retention and promotion, including the paper's ablations.
@@ -238,6 +242,7 @@ impl Default for Options {
             compaction: CompactionOptions::default(),
             fault_injector: None,
             merge_operator: None,
+            clock: std::sync::Arc::new(crate::SystemClock),
         }
     }
 }

@@ -51,4 +51,7 @@ pub struct JobContext<'a> {
     pub spill_to_slow: bool,
     /// Copy untouched data blocks verbatim (see the module comment).
     pub block_reuse: bool,
+    /// The time of expiry for this job (`Options::clock`, read once at its start): a
+    /// record whose deadline is at or before it has expired (`crate::expiry`).
+    pub now: u64,
 }

@@ -86,11 +86,21 @@ impl<'a, 's> Merger<'a, 's> {
     fn write_promoted_before(&mut self, bound: Option<&[u8]>) -> Result<()> {
         if let Some(r) = self.router.as_mut() {
             for (k, rec) in r.promotable_before(bound)? {
-                self.fast.add(
-                    self.ctx,
-                    &make_internal_key(&k, rec.seq, ValueKind::Value),
-                    &rec.value,
-                )?;
+                match rec.deadline {
+                    None => self.fast.add(
+                        self.ctx,
+                        &make_internal_key(&k, rec.seq, ValueKind::Value),
+                        &rec.value,
+                    )?,
+                    // Expired records are never promoted: the slow tier's copy is this
+                    // compaction's input or deeper, where the filter handles it.
+                    Some(d) if d <= self.ctx.now => continue,
+                    Some(d) => self.fast.add(
+                        self.ctx,
+                        &make_internal_key(&k, rec.seq, ValueKind::Expiring),
+                        &crate::expiry::encode_expiring(d, &rec.value),
+                    )?,
+                }
                 self.promoted += (k.len() + rec.value.len()) as u64;
             }
         }

@@ -48,7 +48,7 @@ fn gen_entries(
             };
             let value = match kind {
                 ValueKind::Delete => Vec::new(),
-                ValueKind::Value => {
+                ValueKind::Value | ValueKind::Expiring => {
                     let len = if rng.gen_bool(0.1) {
                         rng.gen_range(300..1500)
                     } else {
@@ -280,6 +280,7 @@ fn make_case(seed: u64) -> Case {
                     PcRecord {
                         value: bytes::Bytes::from(vec![7u8; 20]),
                         seq: rng.gen_range(1..=seq),
+                        deadline: None,
                         // Already logged: both runs must see the same tracker state.
                         recorded: true,
                     },
@@ -339,6 +340,7 @@ fn run_case(case: &Case, reuse: bool, first_number: u64) -> (JobOutput, Vec<(usi
         hot,
         spill_to_slow: false,
         block_reuse: reuse,
+        now: 0,
     };
     let out = job::run(&case.compaction, &ctx).unwrap();
     let mut levels: Vec<(usize, Entries)> = Vec::new();
@@ -442,6 +444,7 @@ fn meta_on(
             largest_seq: 2,
             num_entries: 1,
             num_deletions: 0,
+            expiry: Default::default(),
         },
         env.clone(),
     ))
@@ -666,6 +669,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
             hot: None,
             spill_to_slow: false,
             block_reuse: reuse,
+            now: 0,
         };
         let e = job::run(&c, &ctx).unwrap_err();
         let msg = e.to_string();

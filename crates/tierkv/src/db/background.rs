@@ -366,6 +366,7 @@ pub(crate) fn run_compaction(
         hot,
         spill_to_slow: false,
         block_reuse: inner.opts.compaction.block_reuse,
+        now: inner.opts.clock.now_ms(),
     };
     let result = match job::run(c, &ctx) {
         Err(e) if e.is_no_space() && !inner.env.is_single_dir() => {

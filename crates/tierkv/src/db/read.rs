@@ -6,11 +6,17 @@
 //!
 //! The levels split at the last fast level only while promotion runs (HotRAP's read order:
 //! fast levels, promotion cache, slow levels); otherwise every level is read in one pass.
+//!
+//! Expiry (`crate::expiry`): the read takes the time once, and the first version found
+//! decides as before, an expired one answering "absent" (it hides older versions). The
+//! point caches never hold an expiring record (see [`DbInner::after_level_hit`]), so a
+//! cache hit needs no deadline check.
 
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
 use crate::cache::{key_hash, BlockPtr, Cache, PointLookup};
 use crate::env::{thread_read_count, IoCause, Tier};
+use crate::expiry::{is_expired, Entry};
 use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::MemGet;
 use crate::options::ReadOptions;
@@ -22,7 +28,15 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 /// A stage's verdict: `Some(answer)` ends the read, `None` goes on to the next stage.
-type Verdict = Option<Option<Vec<u8>>>;
+type Verdict = Option<Option<Entry>>;
+
+/// A live record without a deadline.
+fn plain(value: Vec<u8>) -> Entry {
+    Entry {
+        value,
+        deadline: None,
+    }
+}
 
 /// What one read fixed before looking anywhere.
 struct Read<'a> {
@@ -49,11 +63,15 @@ struct Read<'a> {
     last: usize,
     /// The point caches remembered the key (a ghost hit or a stale pointer): it enters KV.
     warm: bool,
+    /// The time of the read (`Options::clock`): records with a deadline at or before it
+    /// read as deleted.
+    now: u64,
 }
 
 impl DbInner {
-    /// Reads the newest version of `key` visible to `ropts`.
-    pub(super) fn get(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Vec<u8>>> {
+    /// Reads the newest version of `key` visible to `ropts`, with its deadline; an expired
+    /// record reads as absent.
+    pub(super) fn get(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Entry>> {
         Counters::add(&self.counters.gets, 1);
         let mut r = self.start_read(key, ropts)?;
         if let Some(answer) = self.get_from_memtables(&r) {
@@ -65,8 +83,8 @@ impl DbInner {
         let reads_before = thread_read_count();
         let mut hit = self.get_from_levels(&r, 0..=r.split)?;
         if hit.is_none() && r.promoting {
-            if let Some(value) = self.get_from_promotion_cache(&r) {
-                return Ok(Some(value));
+            if let Some(answer) = self.get_from_promotion_cache(&r) {
+                return Ok(answer);
             }
         }
         if hit.is_none() && r.split < r.last {
@@ -110,6 +128,7 @@ impl DbInner {
             split,
             last,
             warm: false,
+            now: self.opts.clock.now_ms(),
         })
     }
 
@@ -117,12 +136,18 @@ impl DbInner {
     fn get_from_memtables(&self, r: &Read<'_>) -> Verdict {
         for mem in std::iter::once(&r.sv.mem).chain(r.sv.imms.iter()) {
             match mem.get(r.key, r.seq) {
-                MemGet::Found(v) => {
+                MemGet::Found(v, deadline) => {
                     Counters::add(&self.counters.get_memtable, 1);
+                    if is_expired(deadline, r.now) {
+                        return Some(None);
+                    }
                     // A hot key that is also updated often must keep its score, or it
                     // would not be retained when its older versions move down.
                     self.record_access(r.key, v.len());
-                    return Some(Some(v.to_vec()));
+                    return Some(Some(Entry {
+                        value: v.to_vec(),
+                        deadline,
+                    }));
                 }
                 MemGet::Deleted => {
                     Counters::add(&self.counters.get_memtable, 1);
@@ -148,7 +173,7 @@ impl DbInner {
                     // Hotness must not fade because the cache answers.
                     self.record_access(r.key, v.len());
                 }
-                Ok(Some(Some(v)))
+                Ok(Some(Some(plain(v))))
             }
             PointLookup::Pointer(p) => {
                 let reads_before = thread_read_count();
@@ -170,10 +195,10 @@ impl DbInner {
                     if (p.level as usize) <= self.layout.last_fast_level {
                         self.record_access(r.key, value.len());
                     } else {
-                        self.offer_for_promotion(r.key, &value, found_seq, r.epoch);
+                        self.offer_for_promotion(r.key, &value, found_seq, None, r.epoch);
                     }
                 }
-                Ok(Some(Some(Vec::from(value))))
+                Ok(Some(Some(plain(Vec::from(value)))))
             }
             PointLookup::Miss { warm } => {
                 r.warm = warm;
@@ -194,12 +219,16 @@ impl DbInner {
     }
 
     /// Stage 4: records read from the slow tier earlier and not yet promoted. A hit enters
-    /// the KV cache as a record of the first slow level (its table is there).
-    fn get_from_promotion_cache(&self, r: &Read<'_>) -> Option<Vec<u8>> {
+    /// the KV cache as a record of the first slow level (its table is there), unless it
+    /// expires; an expired one answers "absent" (it is the slow tier's newest version).
+    fn get_from_promotion_cache(&self, r: &Read<'_>) -> Verdict {
         let rec = self.pc.get(r.key, r.seq)?;
         Counters::add(&self.counters.get_promotion_cache, 1);
+        if is_expired(rec.deadline, r.now) {
+            return Some(None);
+        }
         self.record_access(r.key, rec.value.len());
-        if let Some(c) = r.cache {
+        if let (Some(c), None) = (r.cache, rec.deadline) {
             c.admit(
                 r.key,
                 r.hash,
@@ -210,7 +239,10 @@ impl DbInner {
                 r.fence,
             );
         }
-        Some(rec.value.to_vec())
+        Some(Some(Entry {
+            value: rec.value.to_vec(),
+            deadline: rec.deadline,
+        }))
     }
 
     /// Counts where a level hit came from: the block cache when no disk read happened,
@@ -225,12 +257,24 @@ impl DbInner {
     }
 
     /// Stage 6, after a level hit: a value is admitted to the point caches and its access
-    /// recorded (a fast level) or offered for promotion (a slow level).
-    fn after_level_hit(&self, r: &Read<'_>, hit: LevelHit) -> Option<Vec<u8>> {
+    /// recorded (a fast level) or offered for promotion (a slow level). An expired record
+    /// is a deletion: nothing is recorded, cached or offered.
+    ///
+    /// An expiring record never enters the point caches: their entries (a value, or a
+    /// block pointer the flush re-points) have no room for a deadline, and a cached
+    /// deadline would also have to be re-checked on every hit and by every flush that
+    /// updates the entry. Leaving such records out keeps the caches' invariant (an entry
+    /// is the newest version outside the memtables, and it is live) without a format
+    /// change; what it costs is that records with a TTL are read from their blocks (the
+    /// block cache still holds those).
+    fn after_level_hit(&self, r: &Read<'_>, hit: LevelHit) -> Option<Entry> {
         let LevelGet::Found(value) = hit.result else {
             return None;
         };
-        if let Some(c) = r.cache {
+        if is_expired(hit.deadline, r.now) {
+            return None;
+        }
+        if let (Some(c), None) = (r.cache, hit.deadline) {
             let ptr = BlockPtr {
                 file: hit.file,
                 level: hit.level.min(u8::MAX as usize) as u8,
@@ -247,16 +291,19 @@ impl DbInner {
             } else if r.latest {
                 // Only reads of the latest state may cache: a snapshot read may have
                 // returned a version that is no longer the newest.
-                self.offer_for_promotion(r.key, &value, hit.seq, r.epoch);
+                self.offer_for_promotion(r.key, &value, hit.seq, hit.deadline, r.epoch);
             }
         }
-        Some(Vec::from(value))
+        Some(Entry {
+            value: Vec::from(value),
+            deadline: hit.deadline,
+        })
     }
 
     /// Follows a KP cache pointer: the newest version of `key` in the block it names, if
     /// that file is still at the pointer's level in `version` and the block holds a value
-    /// of the key. `None` (a compaction moved the key, or it was deleted) sends the caller
-    /// back to the levels.
+    /// of the key. `None` (a compaction moved the key, it was deleted, or its newest
+    /// version expires: such records are not cached) sends the caller back to the levels.
     fn read_pointer(
         &self,
         version: &Version,

@@ -18,6 +18,7 @@ use super::stats::Counters;
 use super::{DbInner, Wal};
 use crate::batch::WriteBatch;
 use crate::env::{IoCause, Tier};
+use crate::expiry::EntryRef;
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::version::wal_file_name;
@@ -46,8 +47,10 @@ pub(crate) struct PendingWrite {
 /// What a read-modify-write does with the value it read (see [`crate::Db::update`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Update {
-    /// Write this value.
+    /// Write this value (a plain put: any deadline the key had is cleared).
     Put(Vec<u8>),
+    /// Write this value, expiring at the deadline (milliseconds since the UNIX epoch).
+    PutExpiring(Vec<u8>, u64),
     /// Delete the key.
     Delete,
     /// Leave the key as it is (nothing is written).
@@ -85,24 +88,32 @@ impl DbInner {
         self.write_conditional(batch, sync, None).map(|_| ())
     }
 
-    /// Atomically applies `f(current value)` to `key` and returns the value afterwards.
-    /// Retries when another write to the key races it.
+    /// Atomically applies `f(current record)` to `key` and returns the value afterwards.
+    /// Retries when another write to the key races it. An expired record reads as absent.
     pub(crate) fn update(
         &self,
         key: &[u8],
         sync: bool,
-        mut f: impl FnMut(Option<&[u8]>) -> Update,
+        mut f: impl FnMut(Option<EntryRef<'_>>) -> Update,
     ) -> Result<Option<Vec<u8>>> {
         loop {
             // The sequence before the read (see the module comment).
             let seq = self.visible_seq.load(Ordering::Acquire);
             let old = self.get(key, &crate::options::ReadOptions::new())?;
             let mut batch = WriteBatch::new();
-            let new = match f(old.as_deref()) {
+            let old_ref = old.as_ref().map(|e| EntryRef {
+                value: &e.value,
+                deadline: e.deadline,
+            });
+            let new = match f(old_ref) {
                 // Nothing to write: the read itself is the atomic step.
-                Update::Keep => return Ok(old),
+                Update::Keep => return Ok(old.map(|e| e.value)),
                 Update::Put(v) => {
                     batch.put(key, &v);
+                    Some(v)
+                }
+                Update::PutExpiring(v, deadline) => {
+                    batch.put_expiring(key, &v, deadline);
                     Some(v)
                 }
                 Update::Delete => {
@@ -271,10 +282,10 @@ impl DbInner {
         let mut seq = first_seq;
         let (mut puts, mut dels, mut bytes) = (0, 0, 0);
         for e in batch.iter() {
-            mem.add(seq, e.kind, e.key, e.value);
+            mem.add(seq, e.kind, e.key, e.stored_value());
             seq += 1;
             match e.kind {
-                crate::key::ValueKind::Value => puts += 1,
+                crate::key::ValueKind::Value | crate::key::ValueKind::Expiring => puts += 1,
                 crate::key::ValueKind::Delete => dels += 1,
             }
             bytes += (e.key.len() + e.value.len()) as u64;

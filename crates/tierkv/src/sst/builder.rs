@@ -53,7 +53,7 @@ impl TableBuilder {
 
     /// Appends an entry; internal keys must arrive in increasing order.
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.account(key, value.len())?;
+        self.account(key, value)?;
         self.data.add(key, value);
         if self.data.estimated_size() >= self.opts.block_size {
             self.flush_data_block()?;
@@ -86,7 +86,7 @@ impl TableBuilder {
             return Err(bad("empty data block"));
         }
         while it.valid() {
-            self.account(it.key(), it.value().len())?;
+            self.account(it.key(), it.value())?;
             it.next().map_err(bad)?;
         }
         if self.last_key.as_slice() != raw.last_key() {
@@ -108,8 +108,10 @@ impl TableBuilder {
         Ok(())
     }
 
-    /// Checks the order of `key` and counts it in the filter and the properties.
-    fn account(&mut self, key: &[u8], value_len: usize) -> Result<()> {
+    /// Checks the order of `key` and counts it in the filter and the properties (an
+    /// expiring record's deadline too: the expiry sweep reads them).
+    fn account(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let value_len = value.len();
         let parsed = parse_internal_key(key).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "table builder for {} got a malformed internal key of {} bytes",
@@ -132,8 +134,28 @@ impl TableBuilder {
         }
         let p = &mut self.props;
         p.num_entries += 1;
-        if parsed.kind == ValueKind::Delete {
-            p.num_deletions += 1;
+        match parsed.kind {
+            ValueKind::Delete => p.num_deletions += 1,
+            ValueKind::Expiring => {
+                let (_, deadline) =
+                    crate::expiry::split_stored(parsed.kind, value).ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "table builder for {} got an expiring value shorter than its \
+                             deadline",
+                            self.file.path().display()
+                        ))
+                    })?;
+                let d = deadline.unwrap_or(0);
+                if p.num_expiring == 0 {
+                    p.min_deadline = d;
+                    p.max_deadline = d;
+                } else {
+                    p.min_deadline = p.min_deadline.min(d);
+                    p.max_deadline = p.max_deadline.max(d);
+                }
+                p.num_expiring += 1;
+            }
+            ValueKind::Value => {}
         }
         p.raw_key_bytes += key.len() as u64;
         p.raw_value_bytes += value_len as u64;
