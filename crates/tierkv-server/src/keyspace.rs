@@ -200,11 +200,11 @@ pub(crate) fn field_ropts(k: &[u8], version: u64, snapshot: Option<u64>) -> Read
     }
 }
 
-/// Reads Redis key `k`'s top-level record.
+/// Reads Redis key `k`'s top-level record (an expired one reads as absent).
 pub(crate) fn get(db: &Db, k: &[u8], ropts: &ReadOptions) -> tierkv::Result<Option<Rec>> {
-    Ok(db.get_opt(meta_key(k), ropts)?.map(|raw| Rec {
-        raw,
-        deadline: None,
+    Ok(db.get_entry_opt(meta_key(k), ropts)?.map(|e| Rec {
+        raw: e.value,
+        deadline: e.deadline,
     }))
 }
 
@@ -228,7 +228,10 @@ fn parse_expiring_key(ek: &[u8]) -> Option<(&[u8], u64)> {
 /// with a deadline also (re)writes its expiring-hash record, so [`sweep`] finds its fields
 /// once it has expired.
 pub(crate) fn put(batch: &mut WriteBatch, engine_key: &[u8], raw: &[u8], deadline: Option<u64>) {
-    batch.put(engine_key, raw);
+    match deadline {
+        Some(d) => batch.put_expiring(engine_key, raw, d),
+        None => batch.put(engine_key, raw),
+    };
     if let (Some(d), Some(k), Ok(Kind::Hash(m))) = (deadline, engine_key.get(1..), decode(raw)) {
         batch.put(expiring_key(k, m.version), d.to_be_bytes());
     }
@@ -272,7 +275,11 @@ pub(crate) fn sweep(db: &Db, wopts: &WriteOptions, cursor: &mut Vec<u8>) -> tier
         n += 1;
         it.next()?;
     }
-    *cursor = if it.valid() { it.key().to_vec() } else { Vec::new() };
+    *cursor = if it.valid() {
+        it.key().to_vec()
+    } else {
+        Vec::new()
+    };
     drop(it);
     let mut swept = 0;
     for ek in dead {
@@ -297,9 +304,9 @@ pub(crate) fn transact(
         let recs: Vec<Option<Rec>> = vals
             .iter()
             .map(|v| {
-                v.as_ref().map(|raw| Rec {
-                    raw: raw.clone(),
-                    deadline: None,
+                v.as_ref().map(|e| Rec {
+                    raw: e.value.clone(),
+                    deadline: e.deadline,
                 })
             })
             .collect();
@@ -485,13 +492,20 @@ mod tests {
         // The length prefix keeps one key's fields apart from a longer key's.
         assert!(field_key(b"a", 1, b"zzz") < field_key(b"ab", 1, b""));
         assert_eq!(meta_key(b"x"), b"kx");
-        assert_eq!(parse_expiring_key(&expiring_key(b"key", 9)), Some((&b"key"[..], 9)));
+        assert_eq!(
+            parse_expiring_key(&expiring_key(b"key", 9)),
+            Some((&b"key"[..], 9))
+        );
         assert_eq!(parse_expiring_key(b"x\0\0\0\x05ab"), None);
         let mut b = WriteBatch::new();
         put(&mut b, &meta_key(b"h"), &hash_value(m), Some(5));
         put(&mut b, &meta_key(b"s"), &str_value(b"v"), Some(5));
         put(&mut b, &meta_key(b"h2"), &hash_value(m), None);
-        assert_eq!(b.len(), 4, "only a hash with a deadline gets an expiring record");
+        assert_eq!(
+            b.len(),
+            4,
+            "only a hash with a deadline gets an expiring record"
+        );
         assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
         assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
         assert_eq!(prefix_end(b"\xff\xff"), None);

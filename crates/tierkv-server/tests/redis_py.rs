@@ -27,7 +27,11 @@ fn a_redis_py_program_runs_against_the_server() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
-    let s = TestServer::start(dir.path(), tierkv::Options::default(), ServerConfig::default());
+    let s = TestServer::start(
+        dir.path(),
+        tierkv::Options::default(),
+        ServerConfig::default(),
+    );
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/py/cache_app.py");
     let out = Command::new("python3")
         .arg(script)

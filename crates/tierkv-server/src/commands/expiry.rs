@@ -14,11 +14,8 @@ use bytes::Bytes;
 use tierkv::WriteBatch;
 
 /// The current time of the store's clock, in milliseconds since the epoch.
-pub(crate) fn now_ms(_shared: &Shared) -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
+pub(crate) fn now_ms(shared: &Shared) -> u64 {
+    shared.db.options().clock.now_ms()
 }
 
 /// An expiry option of SET / GETEX.

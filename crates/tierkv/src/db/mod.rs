@@ -351,7 +351,8 @@ impl Db {
     }
 
     /// Multi-key read-modify-write (a small optimistic transaction): reads the current
-    /// values of `keys`, calls `f` with them, and applies the batch `f` returns only if
+    /// records of `keys` (value and deadline; an expired one reads as absent), calls `f`
+    /// with them, and applies the batch `f` returns only if
     /// none of `keys` was written since the read, retrying otherwise (so `f` may run more
     /// than once and should be pure). The batch may write any keys, read or not; `f`
     /// returning `None` writes nothing. Atomic with respect to every other write, like
@@ -362,7 +363,7 @@ impl Db {
         &self,
         keys: &[&[u8]],
         wopts: &WriteOptions,
-        f: impl FnMut(&[Option<Vec<u8>>]) -> Option<WriteBatch>,
+        f: impl FnMut(&[Option<Entry>]) -> Option<WriteBatch>,
     ) -> Result<bool> {
         self.inner.update_many(keys, wopts.sync, f)
     }

@@ -129,14 +129,15 @@ impl DbInner {
         }
     }
 
-    /// Multi-key read-modify-write: reads `keys`, lets `f` build a batch (which may write
-    /// any keys), and applies it only if none of `keys` changed since the read; retries
-    /// otherwise. `f` returning `None` writes nothing. Returns whether a batch applied.
+    /// Multi-key read-modify-write: reads `keys` (values and deadlines; an expired record
+    /// reads as absent), lets `f` build a batch (which may write any keys), and applies it
+    /// only if none of `keys` was written since the read; retries otherwise. `f` returning
+    /// `None` writes nothing. Returns whether a batch applied.
     pub(crate) fn update_many(
         &self,
         keys: &[&[u8]],
         sync: bool,
-        mut f: impl FnMut(&[Option<Vec<u8>>]) -> Option<WriteBatch>,
+        mut f: impl FnMut(&[Option<crate::expiry::Entry>]) -> Option<WriteBatch>,
     ) -> Result<bool> {
         loop {
             let seq = self.visible_seq.load(Ordering::Acquire);
