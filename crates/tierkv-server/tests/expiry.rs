@@ -413,3 +413,56 @@ fn a_key_expiring_during_a_pipeline_is_never_seen_again() {
     std::thread::sleep(std::time::Duration::from_millis(10));
     assert_eq!(c.get::<_, Option<String>>("k").unwrap(), None);
 }
+
+fn info_field(c: &mut redis::Connection, name: &str) -> u64 {
+    let text: String = q(c, &["INFO", "stats"]).unwrap();
+    text.lines()
+        .find_map(|l| l.strip_prefix(&format!("{name}:")))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("INFO has no {name}: {text}"))
+}
+
+/// An expired hash does not leave its fields on disk: the server's sweep (one bounded step
+/// a second over the expiring-hash records) deletes them, and a live hash with a deadline
+/// keeps its fields.
+#[test]
+fn the_fields_of_an_expired_hash_are_swept_from_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (clock, opts) = manual(tierkv::Options::default());
+    let s = TestServer::start(dir.path(), opts.clone(), ServerConfig::default());
+    let mut c = s.client();
+    let mut p = redis::pipe();
+    for i in 0..300 {
+        p.hset("doomed", format!("f{i}"), i).ignore();
+        p.hset("kept", format!("f{i}"), i).ignore();
+    }
+    let () = p.query(&mut c).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "doomed", "10"]).unwrap(), 1);
+    assert_eq!(q::<i64>(&mut c, &["EXPIRE", "kept", "1000"]).unwrap(), 1);
+    clock.advance(10_000);
+    let start = std::time::Instant::now();
+    while info_field(&mut c, "tierkv_expired_hash_fields_swept") < 300 {
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(20),
+            "the sweep never removed the expired hash's fields"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    assert_eq!(info_field(&mut c, "tierkv_expired_hash_fields_swept"), 300);
+    assert_eq!(q::<i64>(&mut c, &["HLEN", "kept"]).unwrap(), 300);
+    s.stop();
+    // In the store: no field record of the expired hash; every one of the live hash.
+    let db = tierkv::Db::open(dir.path(), opts).unwrap();
+    let fields = |key: &[u8]| {
+        let mut prefix = vec![b'f'];
+        prefix.extend_from_slice(&(key.len() as u32).to_be_bytes());
+        prefix.extend_from_slice(key);
+        db.scan(Some(&prefix), Some(&[b'f' + 1][..]), 10_000)
+            .unwrap()
+            .into_iter()
+            .filter(|(k, _)| k.starts_with(&prefix))
+            .count()
+    };
+    assert_eq!(fields(b"doomed"), 0);
+    assert_eq!(fields(b"kept"), 300);
+}
