@@ -123,7 +123,6 @@ pub fn is_expired(deadline: Option<u64>, now: u64) -> bool {
 
 /// True when a stored entry of `kind` is an expiring record expired at `now` (a malformed
 /// one counts as live: the read path reports it).
-#[allow(dead_code, reason = "used by the flush and compaction filter")]
 pub fn stored_is_expired(kind: ValueKind, stored: &[u8], now: u64) -> bool {
     kind == ValueKind::Expiring
         && split_stored(kind, stored).is_some_and(|(_, d)| is_expired(d, now))

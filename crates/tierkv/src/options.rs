@@ -167,6 +167,14 @@ pub struct CompactionOptions {
     /// picked file with neighbours of its level whose overlap in the slow level adds no
     /// file, so the slow files are rewritten once for all of them (default true).
     pub batched_demotion: bool,
+    /// The expiry sweep: when no level needs compacting, a table whose estimated share of
+    /// expired records (from the count and deadline range its properties record) is at
+    /// least this is compacted, which rewrites them as tombstones or drops them (default
+    /// 0.5; above 1 turns the sweep off). It reads no table to find expired data.
+    pub expired_share_trigger: f64,
+    /// While any table holds expiring records, the background threads wake this often to
+    /// let the sweep look (default 1 s), even when no write arrives.
+    pub expiry_check_interval: std::time::Duration,
 }
 
 impl Default for CompactionOptions {
@@ -174,6 +182,8 @@ impl Default for CompactionOptions {
         CompactionOptions {
             block_reuse: true,
             batched_demotion: true,
+            expired_share_trigger: 0.5,
+            expiry_check_interval: std::time::Duration::from_secs(1),
         }
     }
 }

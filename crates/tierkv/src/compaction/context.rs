@@ -20,6 +20,8 @@ pub struct JobOutput {
     pub bytes_written: u64,
     /// Entries dropped (shadowed versions and obsolete tombstones).
     pub entries_dropped: u64,
+    /// Expired records rewritten as tombstones or dropped.
+    pub expired_removed: u64,
     /// Key and value bytes kept on the last fast level by retention.
     pub retained_bytes: u64,
     /// Key and value bytes of promotion-cache records written to the last fast level.

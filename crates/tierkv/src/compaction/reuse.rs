@@ -4,6 +4,8 @@
 //! key, none of them a tombstone the merge would drop, and none routed to the fast tier by
 //! retention or interleaved with a promoted record, the block is appended to the output as
 //! it is stored (compressed bytes and trailer) instead of being decoded and re-encoded.
+//! A block holding an expired record is never copied: the record must become a tombstone
+//! or go (`super::stream`).
 //! Everything else goes entry by entry exactly as without reuse, through the same
 //! decisions (`super::merger::Merger`).
 
@@ -54,7 +56,10 @@ impl Merger<'_, '_> {
                 ok = false;
                 break;
             };
-            if keys.last().is_some_and(|p| p.as_slice() >= k.user_key) || self.dead_tombstone(&k) {
+            if keys.last().is_some_and(|p| p.as_slice() >= k.user_key)
+                || self.dead_tombstone(&k)
+                || self.versions.is_expired(k.kind, it.value())
+            {
                 ok = false;
                 break;
             }
