@@ -755,3 +755,39 @@ fn every_type_survives_a_restart_of_a_two_tier_store() {
     let h: HashMap<String, String> = c.hgetall("gone").unwrap();
     assert_eq!(h, HashMap::from([("c".into(), "3".into())]));
 }
+
+/// KEYS builds its reply in memory as Redis does, but bounded: a reply past the
+/// connection's output limit closes that connection (checked while scanning, so the server
+/// never holds more than the limit); the server serves others, and a narrower pattern works.
+#[test]
+fn keys_past_the_output_limit_closes_the_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = ServerConfig {
+        limits: tierkv_server::Limits {
+            max_bulk: 1024,
+            max_key: 1024,
+            max_query: 1024 * 1024,
+            ..tierkv_server::Limits::default()
+        },
+        reply_chunk: 1024,
+        output_limit: 70 * 1024,
+        ..ServerConfig::default()
+    };
+    let s = TestServer::start(dir.path(), tierkv::Options::default(), config);
+    let mut c = s.client();
+    let mut p = redis::pipe();
+    for i in 0..2000 {
+        p.set(format!("{}{i:05}", "k".repeat(100)), 1).ignore();
+    }
+    p.set("small", 1).ignore();
+    let () = p.query(&mut c).unwrap();
+    assert!(
+        q::<Vec<String>>(&mut c, &["KEYS", "*"]).is_err(),
+        "200 KB of keys past a 70 KB limit"
+    );
+    let mut c = s.client();
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["KEYS", "sm*"]).unwrap(),
+        vec!["small"]
+    );
+}
