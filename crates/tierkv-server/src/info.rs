@@ -341,8 +341,8 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> Result<String, CmdErro
                 let (n, age) = shared.key_count(crate::state::INFO_KEYS_MAX_AGE)?;
                 let _ = writeln!(o, "keys_approximate:1");
                 let _ = writeln!(o, "keys_counted_seconds_ago:{}", age.as_secs());
-                if n > 0 {
-                    let _ = writeln!(o, "db0:keys={n},expires=0,avg_ttl=0");
+                if n.keys > 0 {
+                    let _ = writeln!(o, "db0:keys={},expires={},avg_ttl=0", n.keys, n.expiring);
                 }
             }
             _ => {}

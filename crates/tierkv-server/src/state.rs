@@ -149,6 +149,15 @@ pub(crate) const DBSIZE_MAX_AGE: Duration = Duration::from_secs(5);
 /// full scan of a large store (slow tier included) must not run that often.
 pub(crate) const INFO_KEYS_MAX_AGE: Duration = Duration::from_secs(60);
 
+/// A counted key space (see [`Shared::key_count`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct KeyCount {
+    /// Keys of every type.
+    pub keys: u64,
+    /// Keys with a deadline (INFO keyspace's `expires`).
+    pub expiring: u64,
+}
+
 /// Everything connections share.
 pub(crate) struct Shared {
     pub db: Arc<Db>,
@@ -160,7 +169,7 @@ pub(crate) struct Shared {
     pub stats: ServerStats,
     pub cursors: Mutex<Cursors>,
     /// Last key count and when it was taken.
-    pub key_count: Mutex<Option<(Instant, u64)>>,
+    pub key_count: Mutex<Option<(Instant, KeyCount)>>,
     /// Serialises counting so concurrent DBSIZE calls share one scan.
     pub counting: Mutex<()>,
     pub shutdown: Arc<tokio::sync::watch::Sender<bool>>,
@@ -225,7 +234,7 @@ impl Shared {
     /// The number of keys, counted by a full scan unless a count younger than `max_age`
     /// exists (tierkv keeps no exact count, so DBSIZE is approximate), with the age of the
     /// count.
-    pub fn key_count(&self, max_age: Duration) -> tierkv::Result<(u64, Duration)> {
+    pub fn key_count(&self, max_age: Duration) -> tierkv::Result<(KeyCount, Duration)> {
         if let Some((at, n)) = *self.key_count.lock() {
             if at.elapsed() < max_age {
                 return Ok((n, at.elapsed()));
@@ -247,9 +256,10 @@ impl Shared {
         };
         let mut it = self.db.iter_opt(&ropts)?;
         it.seek_to_first()?;
-        let mut n = 0u64;
+        let mut n = KeyCount::default();
         while it.valid() {
-            n += 1;
+            n.keys += 1;
+            n.expiring += it.deadline().is_some() as u64;
             it.next()?;
         }
         *self.key_count.lock() = Some((at, n));

@@ -439,6 +439,9 @@ fn the_fields_of_an_expired_hash_are_swept_from_the_store() {
     let () = p.query(&mut c).unwrap();
     assert_eq!(q::<i64>(&mut c, &["EXPIRE", "doomed", "10"]).unwrap(), 1);
     assert_eq!(q::<i64>(&mut c, &["EXPIRE", "kept", "1000"]).unwrap(), 1);
+    let () = c.set("plain", "v").unwrap();
+    let keyspace: String = q(&mut c, &["INFO", "keyspace"]).unwrap();
+    assert!(keyspace.contains("db0:keys=3,expires=2,"), "{keyspace}");
     clock.advance(10_000);
     let start = std::time::Instant::now();
     while info_field(&mut c, "tierkv_expired_hash_fields_swept") < 300 {
