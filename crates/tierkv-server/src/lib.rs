@@ -13,7 +13,8 @@
 //! ```
 //!
 //! Modules: `resp` (wire format), `glob` (MATCH patterns), `commands` (table, dispatch and
-//! handlers), `info` (the INFO report), `state` (shared and per-connection state),
+//! handlers), `keyspace` (how Redis keys and types are encoded as engine records), `info`
+//! (the INFO report), `state` (shared and per-connection state),
 //! `server` (networking and shutdown), `config`.
 
 #![forbid(unsafe_code)]
@@ -25,6 +26,7 @@ mod commands;
 mod config;
 pub mod glob;
 mod info;
+mod keyspace;
 pub mod resp;
 mod server;
 mod state;

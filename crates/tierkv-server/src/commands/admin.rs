@@ -103,6 +103,7 @@ pub(super) fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 fn acl_category(spec: &CommandSpec) -> &'static str {
     match spec.group {
         "string" => "@string",
+        "hash" => "@hash",
         "generic" => "@keyspace",
         "connection" => "@connection",
         _ => "@admin",

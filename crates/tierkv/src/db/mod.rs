@@ -350,6 +350,24 @@ impl Db {
         self.inner.update(key.as_ref(), wopts.sync, f)
     }
 
+    /// Multi-key read-modify-write (a small optimistic transaction): reads the current
+    /// records of `keys` (value and deadline; an expired one reads as absent), calls `f`
+    /// with them, and applies the batch `f` returns only if
+    /// none of `keys` was written since the read, retrying otherwise (so `f` may run more
+    /// than once and should be pure). The batch may write any keys, read or not; `f`
+    /// returning `None` writes nothing. Atomic with respect to every other write, like
+    /// [`Db::update`]. Returns whether a batch was applied. What a server needs for a
+    /// value spread over several records (a hash's metadata and fields) or a command on
+    /// several keys (RENAME, MSETNX).
+    pub fn update_many(
+        &self,
+        keys: &[&[u8]],
+        wopts: &WriteOptions,
+        f: impl FnMut(&[Option<Entry>]) -> Option<WriteBatch>,
+    ) -> Result<bool> {
+        self.inner.update_many(keys, wopts.sync, f)
+    }
+
     /// Combines `operand` with the current value of `key` through the configured
     /// [`Options::merge_operator`](crate::Options::merge_operator), atomically (as
     /// [`Db::update`]): concurrent merges never lose an update. Returns the new value. An

@@ -36,9 +36,9 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 pub(crate) struct PendingWrite {
     batch: Mutex<Option<WriteBatch>>,
     sync: bool,
-    /// For a read-modify-write: the key it read and the sequence number it read at. The
-    /// write applies only if no newer version of that key exists.
-    condition: Option<(Vec<u8>, SeqNo)>,
+    /// For a read-modify-write: the keys it read and the sequence number it read at. The
+    /// write applies only if no newer version of any of those keys exists.
+    condition: Option<(Vec<Vec<u8>>, SeqNo)>,
     /// `Some` once the group holding this write has committed (or failed): `Ok(true)`
     /// applied, `Ok(false)` dropped because its condition failed.
     result: Mutex<Option<Result<bool, Arc<Error>>>>,
@@ -121,9 +121,37 @@ impl DbInner {
                     None
                 }
             };
-            if self.write_conditional(batch, sync, Some((key.to_vec(), seq)))? {
+            if self.write_conditional(batch, sync, Some((vec![key.to_vec()], seq)))? {
                 Counters::add(&self.counters.rmws, 1);
                 return Ok(new);
+            }
+            Counters::add(&self.counters.rmw_retries, 1);
+        }
+    }
+
+    /// Multi-key read-modify-write: reads `keys` (values and deadlines; an expired record
+    /// reads as absent), lets `f` build a batch (which may write any keys), and applies it
+    /// only if none of `keys` was written since the read; retries otherwise. `f` returning
+    /// `None` writes nothing. Returns whether a batch applied.
+    pub(crate) fn update_many(
+        &self,
+        keys: &[&[u8]],
+        sync: bool,
+        mut f: impl FnMut(&[Option<crate::expiry::Entry>]) -> Option<WriteBatch>,
+    ) -> Result<bool> {
+        loop {
+            let seq = self.visible_seq.load(Ordering::Acquire);
+            let mut old = Vec::with_capacity(keys.len());
+            for k in keys {
+                old.push(self.get(k, &crate::options::ReadOptions::new())?);
+            }
+            let Some(batch) = f(&old) else {
+                return Ok(false);
+            };
+            let cond = keys.iter().map(|k| k.to_vec()).collect();
+            if self.write_conditional(batch, sync, Some((cond, seq)))? {
+                Counters::add(&self.counters.rmws, 1);
+                return Ok(true);
             }
             Counters::add(&self.counters.rmw_retries, 1);
         }
@@ -134,7 +162,7 @@ impl DbInner {
         &self,
         batch: WriteBatch,
         sync: bool,
-        condition: Option<(Vec<u8>, SeqNo)>,
+        condition: Option<(Vec<Vec<u8>>, SeqNo)>,
     ) -> Result<bool> {
         self.validate(&batch)?;
         if self.shutting_down.load(Ordering::Acquire) {
@@ -297,12 +325,14 @@ impl DbInner {
             .map(|w| {
                 let ok = match &w.condition {
                     None => true,
-                    Some((key, read_at)) => {
+                    Some((keys, read_at)) => {
                         *read_at + 1 >= in_memory_from
-                            && !group_keys.contains(key)
-                            && std::iter::once(&sv.mem)
-                                .chain(sv.imms.iter())
-                                .all(|m| m.latest_seq(key).is_none_or(|s| s <= *read_at))
+                            && keys.iter().all(|key| {
+                                !group_keys.contains(key)
+                                    && std::iter::once(&sv.mem)
+                                        .chain(sv.imms.iter())
+                                        .all(|m| m.latest_seq(key).is_none_or(|s| s <= *read_at))
+                            })
                     }
                 };
                 if ok {
