@@ -22,7 +22,7 @@
 //! metadata record in the same atomic batch, conditioned on that record (see
 //! [`transact`]), so hash writers are serialised by it and the field count stays exact.
 
-use crate::commands::CmdError;
+use crate::error::CmdError;
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 use tierkv::{Db, ReadOptions, WriteBatch, WriteOptions};

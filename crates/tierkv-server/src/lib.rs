@@ -24,6 +24,7 @@
 
 mod commands;
 mod config;
+mod error;
 pub mod glob;
 mod info;
 mod keyspace;

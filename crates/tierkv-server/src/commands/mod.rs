@@ -15,12 +15,12 @@ mod keys;
 mod keyspace;
 mod strings;
 
+pub(crate) use crate::error::CmdError;
 use crate::resp::{Args, ReplyWriter};
 pub(crate) use crate::state::Resume;
 use crate::state::{ConnState, ServerStats, Shared};
 use bytes::Bytes;
 use std::collections::VecDeque;
-use std::fmt;
 
 /// What the connection does after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,25 +35,6 @@ pub(crate) enum Flow {
     /// The replies passed the connection's hard output limit and were dropped: close the
     /// connection without sending anything more.
     Overflow,
-}
-
-/// A command's error reply, complete with its code (`ERR ...`, `NOAUTH ...`).
-#[derive(Debug)]
-pub(crate) struct CmdError(pub String);
-
-impl CmdError {
-    pub fn err(msg: impl fmt::Display) -> Self {
-        CmdError(format!("ERR {msg}"))
-    }
-}
-
-impl From<tierkv::Error> for CmdError {
-    fn from(e: tierkv::Error) -> Self {
-        match e {
-            tierkv::Error::Closed => CmdError::err("server is shutting down"),
-            e => CmdError::err(e),
-        }
-    }
 }
 
 pub(crate) type CmdResult = Result<Flow, CmdError>;

@@ -15,7 +15,7 @@
 //! The table is direct-mapped and lossy: a newer key's access overwrites an older one in
 //! its slot, so the oldest single accesses are forgotten first and memory is fixed.
 
-use super::score::{Meta, Scorer};
+use super::score::{Meta, ScoreKind, Scorer};
 
 /// Bits of a slot holding the fingerprint; the rest hold the low bits of the time slice
 /// and the counter period (their differences from now are exact below 2^24 and 2^16).
@@ -122,12 +122,4 @@ impl Admission {
         }
         Some(sc.merge(&earlier, m))
     }
-}
-
-/// What a score means, for crediting a parked access.
-pub(crate) enum ScoreKind {
-    /// A sum of per-access contributions (exponential smoothing, CLOCK).
-    Count,
-    /// The time of the last access (LRU).
-    Time,
 }

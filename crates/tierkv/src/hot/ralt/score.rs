@@ -71,11 +71,12 @@ impl Scorer {
         }
     }
 
-    /// Whether scores count accesses or record a time (see [`super::admit`]).
-    pub fn kind(&self) -> super::admit::ScoreKind {
+    /// Whether scores count accesses or record a time (the admission stage credits a
+    /// parked access by it).
+    pub fn kind(&self) -> ScoreKind {
         match self.method {
-            ScoringMethod::Lru => super::admit::ScoreKind::Time,
-            _ => super::admit::ScoreKind::Count,
+            ScoringMethod::Lru => ScoreKind::Time,
+            _ => ScoreKind::Count,
         }
     }
 
@@ -222,4 +223,12 @@ pub(crate) fn decode_record(src: &[u8]) -> Option<(&[u8], Meta, bool, usize)> {
         tag: flags & FLAG_TAG != 0,
     };
     Some((key, m, flags & FLAG_HOT != 0, p))
+}
+
+/// What a score means, for crediting a parked access (`admit`).
+pub(crate) enum ScoreKind {
+    /// A sum of per-access contributions (exponential smoothing, CLOCK).
+    Count,
+    /// The time of the last access (LRU).
+    Time,
 }
