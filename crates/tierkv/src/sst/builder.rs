@@ -38,6 +38,9 @@ pub struct TableBuilder {
     cut_wanted: bool,
     /// The last internal key of the block `pending` points at.
     pending_last: Vec<u8>,
+    /// Writes format 1 (index keyed by each block's last internal key, restart interval 1,
+    /// blocks cut mid-user-key): only tests, to prove such tables are still read.
+    format1: bool,
 }
 
 impl TableBuilder {
@@ -61,6 +64,17 @@ impl TableBuilder {
             pending: None,
             cut_wanted: false,
             pending_last: Vec::new(),
+            format1: false,
+        }
+    }
+
+    /// A builder writing table format 1, as releases before format 2 did (tests only).
+    #[cfg(test)]
+    pub(crate) fn new_format1(file: WritableFile, opts: TableOptions) -> Self {
+        TableBuilder {
+            index: BlockBuilder::new(1),
+            format1: true,
+            ..TableBuilder::new(file, opts)
         }
     }
 
@@ -68,7 +82,7 @@ impl TableBuilder {
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         // A full block closes before the next user key, never between two versions of one
         // key: the index can then be keyed by user keys alone.
-        if self.cut_wanted && user_key(key) != user_key(&self.last_key) {
+        if self.cut_wanted && (self.format1 || user_key(key) != user_key(&self.last_key)) {
             self.flush_data_block()?;
         }
         if self.pending.is_some() && user_key(key) == self.pending_last_user_key() {
@@ -162,8 +176,13 @@ impl TableBuilder {
         };
         self.file.append(&raw.framed)?;
         self.offset += stored;
-        self.pending = Some(handle);
-        self.pending_last.clone_from(&self.last_key);
+        if self.format1 {
+            let last = self.last_key.clone();
+            self.add_index_entry(&last, handle);
+        } else {
+            self.pending = Some(handle);
+            self.pending_last.clone_from(&self.last_key);
+        }
         self.props.num_data_blocks += 1;
         self.writes.copied_blocks += 1;
         self.writes.copied_bytes += stored;
@@ -227,8 +246,13 @@ impl TableBuilder {
         }
         let raw = self.data.finish();
         let handle = self.write_block(&raw)?;
-        self.pending = Some(handle);
-        self.pending_last.clone_from(&self.last_key);
+        if self.format1 {
+            let last = self.last_key.clone();
+            self.add_index_entry(&last, handle);
+        } else {
+            self.pending = Some(handle);
+            self.pending_last.clone_from(&self.last_key);
+        }
         self.props.num_data_blocks += 1;
         self.writes.built_blocks += 1;
         self.writes.built_bytes += handle.size + BLOCK_TRAILER_LEN as u64;
@@ -279,7 +303,7 @@ impl TableBuilder {
             filter,
             properties,
             index,
-            version: FORMAT_VERSION,
+            version: if self.format1 { 1 } else { FORMAT_VERSION },
         }
         .encode();
         self.file.append(&footer)?;
