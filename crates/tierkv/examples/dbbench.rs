@@ -6,7 +6,7 @@
 //! ```sh
 //! cargo run --release -p tierkv --example dbbench -- [--records N] [--dir DIR] [--threads T]
 //!     [--cache-mode adaptive|block|kv|kp|split:KV:KP:BLOCK] [--key-size 24|8]
-//!     [--value-size 1000] [--block-size BYTES] [--block-records N]
+//!     [--value-size 1000] [--block-size BYTES] [--block-records N (0: None)]
 //! ```
 //!
 //! Records are 1 KiB by default (24-byte keys, 1000-byte values); `--key-size 8
@@ -141,7 +141,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let defaults = Options::default();
     let opts = Options {
         block_size: args.block_size.unwrap_or(defaults.block_size),
-        block_records: args.block_records.or(defaults.block_records),
+        // `--block-records 0`: None (blocks cut by size only).
+        block_records: match args.block_records {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => defaults.block_records,
+        },
         cache_size: 2 << 30,
         cache: tierkv::CacheOptions {
             mode: args.cache_mode,

@@ -108,8 +108,7 @@ impl TableBuilder {
         }
     }
 
-    /// The last user key of the last block written (the builder's last key while no entry
-    /// followed it).
+    /// The last user key of the block `pending` points at.
     fn pending_last_user_key(&self) -> &[u8] {
         user_key(&self.pending_last)
     }
