@@ -182,6 +182,8 @@ fn decode_damage_case(data: &[u8]) -> Option<DamageCase> {
         },
         bloom_bits_per_key: if head[0] & 8 != 0 { 10 } else { 0 },
         block_size: [64, 256, 1024, 4096][((head[0] >> 4) & 3) as usize],
+        // Cut by record count too when the byte pattern asks (the 1 KiB floor applies).
+        block_records: (head[1] & 1 != 0).then_some(4),
     };
     let at = u16::from_le_bytes([head[1], head[2]]) as usize;
     let damage = match head[0] >> 6 {

@@ -7,7 +7,8 @@
 //! A block holding an expired record is never copied: the record must become a tombstone
 //! or go (`super::stream`).
 //! Everything else goes entry by entry exactly as without reuse, through the same
-//! decisions (`super::merger::Merger`).
+//! decisions (`super::merger::Merger`). A block holding more than twice the output's
+//! `block_records` entries is re-encoded too (it was cut for a larger read unit).
 
 use super::context::JobContext;
 use super::merger::Merger;
@@ -75,6 +76,13 @@ impl Merger<'_, '_> {
         // (Its index key must be its last key; a table where it is not is left to the
         // entry path.)
         ok &= last_ikey_matches;
+        // A block cut for a larger read unit (written before `block_records`, or under a
+        // larger setting) is re-encoded, so the output's point reads move what it asks for.
+        ok &= self
+            .ctx
+            .table_options
+            .block_records
+            .is_none_or(|n| keys.len() <= 2 * n.max(1));
         let reused = ok && self.reuse_checked(raw, &keys, next_other, bytes_in, last_seq)?;
         self.block_keys = keys;
         Ok(reused)

@@ -174,6 +174,7 @@ fn make_case(seed: u64) -> Case {
         } else {
             Compression::None
         },
+        block_records: rng.gen_bool(0.3).then(|| rng.gen_range(1..40)),
     };
     let universe = 3000;
     let mut number = 1u64;
@@ -692,6 +693,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
     // Every entry stored whole (restart interval 1), all the same size: equal blocks.
     let opts = TableOptions {
         block_size: 1000,
+        block_records: None,
         restart_interval: 1,
         bloom_bits_per_key: 10,
         compression: Compression::None,
