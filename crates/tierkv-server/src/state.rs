@@ -279,6 +279,29 @@ pub(crate) trait Resume: Send {
     ) -> Option<Box<dyn Resume>>;
 }
 
+/// Produces the elements `*next..len` of a reply with `one`, stopping after an element once
+/// `out` holds `chunk` bytes: true when elements are left (the caller hands itself back as
+/// the rest of the reply), false when the reply is complete or passed the hard limit.
+pub(crate) fn produce_in_steps(
+    next: &mut usize,
+    len: usize,
+    out: &mut ReplyWriter,
+    chunk: usize,
+    mut one: impl FnMut(usize, &mut ReplyWriter),
+) -> bool {
+    while *next < len {
+        one(*next, out);
+        *next += 1;
+        if out.overflowed() {
+            return false;
+        }
+        if out.len() >= chunk && *next < len {
+            return true;
+        }
+    }
+    false
+}
+
 /// Per-connection state that commands read and change. Moved into the blocking task that
 /// runs a pipeline and handed back, so no lock is needed.
 pub(crate) struct ConnState {

@@ -13,7 +13,7 @@ use super::strings::{format_float, parse_float};
 use super::{CmdError, CmdResult, Ctx, Flow, Resume};
 use crate::keyspace::{self as ks, HashMeta, Rec};
 use crate::resp::ReplyWriter;
-use crate::state::Shared;
+use crate::state::{produce_in_steps, Shared};
 use bytes::Bytes;
 use std::collections::HashMap;
 use tierkv::{Db, ReadOptions, WriteBatch};
@@ -445,26 +445,24 @@ impl Resume for HmgetRest {
             snapshot: Some(self.snap.seq()),
             ..ReadOptions::new()
         };
-        while self.next < self.args.len() {
-            match self.version {
+        let (args, version) = (&self.args, self.version);
+        let more = produce_in_steps(
+            &mut self.next,
+            args.len(),
+            out,
+            chunk,
+            |i, out| match version {
                 None => out.null(),
                 Some(v) => {
-                    let fk = ks::field_key(&self.args[1], v, &self.args[self.next]);
+                    let fk = ks::field_key(&args[1], v, &args[i]);
                     match shared.db.get_opt(fk, &ropts) {
                         Ok(v) => out.opt_bulk_owned(v),
                         Err(e) => out.error(&CmdError::from(e).0),
                     }
                 }
-            }
-            self.next += 1;
-            if out.overflowed() {
-                return None;
-            }
-            if out.len() >= chunk && self.next < self.args.len() {
-                return Some(self);
-            }
-        }
-        None
+            },
+        );
+        more.then_some(self as Box<dyn Resume>)
     }
 }
 

@@ -13,7 +13,7 @@ use super::expiry::{now_ms, parse_expire_option, ExpireOpt};
 use super::{CmdError, CmdResult, Ctx, Flow, Resume, NOT_INT, SYNTAX};
 use crate::keyspace::{self as ks, Kind, Rec};
 use crate::resp::{parse_int, ReplyWriter};
-use crate::state::{ServerStats, Shared};
+use crate::state::{produce_in_steps, ServerStats, Shared};
 use bytes::Bytes;
 use tierkv::WriteBatch;
 
@@ -293,22 +293,16 @@ impl Resume for MgetRest {
             snapshot: Some(self.snap.seq()),
             ..tierkv::ReadOptions::new()
         };
-        while self.next < self.keys.len() {
-            match ks::get(&shared.db, &self.keys[self.next], &ropts) {
+        let keys = &self.keys;
+        let more = produce_in_steps(&mut self.next, keys.len(), out, chunk, |i, out| {
+            match ks::get(&shared.db, &keys[i], &ropts) {
                 Ok(Some(r)) if r.string().is_ok() => out.bulk_owned_from(r.raw, 1),
                 Ok(_) => out.null(),
                 // The array header is out: the failed element carries the error.
                 Err(e) => out.error(&CmdError::from(e).0),
             }
-            self.next += 1;
-            if out.overflowed() {
-                return None;
-            }
-            if out.len() >= chunk && self.next < self.keys.len() {
-                return Some(self);
-            }
-        }
-        None
+        });
+        more.then_some(self as Box<dyn Resume>)
     }
 }
 
