@@ -89,9 +89,17 @@ expect 1 DEL b
 expect OK SELECT 0
 expect "$(printf 'save\n')" CONFIG GET save
 expect "ERR value is not an integer or out of range" INCR greeting
-redis-cli -p "$port" SET t x EX 10 | grep -q "not supported" || die "SET EX was not rejected"
+expect OK SET t x EX 10
+ttl=$(redis-cli -p "$port" TTL t)
+{ [ "$ttl" -ge 9 ] && [ "$ttl" -le 10 ]; } || die "TTL after SET EX 10: [$ttl]"
+expect 2 HSET user:1 name ada visits 1
+expect 2 HINCRBY user:1 visits 1
+expect hash TYPE user:1
+expect OK SET gone x PX 1
+sleep 0.1
+expect "" GET gone
 redis-cli -p "$port" SCAN 0 COUNT 100 | grep -qx counter || die "SCAN misses a key"
-[ "$(redis-cli -p "$port" DBSIZE)" = 3 ] || die "DBSIZE"
+[ "$(redis-cli -p "$port" DBSIZE)" = 5 ] || die "DBSIZE"
 redis-cli -p "$port" INFO | grep -q '^fd_hit_rate:' || die "INFO lacks fd_hit_rate"
 redis-cli -p "$port" COMMAND COUNT | grep -q '^[0-9]' || die "COMMAND COUNT"
 say "redis-cli commands OK"

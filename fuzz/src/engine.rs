@@ -182,6 +182,8 @@ fn decode_damage_case(data: &[u8]) -> Option<DamageCase> {
         },
         bloom_bits_per_key: if head[0] & 8 != 0 { 10 } else { 0 },
         block_size: [64, 256, 1024, 4096][((head[0] >> 4) & 3) as usize],
+        // Cut by record count too when the byte pattern asks (the 1 KiB floor applies).
+        block_records: (head[1] & 1 != 0).then_some(4),
     };
     let at = u16::from_le_bytes([head[1], head[2]]) as usize;
     let damage = match head[0] >> 6 {
@@ -432,10 +434,16 @@ fn wal_model(wal: &[u8]) -> Option<BTreeMap<Vec<u8>, Vec<u8>>> {
             return None;
         }
         next_seq = seq + entries.len() as u64;
+        // Expiring puts read by the system clock, as the store opened here does (a random
+        // deadline lands within the run's few milliseconds with negligible odds).
+        let now = tierkv::Clock::now_ms(&tierkv::SystemClock);
         for e in entries {
             match e.kind {
                 ValueKind::Value => model.insert(e.key.to_vec(), e.value.to_vec()),
-                ValueKind::Delete => model.remove(e.key),
+                ValueKind::Expiring if e.deadline.is_some_and(|d| d > now) => {
+                    model.insert(e.key.to_vec(), e.value.to_vec())
+                }
+                ValueKind::Expiring | ValueKind::Delete => model.remove(e.key),
             };
         }
     }

@@ -20,7 +20,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub distribution: Option<String>,
     /// Replay a Twitter cache-trace CSV file instead of generating operations (its distinct
-    /// keys are loaded first).
+    /// keys are loaded first). A write's TTL (last field, seconds) is honoured: tierkv writes
+    /// it to expire that long after the replay writes it, and reads of it miss afterwards
+    /// (the RocksDB peer writes it without expiry).
     #[arg(long)]
     pub trace: Option<PathBuf>,
     /// Load file in F2's driver format (raw little-endian 64-bit keys, no header, as

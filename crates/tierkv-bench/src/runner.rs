@@ -352,8 +352,12 @@ fn worker(sh: &Shared) -> Result<WorkerOut> {
             let found = match op.kind {
                 OpKind::Read => Some(sh.store.get(&key)?),
                 OpKind::Update | OpKind::Insert => {
-                    sh.store
-                        .put(&key, sh.values.value(op.id, op.index, op.len as usize))?;
+                    let value = sh.values.value(op.id, op.index, op.len as usize);
+                    if op.ttl_secs > 0 {
+                        sh.store.put_with_ttl(&key, value, op.ttl_secs)?;
+                    } else {
+                        sh.store.put(&key, value)?;
+                    }
                     None
                 }
                 OpKind::Delete => {

@@ -220,6 +220,13 @@ pub trait Store: Send + Sync {
     fn get(&self, key: &[u8]) -> Result<bool>;
     /// Write one record.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
+    /// Write one record that expires `ttl_secs` seconds from now (a trace write with a
+    /// TTL). Engines without per-record expiry (the RocksDB peer: its TTL is per database)
+    /// write it without one, which this default does.
+    fn put_with_ttl(&self, key: &[u8], value: &[u8], ttl_secs: u32) -> Result<()> {
+        let _ = ttl_secs;
+        self.put(key, value)
+    }
     /// Delete one record.
     fn delete(&self, key: &[u8]) -> Result<()>;
     /// Read `key`, then write `value` to it (YCSB F); true when the key was found. Engines
@@ -298,6 +305,11 @@ pub struct TierkvStore {
     db: tierkv::Db,
 }
 
+/// The deadline of a record written at `now_ms` with a TTL of `ttl_secs` seconds.
+pub fn ttl_deadline(now_ms: u64, ttl_secs: u32) -> u64 {
+    now_ms.saturating_add(u64::from(ttl_secs) * 1000)
+}
+
 impl TierkvStore {
     /// Opens (creating when needed) a tierkv system's store.
     pub fn open(
@@ -333,6 +345,16 @@ impl Store for TierkvStore {
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
         self.db.put(key, value).map_err(|e| self.err(e))
+    }
+
+    fn put_with_ttl(&self, key: &[u8], value: &[u8], ttl_secs: u32) -> Result<()> {
+        if ttl_secs == 0 {
+            return self.put(key, value);
+        }
+        let deadline = ttl_deadline(self.db.options().clock.now_ms(), ttl_secs);
+        self.db
+            .put_expiring(key, value, deadline)
+            .map_err(|e| self.err(e))
     }
 
     fn delete(&self, key: &[u8]) -> Result<()> {
@@ -474,5 +496,38 @@ mod tests {
         assert_eq!(d.sd_read_bytes, Some(50));
         assert_eq!(d.fd_read_bytes, None);
         assert_eq!(Counters::default().fd_hit_rate(), None);
+    }
+
+    /// A trace write with a TTL expires that long after it is replayed: the record reads
+    /// until then and misses from then on; a TTL of 0 never expires.
+    #[test]
+    fn trace_ttls_expire_records() {
+        let dir = tempfile::tempdir().unwrap();
+        let clock = std::sync::Arc::new(tierkv::ManualClock::new(1_700_000_000_000));
+        let db = tierkv::Db::open(
+            dir.path(),
+            tierkv::Options {
+                clock: clock.clone(),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let store = TierkvStore {
+            name: "tierkv".into(),
+            db,
+        };
+        store.put_with_ttl(b"ttl", b"v", 30).unwrap();
+        store.put_with_ttl(b"forever", b"v", 0).unwrap();
+        assert!(store.get(b"ttl").unwrap());
+        clock.advance(29_999);
+        assert!(store.get(b"ttl").unwrap());
+        clock.advance(1);
+        assert!(
+            !store.get(b"ttl").unwrap(),
+            "an expired trace record must miss"
+        );
+        clock.advance(1 << 40);
+        assert!(store.get(b"forever").unwrap());
+        assert_eq!(ttl_deadline(5, u32::MAX), 5 + u32::MAX as u64 * 1000);
     }
 }

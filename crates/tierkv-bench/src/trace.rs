@@ -1,6 +1,9 @@
 //! Replay of Twitter cache traces (Yang et al., OSDI 2020): parsing the CSV rows
 //! `timestamp,key,key size,value size,client id,operation,TTL` into operations on a table of
-//! distinct keys. Owns the trace format and its errors; the runner executes the result.
+//! distinct keys. A write's TTL (seconds; 0: none) is kept: the runner writes such a record
+//! to expire that long after the moment it replays the write, and a later read of it
+//! misses once it has. Owns the trace format and its errors; the runner executes the
+//! result.
 
 use std::collections::HashMap;
 use std::io::BufRead;
@@ -28,6 +31,8 @@ pub struct TraceOp {
     pub kind: TraceOpKind,
     /// Value size written by a `Set` (at least 1 byte).
     pub value_size: u32,
+    /// Time to live of a `Set`, in seconds (0: the record never expires).
+    pub ttl_secs: u32,
 }
 
 /// A parsed trace: its distinct keys (loaded before the run) and its operations in order.
@@ -87,6 +92,8 @@ impl Trace {
                     .map_err(|_| err(format!("{what} {:?} is not a number", fields[idx])))
             };
             number(0, "timestamp")?;
+            // Larger TTLs than u32 seconds (136 years) are as good as none expiring soon.
+            let ttl_secs = number(6, "TTL")?.min(u32::MAX as u64) as u32;
             let key = fields[1].trim();
             if key.is_empty() {
                 return Err(err("empty key".into()));
@@ -124,6 +131,11 @@ impl Trace {
                 key: id,
                 kind,
                 value_size: value_size.max(1),
+                ttl_secs: if kind == TraceOpKind::Set {
+                    ttl_secs
+                } else {
+                    0
+                },
             });
         }
         if t.ops.is_empty() {
@@ -179,6 +191,9 @@ mod tests {
             ]
         );
         assert_eq!(t.ops[2].key, 0);
+        // The TTL of writes is kept; reads and deletes carry none.
+        let ttls: Vec<u32> = t.ops.iter().map(|o| o.ttl_secs).collect();
+        assert_eq!(ttls, vec![0, 3600, 0, 0]);
         assert_eq!(t.ops[3].value_size, 1);
         assert_eq!(t.load_bytes(), 4 + 300 + 4 + 200);
     }
@@ -201,6 +216,7 @@ mod tests {
             ("0,a,1,1,1,frobnicate,0\n", 1, "unknown operation"),
             ("0,a,1,99999999999,1,set,0\n", 1, "too large"),
             ("0,a,1,1,1,get,0,extra\n", 1, "7 comma-separated"),
+            ("0,a,1,1,1,set,-5\n", 1, "TTL"),
         ];
         for (text, line, what) in cases {
             match parse(text) {

@@ -57,6 +57,8 @@ pub struct Op {
     pub len: u32,
     /// Global index of the operation (makes written values differ between versions).
     pub index: u64,
+    /// Time to live of a write, in seconds (0: none; only trace writes have one).
+    pub ttl_secs: u32,
 }
 
 /// Writes the key of synthetic record `id`: `user` followed by 20 digits of a bijective hash
@@ -369,6 +371,7 @@ impl OpPlan {
                         id,
                         len,
                         index,
+                        ttl_secs: 0,
                     });
                 }
             }
@@ -385,6 +388,7 @@ impl OpPlan {
                         id: op.key as u64,
                         len: op.value_size,
                         index,
+                        ttl_secs: op.ttl_secs,
                     });
                 }
             }
@@ -407,6 +411,7 @@ impl OpPlan {
                         id: self.records + index % run,
                         len,
                         index,
+                        ttl_secs: 0,
                     });
                 }
             }
@@ -623,7 +628,7 @@ mod tests {
     #[test]
     fn trace_plan_replays_in_order() {
         let t = Trace::parse(
-            "0,a,1,10,1,get,0\n1,b,1,20,1,set,0\n2,a,1,0,1,delete,0\n".as_bytes(),
+            "0,a,1,10,1,get,0\n1,b,1,20,1,set,60\n2,a,1,0,1,delete,0\n".as_bytes(),
             std::path::Path::new("t"),
             None,
         )
@@ -634,6 +639,11 @@ mod tests {
         assert_eq!(
             ops.iter().map(|o| o.kind).collect::<Vec<_>>(),
             vec![OpKind::Read, OpKind::Update, OpKind::Delete]
+        );
+        // The write keeps its TTL for the runner (put_with_ttl).
+        assert_eq!(
+            ops.iter().map(|o| o.ttl_secs).collect::<Vec<_>>(),
+            vec![0, 60, 0]
         );
         let mut k = Vec::new();
         plan.key(ops[1].id, &mut k);

@@ -178,6 +178,11 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> tierkv::Result<String>
                 let _ = writeln!(o, "keyspace_hits:{}", st.keyspace_hits.load(Relaxed));
                 let _ = writeln!(o, "keyspace_misses:{}", st.keyspace_misses.load(Relaxed));
                 let _ = writeln!(o, "scan_cursors:{}", shared.cursors.lock().len());
+                let _ = writeln!(
+                    o,
+                    "tierkv_expired_hash_fields_swept:{}",
+                    st.hash_fields_swept.load(Relaxed)
+                );
             }
             "memory" => {
                 let query = st.query_buffer_bytes.load(Relaxed) as u64;
@@ -336,8 +341,8 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> tierkv::Result<String>
                 let (n, age) = shared.key_count(crate::state::INFO_KEYS_MAX_AGE)?;
                 let _ = writeln!(o, "keys_approximate:1");
                 let _ = writeln!(o, "keys_counted_seconds_ago:{}", age.as_secs());
-                if n > 0 {
-                    let _ = writeln!(o, "db0:keys={n},expires=0,avg_ttl=0");
+                if n.keys > 0 {
+                    let _ = writeln!(o, "db0:keys={},expires={},avg_ttl=0", n.keys, n.expiring);
                 }
             }
             _ => {}

@@ -13,7 +13,8 @@
 //! ```
 //!
 //! Modules: `resp` (wire format), `glob` (MATCH patterns), `commands` (table, dispatch and
-//! handlers), `info` (the INFO report), `state` (shared and per-connection state),
+//! handlers), `keyspace` (how Redis keys and types are encoded as engine records), `info`
+//! (the INFO report), `state` (shared and per-connection state),
 //! `server` (networking and shutdown), `config`.
 
 #![forbid(unsafe_code)]
@@ -23,8 +24,10 @@
 
 mod commands;
 mod config;
+mod error;
 pub mod glob;
 mod info;
+mod keyspace;
 pub mod resp;
 mod server;
 mod state;

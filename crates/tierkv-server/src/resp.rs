@@ -616,18 +616,26 @@ impl ReplyWriter {
 
     /// A bulk string the writer may keep without copying (a value read from the store).
     pub fn bulk_owned(&mut self, v: Vec<u8>) {
-        if v.len() < OWN_SEGMENT {
-            return self.bulk(&v);
+        self.bulk_owned_from(v, 0);
+    }
+
+    /// The bulk string `v[from..]`, kept without copying when large (a stored value after
+    /// its encoding's prefix). `from` past the end gives the empty string.
+    pub fn bulk_owned_from(&mut self, v: Vec<u8>, from: usize) {
+        let from = from.min(v.len());
+        let len = v.len() - from;
+        if len < OWN_SEGMENT {
+            return self.bulk(&v[from..]);
         }
-        self.header(b'$', v.len() as i64);
-        if !self.admit(v.len()) {
+        self.header(b'$', len as i64);
+        if !self.admit(len) {
             return;
         }
         if !self.cur.is_empty() {
             let cur = std::mem::take(&mut self.cur);
             self.segs.push(Bytes::from(cur));
         }
-        self.segs.push(Bytes::from(v));
+        self.segs.push(Bytes::from(v).slice(from..));
         self.put(b"\r\n");
     }
 

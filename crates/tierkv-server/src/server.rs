@@ -56,6 +56,9 @@ pub enum ServeError {
          flush: acknowledged writes are in the WAL and are replayed at the next open"
     )]
     ReadOnly(std::sync::Arc<tierkv::Error>),
+    /// The store is not in the server's keyspace format (nothing was started).
+    #[error("cannot serve {0}")]
+    Format(String),
 }
 
 /// Most commands taken from one read before running them: bounds the parsed-but-not-run
@@ -104,11 +107,18 @@ impl Server {
     pub async fn bind(db: Db, config: ServerConfig) -> Result<Server, ServeError> {
         config.validate()?;
         config.validate_for_store(db.options())?;
+        let versions = crate::keyspace::open(&db).map_err(ServeError::Format)?;
         let listener = TcpListener::bind((config.bind, config.port)).await?;
         let port = listener.local_addr()?.port();
         let (tx, _rx) = watch::channel(false);
         let tx = Arc::new(tx);
-        let shared = Arc::new(Shared::new(Arc::new(db), config, port, tx.clone()));
+        let shared = Arc::new(Shared::new(
+            Arc::new(db),
+            config,
+            port,
+            tx.clone(),
+            versions,
+        ));
         Ok(Server {
             listener,
             shared,
@@ -165,6 +175,7 @@ impl Server {
         } = self;
         let mut stop = tx.subscribe();
         let mut conns: JoinSet<()> = JoinSet::new();
+        let sweep = tokio::spawn(sweeper(shared.clone(), tx.subscribe()));
         loop {
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
@@ -189,7 +200,30 @@ impl Server {
             conns.abort_all();
             while conns.join_next().await.is_some() {}
         }
+        // The sweeper stops at the same signal; a step in progress ends first.
+        let _ = sweep.await;
         close_store(shared).await
+    }
+}
+
+/// Time between two steps of the expired-hash sweep.
+const SWEEP_INTERVAL: Duration = Duration::from_secs(1);
+
+/// Runs a bounded step of the expired-hash sweep (`keyspace::sweep`) every
+/// [`SWEEP_INTERVAL`] on a blocking thread, until the server stops.
+async fn sweeper(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(SWEEP_INTERVAL) => {}
+        }
+        let sh = shared.clone();
+        match tokio::task::spawn_blocking(move || sh.sweep_step()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(tierkv::Error::Closed)) => return,
+            Ok(Err(e)) => tracing::warn!("expired-hash sweep: {e}"),
+            Err(e) => tracing::warn!("expired-hash sweep panicked: {e}"),
+        }
     }
 }
 

@@ -22,6 +22,8 @@ pub(crate) struct ServerStats {
     pub keyspace_misses: AtomicU64,
     pub net_input_bytes: AtomicU64,
     pub net_output_bytes: AtomicU64,
+    /// Field records of expired hashes removed by the sweep.
+    pub hash_fields_swept: AtomicU64,
     /// Bytes currently held in connection read buffers (memory accounting for INFO).
     pub query_buffer_bytes: AtomicUsize,
 }
@@ -147,6 +149,15 @@ pub(crate) const DBSIZE_MAX_AGE: Duration = Duration::from_secs(5);
 /// full scan of a large store (slow tier included) must not run that often.
 pub(crate) const INFO_KEYS_MAX_AGE: Duration = Duration::from_secs(60);
 
+/// A counted key space (see [`Shared::key_count`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct KeyCount {
+    /// Keys of every type.
+    pub keys: u64,
+    /// Keys with a deadline (INFO keyspace's `expires`).
+    pub expiring: u64,
+}
+
 /// Everything connections share.
 pub(crate) struct Shared {
     pub db: Arc<Db>,
@@ -158,12 +169,16 @@ pub(crate) struct Shared {
     pub stats: ServerStats,
     pub cursors: Mutex<Cursors>,
     /// Last key count and when it was taken.
-    pub key_count: Mutex<Option<(Instant, u64)>>,
+    pub key_count: Mutex<Option<(Instant, KeyCount)>>,
     /// Serialises counting so concurrent DBSIZE calls share one scan.
     pub counting: Mutex<()>,
     pub shutdown: Arc<tokio::sync::watch::Sender<bool>>,
     /// The port actually bound (differs from the configured one when that is 0).
     pub port: u16,
+    /// Hands out hash versions (see `keyspace`).
+    pub versions: crate::keyspace::Versions,
+    /// Where the next expired-hash sweep step resumes.
+    pub sweep_cursor: Mutex<Vec<u8>>,
 }
 
 impl Shared {
@@ -172,6 +187,7 @@ impl Shared {
         config: ServerConfig,
         port: u16,
         shutdown: Arc<tokio::sync::watch::Sender<bool>>,
+        versions: crate::keyspace::Versions,
     ) -> Self {
         Shared {
             db,
@@ -189,6 +205,8 @@ impl Shared {
             counting: Mutex::new(()),
             shutdown,
             port,
+            versions,
+            sweep_cursor: Mutex::new(Vec::new()),
         }
     }
 
@@ -197,10 +215,26 @@ impl Shared {
         self.shutdown.send_replace(true);
     }
 
+    /// One bounded step of the expired-hash sweep (`keyspace::sweep`).
+    pub fn sweep_step(&self) -> tierkv::Result<()> {
+        let wopts = tierkv::WriteOptions {
+            sync: self.config.sync,
+        };
+        let mut cursor = self.sweep_cursor.lock();
+        let n = crate::keyspace::sweep(&self.db, &wopts, &mut cursor)?;
+        ServerStats::bump(&self.stats.hash_fields_swept, n);
+        Ok(())
+    }
+
+    /// Forgets the cached key count (after FLUSHDB).
+    pub fn forget_key_count(&self) {
+        *self.key_count.lock() = None;
+    }
+
     /// The number of keys, counted by a full scan unless a count younger than `max_age`
     /// exists (tierkv keeps no exact count, so DBSIZE is approximate), with the age of the
     /// count.
-    pub fn key_count(&self, max_age: Duration) -> tierkv::Result<(u64, Duration)> {
+    pub fn key_count(&self, max_age: Duration) -> tierkv::Result<(KeyCount, Duration)> {
         if let Some((at, n)) = *self.key_count.lock() {
             if at.elapsed() < max_age {
                 return Ok((n, at.elapsed()));
@@ -216,13 +250,16 @@ impl Shared {
         // A full scan must not evict the working set from the block cache.
         let ropts = tierkv::ReadOptions {
             fill_cache: false,
+            lower_bound: Some(vec![crate::keyspace::META]),
+            upper_bound: Some(vec![crate::keyspace::META + 1]),
             ..tierkv::ReadOptions::new()
         };
         let mut it = self.db.iter_opt(&ropts)?;
         it.seek_to_first()?;
-        let mut n = 0u64;
+        let mut n = KeyCount::default();
         while it.valid() {
-            n += 1;
+            n.keys += 1;
+            n.expiring += it.deadline().is_some() as u64;
             it.next()?;
         }
         *self.key_count.lock() = Some((at, n));
@@ -240,6 +277,29 @@ pub(crate) trait Resume: Send {
         out: &mut ReplyWriter,
         chunk: usize,
     ) -> Option<Box<dyn Resume>>;
+}
+
+/// Produces the elements `*next..len` of a reply with `one`, stopping after an element once
+/// `out` holds `chunk` bytes: true when elements are left (the caller hands itself back as
+/// the rest of the reply), false when the reply is complete or passed the hard limit.
+pub(crate) fn produce_in_steps(
+    next: &mut usize,
+    len: usize,
+    out: &mut ReplyWriter,
+    chunk: usize,
+    mut one: impl FnMut(usize, &mut ReplyWriter),
+) -> bool {
+    while *next < len {
+        one(*next, out);
+        *next += 1;
+        if out.overflowed() {
+            return false;
+        }
+        if out.len() >= chunk && *next < len {
+            return true;
+        }
+    }
+    false
 }
 
 /// Per-connection state that commands read and change. Moved into the blocking task that

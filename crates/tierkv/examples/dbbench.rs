@@ -5,10 +5,16 @@
 //!
 //! ```sh
 //! cargo run --release -p tierkv --example dbbench -- [--records N] [--dir DIR] [--threads T]
-//!     [--cache-mode adaptive|block|kv|kp|split:KV:KP:BLOCK] [--batch B] [--read-parallelism P]
+//!     [--cache-mode adaptive|block|kv|kp|split:KV:KP:BLOCK] [--key-size 24|8]
+//!     [--value-size 1000] [--block-size BYTES] [--block-records N (0: None)]
+//!     [--batch B] [--read-parallelism P]
 //! ```
 //!
-//! Records are 1 KiB (24-byte keys, 1000-byte values). `readrandom-cached` runs with a block
+//! Records are 1 KiB by default (24-byte keys, 1000-byte values); `--key-size 8
+//! --value-size 100` gives F2's records (8-byte keys spread over the key space by a hash,
+//! as YCSB's inserts are). `readrandom-disk` also reports the bytes each get moved from
+//! disk: as the store counts them (the blocks it asked for) and as the kernel does
+//! (`/proc/self/io` `read_bytes`, which includes the sector alignment of direct reads). `readrandom-cached` runs with a block
 //! cache larger than the data; `readrandom-disk` reopens with a 8 MiB cache so nearly every
 //! get reads a 16 KiB block from disk (O_DIRECT: the page cache does not help).
 //! `readhot-cached` reads 1% of the keys over and over (with the adaptive cache they are
@@ -29,6 +35,10 @@ struct Args {
     dir: PathBuf,
     threads: usize,
     cache_mode: tierkv::CacheMode,
+    key_size: usize,
+    value_size: usize,
+    block_size: Option<usize>,
+    block_records: Option<usize>,
     batch: usize,
     read_parallelism: usize,
 }
@@ -39,6 +49,10 @@ fn parse_args() -> Result<Args, String> {
         dir: std::env::temp_dir().join("tierkv-dbbench"),
         threads: 1,
         cache_mode: tierkv::CacheMode::Adaptive,
+        key_size: 24,
+        value_size: 1000,
+        block_size: None,
+        block_records: None,
         batch: 32,
         read_parallelism: Options::default().read_parallelism,
     };
@@ -50,6 +64,12 @@ fn parse_args() -> Result<Args, String> {
             "--dir" => args.dir = value()?.into(),
             "--threads" => args.threads = value()?.parse().map_err(|e| format!("{e}"))?,
             "--cache-mode" => args.cache_mode = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--key-size" => args.key_size = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--value-size" => args.value_size = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--block-size" => args.block_size = Some(value()?.parse().map_err(|e| format!("{e}"))?),
+            "--block-records" => {
+                args.block_records = Some(value()?.parse().map_err(|e| format!("{e}"))?)
+            }
             "--batch" => args.batch = value()?.parse().map_err(|e| format!("{e}"))?,
             "--read-parallelism" => {
                 args.read_parallelism = value()?.parse().map_err(|e| format!("{e}"))?
@@ -57,23 +77,44 @@ fn parse_args() -> Result<Args, String> {
             _ => return Err(format!("unknown flag {flag}")),
         }
     }
+    if args.key_size != 24 && args.key_size != 8 {
+        return Err(format!("--key-size is 24 or 8, not {}", args.key_size));
+    }
     Ok(args)
 }
 
-fn key(i: u64) -> [u8; 24] {
-    let mut k = [0u8; 24];
-    k[..4].copy_from_slice(b"user");
-    let digits = format!("{i:020}");
-    k[4..].copy_from_slice(digits.as_bytes());
-    k
+/// Key `i`: "user" and 20 digits (24 bytes), or 8 bytes of a bijective hash of `i`.
+fn key_of(i: u64, size: usize) -> Vec<u8> {
+    if size == 8 {
+        let h = i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) ^ i;
+        h.to_be_bytes().to_vec()
+    } else {
+        format!("user{i:020}").into_bytes()
+    }
 }
 
-fn value(i: u64) -> Vec<u8> {
-    let mut v = vec![0u8; 1000];
+fn value_of(i: u64, size: usize) -> Vec<u8> {
+    let mut v = vec![0u8; size];
     // Half-compressible, like db_bench's default compression ratio 0.5.
     let mut rng = StdRng::seed_from_u64(i);
-    rng.fill(&mut v[..500]);
+    rng.fill(&mut v[..size / 2]);
     v
+}
+
+/// Bytes this process has caused to be read from block devices (`/proc/self/io`), 0 where
+/// the file is unavailable.
+fn proc_read_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/io")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| {
+                    l.strip_prefix("read_bytes: ")
+                        .map(|v| v.trim().parse().ok())
+                })
+                .flatten()
+        })
+        .unwrap_or(0)
 }
 
 fn report(name: &str, ops: u64, start: Instant, bytes_per_op: u64) {
@@ -105,8 +146,20 @@ fn parallel(db: &Db, threads: usize, ops: u64, f: impl Fn(&Db, &mut StdRng) + Sy
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args()?;
     let n = args.records;
+    let (ks, vs) = (args.key_size, args.value_size);
+    let record = (ks + vs) as u64;
+    let key = |i: u64| key_of(i, ks);
+    let value = |i: u64| value_of(i, vs);
     let _ = std::fs::remove_dir_all(&args.dir);
+    let defaults = Options::default();
     let opts = Options {
+        block_size: args.block_size.unwrap_or(defaults.block_size),
+        // `--block-records 0`: None (blocks cut by size only).
+        block_records: match args.block_records {
+            Some(0) => None,
+            Some(n) => Some(n),
+            None => defaults.block_records,
+        },
         cache_size: 2 << 30,
         cache: tierkv::CacheOptions {
             mode: args.cache_mode,
@@ -116,9 +169,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..Options::default()
     };
     println!(
-        "{n} records of 1 KiB, {} thread(s), cache mode {}, dir {}",
+        "{n} records of {ks} + {vs} B, {} thread(s), cache mode {}, block size {} records {:?}, dir {}",
         args.threads,
         args.cache_mode,
+        opts.block_size,
+        opts.block_records,
         args.dir.display()
     );
     {
@@ -128,7 +183,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             db.put(key(i), value(i))?;
         }
         db.flush()?;
-        report("fillseq", n, start, 1024);
+        report("fillseq", n, start, record);
         db.close()?;
     }
     let _ = std::fs::remove_dir_all(&args.dir);
@@ -143,7 +198,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         db.put(key(k), value(k))?;
     }
     db.flush()?;
-    report("fillrandom", n, start, 1024);
+    report("fillrandom", n, start, record);
     let start = Instant::now();
     db.wait_for_background()?;
     println!(
@@ -161,7 +216,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     parallel(&db, args.threads, n, get);
     let start = Instant::now();
     parallel(&db, args.threads, gets, get);
-    report("readrandom-cached", gets, start, 1024);
+    report("readrandom-cached", gets, start, record);
     let hit = db.stats().cache_total.hit_rate();
     let hot = (n / 100).max(1);
     let get_hot = |db: &Db, rng: &mut StdRng| {
@@ -171,7 +226,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     parallel(&db, args.threads, 3 * hot, get_hot);
     let start = Instant::now();
     parallel(&db, args.threads, gets, get_hot);
-    report("readhot-cached", gets, start, 1024);
+    report("readhot-cached", gets, start, record);
     let g = db.stats().get_sources;
     println!(
         "readhot-cached sources: KV {} KP {} block cache {} disk {}",
@@ -187,10 +242,20 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ..opts
     };
     let db = Db::open(&args.dir, small_cache)?;
+    let kernel_before = proc_read_bytes();
+    let store_before = db.stats().io.fast.cause(tierkv::env::IoCause::UserGet);
     let start = Instant::now();
     parallel(&db, args.threads, gets, get);
-    report("readrandom-disk", gets, start, 1024);
+    report("readrandom-disk", gets, start, record);
     let s = db.stats();
+    let store_after = s.io.fast.cause(tierkv::env::IoCause::UserGet);
+    let kernel = proc_read_bytes().saturating_sub(kernel_before);
+    println!(
+        "readrandom-disk per get: {:.3} reads, {:.0} B asked for, {:.0} B read by the kernel",
+        (store_after.read_ops - store_before.read_ops) as f64 / gets as f64,
+        (store_after.read_bytes - store_before.read_bytes) as f64 / gets as f64,
+        kernel as f64 / gets as f64
+    );
     let batch = args.batch.max(1);
     let reads_before = db
         .stats()
@@ -200,13 +265,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .read_ops;
     let start = Instant::now();
     parallel(&db, args.threads, gets / batch as u64, |db, rng| {
-        let keys: Vec<[u8; 24]> = (0..batch).map(|_| key(rng.gen_range(0..n))).collect();
+        let keys: Vec<Vec<u8>> = (0..batch).map(|_| key(rng.gen_range(0..n))).collect();
         for answer in db.multi_get(&keys) {
             answer.expect("get").expect("present");
         }
     });
     let keys_read = gets / batch as u64 / args.threads as u64 * args.threads as u64 * batch as u64;
-    report("multiget", keys_read, start, 1024);
+    report("multiget", keys_read, start, record);
     println!(
         "multiget: batches of {batch}, reader pool {}, {:.2} direct reads per key",
         args.read_parallelism,
@@ -232,7 +297,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             it.next().expect("next");
         }
     });
-    report("seekrandom+next10", scans, start, 10 * 1024);
+    report("seekrandom+next10", scans, start, 10 * record);
     println!(
         "cached-phase block cache hit rate {:.3}; disk phase: {} direct reads, {:.3} hit rate, {} levels {:?}",
         hit,

@@ -5,8 +5,11 @@
 //! ```sh
 //! cargo run --release -p tierkv --example index_memory -- --dir /tmp/im
 //! cargo run --release -p tierkv --example index_memory -- --dir /tmp/im --key-size 8 \
-//!     --value-size 100 --keys 2000000 --block-size 4096
+//!     --value-size 100 --keys 2000000 --block-size 4096 --block-records 48
 //! ```
+//!
+//! `--block-records N` sets `Options::block_records` (`--block-records 0`: `None`, blocks
+//! cut by size only, as before that option existed).
 //!
 //! Without `--keys`, it measures F2's records (8-byte keys, 100-byte values, 2M keys) and
 //! tierkv's usual ones (24-byte keys, 1000-byte values, 300K keys).
@@ -30,6 +33,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut is_custom = false;
     let mut block_size = 16 << 10;
     let mut bloom_bits = 10;
+    let mut block_records = Options::default().block_records;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -40,6 +44,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--value-size" => (custom.value_size, is_custom) = (val()?.parse()?, true),
             "--block-size" => block_size = val()?.parse()?,
             "--bloom-bits" => bloom_bits = val()?.parse()?,
+            "--block-records" => block_records = Some(val()?.parse::<usize>()?).filter(|&n| n > 0),
             other => return Err(format!("unknown flag {other}").into()),
         }
     }
@@ -60,11 +65,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ]
     };
     println!(
-        "| key B | value B | keys | block size | bloom bits | tables | index B/key | filter B/key | total B/key | share of data |"
+        "| key B | value B | keys | block size | block records | bloom bits | tables | index B/key | filter B/key | total B/key | share of data |"
     );
-    println!("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
+    println!("|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
     for c in cases {
-        measure(&dir, &c, block_size, bloom_bits)?;
+        measure(&dir, &c, block_size, block_records, bloom_bits)?;
     }
     Ok(())
 }
@@ -73,11 +78,13 @@ fn measure(
     dir: &std::path::Path,
     c: &Case,
     block_size: usize,
+    block_records: Option<usize>,
     bloom_bits: u32,
 ) -> Result<(), Box<dyn std::error::Error>> {
     let _ = std::fs::remove_dir_all(dir);
     let opts = Options {
         block_size,
+        block_records,
         bloom_bits_per_key: bloom_bits,
         ..Options::default()
     };
@@ -106,11 +113,12 @@ fn measure(
     let data = keys * (c.key_size + c.value_size) as f64;
     let tables: usize = s.levels.iter().map(|l| l.files).sum();
     println!(
-        "| {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2}% |",
+        "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2}% |",
         c.key_size,
         c.value_size,
         c.keys,
         block_size,
+        block_records.map_or("-".to_string(), |n| n.to_string()),
         bloom_bits,
         tables,
         m.table_index_bytes as f64 / keys,

@@ -2,8 +2,9 @@
 //! encoding, which is also the payload of every WAL record.
 //!
 //! Encoding: `seq: u64 LE | count: u32 LE | entries...`, each entry `kind: u8 | key:
-//! varint-length-prefixed | value: varint-length-prefixed (puts only)`. Owns the encoding
-//! and its validation; it never touches memtables or files.
+//! varint-length-prefixed | value: varint-length-prefixed (puts only)`; an expiring put
+//! (kind 2) stores `deadline: u64 LE ++ value` as its value, as tables do (docs/FORMAT.md).
+//! Owns the encoding and its validation; it never touches memtables or files.
 
 use crate::coding::{decode_fixed32, decode_fixed64, get_length_prefixed, put_length_prefixed};
 use crate::key::{SeqNo, ValueKind, MAX_SEQ};
@@ -28,12 +29,25 @@ impl Default for WriteBatch {
 /// One decoded batch entry.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BatchEntry<'a> {
-    /// Put or delete.
+    /// Put, expiring put or delete.
     pub kind: ValueKind,
     /// The user key.
     pub key: &'a [u8],
     /// The value (empty for deletes).
     pub value: &'a [u8],
+    /// The deadline of an expiring put (milliseconds since the UNIX epoch).
+    pub deadline: Option<u64>,
+    /// The value as memtables and tables store it (with the deadline prefix of an
+    /// expiring put).
+    stored: &'a [u8],
+}
+
+impl<'a> BatchEntry<'a> {
+    /// The value as memtables and tables store it: for an expiring put, `deadline: u64 LE
+    /// ++ value`; otherwise the value.
+    pub fn stored_value(&self) -> &'a [u8] {
+        self.stored
+    }
 }
 
 impl WriteBatch {
@@ -50,6 +64,28 @@ impl WriteBatch {
         self.rep.push(ValueKind::Value as u8);
         put_length_prefixed(&mut self.rep, key.as_ref());
         put_length_prefixed(&mut self.rep, value.as_ref());
+        self.count += 1;
+        self
+    }
+
+    /// Adds a put that expires at `deadline_ms` (milliseconds since the UNIX epoch, as
+    /// [`crate::Clock::now_ms`] reads): from then on the key reads as deleted. A deadline
+    /// already past is accepted (the key reads as absent).
+    pub fn put_expiring(
+        &mut self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        deadline_ms: u64,
+    ) -> &mut Self {
+        self.rep.push(ValueKind::Expiring as u8);
+        put_length_prefixed(&mut self.rep, key.as_ref());
+        let value = value.as_ref();
+        crate::coding::put_varint64(
+            &mut self.rep,
+            (crate::expiry::DEADLINE_LEN + value.len()) as u64,
+        );
+        self.rep.extend_from_slice(&deadline_ms.to_le_bytes());
+        self.rep.extend_from_slice(value);
         self.count += 1;
         self
     }
@@ -193,14 +229,25 @@ impl<'a> Iterator for BatchIter<'a> {
             let kind = ValueKind::from_u8(tag)?;
             let (key, n) = get_length_prefixed(rest)?;
             let mut used = n;
-            let value = if kind == ValueKind::Value {
+            let stored = if kind == ValueKind::Delete {
+                &[][..]
+            } else {
                 let (v, m) = get_length_prefixed(&rest[n..])?;
                 used += m;
                 v
-            } else {
-                &[][..]
             };
-            Some((BatchEntry { kind, key, value }, used))
+            // An expiring put shorter than its deadline is malformed.
+            let (value, deadline) = crate::expiry::split_stored(kind, stored)?;
+            Some((
+                BatchEntry {
+                    kind,
+                    key,
+                    value,
+                    deadline,
+                    stored,
+                },
+                used,
+            ))
         })();
         match parsed {
             Some((entry, used)) => {
@@ -229,6 +276,33 @@ mod tests {
         let got: Vec<_> = d.entries().collect();
         assert_eq!(got, b.iter().collect::<Vec<_>>());
         assert_eq!(got[1].kind, ValueKind::Delete);
+    }
+
+    /// An expiring put round-trips its value and deadline through the WAL encoding, and
+    /// one whose stored value is shorter than a deadline is corruption (invariant 3).
+    #[test]
+    fn expiring_put_round_trips_and_short_ones_are_corruption() {
+        let mut b = WriteBatch::new();
+        b.put_expiring(b"k", b"val", 0x0102_0304_0506)
+            .put(b"p", b"q");
+        let enc = b.encode_with_seq(5).to_vec();
+        let d = DecodedBatch::decode(&enc, Path::new("x"), 0).unwrap();
+        let got: Vec<_> = d.entries().collect();
+        assert_eq!(got[0].kind, ValueKind::Expiring);
+        assert_eq!(
+            (got[0].value, got[0].deadline),
+            (&b"val"[..], Some(0x0102_0304_0506))
+        );
+        assert_eq!(got[0].stored_value().len(), 11);
+        assert_eq!((got[1].value, got[1].deadline), (&b"q"[..], None));
+        // kind 2, key "k", a 3-byte stored value: too short for a deadline.
+        let mut bad = WriteBatch::new();
+        bad.rep.extend_from_slice(&[2, 1, b'k', 3, 1, 2, 3]);
+        bad.count = 1;
+        let enc = bad.encode_with_seq(1).to_vec();
+        assert!(DecodedBatch::decode(&enc, Path::new("x"), 0)
+            .unwrap_err()
+            .is_corruption());
     }
 
     /// Every truncation and a wrong count are rejected as corruption (invariant 3, docs/DESIGN.md).

@@ -24,6 +24,9 @@ pub enum ValueKind {
     Delete = 0,
     /// A value.
     Value = 1,
+    /// A value with a deadline: the stored value is `deadline: u64 LE ++ value` (see
+    /// `crate::expiry`). Reads as a deletion once the deadline has passed.
+    Expiring = 2,
 }
 
 impl ValueKind {
@@ -32,6 +35,7 @@ impl ValueKind {
         match b {
             0 => Some(ValueKind::Delete),
             1 => Some(ValueKind::Value),
+            2 => Some(ValueKind::Expiring),
             _ => None,
         }
     }
@@ -39,7 +43,7 @@ impl ValueKind {
 
 /// The kind byte used to build seek keys: the largest kind, so that a seek key with
 /// sequence `s` sorts before every entry of the same user key with sequence `<= s`.
-const KIND_FOR_SEEK: u8 = ValueKind::Value as u8;
+const KIND_FOR_SEEK: u8 = ValueKind::Expiring as u8;
 
 /// Packs a sequence number and kind into a trailer value.
 pub fn pack_trailer(seq: SeqNo, kind: ValueKind) -> u64 {
@@ -76,7 +80,7 @@ pub struct ParsedKey<'a> {
     pub user_key: &'a [u8],
     /// Sequence number of the write.
     pub seq: SeqNo,
-    /// Value or tombstone.
+    /// Value, expiring value or tombstone.
     pub kind: ValueKind,
 }
 
@@ -168,7 +172,7 @@ mod tests {
     fn seek_key_precedes_visible_versions() {
         let seek = seek_key(b"k", 5);
         for seq in 0..=5 {
-            for kind in [ValueKind::Delete, ValueKind::Value] {
+            for kind in [ValueKind::Delete, ValueKind::Value, ValueKind::Expiring] {
                 let k = make_internal_key(b"k", seq, kind);
                 assert_ne!(compare_internal(&seek, &k), Ordering::Greater, "seq {seq}");
             }

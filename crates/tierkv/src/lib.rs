@@ -27,6 +27,7 @@ mod compaction;
 mod db;
 pub mod env;
 mod error;
+mod expiry;
 #[doc(hidden)]
 pub mod fuzz_hooks;
 pub mod hot;
@@ -53,6 +54,7 @@ pub use db::{
 };
 pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};
+pub use expiry::{Clock, Entry, EntryRef, ManualClock, SystemClock};
 pub use hot::cascade::BloomCascadeOptions;
 pub use hot::TrackerKind;
 pub use memory::{MemoryDivision, MemoryShares, MemoryStats};

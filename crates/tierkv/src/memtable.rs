@@ -21,8 +21,9 @@ const ENTRY_OVERHEAD: usize = 128;
 /// What a memtable knows about a key at a snapshot.
 #[derive(Debug, PartialEq, Eq)]
 pub enum MemGet {
-    /// The newest visible version is a value.
-    Found(Bytes),
+    /// The newest visible version is a value: the value, and its deadline if it expires
+    /// (whether it has expired is the reader's decision: it knows the time).
+    Found(Bytes, Option<u64>),
     /// The newest visible version is a deletion.
     Deleted,
     /// No visible version here: look in older data.
@@ -64,11 +65,12 @@ impl MemTable {
     pub fn batch_charge(batch: &crate::batch::WriteBatch) -> usize {
         batch
             .iter()
-            .map(|e| Self::entry_charge(e.key.len(), e.value.len()))
+            .map(|e| Self::entry_charge(e.key.len(), e.stored_value().len()))
             .sum()
     }
 
-    /// Inserts one version. Sequence numbers are unique, so entries never collide.
+    /// Inserts one version. Sequence numbers are unique, so entries never collide. `value`
+    /// is the stored value (an expiring one carries its deadline prefix).
     pub fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
         let ikey = InternalKey::new(key, seq, kind);
         let charge = ikey.encoded().len() + value.len() + ENTRY_OVERHEAD;
@@ -78,7 +80,8 @@ impl MemTable {
         self.largest_seq.fetch_max(seq, Ordering::Relaxed);
     }
 
-    /// The newest version of `key` with sequence number `<= snapshot`.
+    /// The newest version of `key` with sequence number `<= snapshot`. An expiring value
+    /// too short to hold its deadline (never written by this crate) reads as a deletion.
     pub fn get(&self, key: &[u8], snapshot: SeqNo) -> MemGet {
         let target = InternalKey(Bytes::from(seek_key(key, snapshot)));
         let Some(entry) = self.map.lower_bound(Bound::Included(&target)) else {
@@ -86,7 +89,16 @@ impl MemTable {
         };
         match parse_internal_key(entry.key().encoded()) {
             Some(p) if p.user_key == key => match p.kind {
-                ValueKind::Value => MemGet::Found(entry.value().clone()),
+                ValueKind::Value => MemGet::Found(entry.value().clone(), None),
+                ValueKind::Expiring => {
+                    let stored = entry.value();
+                    match crate::expiry::split_stored(p.kind, stored) {
+                        Some((_, deadline)) => {
+                            MemGet::Found(stored.slice(crate::expiry::DEADLINE_LEN..), deadline)
+                        }
+                        None => MemGet::Deleted,
+                    }
+                }
                 ValueKind::Delete => MemGet::Deleted,
             },
             _ => MemGet::NotFound,
@@ -211,14 +223,31 @@ mod tests {
         m.add(5, ValueKind::Value, b"k", b"v5");
         m.add(2, ValueKind::Value, b"j", b"j2");
         assert_eq!(m.get(b"k", 0), MemGet::NotFound);
-        assert_eq!(m.get(b"k", 1), MemGet::Found(Bytes::from_static(b"v1")));
+        assert_eq!(
+            m.get(b"k", 1),
+            MemGet::Found(Bytes::from_static(b"v1"), None)
+        );
         assert_eq!(m.get(b"k", 4), MemGet::Deleted);
-        assert_eq!(m.get(b"k", 9), MemGet::Found(Bytes::from_static(b"v5")));
+        assert_eq!(
+            m.get(b"k", 9),
+            MemGet::Found(Bytes::from_static(b"v5"), None)
+        );
         assert_eq!(m.get(b"ka", 9), MemGet::NotFound);
         assert_eq!(m.get(b"", 9), MemGet::NotFound);
         assert!(m.contains_user_key(b"j"));
         assert_eq!((m.smallest_seq(), m.largest_seq(), m.len()), (1, 5, 4));
         assert!(m.approximate_size() >= 4 * ENTRY_OVERHEAD);
+        // An expiring value comes back without its deadline prefix, with the deadline.
+        m.add(
+            7,
+            ValueKind::Expiring,
+            b"k",
+            &crate::expiry::encode_expiring(42, b"v7"),
+        );
+        assert_eq!(
+            m.get(b"k", 9),
+            MemGet::Found(Bytes::from_static(b"v7"), Some(42))
+        );
     }
 
     #[test]

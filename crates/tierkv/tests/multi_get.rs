@@ -2,7 +2,7 @@
 //! reads see one consistent state: a batch is read at one sequence number), per-key errors
 //! under injected read faults (invariant 3: an I/O error is reported for the key that
 //! needed the failing file, never turned into wrong data or another key's failure), and no
-//! hang while the reader pool runs the disk reads.
+//! hang while the reader pool runs the disk reads; an expired key is absent, as from `get`.
 
 mod common;
 
@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tierkv::env::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
-use tierkv::{Db, Error, Options, ReadOptions, Tier, WriteBatch};
+use tierkv::{Db, Error, ManualClock, Options, ReadOptions, Tier, WriteBatch};
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -148,6 +148,59 @@ fn multi_get_equals_repeated_get_and_the_model_on_both_tiers_with_snapshots() {
 #[test]
 fn multi_get_with_a_pool_of_one_runs_inline_and_equals_the_model() {
     model_run(1, 8);
+}
+
+/// Expiry as `get` has it: a key whose deadline has passed is absent from a batch (and
+/// hides its older version) while a live one, expiring or not, is present, in the
+/// memtable and after a flush (where the batch's table reads run on the reader pool).
+#[test]
+fn an_expired_key_is_absent_from_a_batch_and_a_live_one_present() {
+    let dir = tempfile::tempdir().unwrap();
+    let clock = Arc::new(ManualClock::new(1_700_000_000_000));
+    let opts = Options {
+        clock: clock.clone(),
+        read_parallelism: 4,
+        ..tiny_options()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let keys: Vec<&[u8]> = vec![b"expired", b"live", b"plain", b"absent"];
+    for flush in [false, true] {
+        // The clock only moves forward: the second round starts later.
+        let t0 = clock.now_ms();
+        db.put(b"expired", b"old").unwrap();
+        db.flush().unwrap();
+        db.put_expiring(b"expired", b"e", t0 + 100).unwrap();
+        db.put_expiring(b"live", b"l", t0 + 1000).unwrap();
+        db.put(b"plain", b"p").unwrap();
+        if flush {
+            db.flush().unwrap();
+        }
+        clock.set(t0 + 100);
+        let values: Vec<Option<Vec<u8>>> = db
+            .multi_get(&keys)
+            .into_iter()
+            .map(|a| a.unwrap())
+            .collect();
+        assert_eq!(
+            values,
+            vec![None, Some(b"l".to_vec()), Some(b"p".to_vec()), None],
+            "flush={flush}"
+        );
+        for (k, v) in keys.iter().zip(&values) {
+            assert_eq!(&db.get(k).unwrap(), v, "flush={flush}: get agrees on {k:?}");
+        }
+        clock.set(t0 + 1000);
+        let values: Vec<Option<Vec<u8>>> = db
+            .multi_get(&keys)
+            .into_iter()
+            .map(|a| a.unwrap())
+            .collect();
+        assert_eq!(
+            values,
+            vec![None, None, Some(b"p".to_vec()), None],
+            "flush={flush}"
+        );
+    }
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! 8 threads increment counters over skewed keys (so the same keys race constantly) while
 //! plain puts to other keys force memtable switches, flushes, compactions into the slow
 //! tier and promotions; after a reopen every counter equals the number of increments
-//! applied to it.
+//! applied to it. `concurrent_transfers_conserve_the_total` checks the multi-key form
+//! (`Db::update_many`): transfers between random account pairs, each reading two keys and
+//! writing both in one conditioned batch, never create or lose a unit.
 
 mod common;
 
@@ -139,4 +141,69 @@ fn concurrent_merges_add_up_and_rejections_change_nothing() {
     let plain = tempfile::tempdir().unwrap();
     let db = Db::open(plain.path(), common::tiny_options()).unwrap();
     assert!(db.merge("k", "1").is_err(), "no operator configured");
+}
+
+/// `Db::update_many`: 8 threads move units between random pairs of 16 accounts, each move
+/// reading both balances and writing both in one batch conditioned on neither having
+/// changed; filler writes force flushes and compactions meanwhile. No unit is created or
+/// lost (invariant 1 for multi-key read-modify-write), a refused move (`None`) writes
+/// nothing, and a batch may write keys it did not read.
+#[test]
+fn concurrent_transfers_conserve_the_total() {
+    const ACCOUNTS: u64 = 16;
+    const THREADS: u64 = 8;
+    const PER_THREAD: u64 = 400;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), common::tiny_options()).unwrap());
+    let acct = |i: u64| format!("acct{i:02}").into_bytes();
+    let bal = |e: &Option<tierkv::Entry>| -> i64 {
+        e.as_ref()
+            .map(|e| std::str::from_utf8(&e.value).unwrap().parse().unwrap())
+            .unwrap_or(0)
+    };
+    for i in 0..ACCOUNTS {
+        db.put(acct(i), b"100").unwrap();
+    }
+    let wopts = tierkv::WriteOptions::default();
+    std::thread::scope(|s| {
+        for t in 0..THREADS {
+            let db = db.clone();
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(100 + t);
+                for i in 0..PER_THREAD {
+                    let a = rng.gen_range(0..ACCOUNTS);
+                    let b = (a + rng.gen_range(1..ACCOUNTS)) % ACCOUNTS;
+                    let (ka, kb) = (acct(a), acct(b));
+                    db.update_many(&[&ka, &kb], &wopts, |cur| {
+                        let (x, y) = (bal(&cur[0]), bal(&cur[1]));
+                        if x == 0 {
+                            return None;
+                        }
+                        let mut batch = tierkv::WriteBatch::new();
+                        batch.put(&ka, (x - 1).to_string());
+                        batch.put(&kb, (y + 1).to_string());
+                        batch.put(format!("log{t}"), i.to_string());
+                        Some(batch)
+                    })
+                    .unwrap();
+                    db.put(
+                        format!("filler{:05}", (t * PER_THREAD + i) % 3000),
+                        [b'f'; 200],
+                    )
+                    .unwrap();
+                }
+            });
+        }
+    });
+    let total: i64 = (0..ACCOUNTS)
+        .map(|i| bal(&db.get_entry(acct(i)).unwrap()))
+        .sum();
+    assert_eq!(total, 100 * ACCOUNTS as i64, "units created or lost");
+    let s = db.stats();
+    assert!(s.flushes > 0, "no flush ran during the transfers");
+    eprintln!("{} retries of {} read-modify-writes", s.rmw_retries, s.rmws);
+    let before = db.stats().puts;
+    let applied = db.update_many(&[&acct(0)], &wopts, |_| None).unwrap();
+    assert!(!applied);
+    assert_eq!(db.stats().puts, before, "a refused batch wrote something");
 }

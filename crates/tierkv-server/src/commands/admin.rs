@@ -3,7 +3,7 @@
 use super::{CmdError, CmdResult, CommandSpec, Ctx, Flow, Resume, COMMANDS};
 use crate::glob::Glob;
 use crate::resp::ReplyWriter;
-use crate::state::Shared;
+use crate::state::{produce_in_steps, Shared};
 use bytes::Bytes;
 
 pub(super) fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
@@ -103,6 +103,7 @@ pub(super) fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 fn acl_category(spec: &CommandSpec) -> &'static str {
     match spec.group {
         "string" => "@string",
+        "hash" => "@hash",
         "generic" => "@keyspace",
         "connection" => "@connection",
         _ => "@admin",
@@ -212,21 +213,19 @@ impl Resume for SpecsRest {
         out: &mut ReplyWriter,
         chunk: usize,
     ) -> Option<Box<dyn Resume>> {
-        while let Some(spec) = self.specs.get(self.next).copied() {
-            match spec {
-                Some(spec) if self.docs => command_doc(out, spec),
+        let (specs, docs) = (&self.specs, self.docs);
+        let more = produce_in_steps(
+            &mut self.next,
+            specs.len(),
+            out,
+            chunk,
+            |i, out| match specs[i] {
+                Some(spec) if docs => command_doc(out, spec),
                 Some(spec) => command_entry(out, spec),
                 None => out.null(),
-            }
-            self.next += 1;
-            if out.overflowed() {
-                return None;
-            }
-            if out.len() >= chunk && self.next < self.specs.len() {
-                return Some(self);
-            }
-        }
-        None
+            },
+        );
+        more.then_some(self as Box<dyn Resume>)
     }
 }
 

@@ -1,21 +1,26 @@
 //! The command table and dispatcher: name lookup, arity and authentication checks, and the
 //! pipeline runner that executes a connection's parsed commands in order.
 //!
-//! Handlers live in submodules by concern: `strings` (values and counters), `keys`
-//! (existence, deletion, SCAN, DBSIZE), `conn` (PING, HELLO, AUTH, CLIENT ...) and `admin`
-//! (INFO, CONFIG, COMMAND, SHUTDOWN).
+//! Handlers live in submodules by concern: `strings` (values and counters), `hashes`,
+//! `expiry` (EXPIRE, TTL, PERSIST ...), `keys` (existence, deletion, TYPE, SCAN, DBSIZE),
+//! `keyspace` (KEYS, RENAME, COPY, RANDOMKEY, OBJECT, FLUSHDB), `conn` (PING, HELLO, AUTH,
+//! CLIENT ...) and `admin` (INFO, CONFIG, COMMAND, SHUTDOWN). Values are stored in the
+//! server keyspace format of `crate::keyspace`.
 
 mod admin;
 mod conn;
+pub(crate) mod expiry;
+mod hashes;
 mod keys;
+mod keyspace;
 mod strings;
 
+pub(crate) use crate::error::CmdError;
 use crate::resp::{Args, ReplyWriter};
 pub(crate) use crate::state::Resume;
 use crate::state::{ConnState, ServerStats, Shared};
 use bytes::Bytes;
 use std::collections::VecDeque;
-use std::fmt;
 
 /// What the connection does after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,25 +35,6 @@ pub(crate) enum Flow {
     /// The replies passed the connection's hard output limit and were dropped: close the
     /// connection without sending anything more.
     Overflow,
-}
-
-/// A command's error reply, complete with its code (`ERR ...`, `NOAUTH ...`).
-#[derive(Debug)]
-pub(crate) struct CmdError(pub String);
-
-impl CmdError {
-    pub fn err(msg: impl fmt::Display) -> Self {
-        CmdError(format!("ERR {msg}"))
-    }
-}
-
-impl From<tierkv::Error> for CmdError {
-    fn from(e: tierkv::Error) -> Self {
-        match e {
-            tierkv::Error::Closed => CmdError::err("server is shutting down"),
-            e => CmdError::err(e),
-        }
-    }
 }
 
 pub(crate) type CmdResult = Result<Flow, CmdError>;
@@ -139,7 +125,97 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "string",
         true,
         strings::set,
-        "Sets the string value of a key (NX, XX, GET; no expiry options)."
+        "Sets the string value of a key (NX, XX, GET, EX, PX, EXAT, PXAT, KEEPTTL)."
+    ),
+    spec!(
+        "setnx",
+        3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "string",
+        true,
+        strings::setnx,
+        "Sets the string value of a key only when the key doesn't exist."
+    ),
+    spec!(
+        "setex",
+        4,
+        ["write", "denyoom"],
+        K1,
+        "string",
+        true,
+        strings::setex,
+        "Sets the string value and expiration time (seconds) of a key."
+    ),
+    spec!(
+        "psetex",
+        4,
+        ["write", "denyoom"],
+        K1,
+        "string",
+        true,
+        strings::setex,
+        "Sets the string value and expiration time (milliseconds) of a key."
+    ),
+    spec!(
+        "getdel",
+        2,
+        ["write", "fast"],
+        K1,
+        "string",
+        true,
+        strings::getdel,
+        "Returns the string value of a key after deleting the key."
+    ),
+    spec!(
+        "getex",
+        -2,
+        ["write", "fast"],
+        K1,
+        "string",
+        true,
+        strings::getex,
+        "Returns the string value of a key after setting its expiration time."
+    ),
+    spec!(
+        "getrange",
+        4,
+        ["readonly"],
+        K1,
+        "string",
+        true,
+        strings::getrange,
+        "Returns a substring of the string stored at a key."
+    ),
+    spec!(
+        "setrange",
+        4,
+        ["write", "denyoom"],
+        K1,
+        "string",
+        true,
+        strings::setrange,
+        "Overwrites a part of a string value with another by an offset."
+    ),
+    spec!(
+        "incrbyfloat",
+        3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "string",
+        true,
+        strings::incrbyfloat,
+        "Increments the floating point value of a key by a number."
+    ),
+    spec!(
+        "msetnx",
+        -3,
+        ["write", "denyoom"],
+        (1, -1, 2),
+        "string",
+        true,
+        strings::msetnx,
+        "Atomically sets the values of one or more keys only when none of them exists."
     ),
     spec!(
         "getset",
@@ -269,7 +345,327 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "generic",
         true,
         keys::type_,
-        "Determines the type of value stored at a key (always string or none)."
+        "Determines the type of value stored at a key (string, hash or none)."
+    ),
+    spec!(
+        "keys",
+        2,
+        ["readonly"],
+        NK,
+        "generic",
+        true,
+        keyspace::keys,
+        "Returns all key names that match a pattern (O(keys): scans the key range)."
+    ),
+    spec!(
+        "rename",
+        3,
+        ["write"],
+        (1, 2, 1),
+        "generic",
+        true,
+        keyspace::rename,
+        "Renames a key and overwrites the destination."
+    ),
+    spec!(
+        "renamenx",
+        3,
+        ["write", "fast"],
+        (1, 2, 1),
+        "generic",
+        true,
+        keyspace::rename,
+        "Renames a key only when the target key name doesn't exist."
+    ),
+    spec!(
+        "copy",
+        -3,
+        ["write", "denyoom"],
+        (1, 2, 1),
+        "generic",
+        true,
+        keyspace::copy,
+        "Copies the value of a key to a new key (DB 0 only; REPLACE)."
+    ),
+    spec!(
+        "randomkey",
+        1,
+        ["readonly"],
+        NK,
+        "generic",
+        true,
+        keyspace::randomkey,
+        "Returns a random key name from the database."
+    ),
+    spec!(
+        "object",
+        -2,
+        ["readonly"],
+        (2, 2, 1),
+        "generic",
+        true,
+        keyspace::object,
+        "OBJECT ENCODING (Redis's encoding rules), REFCOUNT, HELP."
+    ),
+    spec!(
+        "flushdb",
+        -1,
+        ["write"],
+        NK,
+        "server",
+        true,
+        keyspace::flushdb,
+        "Removes all keys from the database (ASYNC and SYNC both run synchronously)."
+    ),
+    spec!(
+        "flushall",
+        -1,
+        ["write"],
+        NK,
+        "server",
+        true,
+        keyspace::flushdb,
+        "Removes all keys from all databases (there is one)."
+    ),
+    spec!(
+        "expire",
+        -3,
+        ["write", "fast"],
+        K1,
+        "generic",
+        true,
+        expiry::expire,
+        "Sets the expiration time of a key in seconds (NX, XX, GT, LT)."
+    ),
+    spec!(
+        "pexpire",
+        -3,
+        ["write", "fast"],
+        K1,
+        "generic",
+        true,
+        expiry::expire,
+        "Sets the expiration time of a key in milliseconds (NX, XX, GT, LT)."
+    ),
+    spec!(
+        "expireat",
+        -3,
+        ["write", "fast"],
+        K1,
+        "generic",
+        true,
+        expiry::expire,
+        "Sets the expiration time of a key to a Unix timestamp (NX, XX, GT, LT)."
+    ),
+    spec!(
+        "pexpireat",
+        -3,
+        ["write", "fast"],
+        K1,
+        "generic",
+        true,
+        expiry::expire,
+        "Sets the expiration time of a key to a Unix milliseconds timestamp (NX, XX, GT, LT)."
+    ),
+    spec!(
+        "ttl",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "generic",
+        true,
+        expiry::ttl,
+        "Returns the expiration time in seconds of a key."
+    ),
+    spec!(
+        "pttl",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "generic",
+        true,
+        expiry::ttl,
+        "Returns the expiration time in milliseconds of a key."
+    ),
+    spec!(
+        "expiretime",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "generic",
+        true,
+        expiry::ttl,
+        "Returns the expiration time of a key as a Unix timestamp."
+    ),
+    spec!(
+        "pexpiretime",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "generic",
+        true,
+        expiry::ttl,
+        "Returns the expiration time of a key as a Unix milliseconds timestamp."
+    ),
+    spec!(
+        "persist",
+        2,
+        ["write", "fast"],
+        K1,
+        "generic",
+        true,
+        expiry::persist,
+        "Removes the expiration time of a key."
+    ),
+    spec!(
+        "hset",
+        -4,
+        ["write", "denyoom", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hset,
+        "Creates or modifies the value of a field in a hash."
+    ),
+    spec!(
+        "hmset",
+        -4,
+        ["write", "denyoom", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hset,
+        "Sets the values of multiple fields."
+    ),
+    spec!(
+        "hsetnx",
+        4,
+        ["write", "denyoom", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hsetnx,
+        "Sets the value of a field in a hash only when the field doesn't exist."
+    ),
+    spec!(
+        "hget",
+        3,
+        ["readonly", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hget,
+        "Returns the value of a field in a hash."
+    ),
+    spec!(
+        "hmget",
+        -3,
+        ["readonly", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hmget,
+        "Returns the values of all fields in a hash."
+    ),
+    spec!(
+        "hgetall",
+        2,
+        ["readonly"],
+        K1,
+        "hash",
+        true,
+        hashes::hgetall,
+        "Returns all fields and values in a hash (produced incrementally)."
+    ),
+    spec!(
+        "hkeys",
+        2,
+        ["readonly"],
+        K1,
+        "hash",
+        true,
+        hashes::hgetall,
+        "Returns all fields in a hash."
+    ),
+    spec!(
+        "hvals",
+        2,
+        ["readonly"],
+        K1,
+        "hash",
+        true,
+        hashes::hgetall,
+        "Returns all values in a hash."
+    ),
+    spec!(
+        "hdel",
+        -3,
+        ["write", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hdel,
+        "Deletes one or more fields and their values from a hash."
+    ),
+    spec!(
+        "hlen",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hlen,
+        "Returns the number of fields in a hash."
+    ),
+    spec!(
+        "hexists",
+        3,
+        ["readonly", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hexists,
+        "Determines whether a field exists in a hash."
+    ),
+    spec!(
+        "hstrlen",
+        3,
+        ["readonly", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hstrlen,
+        "Returns the length of the value of a field."
+    ),
+    spec!(
+        "hincrby",
+        4,
+        ["write", "denyoom", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hincrby,
+        "Increments the integer value of a field in a hash by a number."
+    ),
+    spec!(
+        "hincrbyfloat",
+        4,
+        ["write", "denyoom", "fast"],
+        K1,
+        "hash",
+        true,
+        hashes::hincrbyfloat,
+        "Increments the floating point value of a field by a number."
+    ),
+    spec!(
+        "hscan",
+        -3,
+        ["readonly"],
+        K1,
+        "hash",
+        true,
+        hashes::hscan,
+        "Iterates over fields and values of a hash (MATCH, COUNT, NOVALUES)."
     ),
     spec!(
         "scan",
@@ -580,7 +976,10 @@ fn run_commands(
             let mut batch = tierkv::WriteBatch::new();
             for cmd in &run {
                 for kv in cmd[1..].chunks_exact(2) {
-                    batch.put(&kv[0], &kv[1]);
+                    batch.put(
+                        crate::keyspace::meta_key(&kv[0]),
+                        crate::keyspace::str_value(&kv[1]),
+                    );
                 }
             }
             let wopts = tierkv::WriteOptions {

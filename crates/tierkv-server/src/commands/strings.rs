@@ -1,30 +1,53 @@
-//! String commands: GET, SET (NX/XX/GET), GETSET, MGET, MSET, INCR/INCRBY/DECR/DECRBY,
-//! APPEND, STRLEN.
+//! String commands: GET, SET (NX/XX/GET and the expiry options), SETNX, SETEX, PSETEX,
+//! GETSET, GETDEL, GETEX, MGET, MSET, MSETNX, INCR/INCRBY/DECR/DECRBY, INCRBYFLOAT, APPEND,
+//! STRLEN, GETRANGE, SETRANGE.
 //!
-//! Every read-modify-write goes through `Db::update`, so concurrent INCRs never lose an
+//! Values are the server keyspace's string records (`keyspace`): a string command on a
+//! hash answers WRONGTYPE. Every read-modify-write is one `keyspace::transact` step (the
+//! engine's conditional write on the key's record), so concurrent INCRs never lose an
 //! update, and one whose condition fails (or whose value is not a number) writes nothing.
-//! Conditional writes first read the key: when the condition already fails, that read is
-//! the command's linearization point and nothing is written; only when it holds does the
-//! command pay for an atomic rmw (which re-checks it).
+//! Commands that change a value without setting it (INCR, APPEND, SETRANGE) keep its
+//! deadline; SET without KEEPTTL, GETSET and MSET clear it, as in Redis.
 
+use super::expiry::{now_ms, parse_expire_option, ExpireOpt};
 use super::{CmdError, CmdResult, Ctx, Flow, Resume, NOT_INT, SYNTAX};
+use crate::keyspace::{self as ks, Kind, Rec};
 use crate::resp::{parse_int, ReplyWriter};
-use crate::state::{ServerStats, Shared};
+use crate::state::{produce_in_steps, ServerStats, Shared};
 use bytes::Bytes;
-use tierkv::Update;
+use tierkv::WriteBatch;
 
-pub(super) fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let v = ctx.shared.db.get(&args[1])?;
-    let stats = &ctx.shared.stats;
+const TOO_BIG: &str = "string exceeds maximum allowed size (proto-max-bulk-len)";
+
+fn count_hit(shared: &Shared, hit: bool) {
+    let stats = &shared.stats;
     ServerStats::bump(
-        if v.is_some() {
+        if hit {
             &stats.keyspace_hits
         } else {
             &stats.keyspace_misses
         },
         1,
     );
-    ctx.out.opt_bulk_owned(v);
+}
+
+/// Writes a string record read from the store (its encoding's type byte skipped without a
+/// copy), or the null reply.
+pub(super) fn reply_string(out: &mut ReplyWriter, rec: Option<Rec>) -> Result<(), CmdError> {
+    match rec {
+        None => out.null(),
+        Some(r) => {
+            r.string()?;
+            out.bulk_owned_from(r.raw, 1);
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let rec = ks::get(&ctx.shared.db, &args[1], &tierkv::ReadOptions::new())?;
+    count_hit(ctx.shared, rec.is_some());
+    reply_string(ctx.out, rec)?;
     Ok(Flow::Continue)
 }
 
@@ -37,21 +60,96 @@ enum Cond {
     Present,
 }
 
-impl Cond {
-    fn holds(self, old: Option<&[u8]>) -> bool {
-        match self {
-            Cond::Always => true,
-            Cond::Absent => old.is_none(),
-            Cond::Present => old.is_some(),
-        }
+/// What a SET-like command writes.
+struct SetSpec<'a> {
+    value: &'a [u8],
+    cond: Cond,
+    /// Reply with the old value (GET option): WRONGTYPE on a hash.
+    want_old: bool,
+    /// `None`: no deadline; `Some(d)`: deadline `d` (ms).
+    deadline: Option<u64>,
+    keep_ttl: bool,
+}
+
+/// The outcome of a SET-like command: whether it wrote and the old string (for GET).
+fn set_generic(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    spec: &SetSpec<'_>,
+) -> Result<(bool, Option<Vec<u8>>), CmdError> {
+    let wopts = ctx.wopts();
+    let db = &ctx.shared.db;
+    let mk = ks::meta_key(key);
+    if spec.cond == Cond::Always && !spec.want_old && !spec.keep_ttl {
+        // A blind write: one record, no read (a hash it replaces leaves its fields
+        // unreachable; see docs/DEPLOYMENT.md).
+        let mut b = WriteBatch::new();
+        ks::put(&mut b, &mk, &ks::str_value(spec.value), spec.deadline);
+        db.write_opt(b, &wopts)?;
+        return Ok((true, None));
     }
+    let mut err = None;
+    let mut old = None;
+    let mut leftover = None;
+    let applied = ks::transact(db, &wopts, &[&mk], |cur| {
+        err = None;
+        old = None;
+        leftover = None;
+        let cur = cur[0].as_ref();
+        if spec.want_old {
+            if let Some(r) = cur {
+                match r.string() {
+                    Ok(s) => old = Some(s.to_vec()),
+                    Err(e) => {
+                        err = Some(e);
+                        return None;
+                    }
+                }
+            }
+        }
+        let holds = match spec.cond {
+            Cond::Always => true,
+            Cond::Absent => cur.is_none(),
+            Cond::Present => cur.is_some(),
+        };
+        if !holds {
+            return None;
+        }
+        let mut b = WriteBatch::new();
+        if let Some(r) = cur {
+            if matches!(r.kind(), Ok(Kind::Hash(_))) {
+                match ks::delete_value(db, &mut b, key, r) {
+                    Ok(l) => leftover = l,
+                    Err(e) => {
+                        err = Some(e);
+                        return None;
+                    }
+                }
+            }
+        }
+        let deadline = if spec.keep_ttl {
+            cur.and_then(|r| r.deadline)
+        } else {
+            spec.deadline
+        };
+        ks::put(&mut b, &mk, &ks::str_value(spec.value), deadline);
+        Some(b)
+    })?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    if let Some(v) = leftover {
+        ks::drop_fields(db, &wopts, key, v)?;
+    }
+    Ok((applied, old))
 }
 
 pub(super) fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let (key, value) = (&args[1], &args[2]);
     let mut cond = Cond::Always;
     let mut want_old = false;
-    let mut ttl: Option<String> = None;
+    let mut expire: Option<(ExpireOpt, &[u8])> = None;
+    let mut keep_ttl = false;
     let mut i = 3;
     while i < args.len() {
         let opt = args[i].to_ascii_uppercase();
@@ -59,49 +157,29 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             b"NX" if cond == Cond::Always => cond = Cond::Absent,
             b"XX" if cond == Cond::Always => cond = Cond::Present,
             b"GET" if !want_old => want_old = true,
-            b"EX" | b"PX" | b"EXAT" | b"PXAT" if ttl.is_none() && i + 1 < args.len() => {
-                ttl = Some(String::from_utf8_lossy(&opt).into_owned());
-                i += 1;
-            }
-            b"KEEPTTL" if ttl.is_none() => ttl = Some("KEEPTTL".into()),
-            _ => return Err(CmdError::err(SYNTAX)),
+            b"KEEPTTL" if expire.is_none() && !keep_ttl => keep_ttl = true,
+            _ => match ExpireOpt::parse(&opt) {
+                Some(e) if expire.is_none() && !keep_ttl && i + 1 < args.len() => {
+                    expire = Some((e, &args[i + 1]));
+                    i += 1;
+                }
+                _ => return Err(CmdError::err(SYNTAX)),
+            },
         }
         i += 1;
     }
-    if let Some(opt) = ttl {
-        return Err(CmdError::err(format!(
-            "SET {opt} is not supported: tierkv has no key expiry (EX, PX, EXAT, PXAT and \
-             KEEPTTL are rejected)"
-        )));
-    }
-    let wopts = ctx.wopts();
-    let db = &ctx.shared.db;
-    if cond == Cond::Always && !want_old {
-        db.put_opt(key, value, &wopts)?;
-        ctx.out.ok();
-        return Ok(Flow::Continue);
-    }
-    let before = db.get(key)?;
-    if !cond.holds(before.as_deref()) {
-        if want_old {
-            ctx.out.opt_bulk(before.as_deref());
-        } else {
-            ctx.out.null();
-        }
-        return Ok(Flow::Continue);
-    }
-    let mut old: Option<Vec<u8>> = None;
-    let mut applied = false;
-    db.update_opt(key, &wopts, |cur| {
-        old = cur.map(<[u8]>::to_vec);
-        applied = cond.holds(cur);
-        if applied {
-            Update::Put(value.to_vec())
-        } else {
-            // Lost a race: leave the key as it is.
-            Update::Keep
-        }
-    })?;
+    let deadline = match expire {
+        Some((opt, arg)) => Some(parse_expire_option(opt, arg, now_ms(ctx.shared), "set")?),
+        None => None,
+    };
+    let spec = SetSpec {
+        value,
+        cond,
+        want_old,
+        deadline,
+        keep_ttl,
+    };
+    let (applied, old) = set_generic(ctx, key, &spec)?;
     if want_old {
         ctx.out.opt_bulk_owned(old);
     } else if applied {
@@ -112,15 +190,71 @@ pub(super) fn set(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(Flow::Continue)
 }
 
+pub(super) fn setnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let spec = SetSpec {
+        value: &args[2],
+        cond: Cond::Absent,
+        want_old: false,
+        deadline: None,
+        keep_ttl: false,
+    };
+    let (applied, _) = set_generic(ctx, &args[1], &spec)?;
+    ctx.out.int(applied as i64);
+    Ok(Flow::Continue)
+}
+
+/// SETEX key seconds value, PSETEX key milliseconds value.
+pub(super) fn setex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (opt, name) = if args[0].eq_ignore_ascii_case(b"psetex") {
+        (ExpireOpt::Px, "psetex")
+    } else {
+        (ExpireOpt::Ex, "setex")
+    };
+    let deadline = parse_expire_option(opt, &args[2], now_ms(ctx.shared), name)?;
+    let spec = SetSpec {
+        value: &args[3],
+        cond: Cond::Always,
+        want_old: false,
+        deadline: Some(deadline),
+        keep_ttl: false,
+    };
+    set_generic(ctx, &args[1], &spec)?;
+    ctx.out.ok();
+    Ok(Flow::Continue)
+}
+
 pub(super) fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let value = &args[2];
-    let mut old: Option<Vec<u8>> = None;
-    let wopts = ctx.wopts();
-    ctx.shared.db.rmw_opt(&args[1], &wopts, |cur| {
-        old = cur.map(<[u8]>::to_vec);
-        Some(value.to_vec())
-    })?;
+    let spec = SetSpec {
+        value: &args[2],
+        cond: Cond::Always,
+        want_old: true,
+        deadline: None,
+        keep_ttl: false,
+    };
+    let (_, old) = set_generic(ctx, &args[1], &spec)?;
     ctx.out.opt_bulk_owned(old);
+    Ok(Flow::Continue)
+}
+
+/// GETDEL: the string, deleted in the same atomic step.
+pub(super) fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let mk = ks::meta_key(&args[1]);
+    let mut res: Result<Option<Vec<u8>>, CmdError> = Ok(None);
+    ks::transact(&ctx.shared.db, &ctx.wopts(), &[&mk], |cur| {
+        res = Ok(None);
+        let r = cur[0].as_ref()?;
+        match r.string() {
+            Ok(s) => res = Ok(Some(s.to_vec())),
+            Err(e) => {
+                res = Err(e);
+                return None;
+            }
+        }
+        let mut b = WriteBatch::new();
+        b.delete(&mk);
+        Some(b)
+    })?;
+    ctx.out.opt_bulk_owned(res?);
     Ok(Flow::Continue)
 }
 
@@ -128,6 +262,7 @@ pub(super) fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// Redis) but fetches and encodes them one at a time: the reply stops at the connection's
 /// output bound and [`MgetRest`] produces the rest once the client has taken what came
 /// before, so `MGET big big big ...` never holds more than about one value per connection.
+/// A key holding a hash reads as nil, as in Redis.
 pub(super) fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let rest = Box::new(MgetRest {
         snap: ctx.shared.db.snapshot(),
@@ -158,36 +293,58 @@ impl Resume for MgetRest {
             snapshot: Some(self.snap.seq()),
             ..tierkv::ReadOptions::new()
         };
-        while self.next < self.keys.len() {
-            match shared.db.get_opt(&self.keys[self.next], &ropts) {
-                Ok(v) => out.opt_bulk_owned(v),
+        let keys = &self.keys;
+        let more = produce_in_steps(&mut self.next, keys.len(), out, chunk, |i, out| {
+            match ks::get(&shared.db, &keys[i], &ropts) {
+                Ok(Some(r)) if r.string().is_ok() => out.bulk_owned_from(r.raw, 1),
+                Ok(_) => out.null(),
                 // The array header is out: the failed element carries the error.
                 Err(e) => out.error(&CmdError::from(e).0),
             }
-            self.next += 1;
-            if out.overflowed() {
-                return None;
-            }
-            if out.len() >= chunk && self.next < self.keys.len() {
-                return Some(self);
-            }
-        }
-        None
+        });
+        more.then_some(self as Box<dyn Resume>)
     }
 }
 
-pub(super) fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+fn check_pairs(args: &[Bytes], name: &str) -> Result<(), CmdError> {
     if args.len().is_multiple_of(2) {
-        return Err(CmdError::err(
-            "wrong number of arguments for 'mset' command",
-        ));
+        return Err(CmdError::err(format!(
+            "wrong number of arguments for '{name}' command"
+        )));
     }
-    let mut batch = tierkv::WriteBatch::new();
+    Ok(())
+}
+
+pub(super) fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    check_pairs(args, "mset")?;
+    let mut batch = WriteBatch::new();
     for kv in args[1..].chunks_exact(2) {
-        batch.put(&kv[0], &kv[1]);
+        batch.put(ks::meta_key(&kv[0]), ks::str_value(&kv[1]));
     }
     ctx.shared.db.write_opt(batch, &ctx.wopts())?;
     ctx.out.ok();
+    Ok(Flow::Continue)
+}
+
+/// MSETNX: all the keys are set, in one atomic step, only if none of them exists.
+pub(super) fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    check_pairs(args, "msetnx")?;
+    let keys: Vec<Vec<u8>> = args[1..]
+        .chunks_exact(2)
+        .map(|kv| ks::meta_key(&kv[0]))
+        .collect();
+    let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
+    let applied = ks::transact(&ctx.shared.db, &ctx.wopts(), &refs, |cur| {
+        if cur.iter().any(Option::is_some) {
+            return None;
+        }
+        let mut b = WriteBatch::new();
+        for (k, kv) in keys.iter().zip(args[1..].chunks_exact(2)) {
+            b.put(k, ks::str_value(&kv[1]));
+        }
+        Some(b)
+    })?;
+    ctx.out.int(applied as i64);
     Ok(Flow::Continue)
 }
 
@@ -210,6 +367,41 @@ pub(super) fn counter_delta(args: &[Bytes]) -> Option<(&Bytes, Result<i64, &'sta
     Some((&args[1], delta))
 }
 
+/// Read-modify-write of one string key: `f` gets the current string (None: absent) and
+/// returns the new one (None: leave it). The key's deadline is kept. WRONGTYPE on a hash.
+fn modify_string(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    mut f: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,
+) -> Result<(), CmdError> {
+    let mk = ks::meta_key(key);
+    let mut err = None;
+    ks::transact(&ctx.shared.db, &ctx.wopts(), &[&mk], |cur| {
+        err = None;
+        let cur = cur[0].as_ref();
+        let s = match cur.map(Rec::string).transpose() {
+            Ok(s) => s,
+            Err(e) => {
+                err = Some(e);
+                return None;
+            }
+        };
+        let new = f(s)?;
+        let mut b = WriteBatch::new();
+        ks::put(
+            &mut b,
+            &mk,
+            &ks::str_value(&new),
+            cur.and_then(|r| r.deadline),
+        );
+        Some(b)
+    })?;
+    match err {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
 /// Applies counter deltas to one key in one atomic read-modify-write and writes one reply
 /// per delta, as if the commands ran one after another (a failing one leaves the value as
 /// it was, like in Redis).
@@ -219,8 +411,7 @@ pub(super) fn counter_run(
     deltas: &[Result<i64, &'static str>],
 ) -> Result<(), CmdError> {
     let mut results: Vec<Result<i64, &'static str>> = Vec::new();
-    let wopts = ctx.wopts();
-    ctx.shared.db.update_opt(key, &wopts, |cur| {
+    modify_string(ctx, key, |cur| {
         let mut value = match cur {
             None => Some(0),
             Some(v) => parse_int(v),
@@ -242,8 +433,8 @@ pub(super) fn counter_run(
             results.push(r);
         }
         match value {
-            Some(n) if changed => Update::Put(n.to_string().into_bytes()),
-            _ => Update::Keep,
+            Some(n) if changed => Some(n.to_string().into_bytes()),
+            _ => None,
         }
     })?;
     for r in &results {
@@ -268,33 +459,201 @@ pub(super) fn counter(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(Flow::Continue)
 }
 
+/// Parses a float argument or stored value as Redis does (no spaces, no NaN).
+pub(super) fn parse_float(s: &[u8]) -> Option<f64> {
+    let t = std::str::from_utf8(s).ok()?;
+    if t.is_empty()
+        || t.starts_with(|c: char| c.is_ascii_whitespace())
+        || t.ends_with(|c: char| c.is_ascii_whitespace())
+    {
+        return None;
+    }
+    let v: f64 = t.parse().ok()?;
+    (!v.is_nan()).then_some(v)
+}
+
+/// Formats a float the way INCRBYFLOAT replies: the shortest decimal that reads back as
+/// the same number, without an exponent or trailing zeros.
+pub(super) fn format_float(v: f64) -> String {
+    let s = format!("{v}");
+    if s == "-0" {
+        "0".into()
+    } else {
+        s
+    }
+}
+
+pub(super) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let incr = parse_float(&args[2]).ok_or_else(|| CmdError::err("value is not a valid float"))?;
+    let mut res: Result<String, &'static str> = Err("");
+    modify_string(ctx, &args[1], |cur| {
+        let old = match cur {
+            None => 0.0,
+            Some(v) => match parse_float(v) {
+                Some(x) => x,
+                None => {
+                    res = Err("value is not a valid float");
+                    return None;
+                }
+            },
+        };
+        let new = old + incr;
+        if !new.is_finite() {
+            res = Err("increment would produce NaN or Infinity");
+            return None;
+        }
+        let s = format_float(new);
+        res = Ok(s.clone());
+        Some(s.into_bytes())
+    })?;
+    match res {
+        Ok(s) => ctx.out.bulk(s.as_bytes()),
+        Err(e) => return Err(CmdError::err(e)),
+    }
+    Ok(Flow::Continue)
+}
+
 pub(super) fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let suffix = &args[2];
     let max = ctx.shared.config.limits.max_bulk;
     let mut too_big = false;
-    let wopts = ctx.wopts();
-    let new = ctx.shared.db.rmw_opt(&args[1], &wopts, |cur| {
+    let mut len = 0usize;
+    modify_string(ctx, &args[1], |cur| {
         let old = cur.unwrap_or_default();
         too_big = old.len().saturating_add(suffix.len()) > max;
         if too_big {
-            return cur.map(<[u8]>::to_vec);
+            return None;
         }
         let mut v = Vec::with_capacity(old.len() + suffix.len());
         v.extend_from_slice(old);
         v.extend_from_slice(suffix);
+        len = v.len();
         Some(v)
     })?;
     if too_big {
-        return Err(CmdError::err(
-            "string exceeds maximum allowed size (proto-max-bulk-len)",
-        ));
+        return Err(CmdError::err(TOO_BIG));
     }
-    ctx.out.int(new.map_or(0, |v| v.len()) as i64);
+    ctx.out.int(len as i64);
     Ok(Flow::Continue)
 }
 
 pub(super) fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let v = ctx.shared.db.get(&args[1])?;
-    ctx.out.int(v.map_or(0, |v| v.len()) as i64);
+    let rec = ks::get(&ctx.shared.db, &args[1], &tierkv::ReadOptions::new())?;
+    let n = match &rec {
+        Some(r) => r.string()?.len(),
+        None => 0,
+    };
+    ctx.out.int(n as i64);
+    Ok(Flow::Continue)
+}
+
+/// GETRANGE key start end (Redis 7's index rules: negative from the end, clamped).
+pub(super) fn getrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let start = super::int_arg(&args[2])?;
+    let end = super::int_arg(&args[3])?;
+    let rec = ks::get(&ctx.shared.db, &args[1], &tierkv::ReadOptions::new())?;
+    let s = match &rec {
+        Some(r) => r.string()?,
+        None => &[][..],
+    };
+    let len = s.len() as i64;
+    if start < 0 && end < 0 && start > end {
+        ctx.out.bulk(b"");
+        return Ok(Flow::Continue);
+    }
+    let mut start = if start < 0 { len + start } else { start };
+    let mut end = if end < 0 { len + end } else { end };
+    start = start.max(0);
+    end = end.max(0);
+    if end >= len {
+        end = len - 1;
+    }
+    if start > end || len == 0 {
+        ctx.out.bulk(b"");
+    } else {
+        ctx.out.bulk(&s[start as usize..=end as usize]);
+    }
+    Ok(Flow::Continue)
+}
+
+/// SETRANGE key offset value: overwrites from `offset`, zero-padding; bounded by the
+/// largest value the server accepts.
+pub(super) fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let offset = super::int_arg(&args[2])?;
+    if offset < 0 {
+        return Err(CmdError::err("offset is out of range"));
+    }
+    let value = &args[3];
+    let max = ctx.shared.config.limits.max_bulk as u64;
+    if !value.is_empty() && (offset as u64).saturating_add(value.len() as u64) > max {
+        return Err(CmdError::err(TOO_BIG));
+    }
+    let offset = offset as usize;
+    let mut len = 0usize;
+    modify_string(ctx, &args[1], |cur| {
+        let old = cur.unwrap_or_default();
+        len = old.len();
+        if value.is_empty() {
+            // Nothing to write (and an absent key is not created).
+            return None;
+        }
+        let mut v = old.to_vec();
+        if v.len() < offset + value.len() {
+            v.resize(offset + value.len(), 0);
+        }
+        v[offset..offset + value.len()].copy_from_slice(value);
+        len = v.len();
+        Some(v)
+    })?;
+    ctx.out.int(len as i64);
+    Ok(Flow::Continue)
+}
+
+/// GETEX key [EX s | PX ms | EXAT ts | PXAT ts | PERSIST]: the string, and its deadline
+/// changed in the same atomic step.
+pub(super) fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    // None: leave the deadline; Some(None): PERSIST; Some(Some(d)): new deadline.
+    let mut change: Option<Option<u64>> = None;
+    let mut i = 2;
+    while i < args.len() {
+        let opt = args[i].to_ascii_uppercase();
+        if opt == b"PERSIST" && change.is_none() {
+            change = Some(None);
+        } else if let (Some(e), true, true) =
+            (ExpireOpt::parse(&opt), change.is_none(), i + 1 < args.len())
+        {
+            change = Some(Some(parse_expire_option(
+                e,
+                &args[i + 1],
+                now_ms(ctx.shared),
+                "getex",
+            )?));
+            i += 1;
+        } else {
+            return Err(CmdError::err(SYNTAX));
+        }
+        i += 1;
+    }
+    let mk = ks::meta_key(&args[1]);
+    let mut res: Result<Option<Vec<u8>>, CmdError> = Ok(None);
+    ks::transact(&ctx.shared.db, &ctx.wopts(), &[&mk], |cur| {
+        res = Ok(None);
+        let r = cur[0].as_ref()?;
+        match r.string() {
+            Ok(s) => res = Ok(Some(s.to_vec())),
+            Err(e) => {
+                res = Err(e);
+                return None;
+            }
+        }
+        let new_deadline = change?;
+        if new_deadline == r.deadline {
+            return None;
+        }
+        let mut b = WriteBatch::new();
+        ks::put(&mut b, &mk, &r.raw, new_deadline);
+        Some(b)
+    })?;
+    ctx.out.opt_bulk_owned(res?);
     Ok(Flow::Continue)
 }

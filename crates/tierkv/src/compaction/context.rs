@@ -20,6 +20,8 @@ pub struct JobOutput {
     pub bytes_written: u64,
     /// Entries dropped (shadowed versions and obsolete tombstones).
     pub entries_dropped: u64,
+    /// Expired records rewritten as tombstones or dropped.
+    pub expired_removed: u64,
     /// Key and value bytes kept on the last fast level by retention.
     pub retained_bytes: u64,
     /// Key and value bytes of promotion-cache records written to the last fast level.
@@ -51,4 +53,7 @@ pub struct JobContext<'a> {
     pub spill_to_slow: bool,
     /// Copy untouched data blocks verbatim (see the module comment).
     pub block_reuse: bool,
+    /// The time of expiry for this job (`Options::clock`, read once at its start): a
+    /// record whose deadline is at or before it has expired (`crate::expiry`).
+    pub now: u64,
 }

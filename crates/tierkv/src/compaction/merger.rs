@@ -6,7 +6,7 @@
 use super::context::{JobContext, JobOutput};
 use super::output::Sink;
 use super::routing::HotRouter;
-use super::stream::VersionStream;
+use super::stream::{tombstone_for, VersionStream};
 use super::Compaction;
 use crate::key::{make_internal_key, parse_internal_key, ParsedKey, ValueKind};
 use crate::{Error, Result};
@@ -44,7 +44,7 @@ impl<'a, 's> Merger<'a, 's> {
             out,
             router: ctx.hot.as_ref().map(HotRouter::new).transpose()?,
             promoted: 0,
-            versions: VersionStream::new(ctx.smallest_snapshot),
+            versions: VersionStream::new(ctx.smallest_snapshot, ctx.now),
             keep_on_fast: false,
             block_keys: Vec::new(),
         })
@@ -86,11 +86,21 @@ impl<'a, 's> Merger<'a, 's> {
     fn write_promoted_before(&mut self, bound: Option<&[u8]>) -> Result<()> {
         if let Some(r) = self.router.as_mut() {
             for (k, rec) in r.promotable_before(bound)? {
-                self.fast.add(
-                    self.ctx,
-                    &make_internal_key(&k, rec.seq, ValueKind::Value),
-                    &rec.value,
-                )?;
+                match rec.deadline {
+                    None => self.fast.add(
+                        self.ctx,
+                        &make_internal_key(&k, rec.seq, ValueKind::Value),
+                        &rec.value,
+                    )?,
+                    // Expired records are never promoted: the slow tier's copy is this
+                    // compaction's input or deeper, where the filter handles it.
+                    Some(d) if d <= self.ctx.now => continue,
+                    Some(d) => self.fast.add(
+                        self.ctx,
+                        &make_internal_key(&k, rec.seq, ValueKind::Expiring),
+                        &crate::expiry::encode_expiring(d, &rec.value),
+                    )?,
+                }
                 self.promoted += (k.len() + rec.value.len()) as u64;
             }
         }
@@ -98,12 +108,29 @@ impl<'a, 's> Merger<'a, 's> {
     }
 
     /// The next entry of the merge, in internal-key order.
+    /// An expired record is handled as the tombstone it reads as (`super::stream`), and
+    /// a key whose newest version has expired is never retained on the fast tier.
     pub(super) fn add_entry(&mut self, ikey: &[u8], value: &[u8]) -> Result<()> {
         let parsed = parse_internal_key(ikey).ok_or_else(|| self.malformed())?;
-        let step = self.versions.step(&parsed);
+        let step = self.versions.step(&parsed, value);
         if step.new_user_key {
             self.start_user_key(parsed.user_key)?;
+            if step.expired {
+                self.keep_on_fast = false;
+            }
         }
+        let tombstone;
+        let (ikey, value, parsed) = if step.expired && !step.hidden {
+            self.out.expired_removed += 1;
+            tombstone = tombstone_for(&parsed);
+            let as_deletion = ParsedKey {
+                kind: ValueKind::Delete,
+                ..parsed
+            };
+            (&tombstone[..], &b""[..], as_deletion)
+        } else {
+            (ikey, value, parsed)
+        };
         if step.hidden || self.dead_tombstone(&parsed) {
             self.out.entries_dropped += 1;
         } else if self.keep_on_fast {

@@ -48,7 +48,9 @@ impl Compaction {
     /// True when the single input can be re-linked to the output level without rewriting:
     /// nothing overlaps it there and it stays on the same tier.
     pub fn is_trivial_move(&self) -> bool {
-        self.inputs.len() == 1
+        // A compaction of a level into itself (the expiry sweep's rewrite) must rewrite.
+        self.level != self.output_level
+            && self.inputs.len() == 1
             && self.output_inputs.is_empty()
             && self.inputs[0].tier == self.output_tier
     }
@@ -72,7 +74,11 @@ impl Compaction {
         let files: Vec<Arc<FileMeta>> = self.all_inputs().cloned().collect();
         let (lo, hi) = picker::key_range(&files)?;
         Some(RangeClaim {
-            levels: picker::written_levels(layout, self.level),
+            levels: if self.output_level == self.level {
+                [self.level, self.level]
+            } else {
+                picker::written_levels(layout, self.level)
+            },
             lo,
             hi,
         })

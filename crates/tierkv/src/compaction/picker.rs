@@ -13,6 +13,13 @@
 //! densest overlap) wins: fewer files claimed and rewritten on the slow disk per compaction,
 //! a narrower range taken from the promotion cache, for the same bytes demoted per byte
 //! written.
+//!
+//! The expiry sweep comes last, when no level needs work ([`pick_expired`]): the table
+//! whose estimated expired share (`FileExpiry::estimated_expired`, from the count and
+//! deadline range the manifest copies from its properties) is highest and at least
+//! `CompactionOptions::expired_share_trigger`. Like Redis sampling keys that have a TTL,
+//! it never reads the slow tier to find expired data; the compaction's filter
+//! (`super::stream`) does the removing.
 
 use super::{Compaction, RangeClaim};
 use crate::env::Tier;
@@ -139,6 +146,7 @@ pub fn pick(
             order.insert(0, last_fast);
         }
     }
+    let urgent = !order.is_empty();
     for level in order {
         let hot_here = hot.filter(|h| h.level == level);
         if hot_here.is_some_and(|h| h.saturated) {
@@ -164,7 +172,78 @@ pub fn pick(
             return Some(c);
         }
     }
-    None
+    if urgent {
+        return None;
+    }
+    let c = pick_expired(v, opts, running)?;
+    c.claim();
+    Some(c)
+}
+
+/// The reason the expiry sweep gives its compactions.
+pub const EXPIRY_REASON: &str = "expired share";
+
+/// The expiry sweep's choice (see the module comment): the unclaimed table with the
+/// highest estimated expired share at or above the trigger. An L0 table takes the usual
+/// L0 compaction; a table that overlaps files of the level below goes down one level with
+/// them; any other (the last level's, or one with nothing right below) is rewritten in
+/// place. Either way its expired records become tombstones, dropped where nothing deeper
+/// holds their key and every snapshot sees them.
+pub fn pick_expired(v: &Version, opts: &Options, running: &[RangeClaim]) -> Option<Compaction> {
+    let trigger = opts.compaction.expired_share_trigger;
+    if trigger > 1.0 {
+        return None;
+    }
+    let now = opts.clock.now_ms();
+    let mut best: Option<(f64, usize, Arc<FileMeta>)> = None;
+    for (level, f) in v.all_files() {
+        if f.info.expiry.count == 0 || f.being_compacted.load(Relaxed) {
+            continue;
+        }
+        let share = f.info.expiry.estimated_expired(now) as f64 / f.info.num_entries.max(1) as f64;
+        if share > 0.0 && share >= trigger && best.as_ref().is_none_or(|(s, _, _)| share > *s) {
+            best = Some((share, level, f.clone()));
+        }
+    }
+    let (_, level, f) = best?;
+    if level == 0 {
+        return pick_level0(v, running).map(|c| Compaction {
+            reason: EXPIRY_REASON,
+            ..c
+        });
+    }
+    let (lo, hi) = (user_key(f.smallest()), user_key(f.largest()));
+    let below = match v.levels.get(level + 1) {
+        Some(_) => v.overlapping(level + 1, Some(lo), Some(hi)),
+        None => Vec::new(),
+    };
+    let inputs = vec![f];
+    // Nothing overlapping right below: a move down would be a trivial move that removes
+    // nothing, so the table is rewritten in place.
+    let (output_level, output_inputs) = if below.is_empty() {
+        (level, below)
+    } else {
+        (level + 1, below)
+    };
+    if claimed(&output_inputs) {
+        return None;
+    }
+    let c = Compaction {
+        level,
+        output_level,
+        inputs,
+        output_inputs,
+        output_tier: v.layout.tiers[output_level],
+        reason: EXPIRY_REASON,
+    };
+    let claim = c.range_claim(&v.layout)?;
+    if running
+        .iter()
+        .any(|r| r.conflicts(claim.levels, &claim.lo, &claim.hi))
+    {
+        return None;
+    }
+    Some(c)
 }
 
 /// L0 -> L1: every L0 file (they overlap each other) plus the L1 files they overlap.
@@ -347,6 +426,39 @@ fn pick_boundary(
 
 /// Claims a compaction of `level`'s files overlapping `[lo, hi]` into the next level
 /// (manual compaction). `None` if nothing overlaps or a file is already claimed.
+/// The files of `level` (not L0) overlapping `[lo, hi]` that hold an expired record at
+/// `now` by their properties, rewritten in place: a manual compaction's last step, so that
+/// no expired data stays in the deepest level it leaves untouched otherwise.
+pub fn pick_expired_in_place(
+    v: &Version,
+    level: usize,
+    lo: Option<&[u8]>,
+    hi: Option<&[u8]>,
+    now: u64,
+) -> Option<Compaction> {
+    if level == 0 {
+        return None;
+    }
+    let inputs: Vec<Arc<FileMeta>> = v
+        .overlapping(level, lo, hi)
+        .into_iter()
+        .filter(|f| f.info.expiry.estimated_expired(now) > 0)
+        .collect();
+    if inputs.is_empty() || claimed(&inputs) {
+        return None;
+    }
+    let c = Compaction {
+        level,
+        output_level: level,
+        inputs,
+        output_inputs: Vec::new(),
+        output_tier: v.layout.tiers[level],
+        reason: EXPIRY_REASON,
+    };
+    c.claim();
+    Some(c)
+}
+
 pub fn pick_range(
     v: &Version,
     level: usize,

@@ -4,8 +4,11 @@
 //! key, none of them a tombstone the merge would drop, and none routed to the fast tier by
 //! retention or interleaved with a promoted record, the block is appended to the output as
 //! it is stored (compressed bytes and trailer) instead of being decoded and re-encoded.
+//! A block holding an expired record is never copied: the record must become a tombstone
+//! or go (`super::stream`).
 //! Everything else goes entry by entry exactly as without reuse, through the same
-//! decisions (`super::merger::Merger`).
+//! decisions (`super::merger::Merger`). A block holding more than twice the output's
+//! `block_records` entries is re-encoded too (it was cut for a larger read unit).
 
 use super::context::JobContext;
 use super::merger::Merger;
@@ -54,7 +57,10 @@ impl Merger<'_, '_> {
                 ok = false;
                 break;
             };
-            if keys.last().is_some_and(|p| p.as_slice() >= k.user_key) || self.dead_tombstone(&k) {
+            if keys.last().is_some_and(|p| p.as_slice() >= k.user_key)
+                || self.dead_tombstone(&k)
+                || self.versions.is_expired(k.kind, it.value())
+            {
                 ok = false;
                 break;
             }
@@ -70,6 +76,13 @@ impl Merger<'_, '_> {
         // (Its index key must be its last key; a table where it is not is left to the
         // entry path.)
         ok &= last_ikey_matches;
+        // A block cut for a larger read unit (written before `block_records`, or under a
+        // larger setting) is re-encoded, so the output's point reads move what it asks for.
+        ok &= self
+            .ctx
+            .table_options
+            .block_records
+            .is_none_or(|n| keys.len() <= 2 * n.max(1));
         let reused = ok && self.reuse_checked(raw, &keys, next_other, bytes_in, last_seq)?;
         self.block_keys = keys;
         Ok(reused)

@@ -6,7 +6,7 @@ use super::stats::Counters;
 use super::{promote, DbInner, State};
 use crate::cache::FlushedKey;
 use crate::compaction::job::{self, HotRouting, JobContext};
-use crate::compaction::stream::VersionStream;
+use crate::compaction::stream::{tombstone_for, VersionStream};
 use crate::compaction::{picker, Compaction};
 use crate::env::{Env, IoCause, Tier};
 use crate::iter::InternalIterator;
@@ -95,7 +95,20 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 }
             }
         }
-        inner.bg_cv.wait(&mut st);
+        // While tables hold expiring records, time alone can make a table worth sweeping:
+        // wake to let the picker look even if nothing else happens.
+        let expiring = st
+            .versions
+            .current()
+            .all_files()
+            .any(|(_, f)| f.info.expiry.count > 0);
+        if expiring && inner.opts.compaction.expired_share_trigger <= 1.0 {
+            inner
+                .bg_cv
+                .wait_for(&mut st, inner.opts.compaction.expiry_check_interval);
+        } else {
+            inner.bg_cv.wait(&mut st);
+        }
     }
 }
 
@@ -195,21 +208,29 @@ fn write_table_on(
     let mut builder = TableBuilder::new(file, opts.table_options());
     let mut it = mem.iter();
     let mut dropped = 0u64;
+    let mut expired = 0u64;
     let built = (|| {
         it.seek_to_first()?;
         // The newest version of each key is always kept, so a non-empty memtable never
-        // yields an empty table.
-        let mut versions = VersionStream::new(smallest_snapshot);
+        // yields an empty table. An expired record is kept as a tombstone (older versions
+        // may lie in the tables).
+        let mut versions = VersionStream::new(smallest_snapshot, opts.clock.now_ms());
         while it.valid() {
-            let hidden = match parse_internal_key(it.key()) {
-                Some(k) => versions.step(&k).hidden,
+            let (hidden, tombstone) = match parse_internal_key(it.key()) {
+                Some(k) => {
+                    let step = versions.step(&k, it.value());
+                    (step.hidden, step.expired.then(|| tombstone_for(&k)))
+                }
                 None => {
                     versions.reset();
-                    false
+                    (false, None)
                 }
             };
             if hidden {
                 dropped += 1;
+            } else if let Some(t) = tombstone {
+                expired += 1;
+                builder.add(&t, b"")?;
             } else {
                 builder.add(it.key(), it.value())?;
             }
@@ -221,6 +242,7 @@ fn write_table_on(
         Ok(info) => {
             Counters::add(&counters.flush_bytes_written, info.file_size);
             Counters::add(&counters.flush_entries_dropped, dropped);
+            Counters::add(&counters.expired_entries_removed, expired);
             Ok(Some(NewFile::from_table(0, number, tier, info)))
         }
         Err(e) => {
@@ -366,6 +388,7 @@ pub(crate) fn run_compaction(
         hot,
         spill_to_slow: false,
         block_reuse: inner.opts.compaction.block_reuse,
+        now: inner.opts.clock.now_ms(),
     };
     let result = match job::run(c, &ctx) {
         Err(e) if e.is_no_space() && !inner.env.is_single_dir() => {
@@ -427,6 +450,10 @@ pub(crate) fn run_compaction(
     Counters::add(&k.compaction_level_read[c.level], out.bytes_read);
     Counters::add(&k.compaction_level_written[c.level], out.bytes_written);
     Counters::add(&k.compaction_entries_dropped, out.entries_dropped);
+    Counters::add(&k.expired_entries_removed, out.expired_removed);
+    if c.reason == picker::EXPIRY_REASON {
+        Counters::add(&k.expiry_compactions, 1);
+    }
     Counters::add(&k.retained_bytes, out.retained_bytes);
     Counters::add(&k.promoted_by_compaction_bytes, out.promoted_bytes);
     Counters::add(&k.compaction_blocks_reused, out.blocks.copied_blocks);
@@ -549,6 +576,13 @@ pub(crate) fn compact_range(
             if let Some(c) = picker::pick_range(&v, level, from, to) {
                 run_compaction(inner, &c, &v)?;
             }
+        }
+        // The deepest level is not compacted above: rewrite its tables that hold expired
+        // records, so that after a manual compaction no expired data is left on disk.
+        let v = inner.state.lock().versions.current();
+        let now = inner.opts.clock.now_ms();
+        if let Some(c) = picker::pick_expired_in_place(&v, deepest, from, to, now) {
+            run_compaction(inner, &c, &v)?;
         }
         Ok(())
     })();

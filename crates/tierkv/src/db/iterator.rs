@@ -59,7 +59,8 @@ pub(crate) fn new_iterator(db: &DbInner, ropts: &ReadOptions) -> Result<DbIterat
             seq,
             ropts.lower_bound.clone(),
             ropts.upper_bound.clone(),
-        ),
+        )
+        .with_clock(db.opts.clock.clone()),
         _sv: sv,
     })
 }
@@ -110,5 +111,12 @@ impl DbIterator {
     /// The current value. Requires `valid()`.
     pub fn value(&self) -> &[u8] {
         self.inner.value()
+    }
+
+    /// The current entry's deadline (milliseconds since the UNIX epoch), if it expires.
+    /// Requires `valid()`. Records whose deadline has passed (at the time of the last
+    /// seek) are never shown.
+    pub fn deadline(&self) -> Option<u64> {
+        self.inner.deadline()
     }
 }

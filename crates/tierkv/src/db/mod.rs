@@ -28,6 +28,7 @@ pub use write::Update;
 
 use crate::batch::WriteBatch;
 use crate::env::{Env, IoCause, Tier};
+use crate::expiry::{Entry, EntryRef};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::HotTracker;
 use crate::key::SeqNo;
@@ -181,6 +182,22 @@ impl Db {
 
     /// Reads `key` with options (e.g. at a snapshot).
     pub fn get_opt(&self, key: impl AsRef<[u8]>, ropts: &ReadOptions) -> Result<Option<Vec<u8>>> {
+        Ok(self.inner.get(key.as_ref(), ropts)?.map(|e| e.value))
+    }
+
+    /// Reads the latest value of `key` with its deadline (`None`: it never expires). A
+    /// record whose deadline has passed reads as absent, as with [`Db::get`].
+    pub fn get_entry(&self, key: impl AsRef<[u8]>) -> Result<Option<Entry>> {
+        self.get_entry_opt(key, &ReadOptions::new())
+    }
+
+    /// [`Db::get_entry`] with options (e.g. at a snapshot: expiry is by time, not by
+    /// sequence number, so a snapshot read does not see a record that has expired since).
+    pub fn get_entry_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        ropts: &ReadOptions,
+    ) -> Result<Option<Entry>> {
         self.inner.get(key.as_ref(), ropts)
     }
 
@@ -204,16 +221,50 @@ impl Db {
         self.multi_get_opt(keys, &ReadOptions::new())
     }
 
-    /// [`Db::multi_get`] with options (e.g. at a snapshot).
+    /// [`Db::multi_get`] with options (e.g. at a snapshot). Expiry is as with
+    /// [`Db::get_opt`]: the batch reads the clock once, and a key whose deadline is at or
+    /// before that time reads as absent.
     pub fn multi_get_opt<K: AsRef<[u8]>>(
         &self,
         keys: &[K],
         ropts: &ReadOptions,
     ) -> Vec<Result<Option<Vec<u8>>>> {
-        self.inner.multi_get(&self.readers, keys, ropts)
+        self.inner
+            .multi_get(&self.readers, keys, ropts)
+            .into_iter()
+            .map(|answer| answer.map(|entry| entry.map(|e| e.value)))
+            .collect()
     }
 
-    /// Writes one key.
+    /// Writes one key that expires at `deadline_ms` (milliseconds since the UNIX epoch, as
+    /// [`Options::clock`](crate::Options::clock) reads): once the clock reaches it, every
+    /// read (gets, iterators, snapshots, read-modify-writes) sees the key as deleted, and
+    /// flushes and compactions rewrite the record as a tombstone or drop it. A deadline
+    /// already past is accepted (the key reads as absent). A later plain [`Db::put`]
+    /// clears the deadline.
+    pub fn put_expiring(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        deadline_ms: u64,
+    ) -> Result<()> {
+        self.put_expiring_opt(key, value, deadline_ms, &WriteOptions::default())
+    }
+
+    /// [`Db::put_expiring`] with write options (e.g. `sync`).
+    pub fn put_expiring_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        value: impl AsRef<[u8]>,
+        deadline_ms: u64,
+        wopts: &WriteOptions,
+    ) -> Result<()> {
+        let mut b = WriteBatch::new();
+        b.put_expiring(key, value, deadline_ms);
+        self.write_opt(b, wopts)
+    }
+
+    /// Writes one key (a plain put: any deadline the key had is cleared).
     pub fn put(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) -> Result<()> {
         let mut b = WriteBatch::new();
         b.put(key, value);
@@ -309,16 +360,59 @@ impl Db {
         &self,
         key: impl AsRef<[u8]>,
         wopts: &WriteOptions,
-        f: impl FnMut(Option<&[u8]>) -> Update,
+        mut f: impl FnMut(Option<&[u8]>) -> Update,
+    ) -> Result<Option<Vec<u8>>> {
+        self.inner
+            .update(key.as_ref(), wopts.sync, |old| f(old.map(|e| e.value)))
+    }
+
+    /// [`Db::update`] whose closure also sees the current record's deadline, so that it
+    /// can keep it ([`Update::PutExpiring`] with the same deadline, as Redis's `INCR`
+    /// keeps a key's TTL) or change it. An expired record is absent (`None`). Returns the
+    /// key's value afterwards.
+    pub fn update_entry(
+        &self,
+        key: impl AsRef<[u8]>,
+        f: impl FnMut(Option<EntryRef<'_>>) -> Update,
+    ) -> Result<Option<Vec<u8>>> {
+        self.update_entry_opt(key, &WriteOptions::default(), f)
+    }
+
+    /// [`Db::update_entry`] with write options (e.g. `sync`).
+    pub fn update_entry_opt(
+        &self,
+        key: impl AsRef<[u8]>,
+        wopts: &WriteOptions,
+        f: impl FnMut(Option<EntryRef<'_>>) -> Update,
     ) -> Result<Option<Vec<u8>>> {
         self.inner.update(key.as_ref(), wopts.sync, f)
+    }
+
+    /// Multi-key read-modify-write (a small optimistic transaction): reads the current
+    /// records of `keys` (value and deadline; an expired one reads as absent), calls `f`
+    /// with them, and applies the batch `f` returns only if
+    /// none of `keys` was written since the read, retrying otherwise (so `f` may run more
+    /// than once and should be pure). The batch may write any keys, read or not; `f`
+    /// returning `None` writes nothing. Atomic with respect to every other write, like
+    /// [`Db::update`]. Returns whether a batch was applied. What a server needs for a
+    /// value spread over several records (a hash's metadata and fields) or a command on
+    /// several keys (RENAME, MSETNX).
+    pub fn update_many(
+        &self,
+        keys: &[&[u8]],
+        wopts: &WriteOptions,
+        f: impl FnMut(&[Option<Entry>]) -> Option<WriteBatch>,
+    ) -> Result<bool> {
+        self.inner.update_many(keys, wopts.sync, f)
     }
 
     /// Combines `operand` with the current value of `key` through the configured
     /// [`Options::merge_operator`](crate::Options::merge_operator), atomically (as
     /// [`Db::update`]): concurrent merges never lose an update. Returns the new value. An
     /// operand the operator rejects leaves the key unchanged and returns
-    /// [`Error::InvalidArgument`].
+    /// [`Error::InvalidArgument`]. A merge onto an expired record is a merge onto an
+    /// absent key; a merge onto a live expiring record keeps its deadline (as Redis's
+    /// `INCRBY` and `APPEND` keep a key's TTL).
     ///
     /// ```no_run
     /// # use std::sync::Arc;
@@ -336,14 +430,19 @@ impl Db {
         })?;
         let key = key.as_ref();
         let mut rejected = None;
-        let new = self.update(key, |old| match op.merge(key, old, operand.as_ref()) {
-            Ok(v) => {
-                rejected = None;
-                Update::Put(v)
-            }
-            Err(why) => {
-                rejected = Some(why);
-                Update::Keep
+        let new = self.update_entry(key, |old| {
+            match op.merge(key, old.map(|e| e.value), operand.as_ref()) {
+                Ok(v) => {
+                    rejected = None;
+                    match old.and_then(|e| e.deadline) {
+                        Some(d) => Update::PutExpiring(v, d),
+                        None => Update::Put(v),
+                    }
+                }
+                Err(why) => {
+                    rejected = Some(why);
+                    Update::Keep
+                }
             }
         })?;
         match rejected {

@@ -2,11 +2,11 @@
 //! batch's disk reads in flight for one caller.
 //!
 //! A batch takes one read point (sequence number, SuperVersion, cache fence, promotion
-//! epoch) for all its keys, resolves every key it can without I/O (memtables, point
-//! caches) on the caller's thread, and hands the keys that need table reads to the pool,
-//! whose workers each run the ordinary per-key disk stages (`read.rs`). The caller runs one
-//! of them itself meanwhile. The queue depth the disk sees is then up to the pool's size
-//! per caller instead of one.
+//! epoch, time of expiry) for all its keys, resolves every key it can without I/O
+//! (memtables, point caches) on the caller's thread, and hands the keys that need table
+//! reads to the pool, whose workers each run the ordinary per-key disk stages (`read.rs`).
+//! The caller runs one of them itself meanwhile. The queue depth the disk sees is then up
+//! to the pool's size per caller instead of one.
 //!
 //! Nothing waits forever: every job owns a sender of its answer, so a job the pool drops
 //! unrun (the pool stopping) or a worker that panics closes its sender, and the caller's
@@ -14,6 +14,7 @@
 
 use super::read::{PendingKey, ReadPoint};
 use super::{DbInner, SuperVersion};
+use crate::expiry::Entry;
 use crate::options::ReadOptions;
 use crate::{Error, Result};
 use parking_lot::Mutex;
@@ -96,13 +97,15 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>) {
 }
 
 impl DbInner {
-    /// Reads every key of `keys` at one read point; one answer per key, in order.
+    /// Reads every key of `keys` at one read point (one sequence number, SuperVersion and
+    /// time of expiry for the batch); one answer per key, in order, with its deadline as
+    /// [`DbInner::get`] gives it.
     pub(super) fn multi_get<K: AsRef<[u8]>>(
         self: &Arc<Self>,
         pool: &ReaderPool,
         keys: &[K],
         ropts: &ReadOptions,
-    ) -> Vec<Result<Option<Vec<u8>>>> {
+    ) -> Vec<Result<Option<Entry>>> {
         let (at, sv) = match self.start_read(ropts) {
             Ok(view) => view,
             Err(e) => {
@@ -118,7 +121,7 @@ impl DbInner {
             }
         };
         let sv: Arc<SuperVersion> = arc_swap::Guard::into_inner(sv);
-        let mut out: Vec<Option<Result<Option<Vec<u8>>>>> = Vec::with_capacity(keys.len());
+        let mut out: Vec<Option<Result<Option<Entry>>>> = Vec::with_capacity(keys.len());
         let mut pending = Vec::new();
         for (i, key) in keys.iter().enumerate() {
             match self.get_inline_for_batch(i, key.as_ref(), &sv, at) {
@@ -156,9 +159,9 @@ impl DbInner {
         sv: &Arc<SuperVersion>,
         at: ReadPoint,
         pending: Vec<PendingKey>,
-        out: &mut [Option<Result<Option<Vec<u8>>>>],
+        out: &mut [Option<Result<Option<Entry>>>],
     ) {
-        let (answers, rx) = mpsc::channel::<(usize, Result<Option<Vec<u8>>>)>();
+        let (answers, rx) = mpsc::channel::<(usize, Result<Option<Entry>>)>();
         let mut pending = pending.into_iter();
         let mine = pending.next();
         let mut queued = 0usize;

@@ -408,7 +408,7 @@ fn replay_wals(env: &Arc<Env>, opts: &Options, versions: &mut VersionSet) -> Res
             });
             let mut seq = batch.seq;
             for e in batch.entries() {
-                mem.add(seq, e.kind, e.key, e.value);
+                mem.add(seq, e.kind, e.key, e.stored_value());
                 seq += 1;
             }
             if batch.count > 0 {

@@ -30,8 +30,17 @@ impl DbInner {
     }
 
     /// Offers a record just read from the slow tier to the promotion cache (HotRAP §3.3).
-    /// Never blocks the reader beyond a try-lock (invariant 5, docs/DESIGN.md).
-    pub(crate) fn offer_for_promotion(&self, key: &[u8], value: &Bytes, seq: u64, epoch: u64) {
+    /// Never blocks the reader beyond a try-lock (invariant 5, docs/DESIGN.md). The caller
+    /// offers live records only; `deadline` goes with the record, so that it is checked
+    /// again when the record is read from the cache and before it is promoted.
+    pub(crate) fn offer_for_promotion(
+        &self,
+        key: &[u8],
+        value: &Bytes,
+        seq: u64,
+        deadline: Option<u64>,
+        epoch: u64,
+    ) {
         let limit = self.opts.promotion_cache_size();
         let inserted = if self.pc.mutable_size() >= 2 * limit {
             // The checker is behind (frozen tables at their cap): memory stays bounded
@@ -45,6 +54,7 @@ impl DbInner {
                 // value, invisible to the cache's charge and the memory budget).
                 value: Bytes::copy_from_slice(value),
                 seq,
+                deadline,
                 recorded: false,
             };
             // With a memory limit (the memory budget's share) every table together stays
@@ -117,8 +127,11 @@ pub(crate) fn run_checker(
     let check_epoch = inner.pc.read_epoch();
     let mut switched_seen = table.switched_count();
     let mut hot: Vec<(Bytes, PcRecord)> = Vec::new();
+    // Expired records are never promoted (they read as deletions; the slow tier's copy is
+    // rewritten as a tombstone or dropped by its next compaction).
+    let now = inner.opts.clock.now_ms();
     for (key, record) in table.records() {
-        if table.is_updated(&key) {
+        if table.is_updated(&key) || crate::expiry::is_expired(record.deadline, now) {
             continue;
         }
         tracker.record_cached_read(&key, &record)?;
@@ -221,8 +234,16 @@ fn write_promotion_file(
             .create_writable(Tier::Fast, &name, IoCause::Promotion)?;
         let mut builder = TableBuilder::new(file, inner.opts.table_options());
         for (key, record) in hot {
-            let ikey = make_internal_key(key, record.seq, ValueKind::Value);
-            builder.add(&ikey, &record.value)?;
+            match record.deadline {
+                None => {
+                    let ikey = make_internal_key(key, record.seq, ValueKind::Value);
+                    builder.add(&ikey, &record.value)?;
+                }
+                Some(d) => {
+                    let ikey = make_internal_key(key, record.seq, ValueKind::Expiring);
+                    builder.add(&ikey, &crate::expiry::encode_expiring(d, &record.value))?;
+                }
+            }
         }
         builder.finish()
     })();

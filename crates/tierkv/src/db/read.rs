@@ -11,11 +11,18 @@
 //!
 //! The levels split at the last fast level only while promotion runs (HotRAP's read order:
 //! fast levels, promotion cache, slow levels); otherwise every level is read in one pass.
+//!
+//! Expiry (`crate::expiry`): the read takes the time once (a `multi_get` batch once for
+//! all its keys, in its [`ReadPoint`]), and the first version found decides as before,
+//! an expired one answering "absent" (it hides older versions). The point caches never
+//! hold an expiring record (see [`DbInner::after_level_hit`]), so a cache hit needs no
+//! deadline check.
 
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
 use crate::cache::{key_hash, BlockPtr, Cache, PointLookup};
 use crate::env::{thread_read_count, IoCause, Tier};
+use crate::expiry::{is_expired, Entry};
 use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::MemGet;
 use crate::options::ReadOptions;
@@ -27,7 +34,15 @@ use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 /// A stage's verdict: `Some(answer)` ends the read, `None` goes on to the next stage.
-type Verdict = Option<Option<Vec<u8>>>;
+type Verdict = Option<Option<Entry>>;
+
+/// A live record without a deadline.
+fn plain(value: Vec<u8>) -> Entry {
+    Entry {
+        value,
+        deadline: None,
+    }
+}
 
 /// What a read fixes before looking anywhere, besides its SuperVersion: the same for
 /// every key of a [`DbInner::multi_get`] batch (one snapshot for the batch).
@@ -42,6 +57,9 @@ pub(super) struct ReadPoint {
     epoch: u64,
     /// A read of the latest state (no snapshot).
     latest: bool,
+    /// The time of the read (`Options::clock`, read once): records with a deadline at or
+    /// before it read as deleted.
+    now: u64,
 }
 
 /// What one read fixed before looking anywhere.
@@ -59,6 +77,8 @@ pub(super) struct Read<'a> {
     fence: u64,
     epoch: u64,
     latest: bool,
+    /// See [`ReadPoint`].
+    now: u64,
     /// Promotion runs (a hotness tracker exists).
     promoting: bool,
     /// The last level read before the promotion cache, and the last level.
@@ -71,7 +91,7 @@ pub(super) struct Read<'a> {
 /// How far the stages that never touch a disk (memtables, point caches) got with a key.
 pub(super) enum Inline {
     /// They answered.
-    Answer(Option<Vec<u8>>),
+    Answer(Option<Entry>),
     /// The KP cache names the block that holds the key's newest version.
     Pointer(BlockPtr),
     /// The table levels must be read.
@@ -89,8 +109,9 @@ pub(super) struct PendingKey {
 }
 
 impl DbInner {
-    /// Reads the newest version of `key` visible to `ropts`.
-    pub(super) fn get(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Vec<u8>>> {
+    /// Reads the newest version of `key` visible to `ropts`, with its deadline; an expired
+    /// record reads as absent.
+    pub(super) fn get(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Entry>> {
         Counters::add(&self.counters.gets, 1);
         let (at, sv) = self.start_read(ropts)?;
         let mut r = self.read_at(key, &sv, at);
@@ -109,7 +130,7 @@ impl DbInner {
         key: &[u8],
         sv: &SuperVersion,
         at: ReadPoint,
-    ) -> std::result::Result<Option<Vec<u8>>, PendingKey> {
+    ) -> std::result::Result<Option<Entry>, PendingKey> {
         Counters::add(&self.counters.gets, 1);
         let mut r = self.read_at(key, sv, at);
         let pointer = match self.get_inline(&mut r) {
@@ -134,7 +155,7 @@ impl DbInner {
         sv: &SuperVersion,
         at: ReadPoint,
         pending: &PendingKey,
-    ) -> Result<Option<Vec<u8>>> {
+    ) -> Result<Option<Entry>> {
         let mut r = self.read_at(key, sv, at);
         r.hash = pending.hash;
         r.warm = pending.warm;
@@ -150,11 +171,7 @@ impl DbInner {
     }
 
     /// Stages 2 (a KP pointer's block) to 6: everything that may read a disk.
-    fn get_from_disk(
-        &self,
-        r: &mut Read<'_>,
-        pointer: Option<BlockPtr>,
-    ) -> Result<Option<Vec<u8>>> {
+    fn get_from_disk(&self, r: &mut Read<'_>, pointer: Option<BlockPtr>) -> Result<Option<Entry>> {
         if let Some(p) = pointer {
             if let Some(answer) = self.follow_point_cache_pointer(r, p)? {
                 return Ok(answer);
@@ -163,8 +180,8 @@ impl DbInner {
         let reads_before = thread_read_count();
         let mut hit = self.get_from_levels(r, 0..=r.split)?;
         if hit.is_none() && r.promoting {
-            if let Some(value) = self.get_from_promotion_cache(r) {
-                return Ok(Some(value));
+            if let Some(answer) = self.get_from_promotion_cache(r) {
+                return Ok(answer);
             }
         }
         if hit.is_none() && r.split < r.last {
@@ -198,6 +215,7 @@ impl DbInner {
                 fence,
                 epoch,
                 latest,
+                now: self.opts.clock.now_ms(),
             },
             sv,
         ))
@@ -230,6 +248,7 @@ impl DbInner {
             split,
             last,
             warm: false,
+            now: at.now,
         }
     }
 
@@ -237,12 +256,18 @@ impl DbInner {
     fn get_from_memtables(&self, r: &Read<'_>) -> Verdict {
         for mem in std::iter::once(&r.sv.mem).chain(r.sv.imms.iter()) {
             match mem.get(r.key, r.seq) {
-                MemGet::Found(v) => {
+                MemGet::Found(v, deadline) => {
                     Counters::add(&self.counters.get_memtable, 1);
+                    if is_expired(deadline, r.now) {
+                        return Some(None);
+                    }
                     // A hot key that is also updated often must keep its score, or it
                     // would not be retained when its older versions move down.
                     self.record_access(r.key, v.len());
-                    return Some(Some(v.to_vec()));
+                    return Some(Some(Entry {
+                        value: v.to_vec(),
+                        deadline,
+                    }));
                 }
                 MemGet::Deleted => {
                     Counters::add(&self.counters.get_memtable, 1);
@@ -268,7 +293,7 @@ impl DbInner {
                     // Hotness must not fade because the cache answers.
                     self.record_access(r.key, v.len());
                 }
-                Inline::Answer(Some(v))
+                Inline::Answer(Some(plain(v)))
             }
             PointLookup::Pointer(p) => Inline::Pointer(p),
             PointLookup::Miss { warm } => {
@@ -302,10 +327,10 @@ impl DbInner {
             if (p.level as usize) <= self.layout.last_fast_level {
                 self.record_access(r.key, value.len());
             } else {
-                self.offer_for_promotion(r.key, &value, found_seq, r.epoch);
+                self.offer_for_promotion(r.key, &value, found_seq, None, r.epoch);
             }
         }
-        Ok(Some(Some(Vec::from(value))))
+        Ok(Some(Some(plain(Vec::from(value)))))
     }
 
     /// Stages 3 and 5: the table levels in `levels` (the fast ones, or the slow ones).
@@ -320,12 +345,16 @@ impl DbInner {
     }
 
     /// Stage 4: records read from the slow tier earlier and not yet promoted. A hit enters
-    /// the KV cache as a record of the first slow level (its table is there).
-    fn get_from_promotion_cache(&self, r: &Read<'_>) -> Option<Vec<u8>> {
+    /// the KV cache as a record of the first slow level (its table is there), unless it
+    /// expires; an expired one answers "absent" (it is the slow tier's newest version).
+    fn get_from_promotion_cache(&self, r: &Read<'_>) -> Verdict {
         let rec = self.pc.get(r.key, r.seq)?;
         Counters::add(&self.counters.get_promotion_cache, 1);
+        if is_expired(rec.deadline, r.now) {
+            return Some(None);
+        }
         self.record_access(r.key, rec.value.len());
-        if let Some(c) = r.cache {
+        if let (Some(c), None) = (r.cache, rec.deadline) {
             c.admit(
                 r.key,
                 r.hash,
@@ -336,7 +365,10 @@ impl DbInner {
                 r.fence,
             );
         }
-        Some(rec.value.to_vec())
+        Some(Some(Entry {
+            value: rec.value.to_vec(),
+            deadline: rec.deadline,
+        }))
     }
 
     /// Counts where a level hit came from: the block cache when no disk read happened,
@@ -351,12 +383,24 @@ impl DbInner {
     }
 
     /// Stage 6, after a level hit: a value is admitted to the point caches and its access
-    /// recorded (a fast level) or offered for promotion (a slow level).
-    fn after_level_hit(&self, r: &Read<'_>, hit: LevelHit) -> Option<Vec<u8>> {
+    /// recorded (a fast level) or offered for promotion (a slow level). An expired record
+    /// is a deletion: nothing is recorded, cached or offered.
+    ///
+    /// An expiring record never enters the point caches: their entries (a value, or a
+    /// block pointer the flush re-points) have no room for a deadline, and a cached
+    /// deadline would also have to be re-checked on every hit and by every flush that
+    /// updates the entry. Leaving such records out keeps the caches' invariant (an entry
+    /// is the newest version outside the memtables, and it is live) without a format
+    /// change; what it costs is that records with a TTL are read from their blocks (the
+    /// block cache still holds those).
+    fn after_level_hit(&self, r: &Read<'_>, hit: LevelHit) -> Option<Entry> {
         let LevelGet::Found(value) = hit.result else {
             return None;
         };
-        if let Some(c) = r.cache {
+        if is_expired(hit.deadline, r.now) {
+            return None;
+        }
+        if let (Some(c), None) = (r.cache, hit.deadline) {
             let ptr = BlockPtr {
                 file: hit.file,
                 level: hit.level.min(u8::MAX as usize) as u8,
@@ -373,16 +417,19 @@ impl DbInner {
             } else if r.latest {
                 // Only reads of the latest state may cache: a snapshot read may have
                 // returned a version that is no longer the newest.
-                self.offer_for_promotion(r.key, &value, hit.seq, r.epoch);
+                self.offer_for_promotion(r.key, &value, hit.seq, hit.deadline, r.epoch);
             }
         }
-        Some(Vec::from(value))
+        Some(Entry {
+            value: Vec::from(value),
+            deadline: hit.deadline,
+        })
     }
 
     /// Follows a KP cache pointer: the newest version of `key` in the block it names, if
     /// that file is still at the pointer's level in `version` and the block holds a value
-    /// of the key. `None` (a compaction moved the key, or it was deleted) sends the caller
-    /// back to the levels.
+    /// of the key. `None` (a compaction moved the key, it was deleted, or its newest
+    /// version expires: such records are not cached) sends the caller back to the levels.
     fn read_pointer(
         &self,
         version: &Version,

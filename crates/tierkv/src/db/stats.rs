@@ -36,6 +36,8 @@ pub(crate) struct Counters {
     pub compaction_level_read: [AtomicU64; MAX_LEVELS],
     pub compaction_level_written: [AtomicU64; MAX_LEVELS],
     pub compaction_entries_dropped: AtomicU64,
+    pub expired_entries_removed: AtomicU64,
+    pub expiry_compactions: AtomicU64,
     pub compaction_blocks_reused: AtomicU64,
     pub compaction_bytes_reused: AtomicU64,
     pub compaction_blocks_rewritten: AtomicU64,
@@ -187,6 +189,14 @@ pub struct DbStats {
     pub compaction_bytes_written: u64,
     /// Entries compactions dropped (shadowed versions, dead tombstones).
     pub compaction_entries_dropped: u64,
+    /// Expired records flushes and compactions rewrote as tombstones (or dropped with
+    /// the tombstone where it hid nothing).
+    pub expired_entries_removed: u64,
+    /// Compactions the expiry sweep picked (a table whose estimated expired share passed
+    /// `CompactionOptions::expired_share_trigger`).
+    pub expiry_compactions: u64,
+    /// Expiring records in the live tables (expired or not), from their properties.
+    pub expiring_entries: u64,
     /// Data blocks compactions copied from an input as stored (block reuse).
     pub compaction_blocks_reused: u64,
     /// Their bytes (trailers included).
@@ -379,6 +389,9 @@ impl DbInner {
             compaction_bytes_read: c.compaction_bytes_read.load(Relaxed),
             compaction_bytes_written: c.compaction_bytes_written.load(Relaxed),
             compaction_entries_dropped: c.compaction_entries_dropped.load(Relaxed),
+            expired_entries_removed: c.expired_entries_removed.load(Relaxed),
+            expiry_compactions: c.expiry_compactions.load(Relaxed),
+            expiring_entries: v.all_files().map(|(_, f)| f.info.expiry.count).sum(),
             compaction_blocks_reused: c.compaction_blocks_reused.load(Relaxed),
             compaction_bytes_reused: c.compaction_bytes_reused.load(Relaxed),
             compaction_blocks_rewritten: c.compaction_blocks_rewritten.load(Relaxed),

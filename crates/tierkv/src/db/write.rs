@@ -18,6 +18,7 @@ use super::stats::Counters;
 use super::{DbInner, Wal};
 use crate::batch::WriteBatch;
 use crate::env::{IoCause, Tier};
+use crate::expiry::EntryRef;
 use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::version::wal_file_name;
@@ -35,9 +36,9 @@ const MAX_GROUP_BYTES: usize = 1 << 20;
 pub(crate) struct PendingWrite {
     batch: Mutex<Option<WriteBatch>>,
     sync: bool,
-    /// For a read-modify-write: the key it read and the sequence number it read at. The
-    /// write applies only if no newer version of that key exists.
-    condition: Option<(Vec<u8>, SeqNo)>,
+    /// For a read-modify-write: the keys it read and the sequence number it read at. The
+    /// write applies only if no newer version of any of those keys exists.
+    condition: Option<(Vec<Vec<u8>>, SeqNo)>,
     /// `Some` once the group holding this write has committed (or failed): `Ok(true)`
     /// applied, `Ok(false)` dropped because its condition failed.
     result: Mutex<Option<Result<bool, Arc<Error>>>>,
@@ -46,8 +47,10 @@ pub(crate) struct PendingWrite {
 /// What a read-modify-write does with the value it read (see [`crate::Db::update`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Update {
-    /// Write this value.
+    /// Write this value (a plain put: any deadline the key had is cleared).
     Put(Vec<u8>),
+    /// Write this value, expiring at the deadline (milliseconds since the UNIX epoch).
+    PutExpiring(Vec<u8>, u64),
     /// Delete the key.
     Delete,
     /// Leave the key as it is (nothing is written).
@@ -85,24 +88,32 @@ impl DbInner {
         self.write_conditional(batch, sync, None).map(|_| ())
     }
 
-    /// Atomically applies `f(current value)` to `key` and returns the value afterwards.
-    /// Retries when another write to the key races it.
+    /// Atomically applies `f(current record)` to `key` and returns the value afterwards.
+    /// Retries when another write to the key races it. An expired record reads as absent.
     pub(crate) fn update(
         &self,
         key: &[u8],
         sync: bool,
-        mut f: impl FnMut(Option<&[u8]>) -> Update,
+        mut f: impl FnMut(Option<EntryRef<'_>>) -> Update,
     ) -> Result<Option<Vec<u8>>> {
         loop {
             // The sequence before the read (see the module comment).
             let seq = self.visible_seq.load(Ordering::Acquire);
             let old = self.get(key, &crate::options::ReadOptions::new())?;
             let mut batch = WriteBatch::new();
-            let new = match f(old.as_deref()) {
+            let old_ref = old.as_ref().map(|e| EntryRef {
+                value: &e.value,
+                deadline: e.deadline,
+            });
+            let new = match f(old_ref) {
                 // Nothing to write: the read itself is the atomic step.
-                Update::Keep => return Ok(old),
+                Update::Keep => return Ok(old.map(|e| e.value)),
                 Update::Put(v) => {
                     batch.put(key, &v);
+                    Some(v)
+                }
+                Update::PutExpiring(v, deadline) => {
+                    batch.put_expiring(key, &v, deadline);
                     Some(v)
                 }
                 Update::Delete => {
@@ -110,9 +121,37 @@ impl DbInner {
                     None
                 }
             };
-            if self.write_conditional(batch, sync, Some((key.to_vec(), seq)))? {
+            if self.write_conditional(batch, sync, Some((vec![key.to_vec()], seq)))? {
                 Counters::add(&self.counters.rmws, 1);
                 return Ok(new);
+            }
+            Counters::add(&self.counters.rmw_retries, 1);
+        }
+    }
+
+    /// Multi-key read-modify-write: reads `keys` (values and deadlines; an expired record
+    /// reads as absent), lets `f` build a batch (which may write any keys), and applies it
+    /// only if none of `keys` was written since the read; retries otherwise. `f` returning
+    /// `None` writes nothing. Returns whether a batch applied.
+    pub(crate) fn update_many(
+        &self,
+        keys: &[&[u8]],
+        sync: bool,
+        mut f: impl FnMut(&[Option<crate::expiry::Entry>]) -> Option<WriteBatch>,
+    ) -> Result<bool> {
+        loop {
+            let seq = self.visible_seq.load(Ordering::Acquire);
+            let mut old = Vec::with_capacity(keys.len());
+            for k in keys {
+                old.push(self.get(k, &crate::options::ReadOptions::new())?);
+            }
+            let Some(batch) = f(&old) else {
+                return Ok(false);
+            };
+            let cond = keys.iter().map(|k| k.to_vec()).collect();
+            if self.write_conditional(batch, sync, Some((cond, seq)))? {
+                Counters::add(&self.counters.rmws, 1);
+                return Ok(true);
             }
             Counters::add(&self.counters.rmw_retries, 1);
         }
@@ -123,7 +162,7 @@ impl DbInner {
         &self,
         batch: WriteBatch,
         sync: bool,
-        condition: Option<(Vec<u8>, SeqNo)>,
+        condition: Option<(Vec<Vec<u8>>, SeqNo)>,
     ) -> Result<bool> {
         self.validate(&batch)?;
         if self.shutting_down.load(Ordering::Acquire) {
@@ -244,10 +283,10 @@ impl DbInner {
         let mut seq = first_seq;
         let (mut puts, mut dels, mut bytes) = (0, 0, 0);
         for e in batch.iter() {
-            mem.add(seq, e.kind, e.key, e.value);
+            mem.add(seq, e.kind, e.key, e.stored_value());
             seq += 1;
             match e.kind {
-                crate::key::ValueKind::Value => puts += 1,
+                crate::key::ValueKind::Value | crate::key::ValueKind::Expiring => puts += 1,
                 crate::key::ValueKind::Delete => dels += 1,
             }
             bytes += (e.key.len() + e.value.len()) as u64;
@@ -286,12 +325,14 @@ impl DbInner {
             .map(|w| {
                 let ok = match &w.condition {
                     None => true,
-                    Some((key, read_at)) => {
+                    Some((keys, read_at)) => {
                         *read_at + 1 >= in_memory_from
-                            && !group_keys.contains(key)
-                            && std::iter::once(&sv.mem)
-                                .chain(sv.imms.iter())
-                                .all(|m| m.latest_seq(key).is_none_or(|s| s <= *read_at))
+                            && keys.iter().all(|key| {
+                                !group_keys.contains(key)
+                                    && std::iter::once(&sv.mem)
+                                        .chain(sv.imms.iter())
+                                        .all(|m| m.latest_seq(key).is_none_or(|s| s <= *read_at))
+                            })
                     }
                 };
                 if ok {

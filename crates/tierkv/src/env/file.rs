@@ -7,12 +7,17 @@ use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
-/// Alignment required for O_DIRECT offsets, lengths and buffers (logical block size;
-/// 4 KiB covers every common device).
-const DIRECT_ALIGN: usize = 4096;
+/// Alignment a direct read starts with: the 512-byte logical sector most disks report
+/// (`/sys/block/*/queue/logical_block_size`). Aligning a small block's read to 4 KiB instead
+/// would move up to 8 KiB for a 4 KiB block that straddles two pages.
+const MIN_DIRECT_ALIGN: usize = 512;
+/// Alignment a file falls back to when the device refuses 512-byte direct reads (a
+/// 4K-sector device answers EINVAL); every common device accepts it. Buffers are always
+/// aligned to it.
+const MAX_DIRECT_ALIGN: usize = 4096;
 
 static WARNED_NO_DIRECT: AtomicBool = AtomicBool::new(false);
 
@@ -44,6 +49,9 @@ pub struct RandomAccessFile {
     /// Buffered handle: always used when direct I/O is off, opened lazily as a fallback
     /// when a direct read is refused.
     buffered: OnceLock<File>,
+    /// Alignment of direct reads: [`MIN_DIRECT_ALIGN`] until the device refuses it, then
+    /// [`MAX_DIRECT_ALIGN`] (learned per file, so no probe read at open).
+    align: AtomicUsize,
     size: u64,
 }
 
@@ -82,6 +90,7 @@ impl RandomAccessFile {
             path,
             direct,
             buffered,
+            align: AtomicUsize::new(MIN_DIRECT_ALIGN),
             size,
         })
     }
@@ -99,6 +108,14 @@ impl RandomAccessFile {
     /// Whether reads bypass the page cache.
     pub fn is_direct(&self) -> bool {
         self.direct.is_some()
+    }
+
+    /// The alignment direct reads use now (512 B unless the device refused it; `None`
+    /// with buffered reads). A read of `len` bytes moves at most `len + 2 * align - 2`.
+    pub fn direct_alignment(&self) -> Option<usize> {
+        self.direct
+            .as_ref()
+            .map(|_| self.align.load(Ordering::Relaxed))
     }
 
     fn buffered_file(&self) -> Result<&File> {
@@ -125,7 +142,7 @@ impl RandomAccessFile {
         }
         self.tier.fault(FaultOp::Read, &self.path)?;
         let data = match &self.direct {
-            Some(f) => match self.read_direct(f, offset, len) {
+            Some(f) => match self.read_direct_adaptive(f, offset, len) {
                 Ok(d) => d,
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                     warn_no_direct(&self.path, &e);
@@ -148,16 +165,35 @@ impl RandomAccessFile {
         Ok(buf)
     }
 
-    /// O_DIRECT read: widen the range to aligned boundaries, read into an aligned window of
+    /// A direct read at the file's current alignment; a device that refuses 512-byte
+    /// alignment (EINVAL) makes the file switch to 4 KiB for this and every later read.
+    fn read_direct_adaptive(&self, f: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
+        let align = self.align.load(Ordering::Relaxed);
+        match self.read_direct(f, offset, len, align) {
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) && align < MAX_DIRECT_ALIGN => {
+                self.align.store(MAX_DIRECT_ALIGN, Ordering::Relaxed);
+                self.read_direct(f, offset, len, MAX_DIRECT_ALIGN)
+            }
+            r => r,
+        }
+    }
+
+    /// O_DIRECT read: widen the range to `align` boundaries, read into an aligned window of
     /// an over-allocated buffer (safe Rust: we pick the aligned sub-slice instead of using a
     /// custom allocator), then copy out the requested bytes.
-    fn read_direct(&self, f: &File, offset: u64, len: usize) -> std::io::Result<Vec<u8>> {
-        let align = DIRECT_ALIGN as u64;
-        let start = offset / align * align;
-        let end = (offset + len as u64).div_ceil(align) * align;
+    fn read_direct(
+        &self,
+        f: &File,
+        offset: u64,
+        len: usize,
+        align: usize,
+    ) -> std::io::Result<Vec<u8>> {
+        let a = align as u64;
+        let start = offset / a * a;
+        let end = (offset + len as u64).div_ceil(a) * a;
         let span = (end - start) as usize;
-        let mut raw = vec![0u8; span + DIRECT_ALIGN];
-        let skew = raw.as_ptr().align_offset(DIRECT_ALIGN);
+        let mut raw = vec![0u8; span + MAX_DIRECT_ALIGN];
+        let skew = raw.as_ptr().align_offset(MAX_DIRECT_ALIGN);
         let window = &mut raw[skew..skew + span];
         let mut filled = 0;
         let want = (offset - start) as usize + len;
@@ -167,7 +203,7 @@ impl RandomAccessFile {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
             filled += n;
-            if filled % DIRECT_ALIGN != 0 {
+            if filled % align != 0 {
                 // Short read that is not block-aligned: we hit end of file.
                 break;
             }

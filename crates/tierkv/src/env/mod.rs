@@ -303,6 +303,42 @@ mod tests {
         assert_eq!(snap.tier(Tier::Fast).cause(IoCause::UserGet).read_ops, 1);
     }
 
+    /// Direct reads align to 512-byte sectors where the device allows it (falling back to
+    /// 4 KiB), and every range comes back exactly: across sector and page boundaries and
+    /// up to the end of a file whose size is not a multiple of either.
+    #[test]
+    fn direct_reads_at_sector_alignment_return_exact_ranges() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::single(dir.path(), true).unwrap();
+        let mut w = env
+            .create_writable(Tier::Fast, "f", IoCause::Flush)
+            .unwrap();
+        let data: Vec<u8> = (0..13_001u32).map(|i| (i * 7 % 253) as u8).collect();
+        w.append(&data).unwrap();
+        w.sync().unwrap();
+        drop(w);
+        let r = env.open_random(Tier::Fast, "f").unwrap();
+        for (offset, len) in [
+            (0, 1),
+            (511, 2),
+            (512, 512),
+            (1000, 3000),
+            (4095, 4098),
+            (8192, 4809),
+            (12_999, 2),
+            (0, 13_001),
+        ] {
+            let got = r.read_at(offset as u64, len, IoCause::UserGet).unwrap();
+            assert_eq!(&got[..], &data[offset..offset + len], "{offset}+{len}");
+        }
+        if r.is_direct() {
+            let a = r.direct_alignment().unwrap();
+            assert!(a == 512 || a == 4096, "alignment {a}");
+        } else {
+            assert_eq!(r.direct_alignment(), None);
+        }
+    }
+
     #[test]
     fn reading_past_eof_is_corruption() {
         let dir = tempfile::tempdir().unwrap();

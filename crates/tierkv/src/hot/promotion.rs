@@ -48,6 +48,9 @@ pub struct PcRecord {
     pub value: Bytes,
     /// Its sequence number.
     pub seq: SeqNo,
+    /// Its deadline, if it expires: an expired record reads as a deletion and is never
+    /// promoted (by flush or by compaction).
+    pub deadline: Option<u64>,
     /// The slow-tier read that cached it was already logged in RALT (a record put back by
     /// the checker), so the next checker or compaction must not log it again.
     pub recorded: bool,
@@ -461,6 +464,7 @@ mod tests {
         PcRecord {
             value: Bytes::copy_from_slice(v.as_bytes()),
             seq,
+            deadline: None,
             recorded: false,
         }
     }

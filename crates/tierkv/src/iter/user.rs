@@ -1,10 +1,14 @@
 //! Turns a stream of internal versions into what a user sees at one snapshot: for each
 //! user key its newest version at or below the snapshot, deletions hidden, within bounds
 //! (LevelDB's DBIter). It owns visibility rules only, not where the versions come from.
+//! An expiring record whose deadline has passed is a deletion here too (`crate::expiry`);
+//! the time is read from the clock at each seek, so one pass sees one instant.
 
 use super::InternalIterator;
-use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
-use crate::{Error, Result};
+use crate::expiry::{is_expired, split_stored};
+use crate::key::{parse_internal_key, seek_key, ParsedKey, SeqNo, ValueKind, MAX_SEQ};
+use crate::{Clock, Error, Result};
+use std::sync::Arc;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -24,6 +28,11 @@ pub struct UserIterator<I> {
     valid: bool,
     key: Vec<u8>,
     value: Vec<u8>,
+    deadline: Option<u64>,
+    /// Where the time of expiry comes from (none: only deadline 0 has passed), and the
+    /// time read at the last seek.
+    clock: Option<Arc<dyn Clock>>,
+    now: u64,
 }
 
 fn malformed() -> Error {
@@ -42,7 +51,52 @@ impl<I: InternalIterator> UserIterator<I> {
             valid: false,
             key: Vec::new(),
             value: Vec::new(),
+            deadline: None,
+            clock: None,
+            now: 0,
         }
+    }
+
+    /// Reads the time of expiry from `clock` (at each seek).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// The current entry's deadline, if it expires. Requires `valid()`.
+    pub fn deadline(&self) -> Option<u64> {
+        self.deadline
+    }
+
+    fn refresh_time(&mut self) {
+        if let Some(c) = &self.clock {
+            self.now = c.now_ms();
+        }
+    }
+
+    /// Whether the entry at the inner position is a live value (false: a deletion or an
+    /// expired record), checked for a malformed expiring value.
+    fn is_live(&self, p: &ParsedKey<'_>) -> Result<bool> {
+        Ok(match p.kind {
+            ValueKind::Delete => false,
+            ValueKind::Value => true,
+            ValueKind::Expiring => {
+                let (_, d) = split_stored(p.kind, self.inner.value()).ok_or_else(|| {
+                    Error::corruption("(iterator)", 0, "expiring value shorter than its deadline")
+                })?;
+                !is_expired(d, self.now)
+            }
+        })
+    }
+
+    /// Copies the (live) value at the inner position into `value` and `deadline`.
+    fn take_value(&mut self, kind: ValueKind) {
+        let stored = self.inner.value();
+        // `is_live` already refused an expiring value too short for its deadline.
+        let (v, d) = split_stored(kind, stored).unwrap_or((stored, None));
+        self.value.clear();
+        self.value.extend_from_slice(v);
+        self.deadline = d;
     }
 
     /// True when positioned at a key.
@@ -62,6 +116,7 @@ impl<I: InternalIterator> UserIterator<I> {
 
     /// Positions at the first visible key.
     pub fn seek_to_first(&mut self) -> Result<()> {
+        self.refresh_time();
         match self.lower.clone() {
             Some(lower) => self.seek(&lower),
             None => self.guard(|s| {
@@ -74,6 +129,7 @@ impl<I: InternalIterator> UserIterator<I> {
 
     /// Positions at the last visible key.
     pub fn seek_to_last(&mut self) -> Result<()> {
+        self.refresh_time();
         self.guard(|s| {
             match s.upper.clone() {
                 Some(upper) => s.position_before(&upper)?,
@@ -89,6 +145,7 @@ impl<I: InternalIterator> UserIterator<I> {
             Some(lower) if lower.as_slice() > target => lower.clone(),
             _ => target.to_vec(),
         };
+        self.refresh_time();
         self.guard(|s| {
             s.inner.seek(&seek_key(&target, s.snapshot))?;
             s.direction = Direction::Forward;
@@ -98,6 +155,7 @@ impl<I: InternalIterator> UserIterator<I> {
 
     /// Positions at the last visible key `<= target`.
     pub fn seek_for_prev(&mut self, target: &[u8]) -> Result<()> {
+        self.refresh_time();
         self.guard(|s| {
             match s.upper.clone() {
                 Some(upper) if target >= upper.as_slice() => s.position_before(&upper)?,
@@ -180,17 +238,15 @@ impl<I: InternalIterator> UserIterator<I> {
             }
             let hidden = p.seq > self.snapshot || skip.as_deref() == Some(p.user_key);
             if !hidden {
-                match p.kind {
-                    ValueKind::Delete => skip = Some(p.user_key.to_vec()),
-                    ValueKind::Value => {
-                        self.key.clear();
-                        self.key.extend_from_slice(p.user_key);
-                        self.value.clear();
-                        self.value.extend_from_slice(self.inner.value());
-                        self.valid = true;
-                        return Ok(());
-                    }
+                if self.is_live(&p)? {
+                    self.key.clear();
+                    self.key.extend_from_slice(p.user_key);
+                    let kind = p.kind;
+                    self.take_value(kind);
+                    self.valid = true;
+                    return Ok(());
                 }
+                skip = Some(p.user_key.to_vec());
             }
             self.inner.next()?;
         }
@@ -202,28 +258,32 @@ impl<I: InternalIterator> UserIterator<I> {
     fn find_prev(&mut self) -> Result<()> {
         self.direction = Direction::Reverse;
         self.valid = false;
-        // Versions of one user key arrive oldest first; the last visible one wins.
-        let mut saved: Option<ValueKind> = None;
+        // Versions of one user key arrive oldest first; the last visible one wins
+        // (`Some(true)`: it is a live value).
+        let mut saved: Option<bool> = None;
         while self.inner.valid() {
             let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
             if self.lower.as_deref().is_some_and(|l| p.user_key < l) {
                 break;
             }
             if p.seq <= self.snapshot {
-                if saved == Some(ValueKind::Value) && p.user_key < self.key.as_slice() {
+                if saved == Some(true) && p.user_key < self.key.as_slice() {
                     break;
                 }
+                let live = self.is_live(&p)?;
                 self.key.clear();
                 self.key.extend_from_slice(p.user_key);
                 self.value.clear();
-                if p.kind == ValueKind::Value {
-                    self.value.extend_from_slice(self.inner.value());
+                self.deadline = None;
+                if live {
+                    let kind = p.kind;
+                    self.take_value(kind);
                 }
-                saved = Some(p.kind);
+                saved = Some(live);
             }
             self.inner.prev()?;
         }
-        self.valid = saved == Some(ValueKind::Value);
+        self.valid = saved == Some(true);
         Ok(())
     }
 }

@@ -65,6 +65,11 @@ impl BlockBuilder {
         self.buf.len() + 4 * self.restarts.len() + 4
     }
 
+    /// Entries added since the last `finish`.
+    pub fn entries(&self) -> usize {
+        self.entries
+    }
+
     /// True when no entry was added since the last `finish`.
     pub fn is_empty(&self) -> bool {
         self.entries == 0

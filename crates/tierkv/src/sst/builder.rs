@@ -1,5 +1,7 @@
-//! Writing a table: entries in internal-key order are cut into data blocks, each indexed
-//! by its last key; the bloom filter collects user keys; properties, index and footer
+//! Writing a table: entries in internal-key order are cut into data blocks, only between
+//! two user keys (every version of a key stays in one block), each indexed by a short
+//! user-key separator between its last key and the next block's first (format version 2,
+//! docs/FORMAT.md); the bloom filter collects user keys; properties, index and footer
 //! close the file, which is synced before `finish` returns (a table the manifest names is
 //! always durable). A compaction may also append a data block of another table verbatim
 //! ([`TableBuilder::add_raw_block`]): the format is the same either way. Owns the write
@@ -7,12 +9,14 @@
 
 use super::block::BlockBuilder;
 use super::filter::BloomBuilder;
-use super::format::{frame_block, BlockHandle, Footer, BLOCK_TRAILER_LEN};
+use super::format::{
+    frame_block, shortest_separator, BlockHandle, Footer, BLOCK_TRAILER_LEN, FORMAT_VERSION,
+};
 use super::properties::TableProperties;
 use super::table::RawBlock;
-use super::{BlockWrites, TableInfo, TableOptions};
+use super::{BlockWrites, TableInfo, TableOptions, INDEX_RESTART_INTERVAL, MIN_RECORD_BLOCK};
 use crate::env::WritableFile;
-use crate::key::{compare_internal, parse_internal_key, InternalKey, ValueKind};
+use crate::key::{compare_internal, parse_internal_key, user_key, InternalKey, ValueKind};
 use crate::{Error, Result};
 
 /// Builds one table file.
@@ -27,6 +31,16 @@ pub struct TableBuilder {
     last_key: Vec<u8>,
     offset: u64,
     writes: BlockWrites,
+    /// The last data block written, whose index entry waits for the next block's first
+    /// user key (its separator lies between the two).
+    pending: Option<BlockHandle>,
+    /// A data block that reached its size, closed before the next user key.
+    cut_wanted: bool,
+    /// The last internal key of the block `pending` points at.
+    pending_last: Vec<u8>,
+    /// Writes format 1 (index keyed by each block's last internal key, restart interval 1,
+    /// blocks cut mid-user-key): only tests, to prove such tables are still read.
+    format1: bool,
 }
 
 impl TableBuilder {
@@ -36,8 +50,7 @@ impl TableBuilder {
             file,
             opts,
             data: BlockBuilder::new(opts.restart_interval),
-            // Every index entry is a restart point: seeks binary-search the whole index.
-            index: BlockBuilder::new(1),
+            index: BlockBuilder::new(INDEX_RESTART_INTERVAL),
             filter: (opts.bloom_bits_per_key > 0)
                 .then(|| BloomBuilder::new(opts.bloom_bits_per_key)),
             props: TableProperties {
@@ -48,17 +61,73 @@ impl TableBuilder {
             last_key: Vec::new(),
             offset: 0,
             writes: BlockWrites::default(),
+            pending: None,
+            cut_wanted: false,
+            pending_last: Vec::new(),
+            format1: false,
+        }
+    }
+
+    /// A builder writing table format 1, as releases before format 2 did (tests only).
+    #[cfg(test)]
+    pub(crate) fn new_format1(file: WritableFile, opts: TableOptions) -> Self {
+        TableBuilder {
+            index: BlockBuilder::new(1),
+            format1: true,
+            ..TableBuilder::new(file, opts)
         }
     }
 
     /// Appends an entry; internal keys must arrive in increasing order.
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
-        self.account(key, value.len())?;
-        self.data.add(key, value);
-        if self.data.estimated_size() >= self.opts.block_size {
+        // A full block closes before the next user key, never between two versions of one
+        // key: the index can then be keyed by user keys alone.
+        if self.cut_wanted && (self.format1 || user_key(key) != user_key(&self.last_key)) {
             self.flush_data_block()?;
         }
+        if self.pending.is_some() && user_key(key) == self.pending_last_user_key() {
+            // Only after a copied block: its last key's older versions must have been in it.
+            return Err(Error::InvalidArgument(format!(
+                "table builder for {} got a user key that continues a copied block",
+                self.file.path().display()
+            )));
+        }
+        self.account(key, value)?;
+        self.add_pending_index_entry(user_key(key));
+        self.data.add(key, value);
+        self.cut_wanted = self.block_full();
         Ok(())
+    }
+
+    /// Indexes the last block written, by a separator between its last user key and
+    /// `next`, the first user key after it.
+    fn add_pending_index_entry(&mut self, next: &[u8]) {
+        if let Some(h) = self.pending.take() {
+            let sep = shortest_separator(self.pending_last_user_key(), next);
+            self.add_index_entry(&sep, h);
+        }
+    }
+
+    /// The last user key of the block `pending` points at.
+    fn pending_last_user_key(&self) -> &[u8] {
+        user_key(&self.pending_last)
+    }
+
+    fn add_index_entry(&mut self, key: &[u8], h: BlockHandle) {
+        let mut encoded = Vec::with_capacity(16);
+        h.encode_varint(&mut encoded);
+        self.index.add(key, &encoded);
+    }
+
+    /// Whether the data block in progress is complete: it reached `block_size`, or it holds
+    /// `block_records` entries and at least [`MIN_RECORD_BLOCK`] bytes.
+    fn block_full(&self) -> bool {
+        let size = self.data.estimated_size();
+        size >= self.opts.block_size
+            || self
+                .opts
+                .block_records
+                .is_some_and(|n| self.data.entries() >= n && size >= MIN_RECORD_BLOCK)
     }
 
     /// Appends a data block read from another table exactly as it is stored (compressed
@@ -85,8 +154,15 @@ impl TableBuilder {
         if !it.valid() {
             return Err(bad("empty data block"));
         }
+        if self.smallest.is_some() && user_key(it.key()) == user_key(&self.last_key) {
+            // Block reuse copies a block only when nothing merged before it shares a key.
+            return Err(bad("its first user key continues the block before it"));
+        }
+        if let Some(first) = parse_internal_key(it.key()) {
+            self.add_pending_index_entry(first.user_key);
+        }
         while it.valid() {
-            self.account(it.key(), it.value().len())?;
+            self.account(it.key(), it.value())?;
             it.next().map_err(bad)?;
         }
         if self.last_key.as_slice() != raw.last_key() {
@@ -99,17 +175,23 @@ impl TableBuilder {
         };
         self.file.append(&raw.framed)?;
         self.offset += stored;
-        let mut encoded = Vec::with_capacity(16);
-        handle.encode_varint(&mut encoded);
-        self.index.add(&self.last_key, &encoded);
+        if self.format1 {
+            let last = self.last_key.clone();
+            self.add_index_entry(&last, handle);
+        } else {
+            self.pending = Some(handle);
+            self.pending_last.clone_from(&self.last_key);
+        }
         self.props.num_data_blocks += 1;
         self.writes.copied_blocks += 1;
         self.writes.copied_bytes += stored;
         Ok(())
     }
 
-    /// Checks the order of `key` and counts it in the filter and the properties.
-    fn account(&mut self, key: &[u8], value_len: usize) -> Result<()> {
+    /// Checks the order of `key` and counts it in the filter and the properties (an
+    /// expiring record's deadline too: the expiry sweep reads them).
+    fn account(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let value_len = value.len();
         let parsed = parse_internal_key(key).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "table builder for {} got a malformed internal key of {} bytes",
@@ -132,8 +214,28 @@ impl TableBuilder {
         }
         let p = &mut self.props;
         p.num_entries += 1;
-        if parsed.kind == ValueKind::Delete {
-            p.num_deletions += 1;
+        match parsed.kind {
+            ValueKind::Delete => p.num_deletions += 1,
+            ValueKind::Expiring => {
+                let (_, deadline) =
+                    crate::expiry::split_stored(parsed.kind, value).ok_or_else(|| {
+                        Error::InvalidArgument(format!(
+                            "table builder for {} got an expiring value shorter than its \
+                             deadline",
+                            self.file.path().display()
+                        ))
+                    })?;
+                let d = deadline.unwrap_or(0);
+                if p.num_expiring == 0 {
+                    p.min_deadline = d;
+                    p.max_deadline = d;
+                } else {
+                    p.min_deadline = p.min_deadline.min(d);
+                    p.max_deadline = p.max_deadline.max(d);
+                }
+                p.num_expiring += 1;
+            }
+            ValueKind::Value => {}
         }
         p.raw_key_bytes += key.len() as u64;
         p.raw_value_bytes += value_len as u64;
@@ -159,14 +261,19 @@ impl TableBuilder {
     }
 
     fn flush_data_block(&mut self) -> Result<()> {
+        self.cut_wanted = false;
         if self.data.is_empty() {
             return Ok(());
         }
         let raw = self.data.finish();
         let handle = self.write_block(&raw)?;
-        let mut encoded = Vec::with_capacity(16);
-        handle.encode_varint(&mut encoded);
-        self.index.add(&self.last_key, &encoded);
+        if self.format1 {
+            let last = self.last_key.clone();
+            self.add_index_entry(&last, handle);
+        } else {
+            self.pending = Some(handle);
+            self.pending_last.clone_from(&self.last_key);
+        }
         self.props.num_data_blocks += 1;
         self.writes.built_blocks += 1;
         self.writes.built_bytes += handle.size + BLOCK_TRAILER_LEN as u64;
@@ -192,6 +299,11 @@ impl TableBuilder {
             )));
         };
         self.flush_data_block()?;
+        // The last block's separator: its own last user key (nothing follows it).
+        if let Some(h) = self.pending.take() {
+            let last = self.pending_last_user_key().to_vec();
+            self.add_index_entry(&last, h);
+        }
         let filter = match self.filter.as_mut() {
             Some(f) => {
                 let encoded = f.finish();
@@ -212,6 +324,7 @@ impl TableBuilder {
             filter,
             properties,
             index,
+            version: if self.format1 { 1 } else { FORMAT_VERSION },
         }
         .encode();
         self.file.append(&footer)?;

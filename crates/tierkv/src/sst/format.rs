@@ -14,8 +14,11 @@ use bytes::Bytes;
 pub const BLOCK_TRAILER_LEN: usize = 5;
 /// "tierkvT1" read as a little-endian u64.
 pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"tierkvT1");
-/// Current table format version.
-pub const FORMAT_VERSION: u32 = 1;
+/// Table format version written now: 2, whose index is keyed by user-key separators
+/// (see [`Footer::user_key_index`]).
+pub const FORMAT_VERSION: u32 = 2;
+/// The oldest version still read: 1, whose index keys are the blocks' last internal keys.
+pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Fixed footer size: three handles (16 bytes each), version, checksum, magic.
 pub const FOOTER_LEN: usize = 3 * 16 + 4 + 4 + 8;
 
@@ -67,16 +70,26 @@ pub struct Footer {
     pub properties: BlockHandle,
     /// The index block.
     pub index: BlockHandle,
+    /// The format version ([`MIN_FORMAT_VERSION`]..=[`FORMAT_VERSION`]).
+    pub version: u32,
 }
 
 impl Footer {
+    /// Whether the index is keyed by user keys (version 2): entry `i` holds a separator
+    /// `S` with `last user key of block i <= S < first user key of block i + 1`, compared
+    /// as bytes, and no user key has versions in two data blocks. Version 1 keys each entry
+    /// by its block's last internal key.
+    pub fn user_key_index(&self) -> bool {
+        self.version >= 2
+    }
+
     /// Encodes the footer (exactly [`FOOTER_LEN`] bytes).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(FOOTER_LEN);
         self.filter.encode_fixed(&mut out);
         self.properties.encode_fixed(&mut out);
         self.index.encode_fixed(&mut out);
-        put_fixed32(&mut out, FORMAT_VERSION);
+        put_fixed32(&mut out, self.version);
         let crc = masked_crc(&out);
         put_fixed32(&mut out, crc);
         put_fixed64(&mut out, TABLE_MAGIC);
@@ -98,13 +111,14 @@ impl Footer {
             return Err(bad("footer checksum mismatch"));
         }
         let version = decode_fixed32(&src[48..]);
-        if version != FORMAT_VERSION {
+        if !(MIN_FORMAT_VERSION..=FORMAT_VERSION).contains(&version) {
             return Err(bad(&format!("unsupported table format version {version}")));
         }
         let footer = Footer {
             filter: BlockHandle::decode_fixed(&src[0..]),
             properties: BlockHandle::decode_fixed(&src[16..]),
             index: BlockHandle::decode_fixed(&src[32..]),
+            version,
         };
         for h in [footer.filter, footer.properties, footer.index] {
             let end = h
@@ -189,4 +203,63 @@ pub fn read_block_contents(
 /// Parses verified contents as a block.
 pub fn parse_block(contents: Bytes, file: &RandomAccessFile, offset: u64) -> Result<Block> {
     Block::new(contents).map_err(|reason| Error::corruption(file.path(), offset, reason))
+}
+
+/// A short user key `S` with `a <= S < b` (`a < b` bytewise), for an index entry between a
+/// block ending with `a` and one starting with `b`: the common prefix, then one byte more
+/// than `a`'s where that stays below `b` (LevelDB's `FindShortestSeparator`, plus the case
+/// where the first differing bytes are adjacent). Falls back to `a` itself.
+pub fn shortest_separator(a: &[u8], b: &[u8]) -> Vec<u8> {
+    let common = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    if common < a.len() && common < b.len() {
+        // a[common] < b[common] since a < b.
+        if a[common] < 0xff && a[common] + 1 < b[common] {
+            let mut s = a[..=common].to_vec();
+            s[common] += 1;
+            return s;
+        }
+        // Keep a's byte there (still below b's), then raise the first byte after it that
+        // can be raised: the result exceeds a and still sorts below b.
+        if let Some(j) = (common + 1..a.len()).find(|&j| a[j] < 0xff) {
+            let mut s = a[..=j].to_vec();
+            s[j] += 1;
+            return s;
+        }
+    }
+    a.to_vec()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::shortest_separator;
+
+    /// Index separators must lie in `[a, b)`: a seek for any key of the next block must
+    /// not stop at this block's entry, nor skip a key of this block.
+    #[test]
+    fn separators_lie_between_their_keys_and_are_short() {
+        let cases: &[(&[u8], &[u8], &[u8])] = &[
+            (b"abc1234", b"abe0", b"abd"),
+            (b"abc1234", b"abd0", b"abc2"),
+            (b"ab\xff\xff", b"ac", b"ab\xff\xff"),
+            (b"abc", b"abcd", b"abc"),
+            (b"", b"a", b""),
+            (b"\x10\x20", b"\x90", b"\x11"),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(&shortest_separator(a, b)[..], *want, "{a:?} {b:?}");
+        }
+        let mut x = 0x1234_5678_9abc_def0u64;
+        for _ in 0..10_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            let y = x.wrapping_add(x >> 40);
+            let (a, b) = (x.min(y).to_be_bytes(), x.max(y).to_be_bytes());
+            if a == b {
+                continue;
+            }
+            let s = shortest_separator(&a, &b);
+            assert!(a.as_slice() <= s.as_slice() && s.as_slice() < b.as_slice());
+        }
+    }
 }

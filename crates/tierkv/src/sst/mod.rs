@@ -42,11 +42,28 @@ pub enum Compression {
     Lz4,
 }
 
+/// Smallest data block `block_records` cuts: a direct read moves whole 512-byte sectors,
+/// so a smaller block saves no I/O and only adds index entries.
+pub const MIN_RECORD_BLOCK: usize = 1024;
+
+/// Keys between restart points in the index block. Index entries are then
+/// prefix-compressed (neighbouring blocks' last keys share a prefix) and need one restart
+/// offset per 16 entries instead of one each: the index holds one entry per data block,
+/// so its bytes per key grow as blocks shrink. A seek binary-searches the restarts and
+/// scans at most 16 entries, as in a data block. (Tables written before kept every entry
+/// a restart; readers handle both.)
+pub const INDEX_RESTART_INTERVAL: usize = 16;
+
 /// How tables are written.
 #[derive(Clone, Copy, Debug)]
 pub struct TableOptions {
-    /// Target uncompressed size of a data block.
+    /// Target uncompressed size of a data block (with `block_records`: the most a block
+    /// grows to).
     pub block_size: usize,
+    /// Cut a data block once it holds this many entries and at least
+    /// [`MIN_RECORD_BLOCK`] bytes (`None`: cut by `block_size` only). See
+    /// [`crate::Options::block_records`].
+    pub block_records: Option<usize>,
     /// Keys between restart points in a data block.
     pub restart_interval: usize,
     /// Bloom filter bits per key (0: no filter).
@@ -59,6 +76,7 @@ impl Default for TableOptions {
     fn default() -> Self {
         TableOptions {
             block_size: 16 * 1024,
+            block_records: None,
             restart_interval: 16,
             bloom_bits_per_key: 10,
             compression: Compression::None,

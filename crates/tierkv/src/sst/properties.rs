@@ -23,9 +23,15 @@ pub struct TableProperties {
     pub num_data_blocks: u64,
     /// Unix time (seconds) when the table was written.
     pub creation_time: u64,
+    /// Expiring records (kind 2; 0 in tables written before expiry existed).
+    pub num_expiring: u64,
+    /// Earliest deadline of an expiring record (ms since the UNIX epoch; 0 when none).
+    pub min_deadline: u64,
+    /// Latest deadline of an expiring record (ms since the UNIX epoch; 0 when none).
+    pub max_deadline: u64,
 }
 
-const TAGS: usize = 8;
+const TAGS: usize = 11;
 
 impl TableProperties {
     fn fields(&self) -> [u64; TAGS] {
@@ -38,6 +44,9 @@ impl TableProperties {
             self.largest_seq,
             self.num_data_blocks,
             self.creation_time,
+            self.num_expiring,
+            self.min_deadline,
+            self.max_deadline,
         ]
     }
 
@@ -51,6 +60,9 @@ impl TableProperties {
             6 => &mut self.largest_seq,
             7 => &mut self.num_data_blocks,
             8 => &mut self.creation_time,
+            9 => &mut self.num_expiring,
+            10 => &mut self.min_deadline,
+            11 => &mut self.max_deadline,
             _ => return None,
         })
     }
@@ -95,6 +107,9 @@ mod tests {
             largest_seq: 99,
             num_data_blocks: 3,
             creation_time: 1_700_000_000,
+            num_expiring: 4,
+            min_deadline: 1_700_000_000_000,
+            max_deadline: 1_700_000_000_500,
         };
         let mut enc = p.encode();
         put_varint64(&mut enc, 42);

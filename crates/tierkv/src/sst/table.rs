@@ -28,6 +28,9 @@ pub struct Table {
     file: RandomAccessFile,
     number: u64,
     index: Block,
+    /// The index is keyed by user-key separators (format version 2), not by the blocks'
+    /// last internal keys.
+    user_key_index: bool,
     index_offset: u64,
     filter: Option<Bytes>,
     props: TableProperties,
@@ -86,6 +89,7 @@ impl Table {
         Ok(Table {
             number,
             index,
+            user_key_index: footer.user_key_index(),
             index_offset: footer.index.offset,
             filter,
             props,
@@ -196,10 +200,21 @@ impl Table {
             .map(|(k, v)| (k, v, h)))
     }
 
+    /// Positions `idx` (a cursor over this table's index) at the only data block that can
+    /// hold the first entry `>= target` (an internal key).
+    fn seek_index(&self, idx: &mut BlockIter, target: &[u8]) -> Result<()> {
+        let r = if self.user_key_index {
+            idx.seek_by(user_key(target), |a, b| a.cmp(b))
+        } else {
+            idx.seek(target)
+        };
+        r.map_err(|e| self.index_error(e))
+    }
+
     /// The handle of the data block where `seek_key` would be (index only, no I/O).
     pub fn block_handle_for(&self, seek_key: &[u8]) -> Result<Option<BlockHandle>> {
         let mut idx = self.index.iter();
-        idx.seek(seek_key).map_err(|e| self.index_error(e))?;
+        self.seek_index(&mut idx, seek_key)?;
         if !idx.valid() {
             return Ok(None);
         }
@@ -270,6 +285,7 @@ impl Table {
         idx.seek_to_first().map_err(|e| self.index_error(e))?;
         let mut entries = 0u64;
         let mut prev: Option<Vec<u8>> = None;
+        let mut prev_index_key: Option<Vec<u8>> = None;
         let mut expected_offset = 0u64;
         while idx.valid() {
             let h = self.decode_handle(idx.value())?;
@@ -285,6 +301,14 @@ impl Table {
             it.seek_to_first().map_err(|e| self.corrupt(h.offset, e))?;
             if !it.valid() {
                 return Err(self.corrupt(h.offset, "empty data block"));
+            }
+            // A user-key index: the separator before this block lies below its first key.
+            if self.user_key_index
+                && prev_index_key
+                    .as_deref()
+                    .is_some_and(|p| p >= user_key(it.key()))
+            {
+                return Err(self.index_error("a separator is not below its next block's keys"));
             }
             while it.valid() {
                 if parse_internal_key(it.key()).is_none() {
@@ -315,7 +339,13 @@ impl Table {
                 entries += 1;
                 it.next().map_err(|e| self.corrupt(h.offset, e))?;
             }
-            if prev.as_deref() != Some(idx.key()) {
+            let last = prev.as_deref().unwrap_or_default();
+            if self.user_key_index {
+                if idx.key() < user_key(last) {
+                    return Err(self.index_error("a separator is below its block's last key"));
+                }
+                prev_index_key = Some(idx.key().to_vec());
+            } else if last != idx.key() {
                 return Err(self.index_error("index key differs from its block's last key"));
             }
             idx.next().map_err(|e| self.index_error(e))?;
@@ -375,8 +405,8 @@ impl Readahead {
 }
 
 /// One data block as a compaction sees it: the bytes exactly as stored in its table
-/// (contents and trailer, checksum already verified), the decoded block, and its index key
-/// (its last internal key). A [`crate::sst::TableBuilder`] can append it verbatim.
+/// (contents and trailer, checksum already verified), the decoded block, and its last
+/// internal key. A [`crate::sst::TableBuilder`] can append it verbatim.
 #[derive(Clone)]
 pub struct RawBlock {
     pub(super) framed: Bytes,
@@ -391,7 +421,7 @@ impl RawBlock {
         &self.block
     }
 
-    /// Its last internal key (the key of its index entry).
+    /// Its last internal key.
     pub fn last_key(&self) -> &[u8] {
         &self.last_key
     }
@@ -433,10 +463,18 @@ impl DataBlocks {
         }
         let h = self.table.decode_handle(self.index.value())?;
         let (framed, block) = self.readahead.framed_block(&self.table, h, self.cause)?;
+        // From the block itself: a version-2 index holds a separator, not the last key.
+        let mut it = block.iter();
+        it.seek_to_last()
+            .map_err(|e| self.table.corrupt(h.offset, e))?;
+        if !it.valid() {
+            return Err(self.table.corrupt(h.offset, "empty data block"));
+        }
+        let last_key = Bytes::copy_from_slice(it.key());
         Ok(Some(RawBlock {
             framed,
             block,
-            last_key: Bytes::copy_from_slice(self.index.key()),
+            last_key,
             offset: h.offset,
         }))
     }
@@ -566,9 +604,7 @@ impl InternalIterator for TableIterator {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.index
-            .seek(target)
-            .map_err(|e| self.table.index_error(e))?;
+        self.table.seek_index(&mut self.index, target)?;
         self.load_block()?;
         self.on_data(true, |d| d.seek(target))?;
         // An index whose keys disagree with its blocks can land before the target.

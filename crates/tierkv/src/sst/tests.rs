@@ -34,10 +34,26 @@ fn entries(n: usize) -> Entries {
 }
 
 fn build(env: &Env, name: &str, entries: &Entries, opts: TableOptions) -> TableInfo {
+    build_as(env, name, entries, opts, false)
+}
+
+/// Builds a table in the current format, or in format 1 (`format1`: what stores written
+/// before format 2 hold).
+fn build_as(
+    env: &Env,
+    name: &str,
+    entries: &Entries,
+    opts: TableOptions,
+    format1: bool,
+) -> TableInfo {
     let file = env
         .create_writable(Tier::Fast, name, IoCause::Flush)
         .unwrap();
-    let mut b = TableBuilder::new(file, opts);
+    let mut b = if format1 {
+        TableBuilder::new_format1(file, opts)
+    } else {
+        TableBuilder::new(file, opts)
+    };
     for (k, v) in entries {
         b.add(k, v).unwrap();
     }
@@ -71,10 +87,19 @@ fn round_trip_iterate_seek_and_get() {
             ..small_blocks()
         },
         TableOptions::default(),
+        TableOptions {
+            block_records: Some(8),
+            ..TableOptions::default()
+        },
     ];
-    for (n, opts) in variants.into_iter().enumerate() {
+    // Every variant in the current format, then in format 1 (tables of older stores).
+    let variants = variants
+        .map(|o| (o, false))
+        .into_iter()
+        .chain(variants.map(|o| (o, true)));
+    for (n, (opts, format1)) in variants.enumerate() {
         let name = format!("{n}.sst");
-        let info = build(&env, &name, &data, opts);
+        let info = build_as(&env, &name, &data, opts, format1);
         assert_eq!(info.smallest.encoded(), data[0].0.as_slice());
         assert_eq!(info.largest.encoded(), data.last().unwrap().0.as_slice());
         assert_eq!(info.props.num_entries, data.len() as u64);
@@ -222,4 +247,100 @@ fn every_flipped_byte_is_detected() {
             "byte {i} went unnoticed by verify"
         );
     }
+}
+
+/// `n` records with `key_len`-byte hashed keys (one version each) and `value_len`-byte values.
+fn fixed_records(n: u64, key_len: usize, value_len: usize) -> Entries {
+    let mut keys: Vec<Vec<u8>> = (0..n)
+        .map(|i| {
+            let h = i.wrapping_mul(0x9e37_79b9_7f4a_7c15).rotate_left(17) ^ i;
+            let mut k = h.to_be_bytes().to_vec();
+            k.resize(key_len, b'k');
+            k
+        })
+        .collect();
+    keys.sort();
+    keys.into_iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let v = vec![(i % 251) as u8; value_len];
+            (make_internal_key(&k, i as u64 + 1, ValueKind::Value), v)
+        })
+        .collect()
+}
+
+/// Entries per data block and each block's stored bytes, in file order.
+fn block_shapes(t: &Arc<Table>) -> Vec<(usize, u64)> {
+    let mut blocks = t.data_blocks(IoCause::Check);
+    let mut out = Vec::new();
+    while let Some(raw) = blocks.next_block().unwrap() {
+        let mut it = raw.block().iter();
+        it.seek_to_first().unwrap();
+        let mut n = 0;
+        while it.valid() {
+            n += 1;
+            it.next().unwrap();
+        }
+        out.push((n, raw.stored_len()));
+    }
+    out
+}
+
+/// `block_records` sizes the read unit to the records: F2's 108-byte records get blocks of
+/// exactly that many entries (a few KiB, not 16), 1 KiB records still fill `block_size`,
+/// every get answers as before, and the index stays within a bound per key.
+#[test]
+fn record_sized_blocks_follow_the_records_and_bound_the_index() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), true).unwrap();
+    let opts = TableOptions {
+        block_records: Some(48),
+        ..TableOptions::default()
+    };
+    let small = fixed_records(20_000, 8, 100);
+    build(&env, "small.sst", &small, opts);
+    let t = open(&env, "small.sst", None).unwrap();
+    let shapes = block_shapes(&t);
+    let (last, full) = shapes.split_last().unwrap();
+    assert!(last.0 <= 48);
+    for &(n, bytes) in full {
+        assert_eq!(n, 48, "entries per block");
+        // 48 entries of 3 header + 16 key + 100 value bytes, restarts and trailer.
+        assert!((48 * 108..48 * 125).contains(&bytes), "{bytes} B block");
+    }
+    // The index (one entry per block: a user-key separator of a few bytes, prefix-compressed
+    // between restarts, and the handle); format 1's index held about 0.5 B per key here.
+    let index_per_key = t.index_bytes() as f64 / small.len() as f64;
+    assert!(index_per_key < 0.3, "index {index_per_key:.3} B per key");
+    for (k, v) in small.iter().step_by(7) {
+        let sk = seek_key(crate::key::user_key(k), MAX_SEQ);
+        let got = t.get(&sk, IoCause::UserGet).unwrap().unwrap();
+        assert_eq!(
+            (got.0.as_ref(), got.1.as_ref()),
+            (k.as_slice(), v.as_slice())
+        );
+    }
+    assert_eq!(t.verify(IoCause::Check).unwrap(), small.len() as u64);
+
+    // Without it the same records fill 16 KiB blocks.
+    let unbounded = TableOptions {
+        block_records: None,
+        ..opts
+    };
+    build(&env, "small16k.sst", &small, unbounded);
+    let t16 = open(&env, "small16k.sst", None).unwrap();
+    let shapes = block_shapes(&t16);
+    let (_, full) = shapes.split_last().unwrap();
+    assert!(full.iter().all(|&(_, b)| b >= 16 * 1024), "16 KiB blocks");
+
+    // 1 KiB records reach block_size long before 48 records: unchanged read unit.
+    let large = fixed_records(1_000, 24, 1000);
+    build(&env, "large.sst", &large, opts);
+    let t = open(&env, "large.sst", None).unwrap();
+    let shapes = block_shapes(&t);
+    let (_, full) = shapes.split_last().unwrap();
+    for &(n, bytes) in full {
+        assert!(n < 48 && bytes >= 16 * 1024, "{n} entries, {bytes} B");
+    }
+    assert_eq!(t.verify(IoCause::Check).unwrap(), large.len() as u64);
 }

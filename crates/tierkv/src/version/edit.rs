@@ -16,6 +16,38 @@ const TAG_NEXT_FILE: u64 = 2;
 const TAG_LAST_SEQ: u64 = 3;
 const TAG_DELETED_FILE: u64 = 4;
 const TAG_NEW_FILE: u64 = 5;
+/// The expiring records of the file added just before (only written when it has some).
+const TAG_FILE_EXPIRY: u64 = 6;
+
+/// A table's expiring records, as its properties record them: how many, and the range of
+/// their deadlines (milliseconds since the UNIX epoch). All zero: none (also what a table
+/// written before expiry existed reads as).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileExpiry {
+    /// Expiring records (kind 2).
+    pub count: u64,
+    /// Earliest deadline among them.
+    pub min_deadline: u64,
+    /// Latest deadline among them.
+    pub max_deadline: u64,
+}
+
+impl FileExpiry {
+    /// Estimated records of the file expired at `now`: all of them past the latest
+    /// deadline, none before the earliest, and in between in proportion to the time
+    /// passed (deadlines taken as spread evenly).
+    pub fn estimated_expired(&self, now: u64) -> u64 {
+        if self.count == 0 || now < self.min_deadline {
+            0
+        } else if now >= self.max_deadline {
+            self.count
+        } else {
+            let span = (self.max_deadline - self.min_deadline) as u128;
+            let passed = (now - self.min_deadline + 1) as u128;
+            (self.count as u128 * passed / (span + 1)) as u64
+        }
+    }
+}
 
 /// A table file as recorded in the manifest.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -40,6 +72,8 @@ pub struct NewFile {
     pub num_entries: u64,
     /// Tombstones.
     pub num_deletions: u64,
+    /// Expiring records and their deadlines (the expiry sweep's input).
+    pub expiry: FileExpiry,
 }
 
 impl NewFile {
@@ -56,6 +90,11 @@ impl NewFile {
             largest_seq: info.props.largest_seq,
             num_entries: info.props.num_entries,
             num_deletions: info.props.num_deletions,
+            expiry: FileExpiry {
+                count: info.props.num_expiring,
+                min_deadline: info.props.min_deadline,
+                max_deadline: info.props.max_deadline,
+            },
         }
     }
 }
@@ -105,6 +144,12 @@ impl VersionEdit {
             put_varint64(&mut out, f.largest_seq);
             put_varint64(&mut out, f.num_entries);
             put_varint64(&mut out, f.num_deletions);
+            if f.expiry.count > 0 {
+                put_varint64(&mut out, TAG_FILE_EXPIRY);
+                put_varint64(&mut out, f.expiry.count);
+                put_varint64(&mut out, f.expiry.min_deadline);
+                put_varint64(&mut out, f.expiry.max_deadline);
+            }
         }
         out
     }
@@ -156,7 +201,20 @@ impl VersionEdit {
                         largest_seq: varint(&mut src, "largest seq")?,
                         num_entries: varint(&mut src, "entries")?,
                         num_deletions: varint(&mut src, "deletions")?,
+                        expiry: FileExpiry::default(),
                     });
+                }
+                TAG_FILE_EXPIRY => {
+                    let expiry = FileExpiry {
+                        count: varint(&mut src, "expiring records")?,
+                        min_deadline: varint(&mut src, "earliest deadline")?,
+                        max_deadline: varint(&mut src, "latest deadline")?,
+                    };
+                    let f = edit
+                        .added
+                        .last_mut()
+                        .ok_or_else(|| bad("expiry record before any new file"))?;
+                    f.expiry = expiry;
                 }
                 t => return Err(bad(&format!("unknown tag {t}"))),
             }
@@ -186,8 +244,26 @@ mod tests {
                 largest_seq: 100,
                 num_entries: 1000,
                 num_deletions: 3,
+                expiry: FileExpiry {
+                    count: 10,
+                    min_deadline: 1_700_000_000_000,
+                    max_deadline: 1_700_000_100_000,
+                },
             }],
         }
+    }
+
+    #[test]
+    fn expired_estimate_grows_with_time() {
+        let e = FileExpiry {
+            count: 100,
+            min_deadline: 1000,
+            max_deadline: 1999,
+        };
+        assert_eq!(e.estimated_expired(999), 0);
+        assert_eq!(e.estimated_expired(1499), 50);
+        assert_eq!(e.estimated_expired(1999), 100);
+        assert_eq!(FileExpiry::default().estimated_expired(u64::MAX), 0);
     }
 
     #[test]

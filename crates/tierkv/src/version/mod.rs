@@ -153,6 +153,8 @@ pub struct LevelHit {
     pub tier: Tier,
     /// Sequence number of the entry found.
     pub seq: SeqNo,
+    /// The deadline of an expiring value (whether it has passed is the reader's call).
+    pub deadline: Option<u64>,
     /// Number of the table file that held it.
     pub file: u64,
     /// The data block that held it (what a KP cache entry points at).
@@ -276,15 +278,28 @@ impl Version {
                     if best.as_ref().is_some_and(|b| b.seq >= parsed.seq) {
                         continue;
                     }
-                    let result = match parsed.kind {
-                        crate::key::ValueKind::Value => LevelGet::Found(value),
-                        crate::key::ValueKind::Delete => LevelGet::Deleted,
+                    let (result, deadline) = match parsed.kind {
+                        crate::key::ValueKind::Value => (LevelGet::Found(value), None),
+                        crate::key::ValueKind::Expiring => {
+                            let (_, deadline) = crate::expiry::split_stored(parsed.kind, &value)
+                                .ok_or_else(|| {
+                                    crate::Error::corruption(
+                                        tables_path(tables, f),
+                                        0,
+                                        "expiring value shorter than its deadline",
+                                    )
+                                })?;
+                            let value = value.slice(crate::expiry::DEADLINE_LEN..);
+                            (LevelGet::Found(value), deadline)
+                        }
+                        crate::key::ValueKind::Delete => (LevelGet::Deleted, None),
                     };
                     best = Some(LevelHit {
                         result,
                         level,
                         tier: f.tier,
                         seq: parsed.seq,
+                        deadline,
                         file: f.number,
                         block,
                     });

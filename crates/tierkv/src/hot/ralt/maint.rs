@@ -3,9 +3,13 @@
 //! merge of everything into one sorted run) and auto-tuning of the two limits
 //! (Algorithm 1). Each call does one bounded unit of work and installs a new version.
 
+use super::admit::Admission;
 use super::buffer::Buffer;
 use super::manifest::{self, State, Thresholds};
-use super::options::{Params, RaltOptions, EVICT_STEP_FILES, L0_TRIGGER, MAX_LEVEL, SAMPLE_POINTS};
+use super::options::{
+    Params, RaltOptions, EVICT_STEP_FILES, L0_L1_RATIO, L0_MAX_FILES, L0_TRIGGER, MAX_LEVEL,
+    SAMPLE_POINTS,
+};
 use super::run::{Rec, RunFile, RunWriter};
 use super::score::{encoded_len, is_stable, Meta};
 use super::version::{MergeIter, Source, Version};
@@ -27,6 +31,8 @@ pub(crate) struct Maint {
     pub(super) eviction: Option<Eviction>,
     /// Per level, the largest key of the last file compacted (round-robin picking).
     compact_ptr: Vec<Option<Vec<u8>>>,
+    /// Single accesses not written (see `RaltOptions::admission`).
+    admission: Admission,
 }
 
 impl Maint {
@@ -41,6 +47,7 @@ impl Maint {
             flushes_at_eviction: 0,
             eviction: None,
             compact_ptr: vec![None; MAX_LEVEL + 1],
+            admission: Admission::default(),
         }
     }
 }
@@ -270,6 +277,13 @@ impl Ralt {
         Ok(())
     }
 
+    /// Counts the bytes of `added` files as written by flushes (0), compactions (1) or
+    /// evictions (2).
+    fn count_written(&self, kind: usize, added: &[(usize, Arc<RunFile>)]) {
+        let bytes: u64 = added.iter().map(|(_, f)| f.size).sum();
+        self.written[kind].fetch_add(bytes, Relaxed);
+    }
+
     pub(super) fn update_pending(&self, m: &Maint) {
         let v = self.version.load();
         let pending =
@@ -290,17 +304,39 @@ impl Ralt {
     /// What the run files' filters and indexes may hold: the memory limit less the active
     /// and the frozen buffer.
     fn file_memory_limit(&self) -> Option<u64> {
-        let buffers = 2 * self.buffer_capacity.load(Relaxed);
+        let buffers = 2 * self.buffer_capacity.load(Relaxed) + self.admission_bytes.load(Relaxed);
         self.opts
             .memory_limit
             .map(|l| l.saturating_sub(buffers).max(1))
     }
 
+    /// Sizes the admission table for a window of `Dhs` HotRAP bytes of single-access keys
+    /// (what auto-tuning lets unstable records take before an eviction drops them), at
+    /// the mean record size seen so far; at most an eighth of the memory limit (without
+    /// one, `max_buffer_bytes`).
+    fn size_admission(&self, m: &mut Maint) {
+        let (total, accesses) = {
+            let f = self.front.lock();
+            (f.clock.total, f.accesses)
+        };
+        let mean = (total / accesses.max(1)).max(1);
+        let keys = self.params.dhs / mean;
+        let max_bytes = self
+            .opts
+            .memory_limit
+            .map_or(self.opts.max_buffer_bytes as u64, |l| l / 8);
+        m.admission.resize(Admission::target_slots(keys, max_bytes));
+        self.admission_bytes.store(m.admission.bytes(), Relaxed);
+    }
+
     /// The level most in need of compaction, if any is over its target.
     fn compaction_level(&self, v: &Version) -> Option<usize> {
         let mut best = (0.0, None);
-        let l0 = v.level(0).len() as f64 / L0_TRIGGER as f64;
-        if l0 >= 1.0 {
+        let files = v.level(0).len();
+        let l0 = files as f64 / L0_TRIGGER as f64;
+        let l0_bytes: u64 = v.level(0).iter().map(|f| f.size).sum();
+        let l1_bytes = v.level_bytes(1);
+        if l0 >= 1.0 && (l0_bytes * L0_L1_RATIO >= l1_bytes || files >= L0_MAX_FILES) {
             best = (l0, Some(0));
         }
         for level in 1..MAX_LEVEL.min(v.levels.len()) {
@@ -329,13 +365,31 @@ impl Ralt {
         let mut entries: Vec<_> = buf.entries().iter().collect();
         entries.sort_by(|a, b| a.key.cmp(&b.key));
         let v = self.version.load_full();
+        let admit = self.opts.admission;
+        if admit {
+            self.size_admission(m);
+        }
         let mut out = Outputs::new(self, 0);
         for e in entries {
             // A key accessed again while buffered stays hot after the flush, unless it is
             // hot below already (then that record answers, and a second hot record would
             // only count the key twice in range hot sizes).
             let below = hot_below(&v, 0, &e.key);
-            let by_score = self.scorer.rank(&e.meta, m.th.thr_tick) >= m.th.hot_rank;
+            let mut meta = e.meta;
+            if admit {
+                let hash = filter_hash(&e.key);
+                match m.admission.take_merged(hash, &e.meta, &self.scorer) {
+                    Some(merged) => meta = merged,
+                    // Seen once and no earlier access waiting: park it. A key hot in a
+                    // run stays hot there meanwhile; its score lags by this one access.
+                    None if e.count < 2 => {
+                        m.admission.park(hash, &e.meta);
+                        continue;
+                    }
+                    None => {}
+                }
+            }
+            let by_score = self.scorer.rank(&meta, m.th.thr_tick) >= m.th.hot_rank;
             let hot = by_score || (buf.is_hot(e) && !below);
             let dup = hot && below;
             // One file per flush, whatever its size: level 0 files are whole buffers.
@@ -350,9 +404,12 @@ impl Ralt {
                     )?)
                 }
             };
-            w.add(&e.key, &e.meta, hot, dup)?;
+            w.add(&e.key, &meta, hot, dup)?;
         }
         let added = out.finish()?;
+        self.count_written(0, &added);
+        self.parked.store(m.admission.parked(), Relaxed);
+        self.credited.store(m.admission.credited(), Relaxed);
         self.install(m, &[], added)?;
         m.flushes += 1;
         Ok(())
@@ -437,6 +494,7 @@ impl Ralt {
             self.resize_buffer(repeated, buffered);
         }
         let added = out.finish()?;
+        self.count_written(1, &added);
         let removed: Vec<Arc<RunFile>> = upper.into_iter().chain(lower).collect();
         self.install(m, &removed, added)
     }
@@ -640,6 +698,7 @@ impl Ralt {
             tail_files.extend(fs.iter().map(|(_, f)| f.number));
             added.extend(fs);
         }
+        self.count_written(2, &added);
         let removed: Vec<Arc<RunFile>> = upper.into_iter().flatten().chain(picked).collect();
         self.install(m, &removed, added)?;
         m.th.evicted_keys += evicted;

@@ -15,6 +15,11 @@
 //! hot" key); a single buffered access alone never makes a key hot, so a promotion check
 //! that records an access and then asks `is_hot` needs an earlier access.
 //!
+//! What is written: a flush writes a buffered key accessed twice while buffered, or whose
+//! one access meets an earlier one parked in the admission table; a key seen once is
+//! parked there instead (`admit`; off with `RaltOptions::admission = false`, the paper's
+//! every-key flush).
+//!
 //! When the hot set size or the physical size exceeds its limit, an eviction computes two
 //! score thresholds by sampling, drops records below the physical one (and, with
 //! auto-tuning, every unstable record first), re-decides every hot bit against the hot
@@ -22,10 +27,11 @@
 //! resets both limits by Algorithm 1.
 //!
 //! Files: `options` (options, derived parameters), `score` (score and counter arithmetic,
-//! record encoding), `buffer` (clock, unsorted buffer), `run` (run files), `manifest`
+//! record encoding), `buffer` (clock, unsorted buffer), `admit` (admission table), `run` (run files), `manifest`
 //! (persisted state), `version` (file sets, merging iterator), `maint` (flush, compaction,
 //! eviction, auto-tuning).
 
+mod admit;
 mod buffer;
 mod maint;
 mod manifest;
@@ -86,6 +92,13 @@ pub struct Ralt {
     phys_limit: AtomicU64,
     evictions: AtomicU64,
     evicted_keys: AtomicU64,
+    /// Bytes of run files written by flushes, compactions and evictions.
+    written: [AtomicU64; 3],
+    /// Memory of the admission table (a copy for `stats` and the memory limit).
+    admission_bytes: AtomicU64,
+    /// Accesses the admission stage parked and credited (copies for `stats`).
+    parked: AtomicU64,
+    credited: AtomicU64,
 }
 
 /// Answers `range_hot_size` from one snapshot of the runs and the buffers' hot keys.
@@ -148,6 +161,18 @@ pub struct RaltStats {
     pub evicted_keys: u64,
     /// Counter periods elapsed (auto-tuning counters lose one unit per period).
     pub counter_period: u64,
+    /// Bytes of run files flushes wrote (level 0).
+    pub flush_write_bytes: u64,
+    /// Bytes of run files compactions wrote.
+    pub compaction_write_bytes: u64,
+    /// Bytes of run files evictions wrote.
+    pub eviction_write_bytes: u64,
+    /// Memory of the admission table (included in `memory_bytes`).
+    pub admission_bytes: u64,
+    /// Flushed single accesses the admission stage kept off the disk.
+    pub admission_parked: u64,
+    /// Parked accesses credited to a later record of their key.
+    pub admission_credited: u64,
 }
 
 impl Ralt {
@@ -239,6 +264,10 @@ impl Ralt {
             phys_limit: AtomicU64::new(phys_limit),
             evictions: AtomicU64::new(state.th.evictions),
             evicted_keys: AtomicU64::new(state.th.evicted_keys),
+            written: Default::default(),
+            admission_bytes: AtomicU64::new(0),
+            parked: AtomicU64::new(0),
+            credited: AtomicU64::new(0),
             maint: Mutex::new(m),
             env,
             opts,
@@ -533,13 +562,14 @@ impl Ralt {
         let buffers = std::iter::once(&f.active).chain(f.frozen.as_deref());
         let buffer_bytes: u64 = buffers.clone().map(|b| b.bytes() as u64).sum();
         let buffered: u64 = buffers.map(|b| b.len() as u64).sum();
+        let admission_bytes = self.admission_bytes.load(Relaxed);
         RaltStats {
             hot_set_size: v.hot_set_bytes(),
             hot_set_limit: self.hot_limit.load(Relaxed),
             physical_size: v.record_bytes(),
             physical_limit: self.phys_limit.load(Relaxed),
             tracked_keys: records + buffered,
-            memory_bytes: filter_bytes + index_bytes + buffer_bytes,
+            memory_bytes: filter_bytes + index_bytes + buffer_bytes + admission_bytes,
             accesses: f.accesses,
             evictions: self.evictions.load(Relaxed),
             tick: f.clock.tick,
@@ -552,6 +582,12 @@ impl Ralt {
             buffer_capacity: self.buffer_capacity.load(Relaxed),
             evicted_keys: self.evicted_keys.load(Relaxed),
             counter_period: f.clock.epoch,
+            flush_write_bytes: self.written[0].load(Relaxed),
+            compaction_write_bytes: self.written[1].load(Relaxed),
+            eviction_write_bytes: self.written[2].load(Relaxed),
+            admission_bytes,
+            admission_parked: self.parked.load(Relaxed),
+            admission_credited: self.credited.load(Relaxed),
         }
     }
 }

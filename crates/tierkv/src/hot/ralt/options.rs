@@ -70,6 +70,11 @@ pub struct RaltOptions {
     pub max_buffer_bytes: usize,
     /// Bits per key of the in-memory bloom filters of hot keys (paper: 20).
     pub bloom_bits_per_key: usize,
+    /// Admission stage (default on): a flushed key seen once, and hot in no run, is not
+    /// written; its access waits in a small in-memory table and is credited when the key
+    /// is seen again (see the `admit` module). Off, every buffered key is written, as in
+    /// the paper.
+    pub admission: bool,
     /// Scoring method.
     pub scoring: ScoringMethod,
     /// Most bytes of memory RALT holds: its two buffers plus the bloom filters and block
@@ -92,6 +97,7 @@ impl Default for RaltOptions {
             buffer_bytes: 256 << 10,
             max_buffer_bytes: 4 << 20,
             bloom_bits_per_key: 20,
+            admission: true,
             scoring: ScoringMethod::ExpSmoothing,
             memory_limit: None,
         }
@@ -160,8 +166,15 @@ pub(crate) const COUNTER_DC: u8 = 26;
 /// cmax = 5 (paper §3.7).
 pub(crate) const COUNTER_MAX: u8 = 50;
 
-/// L0 files that trigger an L0 -> L1 compaction.
+/// L0 files that trigger an L0 -> L1 compaction, once they also hold at least
+/// 1/`L0_L1_RATIO` of L1's bytes (or there are `L0_MAX_FILES`): every L0 compaction rewrites
+/// the L1 files it overlaps, which with RALT's random keys is all of L1, so small flushes
+/// (the admission stage makes them small) must gather before they pay for that.
 pub(crate) const L0_TRIGGER: usize = 4;
+/// See [`L0_TRIGGER`].
+pub(crate) const L0_L1_RATIO: u64 = 1;
+/// Most L0 files before a compaction regardless of size (each costs `is_hot` a filter probe).
+pub(crate) const L0_MAX_FILES: usize = 16;
 /// Size ratio between adjacent levels.
 pub(crate) const LEVEL_RATIO: u64 = 10;
 /// Deepest level index; it never compacts further.

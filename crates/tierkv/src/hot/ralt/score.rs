@@ -71,6 +71,15 @@ impl Scorer {
         }
     }
 
+    /// Whether scores count accesses or record a time (the admission stage credits a
+    /// parked access by it).
+    pub fn kind(&self) -> ScoreKind {
+        match self.method {
+            ScoringMethod::Lru => ScoreKind::Time,
+            _ => ScoreKind::Count,
+        }
+    }
+
     /// The score at time slice `t` (>= the record's tick).
     pub fn real_score(&self, m: &Meta, t: u64) -> f64 {
         let d = t.saturating_sub(m.tick);
@@ -214,4 +223,12 @@ pub(crate) fn decode_record(src: &[u8]) -> Option<(&[u8], Meta, bool, usize)> {
         tag: flags & FLAG_TAG != 0,
     };
     Some((key, m, flags & FLAG_HOT != 0, p))
+}
+
+/// What a score means, for crediting a parked access (`admit`).
+pub(crate) enum ScoreKind {
+    /// A sum of per-access contributions (exponential smoothing, CLOCK).
+    Count,
+    /// The time of the last access (LRU).
+    Time,
 }

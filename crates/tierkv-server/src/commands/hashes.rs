@@ -1,0 +1,498 @@
+//! Hash commands: HSET/HMSET, HSETNX, HGET, HMGET, HGETALL, HKEYS, HVALS, HDEL, HLEN,
+//! HEXISTS, HSTRLEN, HINCRBY, HINCRBYFLOAT, HSCAN.
+//!
+//! A hash is a metadata record (version, field count, the key's deadline) plus one record
+//! per field (see `keyspace`). Every write is one atomic step conditioned on the metadata
+//! record, which it rewrites with the new count ([`edit`]); so writers of one hash are
+//! serialised and the count stays exact. Multi-field reads (HGETALL, HKEYS, HVALS, HMGET)
+//! read at one snapshot and are produced incrementally ([`Resume`]): a huge hash is bounded
+//! by the connection's output limit, not held in memory.
+
+use super::keys::{parse_scan_args, scan_step, SCAN_MAX_REPLY_BYTES};
+use super::strings::{format_float, parse_float};
+use super::{CmdError, CmdResult, Ctx, Flow, Resume};
+use crate::keyspace::{self as ks, HashMeta, Rec};
+use crate::resp::ReplyWriter;
+use crate::state::{produce_in_steps, Shared};
+use bytes::Bytes;
+use std::collections::HashMap;
+use tierkv::{Db, ReadOptions, WriteBatch};
+
+/// The staged changes of one atomic hash step.
+struct HashEdit<'a> {
+    db: &'a Db,
+    key: &'a [u8],
+    version: u64,
+    len: u64,
+    batch: WriteBatch,
+    /// Fields written or deleted so far in this step (their new state).
+    staged: HashMap<Vec<u8>, Option<Vec<u8>>>,
+    changed: bool,
+}
+
+impl HashEdit<'_> {
+    fn get(&self, field: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
+        if let Some(v) = self.staged.get(field) {
+            return Ok(v.clone());
+        }
+        Ok(self.db.get(ks::field_key(self.key, self.version, field))?)
+    }
+
+    /// Sets a field; true when it is new.
+    fn set(&mut self, field: &[u8], value: &[u8]) -> Result<bool, CmdError> {
+        let new = self.get(field)?.is_none();
+        self.batch
+            .put(ks::field_key(self.key, self.version, field), value);
+        self.staged.insert(field.to_vec(), Some(value.to_vec()));
+        self.len += new as u64;
+        self.changed = true;
+        Ok(new)
+    }
+
+    /// Deletes a field; true when it existed.
+    fn del(&mut self, field: &[u8]) -> Result<bool, CmdError> {
+        if self.get(field)?.is_none() {
+            return Ok(false);
+        }
+        self.batch
+            .delete(ks::field_key(self.key, self.version, field));
+        self.staged.insert(field.to_vec(), None);
+        self.len = self.len.saturating_sub(1);
+        self.changed = true;
+        Ok(true)
+    }
+}
+
+/// Runs `f` on hash `key` as one atomic step (retried when another write to the hash
+/// races it). A missing hash is created when `f` adds a field (with a fresh version); one
+/// left without fields is deleted. `f` returns its result; an error writes nothing. The
+/// key's deadline is kept.
+fn edit<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    mut f: impl FnMut(&mut HashEdit<'_>) -> Result<T, CmdError>,
+) -> Result<T, CmdError> {
+    let db = &ctx.shared.db;
+    let mk = ks::meta_key(key);
+    let mut out: Option<Result<T, CmdError>> = None;
+    ks::transact(db, &ctx.wopts(), &[&mk], |cur| {
+        let cur = cur[0].as_ref();
+        let (meta, deadline) = match cur.map(Rec::hash).transpose() {
+            Ok(Some(m)) => (Some(m), cur.and_then(|r| r.deadline)),
+            Ok(None) => (None, None),
+            Err(e) => {
+                out = Some(Err(e));
+                return None;
+            }
+        };
+        let version = match meta {
+            Some(m) => m.version,
+            None => match ctx.shared.versions.next(db) {
+                Ok(v) => v,
+                Err(e) => {
+                    out = Some(Err(e.into()));
+                    return None;
+                }
+            },
+        };
+        let mut e = HashEdit {
+            db,
+            key,
+            version,
+            len: meta.map_or(0, |m| m.len),
+            batch: WriteBatch::new(),
+            staged: HashMap::new(),
+            changed: false,
+        };
+        let r = f(&mut e);
+        let ok = r.is_ok();
+        out = Some(r);
+        if !ok || !e.changed {
+            return None;
+        }
+        let mut b = e.batch;
+        if e.len == 0 {
+            b.delete(&mk);
+        } else {
+            let m = HashMeta {
+                version,
+                len: e.len,
+            };
+            ks::put(&mut b, &mk, &ks::hash_value(m), deadline);
+        }
+        Some(b)
+    })?;
+    out.unwrap_or_else(|| Err(CmdError::err("internal error: hash step did not run")))
+}
+
+/// The hash metadata of `key` (None: no such key), WRONGTYPE for a string.
+fn meta(db: &Db, key: &[u8], ropts: &ReadOptions) -> Result<Option<HashMeta>, CmdError> {
+    ks::get(db, key, ropts)?.map(|r| r.hash()).transpose()
+}
+
+fn check_pairs(args: &[Bytes], name: &str) -> Result<(), CmdError> {
+    if args.len() < 4 || !args.len().is_multiple_of(2) {
+        return Err(CmdError::err(format!(
+            "wrong number of arguments for '{name}' command"
+        )));
+    }
+    Ok(())
+}
+
+/// HSET key field value [field value ...] (number of new fields); HMSET (OK).
+pub(super) fn hset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let hmset = args[0].eq_ignore_ascii_case(b"hmset");
+    check_pairs(args, if hmset { "hmset" } else { "hset" })?;
+    let added = edit(ctx, &args[1], |e| {
+        let mut n = 0i64;
+        for fv in args[2..].chunks_exact(2) {
+            n += e.set(&fv[0], &fv[1])? as i64;
+        }
+        Ok(n)
+    })?;
+    if hmset {
+        ctx.out.ok();
+    } else {
+        ctx.out.int(added);
+    }
+    Ok(Flow::Continue)
+}
+
+pub(super) fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let set = edit(ctx, &args[1], |e| {
+        if e.get(&args[2])?.is_some() {
+            return Ok(false);
+        }
+        e.set(&args[2], &args[3])
+    })?;
+    ctx.out.int(set as i64);
+    Ok(Flow::Continue)
+}
+
+pub(super) fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let db = &ctx.shared.db;
+    if meta(db, &args[1], &ReadOptions::new())?.is_none() {
+        ctx.out.int(0);
+        return Ok(Flow::Continue);
+    }
+    let n = edit(ctx, &args[1], |e| {
+        let mut n = 0i64;
+        for f in &args[2..] {
+            n += e.del(f)? as i64;
+        }
+        Ok(n)
+    })?;
+    ctx.out.int(n);
+    Ok(Flow::Continue)
+}
+
+pub(super) fn hget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let db = &ctx.shared.db;
+    let snap = db.snapshot();
+    let ropts = ReadOptions {
+        snapshot: Some(snap.seq()),
+        ..ReadOptions::new()
+    };
+    let v = match meta(db, &args[1], &ropts)? {
+        Some(m) => db.get_opt(ks::field_key(&args[1], m.version, &args[2]), &ropts)?,
+        None => None,
+    };
+    ctx.out.opt_bulk_owned(v);
+    Ok(Flow::Continue)
+}
+
+pub(super) fn hexists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    hget_then(ctx, args, |out, v| out.int(v.is_some() as i64))
+}
+
+pub(super) fn hstrlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    hget_then(ctx, args, |out, v| out.int(v.map_or(0, |v| v.len()) as i64))
+}
+
+fn hget_then(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    reply: impl FnOnce(&mut ReplyWriter, Option<Vec<u8>>),
+) -> CmdResult {
+    let db = &ctx.shared.db;
+    let snap = db.snapshot();
+    let ropts = ReadOptions {
+        snapshot: Some(snap.seq()),
+        ..ReadOptions::new()
+    };
+    let v = match meta(db, &args[1], &ropts)? {
+        Some(m) => db.get_opt(ks::field_key(&args[1], m.version, &args[2]), &ropts)?,
+        None => None,
+    };
+    reply(ctx.out, v);
+    Ok(Flow::Continue)
+}
+
+pub(super) fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let n = meta(&ctx.shared.db, &args[1], &ReadOptions::new())?.map_or(0, |m| m.len);
+    ctx.out.int(n as i64);
+    Ok(Flow::Continue)
+}
+
+pub(super) fn hincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let delta = super::int_arg(&args[3])?;
+    let n = edit(ctx, &args[1], |e| {
+        let old = match e.get(&args[2])? {
+            None => 0,
+            Some(v) => crate::resp::parse_int(&v)
+                .ok_or_else(|| CmdError::err("hash value is not an integer"))?,
+        };
+        let new = old
+            .checked_add(delta)
+            .ok_or_else(|| CmdError::err("increment or decrement would overflow"))?;
+        e.set(&args[2], new.to_string().as_bytes())?;
+        Ok(new)
+    })?;
+    ctx.out.int(n);
+    Ok(Flow::Continue)
+}
+
+pub(super) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let incr = parse_float(&args[3]).ok_or_else(|| CmdError::err("value is not a valid float"))?;
+    let s = edit(ctx, &args[1], |e| {
+        let old = match e.get(&args[2])? {
+            None => 0.0,
+            Some(v) => parse_float(&v).ok_or_else(|| CmdError::err("hash value is not a float"))?,
+        };
+        let new = old + incr;
+        if !new.is_finite() {
+            return Err(CmdError::err("increment would produce NaN or Infinity"));
+        }
+        let s = format_float(new);
+        e.set(&args[2], s.as_bytes())?;
+        Ok(s)
+    })?;
+    ctx.out.bulk(s.as_bytes());
+    Ok(Flow::Continue)
+}
+
+/// Which parts of each field a listing reply carries.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Parts {
+    Both,
+    Keys,
+    Values,
+}
+
+/// HGETALL (a map), HKEYS, HVALS (arrays): the count is the metadata's, read at the same
+/// snapshot as the fields, so the header is exact before any field is read.
+pub(super) fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let parts = match args[0].to_ascii_lowercase().as_slice() {
+        b"hkeys" => Parts::Keys,
+        b"hvals" => Parts::Values,
+        _ => Parts::Both,
+    };
+    let db = &ctx.shared.db;
+    let snap = db.snapshot();
+    let ropts = ReadOptions {
+        snapshot: Some(snap.seq()),
+        ..ReadOptions::new()
+    };
+    let Some(m) = meta(db, &args[1], &ropts)? else {
+        if parts == Parts::Both {
+            ctx.out.map(0);
+        } else {
+            ctx.out.array(0);
+        }
+        return Ok(Flow::Continue);
+    };
+    if parts == Parts::Both {
+        ctx.out.map(m.len as usize);
+    } else {
+        ctx.out.array(m.len as usize);
+    }
+    let rest = Box::new(FieldsRest {
+        snap,
+        prefix: ks::field_prefix(&args[1], m.version),
+        next: None,
+        remaining: m.len,
+        parts,
+    });
+    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.reply_chunk);
+    Ok(Flow::Continue)
+}
+
+/// The part of an HGETALL / HKEYS / HVALS reply not produced yet.
+struct FieldsRest {
+    snap: tierkv::Snapshot,
+    /// The fields' common engine key prefix.
+    prefix: Vec<u8>,
+    /// The engine key to resume at (None: the first field).
+    next: Option<Vec<u8>>,
+    /// Elements (fields) still owed: the header promised them.
+    remaining: u64,
+    parts: Parts,
+}
+
+impl FieldsRest {
+    fn emit(&self, out: &mut ReplyWriter, field: &[u8], value: &[u8]) {
+        if self.parts != Parts::Values {
+            out.bulk(field);
+        }
+        if self.parts != Parts::Keys {
+            out.bulk(value);
+        }
+    }
+
+    fn step(
+        &mut self,
+        shared: &Shared,
+        out: &mut ReplyWriter,
+        chunk: usize,
+    ) -> tierkv::Result<bool> {
+        let ropts = ReadOptions {
+            snapshot: Some(self.snap.seq()),
+            lower_bound: Some(self.next.clone().unwrap_or_else(|| self.prefix.clone())),
+            upper_bound: ks::prefix_end(&self.prefix),
+            fill_cache: false,
+        };
+        let mut it = shared.db.iter_opt(&ropts)?;
+        it.seek_to_first()?;
+        while it.valid() && self.remaining > 0 {
+            let field = &it.key()[self.prefix.len()..];
+            self.emit(out, field, it.value());
+            self.remaining -= 1;
+            it.next()?;
+            if out.overflowed() {
+                return Ok(true);
+            }
+            if out.len() >= chunk && self.remaining > 0 && it.valid() {
+                self.next = Some(it.key().to_vec());
+                return Ok(false);
+            }
+        }
+        // Fewer fields than the metadata counts would break the reply's framing: never
+        // expected (both are written in one batch), but the header's promise is kept.
+        if self.remaining > 0 {
+            tracing::error!(
+                "hash field count mismatch: {} fields missing under {:?}",
+                self.remaining,
+                String::from_utf8_lossy(&self.prefix)
+            );
+            while self.remaining > 0 {
+                self.emit(out, b"", b"");
+                self.remaining -= 1;
+            }
+        }
+        Ok(true)
+    }
+}
+
+impl Resume for FieldsRest {
+    fn resume(
+        mut self: Box<Self>,
+        shared: &Shared,
+        out: &mut ReplyWriter,
+        chunk: usize,
+    ) -> Option<Box<dyn Resume>> {
+        match self.step(shared, out, chunk) {
+            Ok(true) => None,
+            Ok(false) => Some(self),
+            Err(e) => {
+                // The header is out: the rest of the elements carry the error.
+                let msg = CmdError::from(e).0;
+                let per = if self.parts == Parts::Both { 2 } else { 1 };
+                for _ in 0..self.remaining.saturating_mul(per).min(1 << 20) {
+                    out.error(&msg);
+                }
+                None
+            }
+        }
+    }
+}
+
+/// HMGET key field [field ...]: one snapshot, produced incrementally like MGET.
+pub(super) fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let db = &ctx.shared.db;
+    let snap = db.snapshot();
+    let ropts = ReadOptions {
+        snapshot: Some(snap.seq()),
+        ..ReadOptions::new()
+    };
+    let version = meta(db, &args[1], &ropts)?.map(|m| m.version);
+    let rest = Box::new(HmgetRest {
+        snap,
+        version,
+        args: args.to_vec(),
+        next: 2,
+    });
+    ctx.out.array(args.len() - 2);
+    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.reply_chunk);
+    Ok(Flow::Continue)
+}
+
+struct HmgetRest {
+    snap: tierkv::Snapshot,
+    /// The hash's version (None: no such hash, every field is nil).
+    version: Option<u64>,
+    args: Vec<Bytes>,
+    next: usize,
+}
+
+impl Resume for HmgetRest {
+    fn resume(
+        mut self: Box<Self>,
+        shared: &Shared,
+        out: &mut ReplyWriter,
+        chunk: usize,
+    ) -> Option<Box<dyn Resume>> {
+        let ropts = ReadOptions {
+            snapshot: Some(self.snap.seq()),
+            ..ReadOptions::new()
+        };
+        let (args, version) = (&self.args, self.version);
+        let more = produce_in_steps(
+            &mut self.next,
+            args.len(),
+            out,
+            chunk,
+            |i, out| match version {
+                None => out.null(),
+                Some(v) => {
+                    let fk = ks::field_key(&args[1], v, &args[i]);
+                    match shared.db.get_opt(fk, &ropts) {
+                        Ok(v) => out.opt_bulk_owned(v),
+                        Err(e) => out.error(&CmdError::from(e).0),
+                    }
+                }
+            },
+        );
+        more.then_some(self as Box<dyn Resume>)
+    }
+}
+
+/// HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]: fields in field order, the
+/// reply bounded by COUNT and by the connection's output bound.
+pub(super) fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let sa = parse_scan_args(ctx, args, true)?;
+    let Some(m) = meta(&ctx.shared.db, &args[1], &ReadOptions::new())? else {
+        ctx.out.array(2);
+        ctx.out.bulk(b"0");
+        ctx.out.array(0);
+        return Ok(Flow::Continue);
+    };
+    let base = ks::field_prefix(&args[1], m.version);
+    let mut items: Vec<Vec<u8>> = Vec::new();
+    let max_bytes = SCAN_MAX_REPLY_BYTES.min(ctx.shared.config.reply_chunk);
+    let next = scan_step(ctx, &base, &sa, max_bytes, |f, v| {
+        items.push(f.to_vec());
+        if sa.novalues {
+            f.len()
+        } else {
+            items.push(v.to_vec());
+            f.len() + v.len()
+        }
+    })?;
+    ctx.out.array(2);
+    ctx.out.bulk(next.to_string().as_bytes());
+    ctx.out.array(items.len());
+    for i in &items {
+        ctx.out.bulk(i);
+    }
+    Ok(Flow::Continue)
+}

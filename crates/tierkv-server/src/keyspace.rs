@@ -1,0 +1,513 @@
+//! The server's keyspace format: how Redis keys of each type are laid out as records of the
+//! one ordered engine key space (documented byte for byte in docs/FORMAT.md, "Server
+//! keyspace"), the format marker checked when a server starts, the hash version allocator,
+//! and the record-level helpers every command goes through.
+//!
+//! Layout (Kvrocks-style, so a hash field update is one small write and reads are point
+//! lookups or short scans):
+//! - `\x00tierkv-server-format` -> `1`: the marker; a store without it is not served.
+//! - `\x00tierkv-hash-version` -> u64 BE: the reserved ceiling of hash versions handed out.
+//! - `'k' + K` -> `[type][payload]`: one top-level record per Redis key, `'s'` + the raw
+//!   bytes for a string, `'h'` + version (u64 BE) + field count (u64 BE) for a hash. The
+//!   key's expiry deadline is this record's engine deadline.
+//! - `'f' + u32 BE len(K) + K + version (u64 BE) + field` -> the field's value.
+//! - `'x' + u32 BE len(K) + K + version (u64 BE)` -> deadline (u64 BE): a hash version that
+//!   has (or had) a deadline, written with its metadata; [`sweep`] removes the fields of
+//!   such a version once its metadata is gone, so an expired hash does not leave its
+//!   fields on disk.
+//!
+//! A hash's fields carry the version of the metadata that created them: a hash that is
+//! deleted, overwritten or expired and created again gets a new version, so old fields can
+//! never reappear in it, whatever was left on disk. Every write to a hash rewrites its
+//! metadata record in the same atomic batch, conditioned on that record (see
+//! [`transact`]), so hash writers are serialised by it and the field count stays exact.
+
+use crate::error::CmdError;
+use parking_lot::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tierkv::{Db, ReadOptions, WriteBatch, WriteOptions};
+
+/// The format marker's engine key.
+pub(crate) const MARKER_KEY: &[u8] = b"\x00tierkv-server-format";
+/// The format version this server writes and serves.
+pub(crate) const FORMAT_VERSION: &[u8] = b"1";
+/// The record holding the reserved ceiling of hash versions.
+pub(crate) const VERSION_KEY: &[u8] = b"\x00tierkv-hash-version";
+/// Prefix of top-level records.
+pub(crate) const META: u8 = b'k';
+/// Prefix of hash field records.
+pub(crate) const FIELD: u8 = b'f';
+/// Prefix of expiring-hash records.
+pub(crate) const EXPIRING: u8 = b'x';
+/// Type byte of a string.
+pub(crate) const T_STRING: u8 = b's';
+/// Type byte of a hash.
+pub(crate) const T_HASH: u8 = b'h';
+
+/// Hash versions reserved (persisted) at a time.
+const VERSION_BLOCK: u64 = 1 << 20;
+
+/// Fields of a deleted hash removed in the same atomic batch as its metadata; the rest
+/// (already unreachable, since their version is dead) are removed in further batches of
+/// this size right after.
+pub(crate) const INLINE_FIELD_DELETES: usize = 1024;
+
+/// The Redis error for a command on a key of another type.
+pub(crate) fn wrongtype() -> CmdError {
+    CmdError("WRONGTYPE Operation against a key holding the wrong kind of value".into())
+}
+
+/// A top-level record as stored: its encoded value and its expiry deadline (ms since the
+/// epoch).
+#[derive(Clone, Debug)]
+pub(crate) struct Rec {
+    pub raw: Vec<u8>,
+    pub deadline: Option<u64>,
+}
+
+/// A hash's metadata.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct HashMeta {
+    pub version: u64,
+    pub len: u64,
+}
+
+/// A decoded top-level value.
+#[derive(Debug)]
+pub(crate) enum Kind<'a> {
+    Str(&'a [u8]),
+    Hash(HashMeta),
+}
+
+fn corrupt(raw: &[u8]) -> CmdError {
+    CmdError::err(format!(
+        "corrupt top-level record (type byte {:?}, {} bytes): not written by this server",
+        raw.first().map(|b| *b as char),
+        raw.len()
+    ))
+}
+
+/// Decodes a top-level record's value.
+pub(crate) fn decode(raw: &[u8]) -> Result<Kind<'_>, CmdError> {
+    match raw.first() {
+        Some(&T_STRING) => Ok(Kind::Str(&raw[1..])),
+        Some(&T_HASH) if raw.len() == 17 => {
+            let mut v = [0u8; 8];
+            let mut n = [0u8; 8];
+            v.copy_from_slice(&raw[1..9]);
+            n.copy_from_slice(&raw[9..17]);
+            Ok(Kind::Hash(HashMeta {
+                version: u64::from_be_bytes(v),
+                len: u64::from_be_bytes(n),
+            }))
+        }
+        _ => Err(corrupt(raw)),
+    }
+}
+
+impl Rec {
+    pub fn kind(&self) -> Result<Kind<'_>, CmdError> {
+        decode(&self.raw)
+    }
+
+    /// The string payload, or WRONGTYPE.
+    pub fn string(&self) -> Result<&[u8], CmdError> {
+        match self.kind()? {
+            Kind::Str(s) => Ok(s),
+            Kind::Hash(_) => Err(wrongtype()),
+        }
+    }
+
+    /// The hash metadata, or WRONGTYPE.
+    pub fn hash(&self) -> Result<HashMeta, CmdError> {
+        match self.kind()? {
+            Kind::Hash(m) => Ok(m),
+            Kind::Str(_) => Err(wrongtype()),
+        }
+    }
+
+    /// Redis's TYPE name.
+    pub fn type_name(&self) -> &'static str {
+        match self.raw.first() {
+            Some(&T_HASH) => "hash",
+            _ => "string",
+        }
+    }
+}
+
+/// The top-level record key of Redis key `k`.
+pub(crate) fn meta_key(k: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(1 + k.len());
+    v.push(META);
+    v.extend_from_slice(k);
+    v
+}
+
+/// The common prefix of the field records of hash `k` at `version`.
+pub(crate) fn field_prefix(k: &[u8], version: u64) -> Vec<u8> {
+    let mut v = Vec::with_capacity(13 + k.len());
+    v.push(FIELD);
+    v.extend_from_slice(&(k.len() as u32).to_be_bytes());
+    v.extend_from_slice(k);
+    v.extend_from_slice(&version.to_be_bytes());
+    v
+}
+
+/// The record key of one field.
+pub(crate) fn field_key(k: &[u8], version: u64, field: &[u8]) -> Vec<u8> {
+    let mut v = field_prefix(k, version);
+    v.extend_from_slice(field);
+    v
+}
+
+/// The smallest key greater than every key starting with `prefix` (None: no such bound).
+pub(crate) fn prefix_end(prefix: &[u8]) -> Option<Vec<u8>> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last != 0xff {
+            end.push(last + 1);
+            return Some(end);
+        }
+    }
+    None
+}
+
+/// A string's encoded value.
+pub(crate) fn str_value(v: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(1 + v.len());
+    out.push(T_STRING);
+    out.extend_from_slice(v);
+    out
+}
+
+/// A hash metadata record's value.
+pub(crate) fn hash_value(m: HashMeta) -> Vec<u8> {
+    let mut out = Vec::with_capacity(17);
+    out.push(T_HASH);
+    out.extend_from_slice(&m.version.to_be_bytes());
+    out.extend_from_slice(&m.len.to_be_bytes());
+    out
+}
+
+/// Read options over the field records of hash `k` at `version`.
+pub(crate) fn field_ropts(k: &[u8], version: u64, snapshot: Option<u64>) -> ReadOptions {
+    let prefix = field_prefix(k, version);
+    ReadOptions {
+        upper_bound: prefix_end(&prefix),
+        lower_bound: Some(prefix),
+        snapshot,
+        ..ReadOptions::new()
+    }
+}
+
+/// Reads Redis key `k`'s top-level record (an expired one reads as absent).
+pub(crate) fn get(db: &Db, k: &[u8], ropts: &ReadOptions) -> tierkv::Result<Option<Rec>> {
+    Ok(db.get_entry_opt(meta_key(k), ropts)?.map(|e| Rec {
+        raw: e.value,
+        deadline: e.deadline,
+    }))
+}
+
+/// The expiring-hash record key of hash `k` at `version`.
+pub(crate) fn expiring_key(k: &[u8], version: u64) -> Vec<u8> {
+    let mut v = field_prefix(k, version);
+    v[0] = EXPIRING;
+    v
+}
+
+/// The hash key and version an expiring-hash record names.
+fn parse_expiring_key(ek: &[u8]) -> Option<(&[u8], u64)> {
+    let rest = ek.strip_prefix(&[EXPIRING])?;
+    let len = u32::from_be_bytes(rest.get(..4)?.try_into().ok()?) as usize;
+    let k = rest.get(4..4 + len)?;
+    let v = rest.get(4 + len..)?;
+    (v.len() == 8).then(|| (k, u64::from_be_bytes(v.try_into().unwrap_or_default())))
+}
+
+/// Adds a top-level record write (with its deadline) to `batch`. A hash metadata record
+/// with a deadline also (re)writes its expiring-hash record, so [`sweep`] finds its fields
+/// once it has expired.
+pub(crate) fn put(batch: &mut WriteBatch, engine_key: &[u8], raw: &[u8], deadline: Option<u64>) {
+    match deadline {
+        Some(d) => batch.put_expiring(engine_key, raw, d),
+        None => batch.put(engine_key, raw),
+    };
+    if let (Some(d), Some(k), Ok(Kind::Hash(m))) = (deadline, engine_key.get(1..), decode(raw)) {
+        batch.put(expiring_key(k, m.version), d.to_be_bytes());
+    }
+}
+
+/// Expiring-hash records examined per [`sweep`] call.
+pub(crate) const SWEEP_BATCH: usize = 1024;
+
+/// One bounded step of the expired-hash sweep: examines up to [`SWEEP_BATCH`] expiring-hash
+/// records from `cursor` (wrapping around at the end); for each whose hash version is dead
+/// (its metadata expired, deleted or replaced), deletes the version's fields and the
+/// record. Reads only these records and the metadata they name, never the field range of
+/// live hashes. Returns the number of field records deleted.
+pub(crate) fn sweep(db: &Db, wopts: &WriteOptions, cursor: &mut Vec<u8>) -> tierkv::Result<u64> {
+    let lower = if cursor.is_empty() {
+        vec![EXPIRING]
+    } else {
+        cursor.clone()
+    };
+    let ropts = ReadOptions {
+        lower_bound: Some(lower),
+        upper_bound: Some(vec![EXPIRING + 1]),
+        fill_cache: false,
+        ..ReadOptions::new()
+    };
+    let mut it = db.iter_opt(&ropts)?;
+    it.seek_to_first()?;
+    let mut dead: Vec<Vec<u8>> = Vec::new();
+    let mut n = 0;
+    while it.valid() && n < SWEEP_BATCH {
+        let ek = it.key();
+        if let Some((k, version)) = parse_expiring_key(ek) {
+            let alive = match get(db, k, &ReadOptions::new())? {
+                Some(r) => matches!(decode(&r.raw), Ok(Kind::Hash(m)) if m.version == version),
+                None => false,
+            };
+            if !alive {
+                dead.push(ek.to_vec());
+            }
+        }
+        n += 1;
+        it.next()?;
+    }
+    *cursor = if it.valid() {
+        it.key().to_vec()
+    } else {
+        Vec::new()
+    };
+    drop(it);
+    let mut swept = 0;
+    for ek in dead {
+        if let Some((k, version)) = parse_expiring_key(&ek) {
+            swept += drop_fields_counted(db, wopts, k, version)?;
+        }
+        db.delete_opt(&ek, wopts)?;
+    }
+    Ok(swept)
+}
+
+/// The store's multi-record atomic step: reads the records `keys` (engine keys), and
+/// applies the batch `f` builds only if none of them changed meanwhile (retrying
+/// otherwise). Returns whether a batch applied.
+pub(crate) fn transact(
+    db: &Db,
+    wopts: &WriteOptions,
+    keys: &[&[u8]],
+    mut f: impl FnMut(&[Option<Rec>]) -> Option<WriteBatch>,
+) -> tierkv::Result<bool> {
+    db.update_many(keys, wopts, |vals| {
+        let recs: Vec<Option<Rec>> = vals
+            .iter()
+            .map(|v| {
+                v.as_ref().map(|e| Rec {
+                    raw: e.value.clone(),
+                    deadline: e.deadline,
+                })
+            })
+            .collect();
+        f(&recs)
+    })
+}
+
+/// Adds to `batch` the deletion of Redis key `k`, whose record is `old`: its top-level
+/// record and, for a hash, up to [`INLINE_FIELD_DELETES`] fields. Returns the hash version
+/// whose remaining fields [`drop_fields`] must remove once the batch applied (`None`: none
+/// left).
+pub(crate) fn delete_value(
+    db: &Db,
+    batch: &mut WriteBatch,
+    k: &[u8],
+    old: &Rec,
+) -> Result<Option<u64>, CmdError> {
+    batch.delete(meta_key(k));
+    let Kind::Hash(m) = old.kind()? else {
+        return Ok(None);
+    };
+    let mut it = db.iter_opt(&field_ropts(k, m.version, None))?;
+    it.seek_to_first()?;
+    let mut n = 0;
+    while it.valid() {
+        if n == INLINE_FIELD_DELETES {
+            return Ok(Some(m.version));
+        }
+        batch.delete(it.key());
+        n += 1;
+        it.next()?;
+    }
+    Ok(None)
+}
+
+/// Removes every field record of hash `k` at a dead `version` (one whose metadata is gone:
+/// nothing reads or writes it any more), in bounded batches.
+pub(crate) fn drop_fields(
+    db: &Db,
+    wopts: &WriteOptions,
+    k: &[u8],
+    version: u64,
+) -> tierkv::Result<()> {
+    drop_fields_counted(db, wopts, k, version).map(|_| ())
+}
+
+/// [`drop_fields`], returning how many field records it deleted.
+fn drop_fields_counted(
+    db: &Db,
+    wopts: &WriteOptions,
+    k: &[u8],
+    version: u64,
+) -> tierkv::Result<u64> {
+    let mut total = 0u64;
+    loop {
+        let mut it = db.iter_opt(&ReadOptions {
+            fill_cache: false,
+            ..field_ropts(k, version, None)
+        })?;
+        it.seek_to_first()?;
+        let mut batch = WriteBatch::new();
+        while it.valid() && batch.len() < INLINE_FIELD_DELETES {
+            batch.delete(it.key());
+            it.next()?;
+        }
+        let more = it.valid();
+        drop(it);
+        if batch.is_empty() {
+            return Ok(total);
+        }
+        total += batch.len() as u64;
+        db.write_opt(batch, wopts)?;
+        if !more {
+            return Ok(total);
+        }
+    }
+}
+
+/// Hands out hash versions: unique for the life of the store (across restarts, whatever
+/// the clock does), increasing. Versions are reserved in blocks whose ceiling is persisted
+/// before any version of the block is used.
+pub(crate) struct Versions {
+    next: AtomicU64,
+    reserved: Mutex<u64>,
+}
+
+impl Versions {
+    /// Takes the next version, persisting a new ceiling first when the block is used up.
+    pub fn next(&self, db: &Db) -> tierkv::Result<u64> {
+        let v = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut reserved = self.reserved.lock();
+        if v >= *reserved {
+            let ceiling = v.saturating_add(VERSION_BLOCK);
+            db.put_opt(
+                VERSION_KEY,
+                ceiling.to_be_bytes(),
+                &WriteOptions { sync: true },
+            )?;
+            *reserved = ceiling;
+        }
+        Ok(v)
+    }
+}
+
+/// Why a store cannot be served.
+pub(crate) fn format_error(dir: &str, why: &str) -> String {
+    format!("{dir}: {why}")
+}
+
+/// Checks (or, for an empty store, writes) the format marker and loads the hash version
+/// allocator. A store holding data without the marker (written by `tierkv put`, the
+/// benchmark, or a library user) is refused: its records are raw engine keys, not this
+/// server's encoding.
+pub(crate) fn open(db: &Db) -> Result<Versions, String> {
+    let dir = db.tier_dir(tierkv::Tier::Fast).display().to_string();
+    match db
+        .get(MARKER_KEY)
+        .map_err(|e| format_error(&dir, &e.to_string()))?
+    {
+        Some(v) if v == FORMAT_VERSION => {}
+        Some(v) => {
+            return Err(format_error(
+                &dir,
+                &format!(
+                    "server keyspace format version {:?} is unknown to this tierkv serve \
+                     (it reads version {})",
+                    String::from_utf8_lossy(&v),
+                    String::from_utf8_lossy(FORMAT_VERSION)
+                ),
+            ))
+        }
+        None => {
+            let mut it = db.iter().map_err(|e| format_error(&dir, &e.to_string()))?;
+            it.seek_to_first()
+                .map_err(|e| format_error(&dir, &e.to_string()))?;
+            if it.valid() {
+                return Err(format_error(
+                    &dir,
+                    "holds data not written by tierkv serve (e.g. from tierkv put or bench); \
+                     serve an empty directory",
+                ));
+            }
+            drop(it);
+            db.put_opt(MARKER_KEY, FORMAT_VERSION, &WriteOptions { sync: true })
+                .map_err(|e| format_error(&dir, &e.to_string()))?;
+        }
+    }
+    let stored = match db
+        .get(VERSION_KEY)
+        .map_err(|e| format_error(&dir, &e.to_string()))?
+    {
+        Some(v) if v.len() == 8 => {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(&v);
+            u64::from_be_bytes(b)
+        }
+        Some(_) => return Err(format_error(&dir, "corrupt hash version record")),
+        None => 0,
+    };
+    // Start above every version ever reserved; the clock only makes versions of different
+    // runs far apart, which helps whoever reads the raw records.
+    let now_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0);
+    let start = stored.max(now_us).max(1);
+    Ok(Versions {
+        next: AtomicU64::new(start),
+        reserved: Mutex::new(stored),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encodings_round_trip_and_order() {
+        let m = HashMeta { version: 7, len: 3 };
+        assert!(matches!(decode(&hash_value(m)).unwrap(), Kind::Hash(x) if x == m));
+        assert!(matches!(decode(&str_value(b"v")).unwrap(), Kind::Str(b"v")));
+        assert!(decode(b"").is_err() && decode(b"h12").is_err() && decode(b"x").is_err());
+        // The length prefix keeps one key's fields apart from a longer key's.
+        assert!(field_key(b"a", 1, b"zzz") < field_key(b"ab", 1, b""));
+        assert_eq!(meta_key(b"x"), b"kx");
+        assert_eq!(
+            parse_expiring_key(&expiring_key(b"key", 9)),
+            Some((&b"key"[..], 9))
+        );
+        assert_eq!(parse_expiring_key(b"x\0\0\0\x05ab"), None);
+        let mut b = WriteBatch::new();
+        put(&mut b, &meta_key(b"h"), &hash_value(m), Some(5));
+        put(&mut b, &meta_key(b"s"), &str_value(b"v"), Some(5));
+        put(&mut b, &meta_key(b"h2"), &hash_value(m), None);
+        assert_eq!(
+            b.len(),
+            4,
+            "only a hash with a deadline gets an expiring record"
+        );
+        assert_eq!(prefix_end(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_end(b"a\xff"), Some(b"b".to_vec()));
+        assert_eq!(prefix_end(b"\xff\xff"), None);
+    }
+}
