@@ -238,7 +238,22 @@ pub(super) fn getset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 /// GETDEL: the string, deleted in the same atomic step.
 pub(super) fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let mk = ks::meta_key(&args[1]);
+    get_then(ctx, &args[1], |mk, _| {
+        let mut b = WriteBatch::new();
+        b.delete(mk);
+        Some(b)
+    })
+}
+
+/// Replies with the string at `key` (nil when absent, WRONGTYPE for a hash) and, in the
+/// same atomic step, writes the batch `then` makes from its record key and record (nothing
+/// when it returns `None`): GETDEL and GETEX.
+fn get_then(
+    ctx: &mut Ctx<'_>,
+    key: &[u8],
+    mut then: impl FnMut(&[u8], &Rec) -> Option<WriteBatch>,
+) -> CmdResult {
+    let mk = ks::meta_key(key);
     let mut res: Result<Option<Vec<u8>>, CmdError> = Ok(None);
     ks::transact(&ctx.shared.db, &ctx.wopts(), &[&mk], |cur| {
         res = Ok(None);
@@ -250,9 +265,7 @@ pub(super) fn getdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
                 return None;
             }
         }
-        let mut b = WriteBatch::new();
-        b.delete(&mk);
-        Some(b)
+        then(&mk, r)
     })?;
     ctx.out.opt_bulk_owned(res?);
     Ok(Flow::Continue)
@@ -634,26 +647,13 @@ pub(super) fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
         i += 1;
     }
-    let mk = ks::meta_key(&args[1]);
-    let mut res: Result<Option<Vec<u8>>, CmdError> = Ok(None);
-    ks::transact(&ctx.shared.db, &ctx.wopts(), &[&mk], |cur| {
-        res = Ok(None);
-        let r = cur[0].as_ref()?;
-        match r.string() {
-            Ok(s) => res = Ok(Some(s.to_vec())),
-            Err(e) => {
-                res = Err(e);
-                return None;
-            }
-        }
+    get_then(ctx, &args[1], |mk, r| {
         let new_deadline = change?;
         if new_deadline == r.deadline {
             return None;
         }
         let mut b = WriteBatch::new();
-        ks::put(&mut b, &mk, &r.raw, new_deadline);
+        ks::put(&mut b, mk, &r.raw, new_deadline);
         Some(b)
-    })?;
-    ctx.out.opt_bulk_owned(res?);
-    Ok(Flow::Continue)
+    })
 }
