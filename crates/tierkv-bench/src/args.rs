@@ -102,6 +102,15 @@ pub struct BenchArgs {
     /// (`--block-cache`, its name before the cache held more than blocks, still works.)
     #[arg(long, aliases = ["cache", "block-cache"], value_parser = parse_size)]
     pub cache_size: Option<u64>,
+    /// Records per data block of every tierkv system (`Options::block_records`; 0: blocks cut
+    /// by size only) [default: the engine's, 48].
+    #[arg(long)]
+    pub block_records: Option<usize>,
+    /// No bloom filters on the deepest level of every tierkv system
+    /// (`Options::last_level_filters = false`: less memory per key, one data-block read
+    /// for a lookup of a key stored nowhere).
+    #[arg(long)]
+    pub no_last_level_filters: bool,
     /// Seconds per timeline point [default: the scale's: 0.5 for smoke, 1 otherwise].
     #[arg(long)]
     pub interval: Option<f64>,

@@ -209,6 +209,19 @@ pub fn markdown(res: &BenchResults) -> String {
             .unwrap_or_default(),
         c.seed
     );
+    if c.block_records.is_some() || !c.last_level_filters {
+        let _ = writeln!(
+            s,
+            "- tierkv tables: {} records per data block, {}",
+            c.block_records
+                .map_or("the default".to_string(), |n| n.to_string()),
+            if c.last_level_filters {
+                "filters on every level"
+            } else {
+                "no filters on the deepest level"
+            }
+        );
+    }
     let _ = writeln!(
         s,
         "- throughput and FD hit rate over the final 10% of the run phase; latency over the whole run; bytes are run-phase totals; total time {:.0} s\n",

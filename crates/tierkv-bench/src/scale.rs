@@ -154,6 +154,10 @@ pub struct Config {
     pub target_file_size: u64,
     /// L1 target size (scaled to the budget).
     pub level_base: u64,
+    /// Records per data block of tierkv systems (`None`: the engine's default).
+    pub block_records: Option<usize>,
+    /// Bloom filters on tierkv's deepest level.
+    pub last_level_filters: bool,
     /// Seconds per timeline point.
     pub interval: f64,
     /// Keep stores after their runs.
@@ -329,6 +333,8 @@ impl Config {
             write_buffer_size,
             target_file_size,
             level_base,
+            block_records: a.block_records,
+            last_level_filters: !a.no_last_level_filters,
             interval,
             keep_data: a.keep_data,
             progress: !a.no_progress,

@@ -263,6 +263,12 @@ pub fn tierkv_options(
         write_buffer_size: cfg.write_buffer_size as usize,
         target_file_size: cfg.target_file_size,
         max_bytes_for_level_base: cfg.level_base,
+        block_records: match cfg.block_records {
+            None => tierkv::Options::default().block_records,
+            Some(0) => None,
+            Some(n) => Some(n),
+        },
+        last_level_filters: cfg.last_level_filters,
         cache_size: cfg.cache_size as usize,
         cache: tierkv::CacheOptions {
             mode: system.cache_mode(),

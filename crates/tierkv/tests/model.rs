@@ -258,6 +258,20 @@ fn model_two_tiers_with_promotion() {
     }
 }
 
+#[test]
+fn model_two_tiers_small_blocks_no_last_level_filters() {
+    // Record-sized read units without the deepest level's filters (the small-record
+    // profile): lookups of absent keys read a block of that level instead of stopping at
+    // its filter, and must still answer None (invariant 1).
+    let slow = tempfile::tempdir().unwrap();
+    let opts = Options {
+        block_records: Some(8),
+        last_level_filters: false,
+        ..common::two_tier_options(slow.path(), 128 * 1024, true)
+    };
+    run(310, 3000, opts);
+}
+
 /// The KV, KP and block caches with budgets of a few KiB, so entries churn through every
 /// cache and ghost while the model's updates, deletes, flushes, compactions and reopens
 /// happen: no cache may return a stale value (invariant 1).

@@ -38,6 +38,9 @@ pub struct JobContext<'a> {
     pub tables: &'a Arc<TableCache>,
     /// Table format options.
     pub table_options: TableOptions,
+    /// Filters on tables written to the deepest level holding data
+    /// (`Options::last_level_filters`).
+    pub last_level_filters: bool,
     /// Split outputs at this size.
     pub target_file_size: u64,
     /// The oldest sequence number any live snapshot (or the latest state) reads at.

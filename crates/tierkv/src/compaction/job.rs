@@ -20,10 +20,25 @@ use super::Compaction;
 use crate::env::{IoCause, Tier};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::user_key;
+use crate::sst::TableOptions;
 use crate::version::{table_file_name, LevelIterator, NewFile};
 use crate::Result;
 
 pub use super::context::{HotRouting, JobContext, JobOutput};
+
+/// The format of the output level's new tables: without a filter when the level is the
+/// deepest holding data and `last_level_filters` is off (most point reads end there, and
+/// they find their key: a filter only saves the read for keys stored nowhere).
+fn output_table_options(c: &Compaction, ctx: &JobContext<'_>) -> TableOptions {
+    let mut o = ctx.table_options;
+    let deepest = ctx.version.levels[c.output_level + 1..]
+        .iter()
+        .all(|l| l.is_empty());
+    if deepest && !ctx.last_level_filters {
+        o.bloom_bits_per_key = 0;
+    }
+    o
+}
 
 /// Merges the inputs of `c` into new files. On error, files written so far are deleted.
 pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
@@ -49,14 +64,18 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
         return Ok(out);
     }
     let place = |tier: Tier| if ctx.spill_to_slow { Tier::Slow } else { tier };
-    let mut down = Sink::new(c.output_level, place(c.output_tier));
+    let mut down = Sink::new(
+        c.output_level,
+        place(c.output_tier),
+        output_table_options(c, ctx),
+    );
     if let Some(below) = ctx.version.levels.get(c.output_level + 1) {
         down.next_level_ends = below
             .iter()
             .map(|f| user_key(f.largest()).to_vec())
             .collect();
     }
-    let mut fast = Sink::new(c.level, place(Tier::Fast));
+    let mut fast = Sink::new(c.level, place(Tier::Fast), ctx.table_options);
     let merged = Merger::new(c, ctx, &mut down, &mut fast, &mut out).and_then(|m| {
         if ctx.block_reuse {
             merge_blocks(c, ctx, m)

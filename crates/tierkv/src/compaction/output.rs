@@ -4,7 +4,7 @@
 
 use super::context::JobContext;
 use crate::env::{IoCause, Tier};
-use crate::sst::{BlockWrites, RawBlock, TableBuilder};
+use crate::sst::{BlockWrites, RawBlock, TableBuilder, TableOptions};
 use crate::version::{table_file_name, NewFile};
 use crate::Result;
 
@@ -18,6 +18,8 @@ struct Output {
 pub(super) struct Sink {
     level: usize,
     pub(super) tier: Tier,
+    /// Format of this stream's tables (the output level's may go without filters).
+    table_options: TableOptions,
     current: Option<Output>,
     /// Every file number created (finished or not), to delete them all on failure.
     pub(super) created: Vec<u64>,
@@ -34,10 +36,11 @@ pub(super) struct Sink {
 }
 
 impl Sink {
-    pub(super) fn new(level: usize, tier: Tier) -> Self {
+    pub(super) fn new(level: usize, tier: Tier, table_options: TableOptions) -> Self {
         Sink {
             level,
             tier,
+            table_options,
             current: None,
             created: Vec::new(),
             done: Vec::new(),
@@ -62,7 +65,7 @@ impl Sink {
                     IoCause::Compaction,
                 )?;
                 Output {
-                    builder: TableBuilder::new(file, ctx.table_options),
+                    builder: TableBuilder::new(file, self.table_options),
                     number,
                 }
             }
