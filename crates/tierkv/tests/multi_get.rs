@@ -376,3 +376,84 @@ fn injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files() {
         }
     });
 }
+
+/// `multi_get_prefix` (the byte-bounded batch): each call answers a non-empty prefix of the
+/// keys it is given, whose values add up to at most the budget plus one value (the bound a
+/// server relies on to hold about one reply chunk per slow client), and the prefixes of
+/// successive calls at one snapshot add up to exactly what `multi_get` answers: same
+/// values, same absent keys, nothing skipped or repeated.
+#[test]
+fn multi_get_prefix_answers_a_prefix_within_its_byte_budget_and_equals_multi_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    let n = 600u64;
+    let sized = |i: u64| -> Option<Vec<u8>> {
+        match i % 10 {
+            3 => None,
+            0 => Some(vec![b'L'; 20_000 + i as usize]),
+            _ => Some(value(i, 0)),
+        }
+    };
+    for i in 0..n {
+        if let Some(v) = sized(i) {
+            db.put(key(i), v).unwrap();
+        }
+        if i == n / 2 {
+            // Half in tables (pool reads), half in the memtable (inline answers).
+            db.flush().unwrap();
+            db.wait_for_background().unwrap();
+        }
+    }
+    let snap = db.snapshot();
+    let ropts = ReadOptions {
+        snapshot: Some(snap.seq()),
+        ..ReadOptions::new()
+    };
+    // The keys in a scrambled order, some twice, some never written.
+    let mut rng = StdRng::seed_from_u64(5);
+    let keys: Vec<Vec<u8>> = (0..900).map(|_| key(rng.gen_range(0..n + 50))).collect();
+    let whole: Vec<Option<Vec<u8>>> = db
+        .multi_get_opt(&keys, &ropts)
+        .into_iter()
+        .map(|a| a.unwrap())
+        .collect();
+    for (k, v) in keys.iter().zip(&whole) {
+        assert_eq!(*v, db.get_opt(k, &ropts).unwrap());
+    }
+    for budget in [1usize, 1000, 16 << 10, 1 << 20] {
+        let mut got: Vec<Option<Vec<u8>>> = Vec::new();
+        let mut calls = 0;
+        while got.len() < keys.len() {
+            let answers = db.multi_get_prefix(&keys[got.len()..], &ropts, budget);
+            calls += 1;
+            assert!(
+                !answers.is_empty(),
+                "budget {budget}: a call made no progress"
+            );
+            let sizes: Vec<usize> = answers
+                .iter()
+                .map(|a| a.as_ref().unwrap().as_ref().map_or(0, |e| e.value.len()))
+                .collect();
+            let held: usize = sizes.iter().sum();
+            let largest = sizes.iter().copied().max().unwrap_or(0);
+            assert!(
+                held <= budget + largest,
+                "budget {budget}: a call held {held} bytes of values (largest {largest})"
+            );
+            got.extend(answers.into_iter().map(|a| a.unwrap().map(|e| e.value)));
+        }
+        assert_eq!(
+            got, whole,
+            "budget {budget}: the prefixes differ from multi_get"
+        );
+        if budget == 1 << 20 {
+            assert!(calls <= 12, "a large budget still took {calls} calls");
+        }
+        if budget == 1 {
+            // Every present key needs a call of its own at a budget of one byte.
+            let present = whole.iter().filter(|v| v.is_some()).count();
+            assert!(calls >= present, "{calls} calls for {present} present keys");
+        }
+    }
+    assert!(db.multi_get_prefix::<Vec<u8>>(&[], &ropts, 10).is_empty());
+}
