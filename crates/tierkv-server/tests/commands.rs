@@ -836,7 +836,11 @@ fn pipelined_gets_and_mget_answer_as_sequential_gets() {
     let s = TestServer::start(dir.path(), opts, config);
     let mut c = s.client();
     let value = |i: usize| -> String {
-        let fill = if i.is_multiple_of(9) { 20_000 } else { 50 + i % 300 };
+        let fill = if i.is_multiple_of(9) {
+            20_000
+        } else {
+            50 + i % 300
+        };
         format!("{i}-{}", "v".repeat(fill))
     };
     for i in 0..300 {
