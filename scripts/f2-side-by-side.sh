@@ -51,6 +51,10 @@
 #                  (ycsb: YCSB's scrambled zipfian 0.99, F2's paper; records: zipfian 0.99 over
 #                  the records themselves, gen_ycsb_keys.py --over-records)
 #   REPS           alternating F2/tierkv pairs per cell (1)
+#   TIERKV_BATCH   gets in flight per tierkv client thread (1): passed as `tierkv bench --batch`,
+#                  each thread issues up to this many consecutive gets as one multi_get (F2's
+#                  driver also keeps many reads outstanding per thread); recorded in each
+#                  cell's report.md and in the table's header
 #   RUN_DIR        where both stores and the fio file live (/tmp/f2-side-by-side; use the disk
 #                  under test)
 #   FIO_SECONDS    seconds per fio job (10)
@@ -83,6 +87,7 @@ WORKLOADS=${WORKLOADS:-"A B C F"}
 THREADS=${THREADS:-"2 16"}
 SEQS=${SEQS:-"ycsb records"}
 REPS=${REPS:-1}
+TIERKV_BATCH=${TIERKV_BATCH:-1}
 RUN_DIR=${RUN_DIR:-/tmp/f2-side-by-side}
 FIO_SECONDS=${FIO_SECONDS:-10}
 HOT_LOG_MB=${HOT_LOG_MB:-$(q 8 6)}
@@ -98,6 +103,7 @@ die() { echo "f2-side-by-side: $*" >&2; exit 1; }
 [ -x "$F2_BIN" ] || die "$F2_BIN not found: build F2 first (see this script's header; F2_ROOT=$F2_ROOT)"
 [ -x "$TIERKV" ] || die "$TIERKV not found: cargo build --release -p tierkv-cli"
 "$TIERKV" bench --help | grep -q -- --load-keys || die "$TIERKV has no --load-keys: rebuild it"
+"$TIERKV" bench --help | grep -q -- --batch || die "$TIERKV has no --batch: rebuild it"
 command -v fio >/dev/null || die "fio not found (Debian: apt-get install fio)"
 "$PY" -c 'import numpy' 2>/dev/null || die "$PY cannot import numpy (Debian: apt-get install python3-numpy)"
 [ "$(id -u)" = 0 ] || echo "f2-side-by-side: not root: peak RSS is not reset after loading" >&2
@@ -221,7 +227,8 @@ run_tierkv() { # W T SEQ REP OPS -> prints "ops ops_per_sec"
     : > "$log"
     "$TIERKV" bench --workload "$w" --load-keys "$load_file" --run-keys "${RUNFILE[$s]}" \
         --ops "$ops" --threads "$t" --memory-budget "$MEM_BYTES" --fd-budget "$FD_BUDGET" \
-        --slow-device none --systems tierkv --no-progress $TIERKV_ARGS --out "$d" > "$log" 2>&1 &
+        --slow-device none --systems tierkv --batch "$TIERKV_BATCH" --no-progress $TIERKV_ARGS \
+        --out "$d" > "$log" 2>&1 &
     local pid=$!
     monitor "$pid" "$log" ': loaded [0-9]+ records in' 'run phase done in' "$log.samples"
     wait "$pid" || die "tierkv failed: $log"
@@ -281,7 +288,7 @@ out.append("$RECORDS records of 8-byte keys and 100-byte values, run file of $RU
            "${COLD_LOG_MB} MiB, cold-index log ${COLD_INDEX_MB} MiB, read cache ${READ_CACHE_MB} MiB, "
            "$HOT_INDEX_BUCKETS hot-index buckets, $COLD_INDEX_CHUNKS cold-index chunks; tierkv: "
            "--memory-budget, fast tier $((FD_BUDGET / 1024)) KiB, both tiers on the same disk, "
-           "--slow-device none${TIERKV_ARGS:+ $TIERKV_ARGS}); F2 ran ${F2_SECONDS} s per cell, tierkv as many operations over the same run file "
+           "--slow-device none, --batch $TIERKV_BATCH gets in flight per client thread${TIERKV_ARGS:+, $TIERKV_ARGS}); F2 ran ${F2_SECONDS} s per cell, tierkv as many operations over the same run file "
            "(at most $TIERKV_MAX_OPS). "
            "Disk $DEVNAME, fio random-read ceiling at iodepth 32: {:,} IOPS at 512 B, {:,} at 4 KiB. "
            "Durability: tierkv's default (WAL written on every write, not fsynced); F2 has no WAL.".format(fio512, fio4k))

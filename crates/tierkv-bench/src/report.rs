@@ -186,7 +186,7 @@ pub fn markdown(res: &BenchResults) -> String {
     );
     let _ = writeln!(
         s,
-        "- {} records of {} loaded ({}), then {} operations with {} client threads",
+        "- {} records of {} loaded ({}), then {} operations with {} client threads{}",
         rate(c.records as f64),
         if c.trace.is_some() {
             "trace sizes".to_string()
@@ -195,7 +195,15 @@ pub fn markdown(res: &BenchResults) -> String {
         },
         bytes(c.loaded_bytes),
         rate(c.ops as f64),
-        c.threads
+        c.threads,
+        if c.batch > 1 {
+            format!(
+                ", each issuing up to {} consecutive gets as one batched read (--batch)",
+                c.batch
+            )
+        } else {
+            String::new()
+        }
     );
     let _ = writeln!(
         s,

@@ -330,7 +330,62 @@ fn new_hist() -> Histogram<u64> {
         .unwrap_or_else(|_| Histogram::new(3).expect("3 significant digits are valid"))
 }
 
-fn worker(sh: &Shared) -> Result<WorkerOut> {
+impl Shared<'_> {
+    /// Counts one completed operation and takes the snapshots due at its count.
+    fn complete_one(&self) {
+        let done = self.done.fetch_add(1, Relaxed) + 1;
+        if done == self.mark_ops {
+            let _ = self.mark.set((Instant::now(), self.store.counters()));
+        }
+        if done == self.total {
+            let _ = self.end.set(Instant::now());
+        }
+        for (at, when) in &self.phase_marks {
+            if done == *at {
+                let _ = when.set((Instant::now(), self.store.counters()));
+            }
+        }
+    }
+}
+
+impl WorkerOut {
+    fn tally(&mut self, found: Option<bool>) {
+        match found {
+            Some(true) => self.reads_found += 1,
+            Some(false) => self.reads_missing += 1,
+            None => {}
+        }
+    }
+}
+
+/// Issues the gathered gets of one client thread as one batched read; each counts with the
+/// batch's latency (the time its answer took to arrive).
+fn flush_gets(sh: &Shared, keys: &mut Vec<Vec<u8>>, out: &mut WorkerOut) -> Result<()> {
+    if keys.is_empty() {
+        return Ok(());
+    }
+    let t = Instant::now();
+    let found = if keys.len() == 1 {
+        vec![sh.store.get(&keys[0])?]
+    } else {
+        sh.store.multi_get(keys)?
+    };
+    let nanos = (t.elapsed().as_nanos() as u64).max(1);
+    for f in found {
+        out.hist.saturating_record(nanos);
+        out.tally(Some(f));
+        sh.complete_one();
+    }
+    keys.clear();
+    Ok(())
+}
+
+/// One client thread: takes chunks of the plan until none is left and runs their
+/// operations in order. With `--batch N` above 1, up to N consecutive gets of the thread's
+/// stream (across its chunks) wait and go out as one batched read; any other operation
+/// issues the waiting gets first, so every operation still sees the effects of the
+/// thread's earlier ones.
+fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
     let mut out = WorkerOut {
         hist: new_hist(),
         reads_found: 0,
@@ -339,6 +394,7 @@ fn worker(sh: &Shared) -> Result<WorkerOut> {
     };
     let mut ops = Vec::new();
     let mut key = Vec::new();
+    let mut gets: Vec<Vec<u8>> = Vec::with_capacity(batch);
     let chunks = sh.plan.chunks();
     while !sh.abort.load(Relaxed) {
         let c = sh.next_chunk.fetch_add(1, Relaxed);
@@ -348,6 +404,14 @@ fn worker(sh: &Shared) -> Result<WorkerOut> {
         sh.plan.chunk_ops(c, &mut ops);
         for op in &ops {
             sh.plan.key(op.id, &mut key);
+            if batch > 1 && op.kind == OpKind::Read {
+                gets.push(key.clone());
+                if gets.len() >= batch {
+                    flush_gets(sh, &mut gets, &mut out)?;
+                }
+                continue;
+            }
+            flush_gets(sh, &mut gets, &mut out)?;
             let t = Instant::now();
             let found = match op.kind {
                 OpKind::Read => Some(sh.store.get(&key)?),
@@ -381,25 +445,12 @@ fn worker(sh: &Shared) -> Result<WorkerOut> {
             if !matches!(op.kind, OpKind::Read | OpKind::Scan) {
                 out.writes += 1;
             }
-            match found {
-                Some(true) => out.reads_found += 1,
-                Some(false) => out.reads_missing += 1,
-                None => {}
-            }
-            let done = sh.done.fetch_add(1, Relaxed) + 1;
-            if done == sh.mark_ops {
-                let _ = sh.mark.set((Instant::now(), sh.store.counters()));
-            }
-            if done == sh.total {
-                let _ = sh.end.set(Instant::now());
-            }
-            for (at, when) in &sh.phase_marks {
-                if done == *at {
-                    let _ = when.set((Instant::now(), sh.store.counters()));
-                }
-            }
+            out.tally(found);
+            sh.complete_one();
         }
     }
+    // Gets still waiting when the plan ran out (or the run aborted) go out now.
+    flush_gets(sh, &mut gets, &mut out)?;
     Ok(out)
 }
 
@@ -452,7 +503,7 @@ fn run_phase(
         let handles: Vec<_> = (0..cfg.threads)
             .map(|_| {
                 s.spawn(|| {
-                    let r = worker(&sh);
+                    let r = worker(&sh, cfg.batch);
                     if r.is_err() {
                         sh.abort.store(true, Relaxed);
                     }
@@ -616,9 +667,17 @@ mod tests {
         fd: AtomicU64,
         sd: AtomicU64,
         written: AtomicU64,
+        /// Batched reads issued, and the keys they carried.
+        multi_gets: AtomicU64,
+        multi_get_keys: AtomicU64,
     }
 
     impl Store for MemStore {
+        fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<bool>> {
+            self.multi_gets.fetch_add(1, Relaxed);
+            self.multi_get_keys.fetch_add(keys.len() as u64, Relaxed);
+            keys.iter().map(|k| self.get(k)).collect()
+        }
         fn get(&self, key: &[u8]) -> Result<bool> {
             let found = self.map.lock().unwrap().contains_key(key);
             if found {
@@ -846,5 +905,79 @@ mod tests {
             finals[0].keys().collect::<Vec<_>>(),
             finals[1].keys().collect::<Vec<_>>()
         );
+    }
+
+    #[test]
+    fn batched_gets_do_the_same_operations() {
+        // --batch only changes how gets are issued: one thread's stream, batched or not,
+        // leaves the same final state and finds the same records; gets do go out in
+        // batches of up to N, and never past a write (the final state would differ if a
+        // get or write were reordered around a write to its key: reads of inserted keys
+        // would miss).
+        for w in ["a", "d", "f", "e"] {
+            let runs: Vec<(MemStore, SystemResult)> = [1usize, 8]
+                .iter()
+                .map(|&batch| {
+                    let mut cfg = config(w);
+                    cfg.threads = 1;
+                    cfg.batch = batch;
+                    let plan = OpPlan::synthetic(
+                        cfg.workload,
+                        &DistSpec::parse("zipfian").unwrap(),
+                        cfg.records,
+                        cfg.ops,
+                        100,
+                        cfg.seed,
+                    )
+                    .unwrap();
+                    let values = ValueSource::new(cfg.seed, plan.max_value_size() as usize);
+                    load_and_run(&cfg, &plan, &values)
+                })
+                .collect();
+            let (plain, batched) = (&runs[0], &runs[1]);
+            assert_eq!(plain.1.ops, batched.1.ops, "{w}");
+            assert_eq!(
+                (plain.1.reads_found, plain.1.reads_missing),
+                (batched.1.reads_found, batched.1.reads_missing),
+                "{w}"
+            );
+            assert_eq!(
+                *plain.0.map.lock().unwrap(),
+                *batched.0.map.lock().unwrap(),
+                "{w}"
+            );
+            assert_eq!(
+                plain.0.multi_gets.load(Relaxed),
+                0,
+                "{w}: batch 1 never batches"
+            );
+            let (calls, keys) = (
+                batched.0.multi_gets.load(Relaxed),
+                batched.0.multi_get_keys.load(Relaxed),
+            );
+            match w {
+                // Scans and inserts only: no gets to batch in e.
+                "e" => assert_eq!(calls, 0, "{w}"),
+                _ => {
+                    assert!(calls > 0, "{w}");
+                    assert!(keys <= calls * 8, "{w}: at most 8 keys per batch");
+                    assert!(
+                        keys > calls * 2,
+                        "{w}: batches hold several gets ({keys}/{calls})"
+                    );
+                }
+            }
+        }
+        // Several threads: the same operation counts and key set.
+        let mut cfg = config("c");
+        cfg.batch = 16;
+        let plan = OpPlan::synthetic(cfg.workload, &DistSpec::Uniform, 2000, 5000, 50, 3).unwrap();
+        let values = ValueSource::new(3, 50);
+        let (store, r) = load_and_run(&cfg, &plan, &values);
+        assert_eq!(r.ops, 5000);
+        assert_eq!(r.reads_found, 5000);
+        // Every get but a thread's last few went out in a batch.
+        let batched = store.multi_get_keys.load(Relaxed);
+        assert!((4500..=5000).contains(&batched), "{batched}");
     }
 }

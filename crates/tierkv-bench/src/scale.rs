@@ -127,6 +127,8 @@ pub struct Config {
     pub ops: u64,
     /// Client threads.
     pub threads: usize,
+    /// Gets each client thread issues as one batched read (1: one at a time).
+    pub batch: usize,
     /// Fast-disk budget.
     pub fd_budget: u64,
     /// Slow-disk device model, as given.
@@ -258,6 +260,10 @@ impl Config {
         if !(1..=1024).contains(&threads) {
             return bad(format!("--threads {threads} must be in 1..=1024"));
         }
+        let batch = a.batch.unwrap_or(1);
+        if !(1..=4096).contains(&batch) {
+            return bad(format!("--batch {batch} must be in 1..=4096"));
+        }
         let sd_profile = a.sd_profile.clone().unwrap_or_else(|| "gp3".into());
         let sd_device: tierkv::DeviceProfile = sd_profile.parse().map_err(|e: tierkv::Error| {
             BenchError::InvalidArgument(format!("--slow-device: {e}"))
@@ -320,6 +326,7 @@ impl Config {
             loaded_bytes: records.saturating_mul(record_size),
             ops,
             threads,
+            batch,
             fd_budget,
             sd_profile,
             sd_device,
@@ -487,6 +494,7 @@ mod tests {
             (|a| a.record_size = Some(10), "--record-size"),
             (|a| a.fd_budget = Some(1000), "--fd-budget"),
             (|a| a.threads = Some(0), "--threads"),
+            (|a| a.batch = Some(0), "--batch"),
             (|a| a.sd_profile = Some("ssd".into()), "--slow-device"),
             (|a| a.systems = Some(vec!["mysql".into()]), "unknown system"),
             (

@@ -218,6 +218,12 @@ impl Counters {
 pub trait Store: Send + Sync {
     /// Point read; true when the key was found.
     fn get(&self, key: &[u8]) -> Result<bool>;
+    /// Point reads of several keys issued together (`--batch`): one answer per key, in
+    /// order, true when found. Engines with a batched read keep the keys' disk reads in
+    /// flight together; this default reads them one by one.
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<bool>> {
+        keys.iter().map(|k| self.get(k)).collect()
+    }
     /// Write one record.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
     /// Write one record that expires `ttl_secs` seconds from now (a trace write with a
@@ -347,6 +353,14 @@ impl Store for TierkvStore {
             .get(key)
             .map(|v| v.is_some())
             .map_err(|e| self.err(e))
+    }
+
+    fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<bool>> {
+        self.db
+            .multi_get(keys)
+            .into_iter()
+            .map(|answer| answer.map(|v| v.is_some()).map_err(|e| self.err(e)))
+            .collect()
     }
 
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {

@@ -208,6 +208,31 @@ pub(crate) fn get(db: &Db, k: &[u8], ropts: &ReadOptions) -> tierkv::Result<Opti
     }))
 }
 
+/// Reads the top-level records of a prefix of `keys` in one batched read (the engine's
+/// `multi_get_prefix`: their disk reads in flight together), holding at most `max_bytes`
+/// of records plus one: one answer per key of the prefix, in order, at least one. Each
+/// answer is what [`get`] gives for its key at the same read point (expiry included: the
+/// engine's deadline is the key's).
+pub(crate) fn get_prefix<K: AsRef<[u8]>>(
+    db: &Db,
+    keys: &[K],
+    ropts: &ReadOptions,
+    max_bytes: usize,
+) -> Vec<tierkv::Result<Option<Rec>>> {
+    let meta: Vec<Vec<u8>> = keys.iter().map(|k| meta_key(k.as_ref())).collect();
+    db.multi_get_prefix(&meta, ropts, max_bytes)
+        .into_iter()
+        .map(|answer| {
+            answer.map(|e| {
+                e.map(|e| Rec {
+                    raw: e.value,
+                    deadline: e.deadline,
+                })
+            })
+        })
+        .collect()
+}
+
 /// The expiring-hash record key of hash `k` at `version`.
 pub(crate) fn expiring_key(k: &[u8], version: u64) -> Vec<u8> {
     let mut v = field_prefix(k, version);

@@ -791,3 +791,168 @@ fn keys_past_the_output_limit_closes_the_connection() {
         vec!["small"]
     );
 }
+
+/// `keyspace_hits` and `keyspace_misses` from INFO.
+fn hits_and_misses(c: &mut redis::Connection) -> (u64, u64) {
+    let info: String = redis::cmd("INFO").arg("stats").query(c).unwrap();
+    let field = |name: &str| -> u64 {
+        info.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(':'))
+            .unwrap_or_else(|| panic!("no {name} in INFO"))
+            .trim()
+            .parse()
+            .unwrap()
+    };
+    (field("keyspace_hits"), field("keyspace_misses"))
+}
+
+/// One reply as the client sees it: a value or an error's text.
+fn reply(r: redis::RedisResult<redis::Value>) -> Result<redis::Value, String> {
+    r.map_err(|e| match (e.code(), e.detail()) {
+        (Some(code), Some(detail)) => format!("{code} {detail}"),
+        _ => e.to_string(),
+    })
+}
+
+/// Pipelined GETs (answered by batched reads, `multi_get_prefix`) and MGET answer exactly
+/// as GETs sent one at a time: values from memtables and both tiers, missing keys,
+/// WRONGTYPE for a hash (nil inside MGET), expired keys absent and live expiring keys
+/// present, the same hit and miss counts; a reply chunk far smaller than the values makes
+/// the batched reads stop at their byte bound and the rest of the run follow in order; a
+/// write inside a pipeline of GETs is seen by the GETs after it and not by those before.
+#[test]
+fn pipelined_gets_and_mget_answer_as_sequential_gets() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let clock = std::sync::Arc::new(tierkv::ManualClock::new(1_700_000_000_000));
+    let opts = tierkv::Options {
+        clock: clock.clone(),
+        ..two_tier_options(slow.path())
+    };
+    let config = ServerConfig {
+        reply_chunk: 8 * 1024,
+        ..ServerConfig::default()
+    };
+    let s = TestServer::start(dir.path(), opts, config);
+    let mut c = s.client();
+    let value = |i: usize| -> String {
+        let fill = if i.is_multiple_of(9) {
+            20_000
+        } else {
+            50 + i % 300
+        };
+        format!("{i}-{}", "v".repeat(fill))
+    };
+    for i in 0..300 {
+        let () = c.set(format!("s{i}"), value(i)).unwrap();
+    }
+    for i in 0..20 {
+        assert_eq!(
+            q::<i64>(&mut c, &["HSET", &format!("h{i}"), "f", "x"]).unwrap(),
+            1
+        );
+    }
+    for i in 0..40 {
+        let (k, v) = (format!("e{i}"), value(i));
+        assert_eq!(
+            q::<String>(&mut c, &["SET", &k, &v, "PX", "1000"]).unwrap(),
+            "OK"
+        );
+        let (k, v) = (format!("f{i}"), value(i + 1));
+        assert_eq!(
+            q::<String>(&mut c, &["SET", &k, &v, "PX", "1000000"]).unwrap(),
+            "OK"
+        );
+    }
+    // The e keys expire; the f keys do not yet.
+    clock.advance(5_000);
+    let mut rng = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move |n: usize| {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        (rng % n as u64) as usize
+    };
+    let keys: Vec<String> = (0..700)
+        .map(|_| match next(10) {
+            0 => format!("h{}", next(20)),
+            1 => format!("e{}", next(40)),
+            2 => format!("f{}", next(40)),
+            3 => format!("missing{}", next(1000)),
+            _ => format!("s{}", next(300)),
+        })
+        .collect();
+    let before = hits_and_misses(&mut c);
+    let one_by_one: Vec<Result<redis::Value, String>> = keys
+        .iter()
+        .map(|k| reply(redis::cmd("GET").arg(k).query(&mut c)))
+        .collect();
+    let after_sequential = hits_and_misses(&mut c);
+    let mut p = redis::pipe();
+    for k in &keys {
+        p.cmd("GET").arg(k);
+    }
+    let piped: Vec<redis::RedisResult<redis::Value>> = p.ignore_errors().query(&mut c).unwrap();
+    let piped: Vec<Result<redis::Value, String>> = piped.into_iter().map(reply).collect();
+    let after_piped = hits_and_misses(&mut c);
+    assert_eq!(piped.len(), keys.len());
+    for (i, k) in keys.iter().enumerate() {
+        assert_eq!(piped[i], one_by_one[i], "pipelined GET {k} (command {i})");
+        let want = match &one_by_one[i] {
+            Err(e) => {
+                assert!(k.starts_with('h'), "{k}: {e}");
+                assert_eq!(e, WRONGTYPE);
+                continue;
+            }
+            Ok(v) => v,
+        };
+        match k.as_bytes()[0] {
+            b's' | b'f' => assert!(matches!(want, redis::Value::BulkString(_)), "{k}"),
+            _ => assert_eq!(*want, redis::Value::Nil, "{k}"),
+        }
+    }
+    assert_eq!(
+        (after_sequential.0 - before.0, after_sequential.1 - before.1),
+        (
+            after_piped.0 - after_sequential.0,
+            after_piped.1 - after_sequential.1
+        ),
+        "pipelined GETs count the same hits and misses as sequential ones"
+    );
+    // MGET: the same values, nil for a hash.
+    let mut mget = redis::cmd("MGET");
+    for k in &keys {
+        mget.arg(k);
+    }
+    let mgot: Vec<redis::Value> = mget.query(&mut c).unwrap();
+    assert_eq!(mgot.len(), keys.len());
+    for (i, k) in keys.iter().enumerate() {
+        let want = one_by_one[i].clone().unwrap_or(redis::Value::Nil);
+        assert_eq!(mgot[i], want, "MGET element {i} ({k})");
+    }
+    // A write in the middle of a run of GETs: the GETs before it read the old value.
+    let mut p = redis::pipe();
+    p.cmd("GET").arg("s1").cmd("GET").arg("s2");
+    p.cmd("SET").arg("s1").arg("new");
+    p.cmd("GET").arg("s1").cmd("GET").arg("s2");
+    p.cmd("HSET").arg("s2").arg("f").arg("x");
+    p.cmd("DEL").arg("s2");
+    p.cmd("GET").arg("s1").cmd("GET").arg("s2");
+    let got: Vec<redis::RedisResult<redis::Value>> = p.ignore_errors().query(&mut c).unwrap();
+    let got: Vec<Result<redis::Value, String>> = got.into_iter().map(reply).collect();
+    let bulk = |s: String| Ok(redis::Value::BulkString(s.into_bytes()));
+    assert_eq!(
+        got,
+        vec![
+            bulk(value(1)),
+            bulk(value(2)),
+            Ok(redis::Value::Okay),
+            bulk("new".into()),
+            bulk(value(2)),
+            Err(WRONGTYPE.to_string()),
+            Ok(redis::Value::Int(1)),
+            bulk("new".into()),
+            Ok(redis::Value::Nil),
+        ]
+    );
+}

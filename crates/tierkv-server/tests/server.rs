@@ -981,7 +981,12 @@ fn rss_child_server() {
     let Ok(dir) = std::env::var(RSS_CHILD_ENV) else {
         return;
     };
-    let db = tierkv::Db::open(&dir, tierkv::Options::default()).unwrap();
+    // Small memtables: most large values written by the tests are read from tables.
+    let opts = tierkv::Options {
+        write_buffer_size: 4 << 20,
+        ..tierkv::Options::default()
+    };
+    let db = tierkv::Db::open(&dir, opts).unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -1012,8 +1017,19 @@ fn peak_rss(pid: u32) -> u64 {
 /// Reads one whole RESP reply of `MGET` over `n` copies of a `len`-byte value, slowly at
 /// first (the server must wait for the client, not buffer), checking its framing.
 fn read_mget_reply(s: &mut TcpStream, n: usize, len: usize) {
+    read_bulks_reply(s, n, len, true);
+}
+
+/// Reads `n` replies of a `len`-byte value each (inside one array when `array`: MGET's
+/// reply; else one per pipelined GET), slowly at first.
+fn read_bulks_reply(s: &mut TcpStream, n: usize, len: usize, array: bool) {
     let header = format!("${len}\r\n");
-    let want = format!("*{n}\r\n").len() + n * (header.len() + len + 2);
+    let array_header = if array {
+        format!("*{n}\r\n")
+    } else {
+        String::new()
+    };
+    let want = array_header.len() + n * (header.len() + len + 2);
     let mut got = 0usize;
     let mut buf = vec![0u8; 64 * 1024];
     let mut first = Vec::new();
@@ -1030,19 +1046,16 @@ fn read_mget_reply(s: &mut TcpStream, n: usize, len: usize) {
         }
     }
     assert_eq!(got, want, "exactly one reply");
-    assert!(first.starts_with(format!("*{n}\r\n{header}").as_bytes()));
+    assert!(first.starts_with(format!("{array_header}{header}").as_bytes()));
 }
 
-/// Memory per client is bounded: `MGET big big ...` over a 1 MiB value 1000
-/// times, from several clients at once that read slowly, must not make the server hold
-/// the 1 GB replies: each is produced element by element as the client takes it.
-#[test]
-fn mget_of_a_large_value_keeps_server_memory_bounded() {
-    if std::env::var(RSS_CHILD_ENV).is_ok() {
-        return;
-    }
+/// The child server's stdout, kept open until the child exits (it prints its test result
+/// there at the end; a closed pipe would fail it).
+type ChildOut = std::io::Lines<std::io::BufReader<std::process::ChildStdout>>;
+
+/// Starts `rss_child_server` in a child process; returns it, its stdout and its address.
+fn spawn_rss_child(dir: &std::path::Path) -> (std::process::Child, ChildOut, SocketAddr) {
     use std::io::BufRead;
-    let dir = tempfile::tempdir().unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "rss_child_server",
@@ -1050,7 +1063,7 @@ fn mget_of_a_large_value_keeps_server_memory_bounded() {
             "--nocapture",
             "--test-threads=1",
         ])
-        .env(RSS_CHILD_ENV, dir.path())
+        .env(RSS_CHILD_ENV, dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -1063,7 +1076,19 @@ fn mget_of_a_large_value_keeps_server_memory_bounded() {
             break p.trim().parse().unwrap();
         }
     };
-    let addr = SocketAddr::from(([127, 0, 0, 1], port));
+    (child, lines, SocketAddr::from(([127, 0, 0, 1], port)))
+}
+
+/// Memory per client is bounded: `MGET big big ...` over a 1 MiB value 1000
+/// times, from several clients at once that read slowly, must not make the server hold
+/// the 1 GB replies: each is produced element by element as the client takes it.
+#[test]
+fn mget_of_a_large_value_keeps_server_memory_bounded() {
+    if std::env::var(RSS_CHILD_ENV).is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _out, addr) = spawn_rss_child(dir.path());
     let value = vec![b'v'; 1024 * 1024];
     let mut c = redis::Client::open(format!("redis://{addr}/"))
         .unwrap()
@@ -1448,5 +1473,61 @@ fn long_client_names_are_refused() {
     assert_eq!(
         q::<String>(&mut c, &["CLIENT", "SETNAME", &ok]).unwrap(),
         "OK"
+    );
+}
+
+/// The same bound with many distinct large values read through batched reads: 48 values
+/// of 1 MiB on disk (so the reads go to tables, many in flight), read by three slow
+/// clients at once: one MGET over 1000 of them, and two pipelines of 1000 plain GETs
+/// (which the server answers in batched reads). Each batched read holds at most the room
+/// left under the reply chunk plus one value, so the server holds a few MiB per client,
+/// not the 1 GB replies nor a batch of 1000 values.
+#[test]
+fn batched_reads_of_many_large_values_keep_server_memory_bounded() {
+    if std::env::var(RSS_CHILD_ENV).is_ok() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (mut child, _out, addr) = spawn_rss_child(dir.path());
+    let mut c = redis::Client::open(format!("redis://{addr}/"))
+        .unwrap()
+        .get_connection()
+        .unwrap();
+    let distinct = 48;
+    for i in 0..distinct {
+        let value = vec![b'a' + (i % 26) as u8; 1024 * 1024];
+        let () = c.set(format!("big{i}"), &value[..]).unwrap();
+    }
+    let n = 1000;
+    let key = |j: usize| format!("big{}", (j * 7) % distinct);
+    let mut mget = format!("*{}\r\n$4\r\nMGET\r\n", n + 1).into_bytes();
+    let mut gets = Vec::new();
+    for j in 0..n {
+        let k = key(j);
+        mget.extend_from_slice(format!("${}\r\n{k}\r\n", k.len()).as_bytes());
+        gets.extend_from_slice(format!("*2\r\n$3\r\nGET\r\n${}\r\n{k}\r\n", k.len()).as_bytes());
+    }
+    let clients: Vec<_> = [(mget, true), (gets.clone(), false), (gets, false)]
+        .into_iter()
+        .map(|(req, array)| {
+            std::thread::spawn(move || {
+                let mut s = TcpStream::connect(addr).unwrap();
+                s.set_read_timeout(Some(Duration::from_secs(120))).unwrap();
+                s.write_all(&req).unwrap();
+                read_bulks_reply(&mut s, n, 1024 * 1024, array);
+            })
+        })
+        .collect();
+    for t in clients {
+        t.join().unwrap();
+    }
+    let peak = peak_rss(child.id());
+    eprintln!("server peak RSS: {} MiB", peak >> 20);
+    let _: RedisResult<()> = redis::cmd("SHUTDOWN").query(&mut c);
+    assert!(child.wait().unwrap().success());
+    assert!(
+        peak < 200 * 1024 * 1024,
+        "server peak RSS {} MiB for 3 GB of batched replies",
+        peak >> 20
     );
 }

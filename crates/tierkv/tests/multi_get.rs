@@ -376,3 +376,213 @@ fn injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files() {
         }
     });
 }
+
+/// `multi_get_prefix` (the byte-bounded batch): each call answers a non-empty prefix of the
+/// keys it is given, whose values add up to at most the budget plus one value (the bound a
+/// server relies on to hold about one reply chunk per slow client), and the prefixes of
+/// successive calls at one snapshot add up to exactly what `multi_get` answers: same
+/// values, same absent keys, nothing skipped or repeated.
+#[test]
+fn multi_get_prefix_answers_a_prefix_within_its_byte_budget_and_equals_multi_get() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    let n = 600u64;
+    let sized = |i: u64| -> Option<Vec<u8>> {
+        match i % 10 {
+            3 => None,
+            0 => Some(vec![b'L'; 20_000 + i as usize]),
+            _ => Some(value(i, 0)),
+        }
+    };
+    for i in 0..n {
+        if let Some(v) = sized(i) {
+            db.put(key(i), v).unwrap();
+        }
+        if i == n / 2 {
+            // Half in tables (pool reads), half in the memtable (inline answers).
+            db.flush().unwrap();
+            db.wait_for_background().unwrap();
+        }
+    }
+    let snap = db.snapshot();
+    let ropts = ReadOptions {
+        snapshot: Some(snap.seq()),
+        ..ReadOptions::new()
+    };
+    // The keys in a scrambled order, some twice, some never written.
+    let mut rng = StdRng::seed_from_u64(5);
+    let keys: Vec<Vec<u8>> = (0..900).map(|_| key(rng.gen_range(0..n + 50))).collect();
+    let whole: Vec<Option<Vec<u8>>> = db
+        .multi_get_opt(&keys, &ropts)
+        .into_iter()
+        .map(|a| a.unwrap())
+        .collect();
+    for (k, v) in keys.iter().zip(&whole) {
+        assert_eq!(*v, db.get_opt(k, &ropts).unwrap());
+    }
+    for budget in [1usize, 1000, 16 << 10, 1 << 20] {
+        let mut got: Vec<Option<Vec<u8>>> = Vec::new();
+        let mut calls = 0;
+        while got.len() < keys.len() {
+            let answers = db.multi_get_prefix(&keys[got.len()..], &ropts, budget);
+            calls += 1;
+            assert!(
+                !answers.is_empty(),
+                "budget {budget}: a call made no progress"
+            );
+            let sizes: Vec<usize> = answers
+                .iter()
+                .map(|a| a.as_ref().unwrap().as_ref().map_or(0, |e| e.value.len()))
+                .collect();
+            let held: usize = sizes.iter().sum();
+            let largest = sizes.iter().copied().max().unwrap_or(0);
+            assert!(
+                held <= budget + largest,
+                "budget {budget}: a call held {held} bytes of values (largest {largest})"
+            );
+            got.extend(answers.into_iter().map(|a| a.unwrap().map(|e| e.value)));
+        }
+        assert_eq!(
+            got, whole,
+            "budget {budget}: the prefixes differ from multi_get"
+        );
+        if budget == 1 << 20 {
+            assert!(calls <= 12, "a large budget still took {calls} calls");
+        }
+        if budget == 1 {
+            // Every present key needs a call of its own at a budget of one byte.
+            let present = whole.iter().filter(|v| v.is_some()).count();
+            assert!(calls >= present, "{calls} calls for {present} present keys");
+        }
+    }
+    assert!(db.multi_get_prefix::<Vec<u8>>(&[], &ropts, 10).is_empty());
+}
+
+/// The asynchronous path under read faults while the store is busy: a writer adds keys
+/// (above the read keys' range) with flushes and the compactions they trigger, while
+/// batches (`multi_get`, and `multi_get_prefix` at a small budget) read keys of which some
+/// need two failing table files. Every key that needs a failing file answers `Io` (the
+/// same keys `get` cannot read), every other key its value, each call returns (under a
+/// timeout: nothing hangs while the pool runs reads that fail), and the writer's
+/// background work is unharmed.
+#[test]
+fn read_faults_under_concurrent_writes_and_compactions_fail_only_their_keys() {
+    within(Duration::from_secs(240), || {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = FaultInjector::new();
+        let opts = Options {
+            cache_size: 0,
+            fault_injector: Some(faults.clone()),
+            ..tiny_options()
+        };
+        let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+        let n = 3000u64;
+        for i in 0..n {
+            db.put(key(i), value(i, 0)).unwrap();
+        }
+        // All read keys in the last level: compactions of the writer's keys (above them
+        // in key order) never take these files as inputs.
+        db.compact_range(None, None).unwrap();
+        db.wait_for_background().unwrap();
+        let mut tables: Vec<String> = std::fs::read_dir(db.tier_dir(Tier::Fast))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.ends_with(".sst"))
+            .collect();
+        tables.sort();
+        assert!(tables.len() >= 4, "too few tables: {tables:?}");
+        for failing in [&tables[0], &tables[tables.len() - 2]] {
+            faults.add(FaultRule {
+                tier: None,
+                op: FaultOp::Read,
+                name_contains: Some(failing.clone()),
+                error: FaultError::Io,
+                trigger: Trigger::After(0),
+            });
+        }
+        let all: Vec<Vec<u8>> = (0..n + 100).map(key).collect();
+        let failing: Vec<bool> = all.iter().map(|k| db.get(k).is_err()).collect();
+        let failed = failing.iter().filter(|f| **f).count();
+        assert!(
+            failed > 0 && failed < all.len() / 2,
+            "{failed} failing keys"
+        );
+        let compactions_before = db.stats().compactions;
+        let stop = Arc::new(AtomicBool::new(false));
+        let writer = {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut i = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    db.put(key(1_000_000 + i), value(i, 1)).unwrap();
+                    i += 1;
+                    if i.is_multiple_of(300) {
+                        db.flush().unwrap();
+                    }
+                }
+                i
+            })
+        };
+        let check =
+            |p: usize, answer: tierkv::Result<Option<Vec<u8>>>, seen: &mut usize| match answer {
+                Err(e) => {
+                    assert!(failing[p], "key {p} failed but needs no failing file: {e}");
+                    assert!(matches!(e, Error::Io { .. }), "key {p}: {e}");
+                    *seen += 1;
+                }
+                Ok(v) => {
+                    assert!(!failing[p], "key {p} answered although its file fails");
+                    let expected = (p as u64) < n;
+                    assert_eq!(v, expected.then(|| value(p as u64, 0)), "key {p}");
+                }
+            };
+        let mut rng = StdRng::seed_from_u64(23);
+        let mut seen_failures = 0;
+        let started = Instant::now();
+        let mut round = 0;
+        while round < 150 || (db.stats().compactions == compactions_before && round < 3000) {
+            round += 1;
+            let picks: Vec<usize> = (0..32).map(|_| rng.gen_range(0..all.len())).collect();
+            let batch: Vec<&[u8]> = picks.iter().map(|&p| &all[p][..]).collect();
+            if round % 2 == 0 {
+                for (&p, answer) in picks.iter().zip(db.multi_get(&batch)) {
+                    check(p, answer, &mut seen_failures);
+                }
+            } else {
+                let mut next = 0;
+                while next < batch.len() {
+                    let answers = db.multi_get_prefix(&batch[next..], &ReadOptions::new(), 1024);
+                    assert!(!answers.is_empty());
+                    for answer in answers {
+                        check(
+                            picks[next],
+                            answer.map(|e| e.map(|e| e.value)),
+                            &mut seen_failures,
+                        );
+                        next += 1;
+                    }
+                }
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        let written = writer.join().unwrap();
+        db.wait_for_background().unwrap();
+        assert!(seen_failures > 0, "no batch met a failing key");
+        assert!(written > 0);
+        assert!(
+            db.stats().compactions > compactions_before,
+            "no compaction ran during the {round} rounds ({:?})",
+            started.elapsed()
+        );
+        assert!(
+            db.background_error().is_none(),
+            "{:?}",
+            db.background_error()
+        );
+        // The writer's keys all read back.
+        let theirs: Vec<Vec<u8>> = (0..written).map(|i| key(1_000_000 + i)).collect();
+        for (i, a) in db.multi_get(&theirs).into_iter().enumerate() {
+            assert_eq!(a.unwrap(), Some(value(i as u64, 1)), "writer key {i}");
+        }
+    });
+}

@@ -399,3 +399,61 @@ fn fast_tier_stays_near_its_budget_under_sustained_writes() {
         s.slow_tier_bytes
     );
 }
+
+/// A long scan with the block cache bypassed (`fill_cache: false`) reads ahead on both
+/// tiers: its read calls (counted per tier under `IoCause::UserScan`) are a small fraction
+/// of the data blocks it passes (1 KiB blocks here: one read call each without readahead),
+/// and it returns every record in order.
+#[test]
+fn a_long_scan_reads_ahead_on_both_tiers() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    // Tables of many blocks (a table's first two blocks are plain reads).
+    let opts = Options {
+        block_size: 1024,
+        target_file_size: 256 * 1024,
+        ..two_tier_options(slow.path())
+    };
+    let db = Db::open(fast.path(), opts).unwrap();
+    let n = 10_000u64;
+    let model = fill(&db, n, 0);
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let before = db.stats().io;
+    let ropts = tierkv::ReadOptions {
+        fill_cache: false,
+        ..tierkv::ReadOptions::new()
+    };
+    let mut it = db.iter_opt(&ropts).unwrap();
+    it.seek_to_first().unwrap();
+    let mut want = model.iter();
+    let mut seen = 0u64;
+    while it.valid() {
+        let (k, v) = want.next().expect("more records than written");
+        assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()));
+        seen += 1;
+        it.next().unwrap();
+    }
+    assert_eq!(seen, model.len() as u64);
+    let after = db.stats().io;
+    let (mut all_ops, mut all_blocks) = (0, 0);
+    for tier in Tier::ALL {
+        let scan = |s: &tierkv::env::IoStatsSnapshot| s.tier(tier).cause(IoCause::UserScan);
+        let ops = scan(&after).read_ops - scan(&before).read_ops;
+        let bytes = scan(&after).read_bytes - scan(&before).read_bytes;
+        let blocks = sst_sizes(db.tier_dir(tier)).iter().sum::<u64>() / 1024;
+        eprintln!("{tier:?}: {ops} read calls, {bytes} bytes, about {blocks} blocks");
+        assert!(blocks > 50, "{tier:?}: only {blocks} blocks of data");
+        // The fast tier's tables are few blocks each (L0 and L1): less to gain there.
+        assert!(
+            ops * 3 <= blocks,
+            "{tier:?}: {ops} read calls for about {blocks} blocks ({bytes} bytes)"
+        );
+        all_ops += ops;
+        all_blocks += blocks;
+    }
+    assert!(
+        all_ops * 10 <= all_blocks,
+        "{all_ops} read calls for about {all_blocks} blocks"
+    );
+}

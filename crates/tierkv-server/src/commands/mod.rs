@@ -908,6 +908,10 @@ fn mergeable(args: &[Bytes]) -> bool {
 /// at the next call: a connection never holds much more than `reply_chunk` of replies
 /// (one element, a value, may pass it), and never more than the writer's hard limit.
 ///
+/// A run of consecutive plain GETs is answered by one batched read holding at most the
+/// room left under `reply_chunk` plus one value (`strings::get_run`); the GETs it leaves
+/// run next.
+///
 /// A run of consecutive plain SETs and MSETs is applied as one atomic write batch: one WAL
 /// record, and with `--sync` one fsync, instead of one per command. That is a valid order
 /// of events: none of their replies is sent before all of them are applied, so no client
@@ -960,6 +964,28 @@ fn run_commands(
                 for _ in &run {
                     ctx.out.error(&e.0);
                 }
+            }
+        } else if conn.authed
+            && strings::plain_get(&args)
+            && pending.front().is_some_and(|a| strings::plain_get(a))
+        {
+            // A run of plain GETs (a client pipelining reads) is answered by one batched
+            // read: their disk reads are in flight together instead of one at a time.
+            let mut run = vec![args];
+            while run.len() < strings::MAX_KEYS_PER_READ {
+                match pending.front() {
+                    Some(a) if strings::plain_get(a) => run.extend(pending.pop_front()),
+                    _ => break,
+                }
+            }
+            let keys: Vec<Bytes> = run.iter().map(|a| a[1].clone()).collect();
+            let room = reply_chunk.saturating_sub(out.len());
+            let answered = strings::get_run(shared, out, &keys, room);
+            ServerStats::bump(&shared.stats.commands, answered as u64);
+            *conn.info.last_cmd.lock() = "get";
+            // The GETs past the read's byte bound run next, in order.
+            for rest in run.drain(answered..).rev() {
+                pending.push_front(rest);
             }
         } else if conn.authed && mergeable(&args) && pending.front().is_some_and(|a| mergeable(a)) {
             let mut run = vec![args];

@@ -13,7 +13,7 @@ use super::expiry::{now_ms, parse_expire_option, ExpireOpt};
 use super::{CmdError, CmdResult, Ctx, Flow, Resume, NOT_INT, SYNTAX};
 use crate::keyspace::{self as ks, Kind, Rec};
 use crate::resp::{parse_int, ReplyWriter};
-use crate::state::{produce_in_steps, ServerStats, Shared};
+use crate::state::{ServerStats, Shared};
 use bytes::Bytes;
 use tierkv::WriteBatch;
 
@@ -271,11 +271,17 @@ fn get_then(
     Ok(Flow::Continue)
 }
 
+/// Most keys one batched read of MGET or of a run of pipelined GETs takes (bounds the
+/// key copies it makes; the value bytes are bounded by the reply chunk).
+pub(super) const MAX_KEYS_PER_READ: usize = 1024;
+
 /// MGET reads every key at one snapshot (it sees all its keys at the same instant, as in
-/// Redis) but fetches and encodes them one at a time: the reply stops at the connection's
-/// output bound and [`MgetRest`] produces the rest once the client has taken what came
-/// before, so `MGET big big big ...` never holds more than about one value per connection.
-/// A key holding a hash reads as nil, as in Redis.
+/// Redis). It reads them in batches (`keyspace::get_prefix`: many disk reads in flight)
+/// that hold at most the room left under the connection's output bound plus one value,
+/// and encodes each batch before reading the next: the reply stops at the bound and
+/// [`MgetRest`] produces the rest once the client has taken what came before, so
+/// `MGET big big big ...` never holds much more than one reply chunk plus one value per
+/// connection. A key holding a hash reads as nil, as in Redis.
 pub(super) fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let rest = Box::new(MgetRest {
         snap: ctx.shared.db.snapshot(),
@@ -306,17 +312,60 @@ impl Resume for MgetRest {
             snapshot: Some(self.snap.seq()),
             ..tierkv::ReadOptions::new()
         };
-        let keys = &self.keys;
-        let more = produce_in_steps(&mut self.next, keys.len(), out, chunk, |i, out| {
-            match ks::get(&shared.db, &keys[i], &ropts) {
-                Ok(Some(r)) if r.string().is_ok() => out.bulk_owned_from(r.raw, 1),
-                Ok(_) => out.null(),
-                // The array header is out: the failed element carries the error.
-                Err(e) => out.error(&CmdError::from(e).0),
+        while self.next < self.keys.len() {
+            let end = (self.next + MAX_KEYS_PER_READ).min(self.keys.len());
+            // At least one key per read, so a reply that already fills its chunk still
+            // makes progress.
+            let room = chunk.saturating_sub(out.len()).max(1);
+            let answers = ks::get_prefix(&shared.db, &self.keys[self.next..end], &ropts, room);
+            for answer in answers {
+                match answer {
+                    Ok(Some(r)) if r.string().is_ok() => out.bulk_owned_from(r.raw, 1),
+                    Ok(_) => out.null(),
+                    // The array header is out: the failed element carries the error.
+                    Err(e) => out.error(&CmdError::from(e).0),
+                }
+                self.next += 1;
             }
-        });
-        more.then_some(self as Box<dyn Resume>)
+            if out.overflowed() {
+                return None;
+            }
+            if out.len() >= chunk && self.next < self.keys.len() {
+                return Some(self);
+            }
+        }
+        None
     }
+}
+
+/// True for `GET key`: the command a pipeline may answer in a batched read with its
+/// neighbours.
+pub(super) fn plain_get(args: &[Bytes]) -> bool {
+    args.len() == 2 && args[0].eq_ignore_ascii_case(b"get")
+}
+
+/// Answers a run of pipelined `GET key` commands with one batched read
+/// (`keyspace::get_prefix`) holding at most `room` bytes of values plus one, each reply as
+/// [`get`] writes it (hits and misses counted, WRONGTYPE for a hash, an error for a failed
+/// read). Returns how many of the run it answered (at least one): the caller runs the rest
+/// later, in order. All of them read at one instant, which a client cannot tell from one
+/// after another: none of their replies leaves before all were read, and they write
+/// nothing.
+pub(super) fn get_run(shared: &Shared, out: &mut ReplyWriter, run: &[Bytes], room: usize) -> usize {
+    let answers = ks::get_prefix(&shared.db, run, &tierkv::ReadOptions::new(), room.max(1));
+    let n = answers.len();
+    for answer in answers {
+        match answer {
+            Ok(rec) => {
+                count_hit(shared, rec.is_some());
+                if let Err(e) = reply_string(out, rec) {
+                    out.error(&e.0);
+                }
+            }
+            Err(e) => out.error(&CmdError::from(e).0),
+        }
+    }
+    n
 }
 
 fn check_pairs(args: &[Bytes], name: &str) -> Result<(), CmdError> {

@@ -236,6 +236,39 @@ impl Db {
             .collect()
     }
 
+    /// Reads a prefix of `keys` as [`Db::multi_get_opt`] does, holding at most about
+    /// `max_bytes` of values: the answers (with deadlines, as [`Db::get_entry_opt`]) of
+    /// the first keys, in order, stopping once their values reach `max_bytes`. At least the
+    /// first key is answered (when `keys` is not empty), so the values returned are at most
+    /// `max_bytes` plus one value; the caller asks again with the keys after the answers.
+    /// Successive calls see one state only when `ropts` names a snapshot.
+    ///
+    /// For callers that must bound their memory whatever the values' sizes (a server
+    /// answering MGET for a slow client). The keys are read in waves: the first of one
+    /// key, each next sized from the room left and the largest value seen so far, so small
+    /// values still get many reads in flight. A value read in parallel that does not fit
+    /// is dropped and its key left for the next call (it counts as a get again then).
+    ///
+    /// ```no_run
+    /// # let db = tierkv::Db::open("/tmp/mget-demo", tierkv::Options::default())?;
+    /// let keys = [&b"a"[..], b"b", b"c"];
+    /// let mut next = 0;
+    /// while next < keys.len() {
+    ///     let answers = db.multi_get_prefix(&keys[next..], &tierkv::ReadOptions::new(), 64 << 10);
+    ///     next += answers.len();
+    /// }
+    /// # Ok::<(), tierkv::Error>(())
+    /// ```
+    pub fn multi_get_prefix<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        ropts: &ReadOptions,
+        max_bytes: usize,
+    ) -> Vec<Result<Option<Entry>>> {
+        self.inner
+            .multi_get_bounded(&self.readers, keys, ropts, Some(max_bytes))
+    }
+
     /// Writes one key that expires at `deadline_ms` (milliseconds since the UNIX epoch, as
     /// [`Options::clock`](crate::Options::clock) reads): once the clock reaches it, every
     /// read (gets, iterators, snapshots, read-modify-writes) sees the key as deleted, and

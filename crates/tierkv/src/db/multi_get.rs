@@ -19,6 +19,7 @@ use crate::options::ReadOptions;
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -96,6 +97,65 @@ fn worker(rx: &Mutex<mpsc::Receiver<Job>>) {
     }
 }
 
+/// The byte budget of a bounded batch ([`DbInner::multi_get_bounded`]): the value bytes
+/// its answers may hold together. Shared by the caller and the pool jobs of one call.
+struct Budget {
+    limit: usize,
+    held: AtomicUsize,
+    /// The largest value kept or turned away so far (sizes the next wave).
+    largest: AtomicUsize,
+}
+
+impl Budget {
+    /// Keeps a value of `len` bytes when it fits in what is left, or when it answers the
+    /// call's first key (so every call makes progress): together the kept values are at
+    /// most `limit` plus that one value.
+    fn admit(&self, len: usize, first: bool) -> bool {
+        self.largest.fetch_max(len, Relaxed);
+        if first {
+            self.held.fetch_add(len, Relaxed);
+            return true;
+        }
+        let mut cur = self.held.load(Relaxed);
+        loop {
+            if cur.saturating_add(len) > self.limit {
+                return false;
+            }
+            match self
+                .held
+                .compare_exchange_weak(cur, cur + len, Relaxed, Relaxed)
+            {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+/// One key's place in a wave.
+enum Slot {
+    /// Not answered: its job never ran (the pool stopped) or panicked.
+    Waiting,
+    Done(Result<Option<Entry>>),
+    /// Read, but its value did not fit the budget and was dropped: the key is left for
+    /// the caller's next call.
+    Deferred,
+}
+
+/// Keeps an answer if the budget (when there is one) admits its value.
+fn admit(answer: Result<Option<Entry>>, budget: Option<&Budget>, first: bool) -> Slot {
+    if let (Some(b), Ok(Some(e))) = (budget, &answer) {
+        if !b.admit(e.value.len(), first) {
+            return Slot::Deferred;
+        }
+    }
+    Slot::Done(answer)
+}
+
+/// Most keys in one wave of a bounded batch (in units of the reader pool's size): enough to
+/// keep the pool busy between the waves' barriers.
+const WAVE_PER_READER: usize = 4;
+
 impl DbInner {
     /// Reads every key of `keys` at one read point (one sequence number, SuperVersion and
     /// time of expiry for the batch); one answer per key, in order, with its deadline as
@@ -105,6 +165,26 @@ impl DbInner {
         pool: &ReaderPool,
         keys: &[K],
         ropts: &ReadOptions,
+    ) -> Vec<Result<Option<Entry>>> {
+        self.multi_get_bounded(pool, keys, ropts, None)
+    }
+
+    /// [`DbInner::multi_get`], answering only a prefix of `keys` when `max_bytes` is given:
+    /// the keys are read in waves, and the batch stops once the values it holds reach
+    /// `max_bytes` (at least the first key is always answered). The values held at once are
+    /// at most `max_bytes` plus one value: a value read in parallel that does not fit is
+    /// dropped and its key left for the next call.
+    ///
+    /// The first wave is one key (nothing is known of the values' sizes yet: a wave of
+    /// large values read only to be dropped would be wasted I/O); each next wave holds as
+    /// many keys as the room left would take if each were as large as the largest value
+    /// seen, up to [`WAVE_PER_READER`] per reader.
+    pub(super) fn multi_get_bounded<K: AsRef<[u8]>>(
+        self: &Arc<Self>,
+        pool: &ReaderPool,
+        keys: &[K],
+        ropts: &ReadOptions,
+        max_bytes: Option<usize>,
     ) -> Vec<Result<Option<Entry>>> {
         let (at, sv) = match self.start_read(ropts) {
             Ok(view) => view,
@@ -121,13 +201,65 @@ impl DbInner {
             }
         };
         let sv: Arc<SuperVersion> = arc_swap::Guard::into_inner(sv);
-        let mut out: Vec<Option<Result<Option<Entry>>>> = Vec::with_capacity(keys.len());
+        let Some(limit) = max_bytes else {
+            return self
+                .read_wave(pool, keys, &sv, at, None, false)
+                .into_iter()
+                .map(|slot| match slot {
+                    Slot::Done(answer) => answer,
+                    Slot::Waiting | Slot::Deferred => Err(Error::Closed),
+                })
+                .collect();
+        };
+        let budget = Budget {
+            limit,
+            held: AtomicUsize::new(0),
+            largest: AtomicUsize::new(0),
+        };
+        let most = WAVE_PER_READER * self.opts.read_parallelism.max(1);
+        let mut out = Vec::new();
+        let mut pos = 0;
+        let mut wave = 1;
+        while pos < keys.len() {
+            let end = (pos + wave).min(keys.len());
+            let slots = self.read_wave(pool, &keys[pos..end], &sv, at, Some(&budget), pos == 0);
+            for slot in slots {
+                match slot {
+                    Slot::Done(answer) => out.push(answer),
+                    Slot::Waiting => out.push(Err(Error::Closed)),
+                    Slot::Deferred => return out,
+                }
+            }
+            pos = end;
+            let held = budget.held.load(Relaxed);
+            if held >= limit {
+                break;
+            }
+            let largest = budget.largest.load(Relaxed).max(1);
+            wave = ((limit - held) / largest).clamp(1, most);
+        }
+        out
+    }
+
+    /// Reads one wave of keys: the inline stages for each on this thread, the disk stages
+    /// of the rest on the pool. `first`: `keys[0]` is the call's first key (its value is
+    /// always kept).
+    fn read_wave<K: AsRef<[u8]>>(
+        self: &Arc<Self>,
+        pool: &ReaderPool,
+        keys: &[K],
+        sv: &Arc<SuperVersion>,
+        at: ReadPoint,
+        budget: Option<&Budget>,
+        first: bool,
+    ) -> Vec<Slot> {
+        let mut out: Vec<Slot> = Vec::with_capacity(keys.len());
         let mut pending = Vec::new();
         for (i, key) in keys.iter().enumerate() {
-            match self.get_inline_for_batch(i, key.as_ref(), &sv, at) {
-                Ok(answer) => out.push(Some(Ok(answer))),
+            match self.get_inline_for_batch(i, key.as_ref(), sv, at) {
+                Ok(answer) => out.push(admit(Ok(answer), budget, first && i == 0)),
                 Err(p) => {
-                    out.push(None);
+                    out.push(Slot::Waiting);
                     pending.push(p);
                 }
             }
@@ -138,20 +270,23 @@ impl DbInner {
             None
         };
         match queue {
-            Some(queue) => self.read_pending_in_pool(&queue, keys, &sv, at, pending, &mut out),
+            Some(queue) => {
+                self.read_pending_in_pool(&queue, keys, sv, at, pending, budget, first, &mut out)
+            }
             None => {
                 for p in &pending {
-                    out[p.index] = Some(self.get_pending(keys[p.index].as_ref(), &sv, at, p));
+                    let answer = self.get_pending(keys[p.index].as_ref(), sv, at, p);
+                    out[p.index] = admit(answer, budget, first && p.index == 0);
                 }
             }
         }
-        out.into_iter()
-            .map(|answer| answer.unwrap_or(Err(Error::Closed)))
-            .collect()
+        out
     }
 
     /// Queues every pending key but the first on the pool, reads the first on this
-    /// thread, then collects the pool's answers.
+    /// thread, then collects the pool's answers. The pool's jobs are scoped to this call:
+    /// it returns only once each has answered or dropped its sender.
+    #[allow(clippy::too_many_arguments)]
     fn read_pending_in_pool<K: AsRef<[u8]>>(
         self: &Arc<Self>,
         queue: &mpsc::Sender<Job>,
@@ -159,7 +294,9 @@ impl DbInner {
         sv: &Arc<SuperVersion>,
         at: ReadPoint,
         pending: Vec<PendingKey>,
-        out: &mut [Option<Result<Option<Entry>>>],
+        budget: Option<&Budget>,
+        first: bool,
+        out: &mut [Slot],
     ) {
         let (answers, rx) = mpsc::channel::<(usize, Result<Option<Entry>>)>();
         let mut pending = pending.into_iter();
@@ -183,13 +320,15 @@ impl DbInner {
         }
         drop(answers);
         if let Some(p) = mine {
-            out[p.index] = Some(self.get_pending(keys[p.index].as_ref(), sv, at, &p));
+            let answer = self.get_pending(keys[p.index].as_ref(), sv, at, &p);
+            out[p.index] = admit(answer, budget, first && p.index == 0);
         }
         // Each queued job sends once or drops its sender unsent: `recv` fails only after
-        // every job finished one way or the other.
+        // every job finished one way or the other. A value is admitted (or dropped) as it
+        // arrives, so no more than the budget's worth waits here.
         for _ in 0..queued {
             match rx.recv() {
-                Ok((index, answer)) => out[index] = Some(answer),
+                Ok((index, answer)) => out[index] = admit(answer, budget, first && index == 0),
                 Err(mpsc::RecvError) => break,
             }
         }

@@ -1,6 +1,8 @@
 //! Reading a table: open (footer, then the index, filter and properties in one read),
 //! point lookups (filter, index, one data block through the block cache), and the
-//! two-level iterator (index block -> data blocks) with readahead for sequential readers.
+//! two-level iterator (index block -> data blocks) with readahead for sequential readers
+//! (whole windows for compaction and checks; adaptive for user iterators, see
+//! `ScanReadahead`).
 //! Owns the read side of the format; which tables exist is the version's business.
 
 use super::block::{Block, BlockIter};
@@ -22,6 +24,15 @@ use std::sync::Arc;
 /// Sequential readers (compaction, verification) read this much at a time, so a slow
 /// disk sees few large reads instead of one small read per block.
 const READAHEAD: usize = 1 << 20;
+
+/// A user iterator reading a table's data blocks one after another from disk starts
+/// reading ahead after this many consecutive block reads (a seek followed by a step or
+/// two reads no more than it needs).
+const SCAN_READAHEAD_AFTER: u32 = 2;
+/// Its first readahead window; each next one doubles, up to [`SCAN_READAHEAD_MAX`].
+const SCAN_READAHEAD_MIN: usize = 64 << 10;
+/// Its largest readahead window.
+const SCAN_READAHEAD_MAX: usize = 256 << 10;
 
 /// An open table: its index, filter and properties stay in memory while it is open.
 pub struct Table {
@@ -258,6 +269,7 @@ impl Table {
             data: None,
             data_offset: 0,
             readahead: readahead.then(Readahead::default),
+            scan_readahead: (cause == IoCause::UserScan).then(ScanReadahead::new),
             prev_key: Vec::new(),
         }
     }
@@ -378,6 +390,12 @@ impl Readahead {
         Ok(self.framed_block(table, h, cause)?.1)
     }
 
+    /// True when the window holds the whole block at `h`.
+    fn covers(&self, h: BlockHandle) -> bool {
+        let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+        h.offset >= self.offset && end <= self.offset + self.buf.len() as u64
+    }
+
     /// The block at `h` as stored (contents and trailer, checksum verified) and decoded.
     fn framed_block(
         &mut self,
@@ -385,11 +403,23 @@ impl Readahead {
         h: BlockHandle,
         cause: IoCause,
     ) -> Result<(Bytes, Block)> {
+        self.framed_block_within(table, h, cause, READAHEAD)
+    }
+
+    /// [`Readahead::framed_block`], reading a window of `window` bytes (at least the
+    /// block, at most to the end of the data blocks) when the block is not in the current
+    /// one.
+    fn framed_block_within(
+        &mut self,
+        table: &Table,
+        h: BlockHandle,
+        cause: IoCause,
+        window: usize,
+    ) -> Result<(Bytes, Block)> {
         let len = h.size as usize + BLOCK_TRAILER_LEN;
-        let end = h.offset + len as u64;
-        let covered = h.offset >= self.offset && end <= self.offset + self.buf.len() as u64;
-        if !covered {
-            let want = (table.data_end - h.offset).min(READAHEAD.max(len) as u64) as usize;
+        if !self.covers(h) {
+            let want =
+                (table.data_end.saturating_sub(h.offset)).min(window.max(len) as u64) as usize;
             self.buf = Bytes::from(table.file.read_at(h.offset, want, cause)?);
             self.offset = h.offset;
         }
@@ -401,6 +431,79 @@ impl Readahead {
         let contents = unframe_block(framed, &table.file, h.offset)?;
         let block = parse_block(contents, &table.file, h.offset)?;
         Ok((self.buf.slice(from..from + len), block))
+    }
+}
+
+/// Readahead for a user iterator (`IoCause::UserScan`): adaptive, unlike compaction's. A
+/// scan often reads a block or two after a seek, which whole windows would waste; a long
+/// one reads block after block of a table, each a read call of its own without this
+/// (record-sized blocks make that one call per few records). After
+/// [`SCAN_READAHEAD_AFTER`] consecutive blocks read from disk one after the other, the
+/// next read takes a window of [`SCAN_READAHEAD_MIN`] bytes, doubling per window up to
+/// [`SCAN_READAHEAD_MAX`], and the following blocks are sliced from it. Blocks in the block
+/// cache are taken from there and do not break the run; a block elsewhere (a seek, a step
+/// backwards) starts over. Blocks sliced from a window enter the block cache as a plain
+/// read's would (when the iterator fills it).
+struct ScanReadahead {
+    window: Readahead,
+    /// Where the block read last ends (the next block in order starts there).
+    next_offset: u64,
+    /// Consecutive blocks read from disk, each starting where the one before ended.
+    run: u32,
+    /// The next window's size.
+    size: usize,
+}
+
+impl ScanReadahead {
+    fn new() -> ScanReadahead {
+        ScanReadahead {
+            window: Readahead::default(),
+            next_offset: u64::MAX,
+            run: 0,
+            size: SCAN_READAHEAD_MIN,
+        }
+    }
+
+    fn block(
+        &mut self,
+        table: &Table,
+        h: BlockHandle,
+        cause: IoCause,
+        fill_cache: bool,
+    ) -> Result<Block> {
+        let in_order = h.offset == self.next_offset;
+        self.next_offset = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+        if let Some(cache) = &table.cache {
+            if let Some(b) = cache.get_block(table.number, h.offset) {
+                if !in_order {
+                    self.run = 0;
+                }
+                return Ok(b);
+            }
+        }
+        let from_window = self.window.covers(h);
+        let block = if from_window {
+            self.window.framed_block_within(table, h, cause, 0)?.1
+        } else if in_order && self.run >= SCAN_READAHEAD_AFTER {
+            let size = self.size;
+            self.size = (self.size * 2).min(SCAN_READAHEAD_MAX);
+            self.window.framed_block_within(table, h, cause, size)?.1
+        } else {
+            if in_order {
+                self.run += 1;
+            } else {
+                self.run = 1;
+                self.size = SCAN_READAHEAD_MIN;
+            }
+            // Not read ahead: a plain read, which fills the cache itself.
+            return table.data_block(h, cause, fill_cache);
+        };
+        if fill_cache {
+            if let Some(cache) = &table.cache {
+                cache.insert_block(table.number, h.offset, block.clone());
+            }
+        }
+        Ok(block)
     }
 }
 
@@ -495,6 +598,8 @@ pub struct TableIterator {
     data: Option<BlockIter>,
     data_offset: u64,
     readahead: Option<Readahead>,
+    /// A user iterator's adaptive readahead.
+    scan_readahead: Option<ScanReadahead>,
     /// The key before the last step. Checksums only prove a block is what was written: a
     /// forged or miswritten table whose entries are out of order must read as corrupt,
     /// never hand keys out of order to a merge that relies on the order.
@@ -529,9 +634,10 @@ impl TableIterator {
             return Ok(());
         }
         let h = self.table.decode_handle(self.index.value())?;
-        let block = match self.readahead.as_mut() {
-            Some(ra) => ra.block(&self.table, h, self.cause)?,
-            None => self.table.data_block(h, self.cause, self.fill_cache)?,
+        let block = match (self.readahead.as_mut(), self.scan_readahead.as_mut()) {
+            (Some(ra), _) => ra.block(&self.table, h, self.cause)?,
+            (None, Some(sra)) => sra.block(&self.table, h, self.cause, self.fill_cache)?,
+            (None, None) => self.table.data_block(h, self.cause, self.fill_cache)?,
         };
         self.data_offset = h.offset;
         self.data = Some(block.iter());

@@ -181,6 +181,108 @@ fn compaction_iterators_read_ahead() {
     );
 }
 
+/// Read calls and bytes a user iterator (`IoCause::UserScan`) made on the fast tier since
+/// `before`.
+fn scan_reads(env: &Env, before: &crate::env::IoStatsSnapshot) -> (u64, u64) {
+    let now = env.stats().snapshot();
+    let (a, b) = (
+        now.fast.cause(IoCause::UserScan),
+        before.fast.cause(IoCause::UserScan),
+    );
+    (a.read_ops - b.read_ops, a.read_bytes - b.read_bytes)
+}
+
+/// A user iterator reads ahead on a long forward scan of a table (after two blocks read
+/// one after the other, windows of 64-256 KiB), so it makes a few read calls instead of
+/// one per block; the entries are those of a plain read, forwards, backwards, from a seek
+/// and from the cache. A seek followed by a short scan reads no window: no more than the
+/// blocks it needs.
+#[test]
+fn user_iterators_read_ahead_on_long_scans_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), true).unwrap();
+    let data = entries(6000);
+    build(&env, "t.sst", &data, small_blocks());
+    let t = open(&env, "t.sst", None).unwrap();
+    let mut blocks = 0u64;
+    let mut raw = t.data_blocks(IoCause::Check);
+    while raw.next_block().unwrap().is_some() {
+        blocks += 1;
+    }
+    assert!(blocks > 200, "{blocks} blocks");
+    let before = env.stats().snapshot();
+    let mut it = t.iter(IoCause::UserScan, false);
+    it.seek_to_first().unwrap();
+    for (k, v) in &data {
+        assert!(it.valid());
+        assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()));
+        it.next().unwrap();
+    }
+    assert!(!it.valid());
+    let (ops, bytes) = scan_reads(&env, &before);
+    assert!(
+        ops * 10 <= blocks,
+        "a full scan of {blocks} blocks made {ops} read calls"
+    );
+    let file_len = std::fs::metadata(dir.path().join("t.sst")).unwrap().len();
+    assert!(
+        bytes <= file_len,
+        "read {bytes} bytes of a {file_len}-byte table"
+    );
+
+    // Backwards: no readahead, the same entries.
+    it.seek_to_last().unwrap();
+    for (k, _) in data.iter().rev() {
+        assert_eq!(it.key(), k.as_slice());
+        it.prev().unwrap();
+    }
+    assert!(!it.valid());
+
+    // A seek and a few steps: at most the blocks it visits, no window.
+    let before = env.stats().snapshot();
+    let mut it = t.iter(IoCause::UserScan, false);
+    let from = data.len() / 2;
+    it.seek(&data[from].0).unwrap();
+    for (k, _) in &data[from..from + 3] {
+        assert_eq!(it.key(), k.as_slice());
+        it.next().unwrap();
+    }
+    let (ops, bytes) = scan_reads(&env, &before);
+    assert!(
+        ops <= 2 && bytes < 2048,
+        "{ops} reads, {bytes} bytes for a short scan"
+    );
+    // Then on to the end from there: read ahead, same entries.
+    for (k, _) in &data[from + 3..] {
+        assert_eq!(it.key(), k.as_slice());
+        it.next().unwrap();
+    }
+    assert!(!it.valid());
+    let (ops, _) = scan_reads(&env, &before);
+    assert!(ops * 10 <= blocks / 2, "half a scan: {ops} read calls");
+
+    // With a cache the iterator fills: the second scan reads nothing.
+    let cache = Arc::new(Cache::new(64 << 20));
+    let t = open(&env, "t.sst", Some(cache)).unwrap();
+    for round in 0..2 {
+        let before = env.stats().snapshot();
+        let mut it = t.iter(IoCause::UserScan, true);
+        it.seek_to_first().unwrap();
+        let mut n = 0;
+        while it.valid() {
+            assert_eq!(it.key(), data[n].0.as_slice());
+            n += 1;
+            it.next().unwrap();
+        }
+        assert_eq!(n, data.len());
+        let (ops, _) = scan_reads(&env, &before);
+        match round {
+            0 => assert!(ops * 10 <= blocks, "{ops} reads filling the cache"),
+            _ => assert_eq!(ops, 0, "every block came from the cache"),
+        }
+    }
+}
+
 #[test]
 fn builder_rejects_disorder_and_emptiness() {
     let dir = tempfile::tempdir().unwrap();
