@@ -381,10 +381,11 @@ fn flush_gets(sh: &Shared, keys: &mut Vec<Vec<u8>>, out: &mut WorkerOut) -> Resu
 }
 
 /// One client thread: takes chunks of the plan until none is left and runs their
-/// operations in order. With `--batch N` above 1, up to N consecutive gets of the thread's
-/// stream (across its chunks) wait and go out as one batched read; any other operation
-/// issues the waiting gets first, so every operation still sees the effects of the
-/// thread's earlier ones.
+/// operations in order. With `--batch N` above 1, up to N gets of the thread's stream
+/// (across its chunks) wait and go out as one batched read; a write of a waiting get's key,
+/// or a scan, issues them first. Every get answers what it would have answered in order
+/// (only writes of its own key change that), and every other operation sees the effects
+/// of the thread's earlier ones.
 fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
     let mut out = WorkerOut {
         hist: new_hist(),
@@ -411,7 +412,12 @@ fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
                 }
                 continue;
             }
-            flush_gets(sh, &mut gets, &mut out)?;
+            // A write of another key cannot change what a waiting get answers, so the gets
+            // keep waiting (as F2's driver keeps reads pending while upserts go ahead); one
+            // of the same key, or a scan, issues them first.
+            if op.kind == OpKind::Scan || gets.iter().any(|g| *g == key) {
+                flush_gets(sh, &mut gets, &mut out)?;
+            }
             let t = Instant::now();
             let found = match op.kind {
                 OpKind::Read => Some(sh.store.get(&key)?),
@@ -911,9 +917,10 @@ mod tests {
     fn batched_gets_do_the_same_operations() {
         // --batch only changes how gets are issued: one thread's stream, batched or not,
         // leaves the same final state and finds the same records; gets do go out in
-        // batches of up to N, and never past a write (the final state would differ if a
-        // get or write were reordered around a write to its key: reads of inserted keys
-        // would miss).
+        // batches of up to N, and never past a write of their key (the final state or the
+        // found counts would differ if a get were reordered around a write to its key:
+        // reads of inserted keys would miss). Writes of other keys do not end a batch, so
+        // in a and f (half writes) batches still fill up.
         for w in ["a", "d", "f", "e"] {
             let runs: Vec<(MemStore, SystemResult)> = [1usize, 8]
                 .iter()
@@ -962,7 +969,7 @@ mod tests {
                     assert!(calls > 0, "{w}");
                     assert!(keys <= calls * 8, "{w}: at most 8 keys per batch");
                     assert!(
-                        keys > calls * 2,
+                        keys > calls * 5,
                         "{w}: batches hold several gets ({keys}/{calls})"
                     );
                 }
