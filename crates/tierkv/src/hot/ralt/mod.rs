@@ -18,7 +18,10 @@
 //! What is written: a flush writes a buffered key accessed twice while buffered, or whose
 //! one access meets an earlier one parked in the admission table; a key seen once is
 //! parked there instead (`admit`; off with `RaltOptions::admission = false`, the paper's
-//! every-key flush).
+//! every-key flush). A key already hot in a run is not rewritten at every flush either: its
+//! flushed access is merged into the hot stage (`stage`), which is written as one run
+//! before an eviction reads the scores, when the run files need its memory, and at close
+//! (off with `RaltOptions::stage = false`).
 //!
 //! When the hot set size or the physical size exceeds its limit, an eviction computes two
 //! score thresholds by sampling, drops records below the physical one (and, with
@@ -27,7 +30,8 @@
 //! resets both limits by Algorithm 1.
 //!
 //! Files: `options` (options, derived parameters), `score` (score and counter arithmetic,
-//! record encoding), `buffer` (clock, unsorted buffer), `admit` (admission table), `run` (run files), `manifest`
+//! record encoding), `buffer` (clock, unsorted buffer), `admit` (admission table), `stage`
+//! (hot stage), `run` (run files), `manifest`
 //! (persisted state), `version` (file sets, merging iterator), `maint` (flush, compaction,
 //! eviction, auto-tuning).
 
@@ -38,6 +42,7 @@ mod manifest;
 mod options;
 mod run;
 mod score;
+mod stage;
 #[cfg(test)]
 mod tests;
 mod version;
@@ -99,6 +104,11 @@ pub struct Ralt {
     /// Accesses the admission stage parked and credited (copies for `stats`).
     parked: AtomicU64,
     credited: AtomicU64,
+    /// Memory, entries and merged records of the hot stage (copies for `stats` and the
+    /// memory limit).
+    stage_bytes: AtomicU64,
+    staged_keys: AtomicU64,
+    stage_merged: AtomicU64,
 }
 
 /// Answers `range_hot_size` from one snapshot of the runs and the buffers' hot keys.
@@ -173,6 +183,13 @@ pub struct RaltStats {
     pub admission_parked: u64,
     /// Parked accesses credited to a later record of their key.
     pub admission_credited: u64,
+    /// Memory of the hot stage (included in `memory_bytes`).
+    pub stage_bytes: u64,
+    /// Keys in the hot stage.
+    pub staged_keys: u64,
+    /// Flushed records of keys hot in a run merged into the hot stage instead of written
+    /// (the stage writes one record per key when it is written out).
+    pub stage_merged: u64,
 }
 
 impl Ralt {
@@ -268,6 +285,9 @@ impl Ralt {
             admission_bytes: AtomicU64::new(0),
             parked: AtomicU64::new(0),
             credited: AtomicU64::new(0),
+            stage_bytes: AtomicU64::new(0),
+            staged_keys: AtomicU64::new(0),
+            stage_merged: AtomicU64::new(0),
             maint: Mutex::new(m),
             env,
             opts,
@@ -502,7 +522,8 @@ impl Ralt {
         }))
     }
 
-    /// Persists the buffers as level-0 runs and saves the manifest (called on close).
+    /// Persists the buffers and the hot stage as level-0 runs and saves the manifest
+    /// (called on close).
     pub fn flush(&self) -> Result<()> {
         let mut m = self.maint.lock();
         loop {
@@ -522,6 +543,7 @@ impl Ralt {
             };
             self.flush_frozen(&mut m, &buf)?;
         }
+        self.write_stage(&mut m)?;
         self.save_manifest(&m, &self.version.load())?;
         self.update_pending(&m);
         Ok(())
@@ -563,13 +585,14 @@ impl Ralt {
         let buffer_bytes: u64 = buffers.clone().map(|b| b.bytes() as u64).sum();
         let buffered: u64 = buffers.map(|b| b.len() as u64).sum();
         let admission_bytes = self.admission_bytes.load(Relaxed);
+        let stage_bytes = self.stage_bytes.load(Relaxed);
         RaltStats {
             hot_set_size: v.hot_set_bytes(),
             hot_set_limit: self.hot_limit.load(Relaxed),
             physical_size: v.record_bytes(),
             physical_limit: self.phys_limit.load(Relaxed),
             tracked_keys: records + buffered,
-            memory_bytes: filter_bytes + index_bytes + buffer_bytes + admission_bytes,
+            memory_bytes: filter_bytes + index_bytes + buffer_bytes + admission_bytes + stage_bytes,
             accesses: f.accesses,
             evictions: self.evictions.load(Relaxed),
             tick: f.clock.tick,
@@ -588,6 +611,9 @@ impl Ralt {
             admission_bytes,
             admission_parked: self.parked.load(Relaxed),
             admission_credited: self.credited.load(Relaxed),
+            stage_bytes,
+            staged_keys: self.staged_keys.load(Relaxed),
+            stage_merged: self.stage_merged.load(Relaxed),
         }
     }
 }
