@@ -387,9 +387,13 @@ impl Ralt {
     }
 
     /// What the run files' filters and indexes may hold: the memory limit less the active
-    /// and the frozen buffer.
+    /// buffer's capacity, the frozen buffer (at least that capacity: a buffer frozen before
+    /// a halving holds up to the old one, which passed the limit by the difference when
+    /// both were counted at the new capacity) and the admission table.
     fn file_memory_limit(&self) -> Option<u64> {
-        let buffers = 2 * self.buffer_capacity.load(Relaxed) + self.admission_bytes.load(Relaxed);
+        let capacity = self.buffer_capacity.load(Relaxed);
+        let frozen = self.frozen_bytes.load(Relaxed).max(capacity);
+        let buffers = capacity + frozen + self.admission_bytes.load(Relaxed);
         self.opts
             .memory_limit
             .map(|l| l.saturating_sub(buffers).max(1))
@@ -441,6 +445,7 @@ impl Ralt {
         let mut f = self.front.lock();
         if f.frozen.as_ref().is_some_and(|b| Arc::ptr_eq(b, buf)) {
             f.frozen = None;
+            self.frozen_bytes.store(0, Relaxed);
             self.has_frozen.store(false, Relaxed);
         }
         Ok(())

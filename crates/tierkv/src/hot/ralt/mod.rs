@@ -87,6 +87,9 @@ pub struct Ralt {
     /// `RaltOptions::max_buffer_bytes`).
     buffer_target: AtomicU64,
     has_frozen: AtomicBool,
+    /// Bytes of the frozen buffer (0 when none). It was filled at the capacity in force
+    /// before it froze, which may be larger than the current one after a halving.
+    frozen_bytes: AtomicU64,
     /// Compaction or eviction work is waiting.
     pending: AtomicBool,
     version: ArcSwap<Version>,
@@ -274,6 +277,7 @@ impl Ralt {
             buffer_capacity: AtomicU64::new(opts.buffer_bytes as u64),
             buffer_target: AtomicU64::new(opts.buffer_bytes as u64),
             has_frozen: AtomicBool::new(false),
+            frozen_bytes: AtomicU64::new(0),
             pending: AtomicBool::new(false),
             version: ArcSwap::from_pointee(version),
             next_file: AtomicU64::new(state.next_file),
@@ -361,6 +365,7 @@ impl Ralt {
                 u32::try_from(scale).unwrap_or(u32::MAX),
             );
             let full = std::mem::replace(&mut f.active, fresh);
+            self.frozen_bytes.store(full.bytes() as u64, Relaxed);
             f.frozen = Some(Arc::new(full));
             self.has_frozen.store(true, Relaxed);
         }
@@ -534,6 +539,7 @@ impl Ralt {
                     None if f.active.is_empty() => break,
                     None => {
                         let full = std::mem::take(&mut f.active);
+                        self.frozen_bytes.store(full.bytes() as u64, Relaxed);
                         let b = Arc::new(full);
                         f.frozen = Some(b.clone());
                         self.has_frozen.store(true, Relaxed);

@@ -183,8 +183,11 @@ pub(crate) const COUNTER_MAX: u8 = 50;
 pub(crate) const L0_TRIGGER: usize = 4;
 /// See [`L0_TRIGGER`].
 pub(crate) const L0_L1_RATIO: u64 = 1;
-/// Most L0 files before a compaction regardless of size (each costs `is_hot` a filter probe).
-pub(crate) const L0_MAX_FILES: usize = 16;
+/// Most L0 files before a compaction regardless of size (each costs `is_hot` a filter probe,
+/// on background threads only). With the hot stage a flush writes few records (about 9 KB
+/// per flush with 108-byte records), so 16 files triggered most L0 compactions, each
+/// rewriting all of L1 for a small L0.
+pub(crate) const L0_MAX_FILES: usize = 32;
 /// Size ratio between adjacent levels.
 pub(crate) const LEVEL_RATIO: u64 = 10;
 /// Deepest level index; it never compacts further.
