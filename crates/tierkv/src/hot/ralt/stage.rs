@@ -79,10 +79,4 @@ impl Stage {
         self.bytes = 0;
         v
     }
-
-    /// The merged metadata of `key`, if staged.
-    #[cfg(test)]
-    pub fn get(&self, key: &[u8]) -> Option<&Meta> {
-        self.entries.get(key)
-    }
 }
