@@ -1143,3 +1143,50 @@ fn stage_keeps_hotspot_decisions_and_writes_less() {
     assert!(cold1 <= cold0 + 40, "cold keys hot: {cold1} vs {cold0}");
     assert!(w1 < w0, "stage wrote {w1}, every flush {w0}: {s:?}");
 }
+
+/// Invariant 4 through a buffer halving: the memory limit holds while the buffer grows on
+/// recurring keys and then halves on keys that do not recur (the buffer frozen just before
+/// a halving holds up to the old capacity, which the limit must count).
+#[test]
+fn memory_limit_holds_while_the_buffer_halves() {
+    let dir = tempfile::tempdir().unwrap();
+    let limit = 256 << 10;
+    let r = Ralt::open(
+        env(dir.path()),
+        RaltOptions {
+            fd_budget: 64 << 20,
+            buffer_bytes: 4096,
+            max_buffer_bytes: 64 << 10,
+            memory_limit: Some(limit),
+            ..Default::default()
+        },
+    )
+    .unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    let mut peak = 0;
+    let mut grown = 0;
+    for i in 0..150_000u64 {
+        access(&r, rng.gen_range(0..2000), VLEN);
+        if i % 100 == 0 {
+            grown = grown.max(r.stats().buffer_capacity);
+            peak = peak.max(r.stats().memory_bytes);
+        }
+    }
+    assert!(grown > 4 * 4096, "the buffer grew: {:?}", r.stats());
+    let mut halved = false;
+    for i in 0..150_000u64 {
+        // Each key twice in a row (admitted), never again.
+        let k = 1_000_000 + i;
+        access(&r, k, VLEN);
+        access(&r, k, VLEN);
+        if i % 50 == 0 {
+            let s = r.stats();
+            halved |= s.buffer_capacity < grown;
+            peak = peak.max(s.memory_bytes);
+        }
+    }
+    let s = r.stats();
+    assert!(halved, "the buffer halved: {s:?}");
+    assert!(s.evictions > 0, "{s:?}");
+    assert!(peak <= limit, "peak {peak} > limit {limit}: {s:?}");
+}
