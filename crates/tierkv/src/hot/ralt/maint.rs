@@ -360,6 +360,8 @@ impl Ralt {
         }
         let v = self.version.load_full();
         let entries = m.stage.take_sorted();
+        // On an error below the staged accesses are lost, as a crash loses them.
+        self.publish_stage(m);
         let mut out = Outputs::new(self, 0);
         for (key, meta) in &entries {
             let hot = self.scorer.rank(meta, m.th.thr_tick) >= m.th.hot_rank;
@@ -381,15 +383,13 @@ impl Ralt {
         let added = out.finish()?;
         self.count_written(0, &added);
         m.stage_files.extend(added.iter().map(|(_, f)| f.number));
-        self.install(m, &[], added)?;
-        self.publish_stage(m);
-        Ok(())
+        self.install(m, &[], added)
     }
 
     /// What the run files' filters and indexes may hold: the memory limit less the active
     /// buffer's capacity, the frozen buffer (at least that capacity: a buffer frozen before
-    /// a halving holds up to the old one, which passed the limit by the difference when
-    /// both were counted at the new capacity) and the admission table.
+    /// a halving holds up to the old one, and counting both at the new capacity left the
+    /// difference out) and the admission table.
     fn file_memory_limit(&self) -> Option<u64> {
         let capacity = self.buffer_capacity.load(Relaxed);
         let frozen = self.frozen_bytes.load(Relaxed).max(capacity);
@@ -532,8 +532,8 @@ impl Ralt {
             let v = if m.stage_drained {
                 v
             } else {
-                m.stage_drained = true;
                 self.write_stage(m)?;
+                m.stage_drained = true;
                 self.version.load_full()
             };
             if !v.level(0).is_empty() {
