@@ -1,7 +1,8 @@
 //! RALT's background work, serialized by the maintenance lock: flushing a frozen buffer to
 //! level 0, leveled compaction, eviction (sampled score thresholds, then a step-by-step
 //! merge of everything into one sorted run) and auto-tuning of the two limits
-//! (Algorithm 1). Each call does one bounded unit of work and installs a new version.
+//! (Algorithm 1), and writing out the hot stage. Each call does one bounded unit of work
+//! and installs a new version.
 
 use super::admit::Admission;
 use super::buffer::Buffer;
@@ -12,6 +13,7 @@ use super::options::{
 };
 use super::run::{Rec, RunFile, RunWriter};
 use super::score::{encoded_len, is_stable, Meta};
+use super::stage::Stage;
 use super::version::{MergeIter, Source, Version};
 use super::Ralt;
 use crate::sst::filter::filter_hash;
@@ -33,6 +35,17 @@ pub(crate) struct Maint {
     compact_ptr: Vec<Option<Vec<u8>>>,
     /// Single accesses not written (see `RaltOptions::admission`).
     admission: Admission,
+    /// Accesses of keys hot in a run not written yet (see `RaltOptions::stage`).
+    pub(super) stage: Stage,
+    /// The stage was written out for the eviction the limits call for (reset when it
+    /// starts), so a stage refilled by later flushes does not hold the eviction back.
+    stage_drained: bool,
+    /// Records merged into the stage since the last L0 compaction, and the level-0 files
+    /// the stage wrote: buffer sizing counts the former as flushed records that met
+    /// another record of their key (as their writes would have at that compaction) and
+    /// leaves the latter out.
+    staged_since_l0: u64,
+    stage_files: HashSet<u64>,
 }
 
 impl Maint {
@@ -48,6 +61,10 @@ impl Maint {
             eviction: None,
             compact_ptr: vec![None; MAX_LEVEL + 1],
             admission: Admission::default(),
+            stage: Stage::default(),
+            stage_drained: false,
+            staged_since_l0: 0,
+            stage_files: HashSet::new(),
         }
     }
 }
@@ -101,7 +118,7 @@ fn at_least(rank: f64, thr: f64, tied_frac: f64, key: &[u8]) -> bool {
 }
 
 /// Folds a key's records (given newest first) into one by the merge rule.
-fn fold(r: &Ralt, group: &[(usize, Rec)]) -> Meta {
+pub(super) fn fold(r: &Ralt, group: &[(usize, Rec)]) -> Meta {
     let mut it = group.iter().rev();
     let mut m = it.next().map(|(_, rec)| rec.meta).unwrap_or(Meta {
         value_len: 0,
@@ -286,8 +303,10 @@ impl Ralt {
 
     pub(super) fn update_pending(&self, m: &Maint) {
         let v = self.version.load();
-        let pending =
-            m.eviction.is_some() || self.over_limits(m, &v) || self.compaction_level(&v).is_some();
+        let pending = m.eviction.is_some()
+            || self.over_limits(m, &v)
+            || self.stage_needs_memory(m, &v)
+            || self.compaction_level(&v).is_some();
         self.pending.store(pending, Relaxed);
     }
 
@@ -301,10 +320,80 @@ impl Ralt {
                     .is_some_and(|l| v.memory_bytes() > l))
     }
 
+    /// True when the run files' filters and indexes and the hot stage together pass what
+    /// the files may hold: the stage is written out rather than the files evicted.
+    fn stage_needs_memory(&self, m: &Maint, v: &Version) -> bool {
+        !m.stage.is_empty()
+            && self
+                .file_memory_limit()
+                .is_some_and(|l| v.memory_bytes() + m.stage.bytes() > l)
+    }
+
+    /// Memory the hot stage may hold now: at most a quarter of the memory limit (without
+    /// one, `max_buffer_bytes`), and at most half of what the run files leave free of
+    /// their part, so that the files flushed before the next eviction or stage write-out
+    /// still fit beside it.
+    fn stage_room(&self, v: &Version) -> u64 {
+        let most = self
+            .opts
+            .memory_limit
+            .map_or(self.opts.max_buffer_bytes as u64, |l| l / 4);
+        match self.file_memory_limit() {
+            Some(l) => most.min(l.saturating_sub(v.memory_bytes()) / 2),
+            None => most,
+        }
+    }
+
+    /// Publishes the stage's counters for `stats` and the memory limit.
+    fn publish_stage(&self, m: &Maint) {
+        self.stage_bytes.store(m.stage.bytes(), Relaxed);
+        self.staged_keys.store(m.stage.len() as u64, Relaxed);
+        self.stage_merged.store(m.stage.merged(), Relaxed);
+    }
+
+    /// Writes the hot stage as one level-0 run and empties it: each key's record merges
+    /// every access staged since the last write, judged hot by its score as a flush
+    /// judges it (the key stays hot through its older hot record either way).
+    pub(super) fn write_stage(&self, m: &mut Maint) -> Result<()> {
+        if m.stage.is_empty() {
+            return Ok(());
+        }
+        let v = self.version.load_full();
+        let entries = m.stage.take_sorted();
+        // On an error below the staged accesses are lost, as a crash loses them.
+        self.publish_stage(m);
+        let mut out = Outputs::new(self, 0);
+        for (key, meta) in &entries {
+            let hot = self.scorer.rank(meta, m.th.thr_tick) >= m.th.hot_rank;
+            let dup = hot && hot_below(&v, 0, key);
+            // One file, as a flush writes: level 0 files are not split.
+            let w = match &mut out.cur {
+                Some(w) => w,
+                None => {
+                    let n = self.next_file.fetch_add(1, Relaxed);
+                    out.cur.insert(RunWriter::create(
+                        &self.env,
+                        n,
+                        self.opts.bloom_bits_per_key,
+                    )?)
+                }
+            };
+            w.add(key, meta, hot, dup)?;
+        }
+        let added = out.finish()?;
+        self.count_written(0, &added);
+        m.stage_files.extend(added.iter().map(|(_, f)| f.number));
+        self.install(m, &[], added)
+    }
+
     /// What the run files' filters and indexes may hold: the memory limit less the active
-    /// and the frozen buffer.
+    /// buffer's capacity, the frozen buffer (at least that capacity: a buffer frozen before
+    /// a halving holds up to the old one, and counting both at the new capacity left the
+    /// difference out) and the admission table.
     fn file_memory_limit(&self) -> Option<u64> {
-        let buffers = 2 * self.buffer_capacity.load(Relaxed) + self.admission_bytes.load(Relaxed);
+        let capacity = self.buffer_capacity.load(Relaxed);
+        let frozen = self.frozen_bytes.load(Relaxed).max(capacity);
+        let buffers = capacity + frozen + self.admission_bytes.load(Relaxed);
         self.opts
             .memory_limit
             .map(|l| l.saturating_sub(buffers).max(1))
@@ -356,6 +445,7 @@ impl Ralt {
         let mut f = self.front.lock();
         if f.frozen.as_ref().is_some_and(|b| Arc::ptr_eq(b, buf)) {
             f.frozen = None;
+            self.frozen_bytes.store(0, Relaxed);
             self.has_frozen.store(false, Relaxed);
         }
         Ok(())
@@ -389,6 +479,16 @@ impl Ralt {
                     None => {}
                 }
             }
+            // Hot in a run already: nothing decided before the next eviction reads this
+            // access, so it waits in the stage (merged with the key's earlier staged
+            // accesses) instead of adding a record at every flush.
+            if self.opts.stage && below {
+                let room = self.stage_room(&v);
+                if m.stage.absorb(&e.key, &meta, &self.scorer, room) {
+                    m.staged_since_l0 += 1;
+                    continue;
+                }
+            }
             let by_score = self.scorer.rank(&meta, m.th.thr_tick) >= m.th.hot_rank;
             let hot = by_score || (buf.is_hot(e) && !below);
             let dup = hot && below;
@@ -410,6 +510,7 @@ impl Ralt {
         self.count_written(0, &added);
         self.parked.store(m.admission.parked(), Relaxed);
         self.credited.store(m.admission.credited(), Relaxed);
+        self.publish_stage(m);
         self.install(m, &[], added)?;
         m.flushes += 1;
         Ok(())
@@ -422,10 +523,23 @@ impl Ralt {
             self.eviction_step(m, &v)?;
             return Ok(true);
         }
+        if self.stage_needs_memory(m, &v) {
+            self.write_stage(m)?;
+            return Ok(true);
+        }
         if self.over_limits(m, &v) {
+            // The eviction judges scores: the staged accesses must be on disk first.
+            let v = if m.stage_drained {
+                v
+            } else {
+                self.write_stage(m)?;
+                m.stage_drained = true;
+                self.version.load_full()
+            };
             if !v.level(0).is_empty() {
                 self.compact(m, &v, 0)?;
             } else {
+                m.stage_drained = false;
                 self.start_eviction(m, &v)?;
             }
             return Ok(true);
@@ -476,9 +590,22 @@ impl Ralt {
         // their records meet another record of the same key (from another buffer or from
         // L1: a key tracked already) sizes the buffer.
         let runs = if level == 0 { upper.len() } else { 0 };
-        let (mut buffered, mut repeated) = (0u64, 0u64);
+        let flushed: Vec<bool> = upper
+            .iter()
+            .map(|f| !m.stage_files.contains(&f.number))
+            .collect();
+        // Records the stage took met their key's hot record, as their writes would have.
+        let staged = if level == 0 {
+            std::mem::take(&mut m.staged_since_l0)
+        } else {
+            0
+        };
+        let (mut buffered, mut repeated) = (staged, staged);
         while let Some(group) = it.next_group()? {
-            let from_runs = group.iter().filter(|(i, _)| *i < runs).count() as u64;
+            let from_runs = group
+                .iter()
+                .filter(|(i, _)| *i < runs && flushed[*i])
+                .count() as u64;
             buffered += from_runs;
             if from_runs > 0 && group.len() > 1 {
                 repeated += from_runs;
@@ -492,6 +619,9 @@ impl Ralt {
         }
         if runs > 0 {
             self.resize_buffer(repeated, buffered);
+            for f in &upper {
+                m.stage_files.remove(&f.number);
+            }
         }
         let added = out.finish()?;
         self.count_written(1, &added);

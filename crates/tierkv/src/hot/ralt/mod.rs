@@ -18,7 +18,10 @@
 //! What is written: a flush writes a buffered key accessed twice while buffered, or whose
 //! one access meets an earlier one parked in the admission table; a key seen once is
 //! parked there instead (`admit`; off with `RaltOptions::admission = false`, the paper's
-//! every-key flush).
+//! every-key flush). A key already hot in a run is not rewritten at every flush either: its
+//! flushed access is merged into the hot stage (`stage`), which is written as one run
+//! before an eviction reads the scores, when the run files need its memory, and at close
+//! (off with `RaltOptions::stage = false`).
 //!
 //! When the hot set size or the physical size exceeds its limit, an eviction computes two
 //! score thresholds by sampling, drops records below the physical one (and, with
@@ -27,7 +30,8 @@
 //! resets both limits by Algorithm 1.
 //!
 //! Files: `options` (options, derived parameters), `score` (score and counter arithmetic,
-//! record encoding), `buffer` (clock, unsorted buffer), `admit` (admission table), `run` (run files), `manifest`
+//! record encoding), `buffer` (clock, unsorted buffer), `admit` (admission table), `stage`
+//! (hot stage), `run` (run files), `manifest`
 //! (persisted state), `version` (file sets, merging iterator), `maint` (flush, compaction,
 //! eviction, auto-tuning).
 
@@ -38,6 +42,7 @@ mod manifest;
 mod options;
 mod run;
 mod score;
+mod stage;
 #[cfg(test)]
 mod tests;
 mod version;
@@ -82,6 +87,9 @@ pub struct Ralt {
     /// `RaltOptions::max_buffer_bytes`).
     buffer_target: AtomicU64,
     has_frozen: AtomicBool,
+    /// Bytes of the frozen buffer (0 when none). It was filled at the capacity in force
+    /// before it froze, which may be larger than the current one after a halving.
+    frozen_bytes: AtomicU64,
     /// Compaction or eviction work is waiting.
     pending: AtomicBool,
     version: ArcSwap<Version>,
@@ -99,6 +107,11 @@ pub struct Ralt {
     /// Accesses the admission stage parked and credited (copies for `stats`).
     parked: AtomicU64,
     credited: AtomicU64,
+    /// Memory, entries and merged records of the hot stage (copies for `stats` and the
+    /// memory limit).
+    stage_bytes: AtomicU64,
+    staged_keys: AtomicU64,
+    stage_merged: AtomicU64,
 }
 
 /// Answers `range_hot_size` from one snapshot of the runs and the buffers' hot keys.
@@ -173,6 +186,13 @@ pub struct RaltStats {
     pub admission_parked: u64,
     /// Parked accesses credited to a later record of their key.
     pub admission_credited: u64,
+    /// Memory of the hot stage (included in `memory_bytes`).
+    pub stage_bytes: u64,
+    /// Keys in the hot stage.
+    pub staged_keys: u64,
+    /// Flushed records of keys hot in a run merged into the hot stage instead of written
+    /// (the stage writes one record per key when it is written out).
+    pub stage_merged: u64,
 }
 
 impl Ralt {
@@ -257,6 +277,7 @@ impl Ralt {
             buffer_capacity: AtomicU64::new(opts.buffer_bytes as u64),
             buffer_target: AtomicU64::new(opts.buffer_bytes as u64),
             has_frozen: AtomicBool::new(false),
+            frozen_bytes: AtomicU64::new(0),
             pending: AtomicBool::new(false),
             version: ArcSwap::from_pointee(version),
             next_file: AtomicU64::new(state.next_file),
@@ -268,6 +289,9 @@ impl Ralt {
             admission_bytes: AtomicU64::new(0),
             parked: AtomicU64::new(0),
             credited: AtomicU64::new(0),
+            stage_bytes: AtomicU64::new(0),
+            staged_keys: AtomicU64::new(0),
+            stage_merged: AtomicU64::new(0),
             maint: Mutex::new(m),
             env,
             opts,
@@ -341,6 +365,7 @@ impl Ralt {
                 u32::try_from(scale).unwrap_or(u32::MAX),
             );
             let full = std::mem::replace(&mut f.active, fresh);
+            self.frozen_bytes.store(full.bytes() as u64, Relaxed);
             f.frozen = Some(Arc::new(full));
             self.has_frozen.store(true, Relaxed);
         }
@@ -502,7 +527,8 @@ impl Ralt {
         }))
     }
 
-    /// Persists the buffers as level-0 runs and saves the manifest (called on close).
+    /// Persists the buffers and the hot stage as level-0 runs and saves the manifest
+    /// (called on close).
     pub fn flush(&self) -> Result<()> {
         let mut m = self.maint.lock();
         loop {
@@ -513,6 +539,7 @@ impl Ralt {
                     None if f.active.is_empty() => break,
                     None => {
                         let full = std::mem::take(&mut f.active);
+                        self.frozen_bytes.store(full.bytes() as u64, Relaxed);
                         let b = Arc::new(full);
                         f.frozen = Some(b.clone());
                         self.has_frozen.store(true, Relaxed);
@@ -522,6 +549,7 @@ impl Ralt {
             };
             self.flush_frozen(&mut m, &buf)?;
         }
+        self.write_stage(&mut m)?;
         self.save_manifest(&m, &self.version.load())?;
         self.update_pending(&m);
         Ok(())
@@ -563,13 +591,14 @@ impl Ralt {
         let buffer_bytes: u64 = buffers.clone().map(|b| b.bytes() as u64).sum();
         let buffered: u64 = buffers.map(|b| b.len() as u64).sum();
         let admission_bytes = self.admission_bytes.load(Relaxed);
+        let stage_bytes = self.stage_bytes.load(Relaxed);
         RaltStats {
             hot_set_size: v.hot_set_bytes(),
             hot_set_limit: self.hot_limit.load(Relaxed),
             physical_size: v.record_bytes(),
             physical_limit: self.phys_limit.load(Relaxed),
             tracked_keys: records + buffered,
-            memory_bytes: filter_bytes + index_bytes + buffer_bytes + admission_bytes,
+            memory_bytes: filter_bytes + index_bytes + buffer_bytes + admission_bytes + stage_bytes,
             accesses: f.accesses,
             evictions: self.evictions.load(Relaxed),
             tick: f.clock.tick,
@@ -588,6 +617,9 @@ impl Ralt {
             admission_bytes,
             admission_parked: self.parked.load(Relaxed),
             admission_credited: self.credited.load(Relaxed),
+            stage_bytes,
+            staged_keys: self.staged_keys.load(Relaxed),
+            stage_merged: self.stage_merged.load(Relaxed),
         }
     }
 }

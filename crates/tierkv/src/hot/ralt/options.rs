@@ -75,12 +75,21 @@ pub struct RaltOptions {
     /// is seen again (see the `admit` module). Off, every buffered key is written, as in
     /// the paper.
     pub admission: bool,
+    /// Hot stage (default on): a flush merges the accesses of a key already hot in a run
+    /// into an in-memory table instead of writing a new record, and the table is written
+    /// as one run before an eviction judges scores, when the run files need its memory,
+    /// and at close (see the `stage` module). It holds at most a quarter of the memory
+    /// limit (without one, `max_buffer_bytes`), and only memory the run files leave free.
+    /// Off, every such flushed access is written at its flush.
+    pub stage: bool,
     /// Scoring method.
     pub scoring: ScoringMethod,
-    /// Most bytes of memory RALT holds: its two buffers plus the bloom filters and block
-    /// indexes of its run files (default `None`: bounded through `physical_limit` only).
-    /// When the files' part (the limit less two buffers) is exceeded, an eviction runs and
-    /// lowers the physical limit in proportion; set by `Options::memory_budget`.
+    /// Most bytes of memory RALT holds: its two buffers, its admission table, and the bloom
+    /// filters and block indexes of its run files together with the hot stage (default
+    /// `None`: bounded through `physical_limit` only). When files and stage pass the
+    /// files' part (the limit less two buffers and the admission table), the stage is
+    /// written out; when the files alone do, an eviction runs and lowers the physical
+    /// limit in proportion; set by `Options::memory_budget`.
     pub memory_limit: Option<u64>,
 }
 
@@ -98,6 +107,7 @@ impl Default for RaltOptions {
             max_buffer_bytes: 4 << 20,
             bloom_bits_per_key: 20,
             admission: true,
+            stage: true,
             scoring: ScoringMethod::ExpSmoothing,
             memory_limit: None,
         }
@@ -173,8 +183,11 @@ pub(crate) const COUNTER_MAX: u8 = 50;
 pub(crate) const L0_TRIGGER: usize = 4;
 /// See [`L0_TRIGGER`].
 pub(crate) const L0_L1_RATIO: u64 = 1;
-/// Most L0 files before a compaction regardless of size (each costs `is_hot` a filter probe).
-pub(crate) const L0_MAX_FILES: usize = 16;
+/// Most L0 files before a compaction regardless of size (each costs `is_hot` a filter probe,
+/// on background threads only). With the hot stage a flush writes few records (about 9 KB
+/// per flush with 108-byte records), so 16 files triggered most L0 compactions, each
+/// rewriting all of L1 for a small L0.
+pub(crate) const L0_MAX_FILES: usize = 32;
 /// Size ratio between adjacent levels.
 pub(crate) const LEVEL_RATIO: u64 = 10;
 /// Deepest level index; it never compacts further.
