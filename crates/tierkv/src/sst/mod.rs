@@ -14,6 +14,7 @@ mod builder;
 pub mod filter;
 pub mod format;
 mod properties;
+pub mod semi;
 mod table;
 
 pub use builder::TableBuilder;
