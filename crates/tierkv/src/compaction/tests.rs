@@ -354,6 +354,7 @@ fn run_case(case: &Case, reuse: bool, first_number: u64) -> (JobOutput, Vec<(usi
         hot,
         spill_to_slow: false,
         block_reuse: reuse,
+        semi_sorted: false,
         now: CASE_NOW,
     };
     let out = job::run(&case.compaction, &ctx).unwrap();
@@ -541,6 +542,7 @@ fn meta_on(
             num_entries: 1,
             num_deletions: 0,
             expiry: Default::default(),
+            garbage_bytes: 0,
         },
         env.clone(),
     ))
@@ -766,6 +768,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
             hot: None,
             spill_to_slow: false,
             block_reuse: reuse,
+            semi_sorted: false,
             now: 0,
         };
         let e = job::run(&c, &ctx).unwrap_err();

@@ -141,6 +141,25 @@ impl Table {
         })
     }
 
+    /// The handles of the data blocks a reader sees, in key order (a semi-sorted table's
+    /// valid blocks), from the in-memory index (no I/O).
+    pub fn block_handles(&self) -> Result<Vec<BlockHandle>> {
+        let mut idx = self.index.iter();
+        idx.seek_to_first().map_err(|e| self.index_error(e))?;
+        let mut out = Vec::new();
+        while idx.valid() {
+            out.push(self.decode_handle(idx.value())?);
+            idx.next().map_err(|e| self.index_error(e))?;
+        }
+        Ok(out)
+    }
+
+    /// Reads the data block at `h` (a handle of this table) from disk, bypassing the block
+    /// cache (a compaction reading the blocks it rewrites).
+    pub fn read_block(&self, h: BlockHandle, cause: IoCause) -> Result<Block> {
+        self.data_block(h, cause, false)
+    }
+
     /// A semi-sorted table's valid and dirty blocks (`None`: a sorted table).
     pub fn semi_summary(&self) -> Option<SemiSummary> {
         self.semi.map(|(_, s)| s)

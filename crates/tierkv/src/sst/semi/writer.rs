@@ -264,6 +264,11 @@ impl GenerationWriter {
         Ok(())
     }
 
+    /// True if the generation would hold no valid block (nothing kept, nothing added).
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty() && self.built.is_empty() && self.data.is_empty()
+    }
+
     /// Bytes written by this generation so far (approximately): where to cut a table
     /// written whole.
     pub fn estimated_size(&self) -> u64 {
@@ -327,6 +332,7 @@ impl GenerationWriter {
             },
         };
         let properties = self.write_block(&props.encode())?;
+        let garbage_bytes = self.dead.iter().map(|b| b.stored_len()).sum();
         let mut all = valid;
         all.append(&mut self.dead);
         let index = self.write_block(&encode_index(&all))?;
@@ -346,6 +352,7 @@ impl GenerationWriter {
             largest: InternalKey(largest.into()),
             props,
             blocks: self.writes,
+            garbage_bytes,
         })
     }
 }
