@@ -480,9 +480,11 @@ fn block_reuse_writes_what_a_full_rewrite_writes() {
 /// expired record counted as the tombstone it reads as.
 type View = std::collections::BTreeMap<Vec<u8>, Vec<(u64, ValueKind, Vec<u8>)>>;
 
+/// An output entry by user key, newest first: (user key, reversed seq, kind, value).
+type KeyVersion = (Vec<u8>, std::cmp::Reverse<u64>, u8, Vec<u8>);
+
 fn visible(levels: &[(usize, Entries)], snapshot: u64) -> View {
-    let mut all: std::collections::BTreeSet<(Vec<u8>, std::cmp::Reverse<u64>, u8, Vec<u8>)> =
-        Default::default();
+    let mut all: std::collections::BTreeSet<KeyVersion> = Default::default();
     for (_, entries) in levels {
         for (k, v) in entries {
             let p = crate::key::parse_internal_key(k).unwrap();
