@@ -81,13 +81,21 @@ pub(super) fn plan(c: &Compaction, ctx: &JobContext<'_>) -> Result<SemiPlan> {
         targets.push(Target { meta, table, mode });
     }
     let mut read_bytes = c.inputs.iter().map(|f| f.size()).sum::<u64>();
+    // Valid blocks lead each index: how many, per target.
+    let valid_counts: Vec<usize> = targets
+        .iter()
+        .map(|t| match &t.mode {
+            TargetMode::Append { prior, .. } => prior.blocks.iter().take_while(|b| b.valid).count(),
+            TargetMode::Rewrite => 0,
+        })
+        .collect();
     let mut mark = |k: &[u8]| {
         let at = territory(&targets, |t| &t.meta, k);
         let Some(t) = targets.get(at) else {
             return;
         };
         if let TargetMode::Append { prior, .. } = &t.mode {
-            let valid = prior.blocks.iter().take_while(|b| b.valid).count();
+            let valid = valid_counts[at];
             let i = prior.blocks[..valid].partition_point(|b| b.last_user_key() < k);
             if i < valid && prior.blocks[i].covers(k) {
                 marks[at][i] = true;

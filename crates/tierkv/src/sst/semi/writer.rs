@@ -92,6 +92,12 @@ impl GenerationWriter {
         let mut kept = Vec::new();
         let mut kept_keys = Vec::new();
         let mut dead = Vec::new();
+        let mut is_dirty = vec![false; prior.blocks.len()];
+        for &i in dirty {
+            if let Some(d) = is_dirty.get_mut(i) {
+                *d = true;
+            }
+        }
         let mut keys = prior.keys.into_iter().peekable();
         for (i, mut b) in prior.blocks.into_iter().enumerate() {
             if !b.valid {
@@ -105,7 +111,7 @@ impl GenerationWriter {
                 .is_some()
             {}
             let mine = std::iter::from_fn(|| keys.next_if(|k| b.covers(k)));
-            if dirty.contains(&i) {
+            if is_dirty[i] {
                 mine.for_each(drop);
                 b.valid = false;
                 dead.push(b);
