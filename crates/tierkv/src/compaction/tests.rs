@@ -679,6 +679,50 @@ fn meta_on(
     ))
 }
 
+/// HyperDB's victim rule on slow levels: while the slow tier's space amplification is at
+/// most 1.5x the file with the least overlap goes first; above it, the file with the most
+/// dirty-block bytes (compacting it down drops its garbage).
+#[test]
+fn dirtiest_slow_file_is_the_victim_under_space_pressure() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let layout = Arc::new(LevelLayout {
+        targets: vec![0, 1000, 1000, 100_000],
+        tiers: vec![Tier::Fast, Tier::Fast, Tier::Slow, Tier::Slow],
+        last_fast_level: 1,
+    });
+    let opts = Options {
+        target_file_size: 1000,
+        ..Options::default()
+    };
+    let with_garbage = |f: Arc<FileMeta>, g: u64| {
+        let mut info = f.info.clone();
+        info.garbage_bytes = g;
+        Arc::new(FileMeta::new(info, env.clone()))
+    };
+    let pick = |garbage: u64| {
+        let l2 = vec![
+            // Overlaps nothing below: the min-overlap choice.
+            meta(&env, 1, 2, "a00", "a09", 1000),
+            // Overlaps a big file below, and holds the garbage.
+            with_garbage(meta(&env, 2, 2, "m00", "m09", 1000), garbage),
+        ];
+        let l3 = vec![meta(&env, 3, 3, "m00", "m20", 5000)];
+        let version = Version {
+            levels: vec![Vec::new(), Vec::new(), l2, l3],
+            layout: layout.clone(),
+        };
+        let c = super::picker::pick(&version, &opts, None, &[]).expect("level 2 is over");
+        c.release();
+        c.inputs[0].number
+    };
+    // 100 garbage bytes of 7000: amplification 1.01x.
+    assert_eq!(pick(100), 1);
+    // 700 of 7000... amplification 1.11x; 3000 of 7000: 1.75x.
+    assert_eq!(pick(700), 1);
+    assert_eq!(pick(3000), 2);
+}
+
 /// Picking at the fast-to-slow boundary demotes a run of fast files landing in the same
 /// slow files as one batch, and prefers the narrowest overlap among similar scores.
 #[test]
