@@ -43,8 +43,6 @@ fn load(db: &Db, rounds: u64) -> (BTreeMap<Vec<u8>, Vec<u8>>, f64, u64) {
         }
         db.wait_for_background().unwrap();
         let s = db.stats();
-        assert!(s.slow_tier_dirty_tables > 0 || max_dirty > 0, "{s:?}");
-        assert!(s.slow_tier_space_amp >= 1.0);
         max_amp = max_amp.max(s.slow_tier_space_amp);
         max_dirty = max_dirty.max(s.slow_tier_dirty_bytes);
     }

@@ -70,9 +70,9 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
         if semi {
             let plan = semi_plan::plan(c, ctx)?;
             semi_read = Some(plan.read_bytes);
-            let blocks = plan.iterator()?;
+            let rewritten = plan.iterators();
             m.down.semi = Some(SemiOutputs::new(plan.targets));
-            let mut iter = input_iterator(c, ctx, Box::new(blocks))?;
+            let mut iter = input_iterator(c, ctx, rewritten)?;
             iter.seek_to_first()?;
             merge_iter(iter, m)
         } else if ctx.block_reuse {
@@ -115,7 +115,7 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
 fn input_iterator(
     c: &Compaction,
     ctx: &JobContext<'_>,
-    outputs: Box<dyn InternalIterator>,
+    outputs: Vec<Box<dyn InternalIterator>>,
 ) -> Result<MergingIterator> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     if c.level == 0 {
@@ -132,19 +132,19 @@ fn input_iterator(
             false,
         )));
     }
-    children.push(outputs);
+    children.extend(outputs);
     Ok(MergingIterator::new(children))
 }
 
 /// The entry-by-entry merge over a merging iterator (block reuse off).
 fn merge_entries(c: &Compaction, ctx: &JobContext<'_>, m: Merger<'_, '_>) -> Result<()> {
-    let outputs = Box::new(LevelIterator::new(
+    let outputs: Box<dyn InternalIterator> = Box::new(LevelIterator::new(
         c.output_inputs.clone(),
         ctx.tables.clone(),
         IoCause::Compaction,
         false,
     ));
-    let mut iter = input_iterator(c, ctx, outputs)?;
+    let mut iter = input_iterator(c, ctx, vec![outputs])?;
     iter.seek_to_first()?;
     merge_iter(iter, m)
 }

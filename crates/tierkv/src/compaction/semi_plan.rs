@@ -4,7 +4,7 @@
 //! holds one of them (dirty). A table that would then be more than half dirty
 //! (`T_CLEAN`, by stored bytes, estimated before the merge), that has grown past twice the
 //! target file size, or that is still sorted, is rewritten whole instead. The merge then
-//! reads the inputs plus only the blocks to rewrite ([`SemiPlan::iterator`]).
+//! reads the inputs plus only the blocks to rewrite ([`SemiPlan::iterators`]).
 //!
 //! Each output-level table owns a *territory*: from its smallest user key up to the next
 //! table's (the first one's reaches down to the bottom), so a record that lands in a gap
@@ -149,36 +149,39 @@ pub(super) fn plan(c: &Compaction, ctx: &JobContext<'_>) -> Result<SemiPlan> {
 }
 
 impl SemiPlan {
-    /// A cursor over the blocks the merge rewrites, in key order: the dirty blocks of
-    /// appended targets, every block of rewritten ones.
-    pub(super) fn iterator(&self) -> Result<BlockListIter> {
-        let mut blocks = Vec::new();
+    /// Cursors over what the merge rewrites of the output level, one per target: the dirty
+    /// blocks of an appended table, or the whole of a table rewritten (its ordinary
+    /// iterator, which reads ahead). Their key ranges are disjoint.
+    pub(super) fn iterators(&self) -> Vec<Box<dyn InternalIterator>> {
+        let mut out: Vec<Box<dyn InternalIterator>> = Vec::new();
         for t in &self.targets {
             match &t.mode {
                 TargetMode::Append { prior, dirty } => {
-                    for &i in dirty {
-                        blocks.push((t.table.clone(), prior.blocks[i].handle));
+                    if !dirty.is_empty() {
+                        out.push(Box::new(BlockListIter {
+                            blocks: dirty
+                                .iter()
+                                .map(|&i| (t.table.clone(), prior.blocks[i].handle))
+                                .collect(),
+                            next: 0,
+                            current: None,
+                            prev: Vec::new(),
+                        }));
                     }
                 }
                 TargetMode::Rewrite => {
-                    for h in t.table.block_handles()? {
-                        blocks.push((t.table.clone(), h));
-                    }
+                    out.push(Box::new(t.table.iter(IoCause::Compaction, false)));
                 }
             }
         }
-        Ok(BlockListIter {
-            blocks,
-            next: 0,
-            current: None,
-            prev: Vec::new(),
-        })
+        out
     }
 }
 
 /// A forward-only cursor over chosen data blocks of tables, in the order given (key
 /// order, ranges disjoint), for a compaction's merge. Keys must ascend across it: a table
-/// whose blocks say otherwise reads as corrupt.
+/// whose blocks say otherwise reads as corrupt. (Dirty blocks lie anywhere in their file:
+/// each is one read, without readahead.)
 pub(super) struct BlockListIter {
     blocks: Vec<(Arc<Table>, BlockHandle)>,
     next: usize,
