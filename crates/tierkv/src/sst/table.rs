@@ -106,7 +106,17 @@ impl Table {
             .map(|h| h.offset)
             .min()
             .unwrap_or(footer_offset);
-        let meta = file.read_at(meta_start, (footer_offset - meta_start) as usize, cause)?;
+        // The tail read already holds the metadata's last bytes: read only what precedes
+        // it, so opening reads each byte once.
+        let tail_start = size - tail_len as u64;
+        let tail_meta = &tail[..tail_len - FOOTER_LEN];
+        let meta = if meta_start >= tail_start {
+            tail_meta[(meta_start - tail_start) as usize..].to_vec()
+        } else {
+            let mut m = file.read_at(meta_start, (tail_start - meta_start) as usize, cause)?;
+            m.extend_from_slice(tail_meta);
+            m
+        };
         let block_at = |h: BlockHandle| -> Result<Bytes> {
             let outside =
                 || Error::corruption(file.path(), h.offset, "metadata block outside its region");
