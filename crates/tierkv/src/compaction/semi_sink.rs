@@ -1,9 +1,8 @@
 //! Where a merge into semi-sorted tables writes (pass 2's outputs): a record goes to the
 //! output-level table whose territory holds it (`super::semi_plan::territory`); an
 //! appended table gets it in its new generation, a table rewritten whole (or no table at
-//! all) sends it to fresh semi-sorted tables, cut at the target size and before the
-//! territory of a table that stays (so rewritten neighbours share fresh tables instead of
-//! each leaving a small one). At the end every appended table with dirty blocks gets its generation
+//! all) sends it to fresh semi-sorted tables cut at the target size and at territory
+//! boundaries. At the end every appended table with dirty blocks gets its generation
 //! (even with no record landing: its dirty blocks must stop being valid), an appended
 //! table left empty is dropped, and a table the merge never touched stays as it is.
 
@@ -136,14 +135,7 @@ impl SemiOutputs {
             }
             return Ok(());
         }
-        // A fresh table may span the territories of tables rewritten whole (they go), but
-        // not a table that stays (appended or untouched): it closes before one.
-        let crosses_kept = (self.fresh_territory + 1..=t).any(|i| {
-            self.targets
-                .get(i)
-                .is_some_and(|s| matches!(s.target.mode, TargetMode::Append { .. }))
-        });
-        if self.fresh.is_some() && self.fresh_territory != t && crosses_kept {
+        if self.fresh.is_some() && self.fresh_territory != t {
             self.finish_fresh(lists)?;
         }
         if self.fresh.is_none() {
@@ -160,7 +152,6 @@ impl SemiOutputs {
         if let Some((w, _)) = self.fresh.as_mut() {
             w.add(ikey, value)?;
         }
-        self.fresh_territory = t;
         Ok(())
     }
 
