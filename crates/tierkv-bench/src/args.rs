@@ -85,7 +85,8 @@ pub struct BenchArgs {
     /// Systems to run, comma-separated: tierkv, tierkv-nopromo, tierkv-fd, tierkv-noretain,
     /// tierkv-nohotcheck, tierkv-nobycompaction, tierkv-nobyflush, tierkv-noautotune,
     /// tierkv-noreuse (no block reuse), tierkv-nobatch (no batched demotion),
-    /// tierkv-bloomtracker (HyperDB's bloom cascade instead of RALT);
+    /// tierkv-bloomtracker (HyperDB's bloom cascade instead of RALT), tierkv-semi
+    /// (HyperDB's semi-sorted tables on the slow tier);
     /// cache modes of tierkv: tierkv-blockonly, tierkv-kvonly, tierkv-kponly,
     /// tierkv-split:KV:KP:BLOCK (integer shares) and tierkv-adaptive (= tierkv);
     /// RocksDB (only in a build with `--features tierkv-bench/rocksdb-peer`): rocksdb-tiered,

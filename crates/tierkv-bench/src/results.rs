@@ -52,6 +52,9 @@ pub struct TimelinePoint {
     pub sd_compaction_bytes: Option<u64>,
     /// Bytes the engine's budgeted components held at the end of the interval.
     pub engine_memory_bytes: Option<u64>,
+    /// The slow tier's space amplification at the end of the interval (table bytes over
+    /// valid bytes; `None`: not tierkv).
+    pub slow_tier_space_amp: Option<f64>,
     /// The process's resident set size at the end of the interval.
     pub rss_bytes: Option<u64>,
     /// Of it, anonymous memory (heap and stacks).
@@ -85,6 +88,7 @@ impl TimelinePoint {
                 .map(|h| h[2] as f64 / h[4] as f64),
             sd_compaction_bytes: d.sd_compaction_bytes,
             engine_memory_bytes: d.memory_bytes,
+            slow_tier_space_amp: d.slow_tier_space_amp,
             rss_bytes: None,
             rss_anon_bytes: None,
         }
@@ -518,6 +522,7 @@ pub(crate) mod tests {
                 sd_compaction_bytes: Some(6 << 20),
                 block_bytes: Some([1 << 20, 3 << 20]),
                 memory_bytes: Some(8 << 20),
+                slow_tier_space_amp: Some(1.25),
             };
             SystemResult::new(
                 &cfg,

@@ -153,6 +153,9 @@ pub struct Counters {
     /// Bytes the engine's budgeted components hold now (a gauge: memtables, cache, index
     /// and filter blocks, promotion cache, hotness tracker).
     pub memory_bytes: Option<u64>,
+    /// The slow tier's table bytes over its valid bytes now (a gauge; above 1 with
+    /// semi-sorted tables holding dirty blocks).
+    pub slow_tier_space_amp: Option<f64>,
 }
 
 fn sub(a: Option<u64>, b: Option<u64>) -> Option<u64> {
@@ -199,6 +202,7 @@ impl Counters {
             sd_compaction_bytes: sub(self.sd_compaction_bytes, earlier.sd_compaction_bytes),
             block_bytes: sub_array(self.block_bytes, earlier.block_bytes),
             memory_bytes: self.memory_bytes,
+            slow_tier_space_amp: self.slow_tier_space_amp,
         }
     }
 
@@ -490,6 +494,7 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
         sd_compaction_bytes: Some(sd_compaction.read_bytes + sd_compaction.write_bytes),
         block_bytes: Some([s.compaction_bytes_reused, s.compaction_bytes_rewritten]),
         memory_bytes: Some(s.memory.total_bytes as u64),
+        slow_tier_space_amp: Some(s.slow_tier_space_amp),
     }
 }
 

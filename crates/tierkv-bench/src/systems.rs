@@ -35,6 +35,8 @@ pub enum System {
     TierkvNoBatch,
     /// tierkv with HyperDB's bloom-filter cascade instead of RALT as the hotness tracker.
     TierkvBloomTracker,
+    /// tierkv with HyperDB's semi-sorted tables on the slow tier (issue 21).
+    TierkvSemi,
     /// tierkv with the block cache only (RocksDB-like caching, tierkv before AC-Key).
     TierkvBlockOnly,
     /// tierkv with the whole cache budget as a KV cache.
@@ -77,6 +79,7 @@ impl FromStr for System {
             "tierkv-noautotune" => System::TierkvNoAutoTune,
             "tierkv-noreuse" => System::TierkvNoReuse,
             "tierkv-nobatch" => System::TierkvNoBatch,
+            "tierkv-semi" => System::TierkvSemi,
             "tierkv-bloomtracker" => System::TierkvBloomTracker,
             "tierkv-adaptive" => System::Tierkv,
             "tierkv-blockonly" => System::TierkvBlockOnly,
@@ -126,7 +129,7 @@ fn parse_split(shares: &str) -> Result<System> {
 
 impl System {
     /// Every system with a fixed name (fixed splits are `tierkv-split:KV:KP:BLOCK`).
-    pub const ALL: [System; 16] = [
+    pub const ALL: [System; 17] = [
         System::Tierkv,
         System::TierkvNoPromo,
         System::TierkvFd,
@@ -138,6 +141,7 @@ impl System {
         System::TierkvNoReuse,
         System::TierkvNoBatch,
         System::TierkvBloomTracker,
+        System::TierkvSemi,
         System::TierkvBlockOnly,
         System::TierkvKvOnly,
         System::TierkvKpOnly,
@@ -167,6 +171,7 @@ impl System {
             System::TierkvNoReuse => "tierkv-noreuse",
             System::TierkvNoBatch => "tierkv-nobatch",
             System::TierkvBloomTracker => "tierkv-bloomtracker",
+            System::TierkvSemi => "tierkv-semi",
             System::TierkvBlockOnly => "tierkv-blockonly",
             System::TierkvKvOnly => "tierkv-kvonly",
             System::TierkvKpOnly => "tierkv-kponly",
@@ -191,6 +196,8 @@ impl System {
     pub fn load_class(self) -> Option<&'static str> {
         match self {
             System::TierkvFd => Some("tierkv-all-fast"),
+            // Its load's compactions already write the other slow-tier format.
+            System::TierkvSemi => Some("tierkv-semi"),
             s if s.is_rocksdb() => None,
             _ => Some("tierkv-two-tier"),
         }
@@ -255,6 +262,10 @@ impl System {
             },
             System::TierkvNoBatch => tierkv::CompactionOptions {
                 batched_demotion: false,
+                ..on
+            },
+            System::TierkvSemi => tierkv::CompactionOptions {
+                slow_tier_format: tierkv::SlowTierFormat::SemiSorted,
                 ..on
             },
             _ => on,
@@ -330,6 +341,10 @@ mod tests {
         assert!(System::Tierkv.promotion().enabled);
         assert!(!System::TierkvNoReuse.compaction().block_reuse);
         assert!(!System::TierkvNoBatch.compaction().batched_demotion);
+        assert_eq!(
+            System::TierkvSemi.compaction().slow_tier_format,
+            tierkv::SlowTierFormat::SemiSorted
+        );
         assert!(System::Tierkv.compaction().block_reuse);
         assert_eq!(
             System::TierkvBloomTracker.promotion().tracker,

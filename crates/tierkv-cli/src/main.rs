@@ -408,6 +408,15 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
             .unwrap_or_default(),
         human(s.slow_tier_bytes)
     )?;
+    if s.slow_tier_dirty_tables > 0 {
+        writeln!(
+            out,
+            "  slow tier: {} tables with dirty blocks, {} of them, space amplification {:.2}x",
+            s.slow_tier_dirty_tables,
+            human(s.slow_tier_dirty_bytes),
+            s.slow_tier_space_amp
+        )?;
+    }
     writeln!(
         out,
         "  {:<6} {:<5} {:>6} {:>11} {:>11}",

@@ -59,7 +59,8 @@ pub use hot::cascade::BloomCascadeOptions;
 pub use hot::TrackerKind;
 pub use memory::{MemoryDivision, MemoryShares, MemoryStats};
 pub use options::{
-    CompactionOptions, Options, PromotionOptions, ReadOptions, SlowTier, WriteOptions,
+    CompactionOptions, Options, PromotionOptions, ReadOptions, SlowTier, SlowTierFormat,
+    WriteOptions,
 };
 pub use sst::Compression;
 pub use tiers::LevelLayout;

@@ -198,6 +198,25 @@ pub struct CompactionOptions {
     /// While any table holds expiring records, the background threads wake this often to
     /// let the sweep look (default 1 s), even when no write arrives.
     pub expiry_check_interval: std::time::Duration,
+    /// The format of the slow tier's tables (default [`SlowTierFormat::Sorted`]: the
+    /// semi-sorted format is new and not yet measured against it).
+    pub slow_tier_format: SlowTierFormat,
+}
+
+/// How compactions into the slow tier write their tables (docs/DESIGN.md, "Semi-sorted
+/// slow tier"; bytes in docs/FORMAT.md).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum SlowTierFormat {
+    /// Sorted tables, rewritten whole when a merge lands inside their range.
+    #[default]
+    Sorted,
+    /// HyperDB's semi-sorted tables: a merge marks only the blocks holding an input key
+    /// dirty, appends their replacements and the records landing in gaps as a new
+    /// generation, and keeps every clean block where it is; a table more than half dirty
+    /// is rewritten whole. Promotion by compaction then sees only the records it reads
+    /// (the dirty blocks'), and the slow tier holds garbage up to about 2x its live bytes
+    /// (reported as its space amplification).
+    SemiSorted,
 }
 
 impl Default for CompactionOptions {
@@ -207,6 +226,7 @@ impl Default for CompactionOptions {
             batched_demotion: true,
             expired_share_trigger: 0.5,
             expiry_check_interval: std::time::Duration::from_secs(1),
+            slow_tier_format: SlowTierFormat::Sorted,
         }
     }
 }

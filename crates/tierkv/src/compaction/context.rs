@@ -56,6 +56,9 @@ pub struct JobContext<'a> {
     pub spill_to_slow: bool,
     /// Copy untouched data blocks verbatim (see the module comment).
     pub block_reuse: bool,
+    /// Write the slow tier's levels as semi-sorted tables: a merge into them appends
+    /// generations of new blocks and keeps clean blocks (`crate::SlowTierFormat`).
+    pub semi_sorted: bool,
     /// The time of expiry for this job (`Options::clock`, read once at its start): a
     /// record whose deadline is at or before it has expired (`crate::expiry`).
     pub now: u64,

@@ -16,6 +16,8 @@
 use super::merger::Merger;
 use super::output::Sink;
 use super::reuse::merge_blocks;
+use super::semi_plan;
+use super::semi_sink::SemiOutputs;
 use super::Compaction;
 use crate::env::{IoCause, Tier};
 use crate::iter::{InternalIterator, MergingIterator};
@@ -76,8 +78,23 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             .collect();
     }
     let mut fast = Sink::new(c.level, place(Tier::Fast), ctx.table_options);
+    // Semi-sorted merges: into the slow tier's levels as laid out (not a spill, not the
+    // expiry sweep's rewrite of a level into itself).
+    let semi = ctx.semi_sorted
+        && c.output_tier == Tier::Slow
+        && !ctx.spill_to_slow
+        && c.level != c.output_level;
+    let mut semi_read = None;
     let merged = Merger::new(c, ctx, &mut down, &mut fast, &mut out).and_then(|m| {
-        if ctx.block_reuse {
+        if semi {
+            let plan = semi_plan::plan(c, ctx)?;
+            semi_read = Some(plan.read_bytes);
+            let rewritten = plan.iterators();
+            m.down.semi = Some(SemiOutputs::new(plan.targets));
+            let mut iter = input_iterator(c, ctx, rewritten)?;
+            iter.seek_to_first()?;
+            merge_iter(iter, m)
+        } else if ctx.block_reuse {
             merge_blocks(c, ctx, m)
         } else {
             merge_entries(c, ctx, m)
@@ -98,13 +115,27 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
         out.blocks.built_blocks += b.built_blocks;
         out.blocks.built_bytes += b.built_bytes;
     }
+    let mut appended_base = 0;
+    if let Some(semi) = down.semi.take() {
+        // Tables the merge left alone stay; appended ones were rewritten only in part.
+        out.edit
+            .deleted
+            .retain(|(_, n)| !semi.untouched.contains(n));
+        appended_base = semi.appended_base;
+        out.bytes_read = semi_read.unwrap_or(out.bytes_read);
+    }
     let written: Vec<NewFile> = down.done.into_iter().chain(fast.done).collect();
-    out.bytes_written = written.iter().map(|f| f.size).sum();
+    out.bytes_written = written.iter().map(|f| f.size).sum::<u64>() - appended_base;
     out.edit.added = written;
     Ok(out)
 }
 
-fn input_iterator(c: &Compaction, ctx: &JobContext<'_>) -> Result<MergingIterator> {
+/// The merge's input: the input level's files, then `outputs` (the output level's part).
+fn input_iterator(
+    c: &Compaction,
+    ctx: &JobContext<'_>,
+    outputs: Vec<Box<dyn InternalIterator>>,
+) -> Result<MergingIterator> {
     let mut children: Vec<Box<dyn InternalIterator>> = Vec::new();
     if c.level == 0 {
         // L0 files overlap: one iterator each, newest first (they are stored that way).
@@ -120,19 +151,25 @@ fn input_iterator(c: &Compaction, ctx: &JobContext<'_>) -> Result<MergingIterato
             false,
         )));
     }
-    children.push(Box::new(LevelIterator::new(
-        c.output_inputs.clone(),
-        ctx.tables.clone(),
-        IoCause::Compaction,
-        false,
-    )));
+    children.extend(outputs);
     Ok(MergingIterator::new(children))
 }
 
 /// The entry-by-entry merge over a merging iterator (block reuse off).
-fn merge_entries(c: &Compaction, ctx: &JobContext<'_>, mut m: Merger<'_, '_>) -> Result<()> {
-    let mut iter = input_iterator(c, ctx)?;
+fn merge_entries(c: &Compaction, ctx: &JobContext<'_>, m: Merger<'_, '_>) -> Result<()> {
+    let outputs: Box<dyn InternalIterator> = Box::new(LevelIterator::new(
+        c.output_inputs.clone(),
+        ctx.tables.clone(),
+        IoCause::Compaction,
+        false,
+    ));
+    let mut iter = input_iterator(c, ctx, vec![outputs])?;
     iter.seek_to_first()?;
+    merge_iter(iter, m)
+}
+
+/// Feeds a positioned merging iterator through the merger.
+fn merge_iter(mut iter: MergingIterator, mut m: Merger<'_, '_>) -> Result<()> {
     while iter.valid() {
         m.add_entry(iter.key(), iter.value())?;
         iter.next()?;

@@ -144,8 +144,8 @@ impl<'a, 's> Merger<'a, 's> {
     /// Writes the remaining promoted records and closes the outputs.
     pub(super) fn finish(mut self) -> Result<()> {
         self.write_promoted_before(None)?;
-        self.down.finish()?;
-        self.fast.finish()?;
+        self.down.finish(self.ctx)?;
+        self.fast.finish(self.ctx)?;
         self.out.promoted_bytes = self.promoted;
         self.out.retained_bytes = self.fast.bytes_in - self.promoted;
         Ok(())

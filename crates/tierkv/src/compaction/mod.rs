@@ -10,6 +10,8 @@ mod output;
 pub mod picker;
 mod reuse;
 mod routing;
+mod semi_plan;
+mod semi_sink;
 pub(crate) mod stream;
 
 use crate::env::Tier;

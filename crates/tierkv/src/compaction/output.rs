@@ -3,6 +3,7 @@
 //! ends and the next begins.
 
 use super::context::JobContext;
+use super::semi_sink::{SemiOutputs, SinkLists};
 use crate::env::{IoCause, Tier};
 use crate::sst::{BlockWrites, RawBlock, TableBuilder, TableOptions};
 use crate::version::{table_file_name, NewFile};
@@ -33,6 +34,9 @@ pub(super) struct Sink {
     next_end: usize,
     /// Boundaries passed while the current output was written.
     ends_passed: usize,
+    /// Semi-sorted outputs (a merge into the slow tier with the semi-sorted format):
+    /// records go there instead of to sorted tables.
+    pub(super) semi: Option<SemiOutputs>,
 }
 
 impl Sink {
@@ -49,7 +53,23 @@ impl Sink {
             next_level_ends: Vec::new(),
             next_end: 0,
             ends_passed: 0,
+            semi: None,
         }
+    }
+
+    /// The semi-sorted outputs and the lists they record into.
+    fn semi_parts(&mut self) -> Option<(&mut SemiOutputs, SinkLists<'_>)> {
+        let semi = self.semi.as_mut()?;
+        Some((
+            semi,
+            SinkLists {
+                level: self.level,
+                tier: self.tier,
+                created: &mut self.created,
+                done: &mut self.done,
+                blocks: &mut self.blocks,
+            },
+        ))
     }
 
     /// The table being written, created on first use.
@@ -75,6 +95,9 @@ impl Sink {
 
     pub(super) fn add(&mut self, ctx: &JobContext<'_>, ikey: &[u8], value: &[u8]) -> Result<()> {
         self.bytes_in += (ikey.len() - crate::key::TRAILER_LEN + value.len()) as u64;
+        if let Some((semi, mut lists)) = self.semi_parts() {
+            return semi.add(ctx, &mut lists, ikey, value);
+        }
         self.builder(ctx)?.add(ikey, value)
     }
 
@@ -95,6 +118,9 @@ impl Sink {
     /// (`CompactionOutputs::ShouldStopBefore`) that threshold rises by 5% of the target per
     /// boundary already passed, up to 90%, so files mostly end near their target size.
     pub(super) fn maybe_cut(&mut self, ctx: &JobContext<'_>, next: &[u8]) -> Result<()> {
+        if let Some((semi, mut lists)) = self.semi_parts() {
+            return semi.maybe_cut(ctx, &mut lists);
+        }
         let mut crossed = 0;
         while self
             .next_level_ends
@@ -109,14 +135,17 @@ impl Sink {
         };
         let early = ctx.target_file_size / 100 * (50 + (self.ends_passed as u64 * 5).min(40));
         if size >= ctx.target_file_size || (crossed > 0 && size >= early) {
-            self.finish()?;
+            self.finish(ctx)?;
         } else {
             self.ends_passed += crossed;
         }
         Ok(())
     }
 
-    pub(super) fn finish(&mut self) -> Result<()> {
+    pub(super) fn finish(&mut self, ctx: &JobContext<'_>) -> Result<()> {
+        if let Some((semi, mut lists)) = self.semi_parts() {
+            return semi.finish(ctx, &mut lists);
+        }
         let Some(o) = self.current.take() else {
             return Ok(());
         };

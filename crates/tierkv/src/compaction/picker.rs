@@ -1,6 +1,9 @@
 //! Choosing the next compaction: the level whose size most exceeds its target (L0 by file
 //! count), then within it the file with the least overlapping bytes in the next level per
-//! byte of its own (RocksDB's "min overlapping ratio"), skipping files already claimed.
+//! byte of its own (RocksDB's "min overlapping ratio"), skipping files already claimed. On a
+//! slow level, while the slow tier's space amplification exceeds
+//! [`DIRTY_VICTIM_SPACE_AMP`], the file with the most dirty-block bytes goes first instead
+//! (HyperDB's victim rule for semi-sorted tables).
 //!
 //! At the fast-to-slow boundary (the last fast level) the choice is a *batch*, HyperDB's
 //! narrow-range demotion within leveled compaction: each candidate file is extended with
@@ -267,8 +270,27 @@ fn pick_level0(v: &Version, running: &[RangeClaim]) -> Option<Compaction> {
     })
 }
 
-/// Ln -> Ln+1: the unclaimed file with the smallest overlap-to-size ratio.
+/// Above this slow-tier space amplification (table bytes over valid bytes) a slow level's
+/// victim is its file with the most dirty-block bytes (HyperDB §3.4): compacting it down
+/// drops its garbage.
+pub const DIRTY_VICTIM_SPACE_AMP: f64 = 1.5;
+
+/// True when the slow tier's garbage (dirty blocks of semi-sorted tables) makes its space
+/// amplification exceed [`DIRTY_VICTIM_SPACE_AMP`].
+fn slow_space_pressure(v: &Version) -> bool {
+    let (bytes, garbage) = v
+        .all_files()
+        .filter(|(_, f)| f.tier == Tier::Slow)
+        .fold((0u64, 0u64), |(b, g), (_, f)| {
+            (b + f.size(), g + f.info.garbage_bytes)
+        });
+    garbage > 0 && bytes as f64 > DIRTY_VICTIM_SPACE_AMP * bytes.saturating_sub(garbage) as f64
+}
+
+/// Ln -> Ln+1: the unclaimed file with the smallest overlap-to-size ratio; on a slow level
+/// under space pressure, the one with the most dirty-block bytes.
 fn pick_level(v: &Version, level: usize, running: &[RangeClaim]) -> Option<Compaction> {
+    let dirtiest_first = v.layout.tiers[level] == Tier::Slow && slow_space_pressure(v);
     let mut best: Option<(f64, Arc<FileMeta>, Vec<Arc<FileMeta>>)> = None;
     for f in &v.levels[level] {
         if f.being_compacted.load(Relaxed) {
@@ -281,7 +303,11 @@ fn pick_level(v: &Version, level: usize, running: &[RangeClaim]) -> Option<Compa
             continue;
         }
         let overlap_bytes: u64 = overlap.iter().map(|o| o.size()).sum();
-        let ratio = overlap_bytes as f64 / f.size().max(1) as f64;
+        let mut ratio = overlap_bytes as f64 / f.size().max(1) as f64;
+        if dirtiest_first {
+            // Most garbage first; the overlap ratio (below 1e6) breaks ties.
+            ratio = ratio.min(1e6) - 1e6 * f.info.garbage_bytes as f64;
+        }
         if best.as_ref().is_none_or(|(r, _, _)| ratio < *r) {
             best = Some((ratio, f.clone(), overlap));
         }

@@ -117,6 +117,28 @@ fn write_table(
     ))
 }
 
+/// A first-generation semi-sorted table on the slow tier.
+fn write_semi_table(
+    env: &Arc<Env>,
+    number: u64,
+    level: usize,
+    entries: &Entries,
+    opts: TableOptions,
+) -> Arc<FileMeta> {
+    let file = env
+        .create_writable(Tier::Slow, &table_file_name(number), IoCause::Flush)
+        .unwrap();
+    let mut w = crate::sst::semi::GenerationWriter::new(file, opts);
+    for (k, v) in entries {
+        w.add(k, v).unwrap();
+    }
+    let info = w.finish().unwrap();
+    Arc::new(FileMeta::new(
+        NewFile::from_table(level, number, Tier::Slow, info),
+        env.clone(),
+    ))
+}
+
 /// Sorted distinct keys: a few dense clusters (so that some blocks of the other level lie
 /// between them untouched) or a sparse spread.
 fn pick_keys(rng: &mut StdRng, universe: u32) -> Vec<u32> {
@@ -161,6 +183,12 @@ struct Case {
 }
 
 fn make_case(seed: u64) -> Case {
+    make_case_with(seed, false)
+}
+
+/// The case of `seed`; `semi`: its output level is semi-sorted tables on the slow tier
+/// (everything else, every random draw included, is the same case).
+fn make_case_with(seed: u64, semi: bool) -> Case {
     let mut rng = StdRng::seed_from_u64(seed);
     let dir = tempfile::tempdir().unwrap();
     let env = Env::single(dir.path(), false).unwrap();
@@ -204,7 +232,8 @@ fn make_case(seed: u64) -> Case {
     let out_keys: Vec<u32> = (0..universe).filter(|_| rng.gen_bool(0.3)).collect();
     let out_entries = gen_entries(&mut rng, &out_keys, &mut seq, 2, 0.1);
     for e in split(out_entries, rng.gen_range(1..5)) {
-        levels[output_level].push(write_table(&env, number, output_level, &e, table_options));
+        let write = if semi { write_semi_table } else { write_table };
+        levels[output_level].push(write(&env, number, output_level, &e, table_options));
         number += 1;
     }
     // The upper level: newer versions of clustered keys.
@@ -311,7 +340,7 @@ fn make_case(seed: u64) -> Case {
         output_level,
         inputs,
         output_inputs,
-        output_tier: Tier::Fast,
+        output_tier: if semi { Tier::Slow } else { Tier::Fast },
         reason: "test",
     };
     Case {
@@ -329,7 +358,14 @@ fn make_case(seed: u64) -> Case {
 }
 
 /// Runs the case's compaction; returns the job output and each output level's entries.
-fn run_case(case: &Case, reuse: bool, first_number: u64) -> (JobOutput, Vec<(usize, Entries)>) {
+/// `semi`: merge into semi-sorted tables; the output level's content then includes the
+/// tables the merge left untouched.
+fn run_case(
+    case: &Case,
+    reuse: bool,
+    semi: bool,
+    first_number: u64,
+) -> (JobOutput, Vec<(usize, Entries)>) {
     let next = AtomicU64::new(first_number);
     let alloc = || next.fetch_add(1, Ordering::Relaxed);
     let hot = case.tracker.as_ref().map(|t| {
@@ -355,12 +391,21 @@ fn run_case(case: &Case, reuse: bool, first_number: u64) -> (JobOutput, Vec<(usi
         hot,
         spill_to_slow: false,
         block_reuse: reuse,
+        semi_sorted: semi,
         now: CASE_NOW,
     };
     let out = job::run(&case.compaction, &ctx).unwrap();
+    let mut files: Vec<NewFile> = out.edit.added.clone();
+    for f in &case.compaction.output_inputs {
+        if !out.edit.deleted.iter().any(|(_, n)| *n == f.number) {
+            assert!(semi, "a sorted merge leaves no input in place");
+            files.push(f.info.clone());
+        }
+    }
+    files.sort_by(|a, b| (a.level, user_key(&a.smallest)).cmp(&(b.level, user_key(&b.smallest))));
     let mut levels: Vec<(usize, Entries)> = Vec::new();
     let mut last_user: Option<(usize, Vec<u8>)> = None;
-    for f in &out.edit.added {
+    for f in &files {
         let meta = FileMeta::new(f.clone(), case.env.clone());
         let t = case.tables.get(&meta, IoCause::Check).unwrap();
         // Checksums, structure, order, index keys and the entry count.
@@ -402,8 +447,8 @@ fn block_reuse_writes_what_a_full_rewrite_writes() {
     let (mut reused, mut cases_with_reuse) = (0u64, 0);
     for seed in 0..60 {
         let case = make_case(seed);
-        let (plain, want) = run_case(&case, false, 100_000);
-        let (fast, got) = run_case(&case, true, 200_000);
+        let (plain, want) = run_case(&case, false, false, 100_000);
+        let (fast, got) = run_case(&case, true, false, 200_000);
         assert_eq!(got.len(), want.len(), "seed {seed}: output levels");
         for ((lg, g), (lw, w)) in got.iter().zip(&want) {
             assert_eq!(lg, lw, "seed {seed}");
@@ -428,6 +473,92 @@ fn block_reuse_writes_what_a_full_rewrite_writes() {
         "{cases_with_reuse} cases reused blocks"
     );
     assert!(reused > 100, "{reused} blocks reused");
+}
+
+/// What readers can see of a compaction's outputs (every output level together): per user
+/// key, each version newer than the oldest snapshot, then the newest one at or below it
+/// unless that is a tombstone (it reads as absent, as a dropped dead tombstone does), an
+/// expired record counted as the tombstone it reads as.
+type View = std::collections::BTreeMap<Vec<u8>, Vec<(u64, ValueKind, Vec<u8>)>>;
+
+/// An output entry by user key, newest first: (user key, reversed seq, kind, value).
+type KeyVersion = (Vec<u8>, std::cmp::Reverse<u64>, u8, Vec<u8>);
+
+fn visible(levels: &[(usize, Entries)], snapshot: u64) -> View {
+    let mut all: std::collections::BTreeSet<KeyVersion> = Default::default();
+    for (_, entries) in levels {
+        for (k, v) in entries {
+            let p = crate::key::parse_internal_key(k).unwrap();
+            let (kind, v) = if crate::expiry::stored_is_expired(p.kind, v, CASE_NOW) {
+                (ValueKind::Delete, Vec::new())
+            } else {
+                (p.kind, v.clone())
+            };
+            all.insert((p.user_key.to_vec(), std::cmp::Reverse(p.seq), kind as u8, v));
+        }
+    }
+    let mut view = View::new();
+    let mut done: Option<Vec<u8>> = None;
+    for (k, std::cmp::Reverse(seq), kind, v) in all {
+        if done.as_ref() == Some(&k) {
+            continue;
+        }
+        let kind = match kind {
+            0 => ValueKind::Delete,
+            1 => ValueKind::Value,
+            _ => ValueKind::Expiring,
+        };
+        if seq <= snapshot {
+            done = Some(k.clone());
+            if kind == ValueKind::Delete {
+                view.entry(k).or_default();
+                continue;
+            }
+        }
+        view.entry(k).or_default().push((seq, kind, v));
+    }
+    view.retain(|_, versions| !versions.is_empty());
+    view
+}
+
+/// A merge into semi-sorted slow-tier tables (pass 1 dirtying blocks, appended
+/// generations, kept clean blocks, whole rewrites) leaves readers exactly what a sorted
+/// merge leaves them (1): the same visible versions of every key across the output levels.
+/// (Not the same entries: clean blocks keep hidden versions, expired records and hot records
+/// the merge did not read.) Every table verifies (3), files of a level stay disjoint, and the
+/// cases do exercise appends and tables left untouched.
+#[test]
+fn semi_sorted_merges_leave_readers_what_a_sorted_merge_leaves() {
+    let (mut appended, mut untouched, mut garbage) = (0, 0, 0u64);
+    for seed in 0..60 {
+        let sorted_case = make_case(seed);
+        let (_, want) = run_case(&sorted_case, false, false, 100_000);
+        let case = make_case_with(seed, true);
+        let (semi, got) = run_case(&case, false, true, 200_000);
+        let (g, w) = (
+            visible(&got, case.smallest_snapshot),
+            visible(&want, case.smallest_snapshot),
+        );
+        assert_eq!(g.len(), w.len(), "seed {seed}: visible keys");
+        assert!(g == w, "seed {seed}: visible versions differ");
+        let kept = case.compaction.output_inputs.len()
+            - semi
+                .edit
+                .deleted
+                .iter()
+                .filter(|(l, _)| *l == case.compaction.output_level)
+                .count();
+        untouched += kept;
+        for f in &semi.edit.added {
+            if f.garbage_bytes > 0 {
+                appended += 1;
+                garbage += f.garbage_bytes;
+            }
+        }
+    }
+    assert!(appended >= 10, "{appended} generations appended");
+    assert!(untouched >= 1, "{untouched} tables untouched");
+    assert!(garbage > 0);
 }
 
 /// The newest input version of every user key of the case: (seq, kind, stored value).
@@ -482,7 +613,8 @@ fn expired_records_are_rewritten_and_never_retained_or_promoted() {
             })
             .count() as u64;
         for reuse in [false, true] {
-            let (out, levels) = run_case(&case, reuse, if reuse { 200_000 } else { 100_000 });
+            let (out, levels) =
+                run_case(&case, reuse, false, if reuse { 200_000 } else { 100_000 });
             rewritten += out.expired_removed;
             for (level, entries) in &levels {
                 for (ikey, value) in entries {
@@ -542,9 +674,54 @@ fn meta_on(
             num_entries: 1,
             num_deletions: 0,
             expiry: Default::default(),
+            garbage_bytes: 0,
         },
         env.clone(),
     ))
+}
+
+/// HyperDB's victim rule on slow levels: while the slow tier's space amplification is at
+/// most 1.5x the file with the least overlap goes first; above it, the file with the most
+/// dirty-block bytes (compacting it down drops its garbage).
+#[test]
+fn dirtiest_slow_file_is_the_victim_under_space_pressure() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let layout = Arc::new(LevelLayout {
+        targets: vec![0, 1000, 1000, 100_000],
+        tiers: vec![Tier::Fast, Tier::Fast, Tier::Slow, Tier::Slow],
+        last_fast_level: 1,
+    });
+    let opts = Options {
+        target_file_size: 1000,
+        ..Options::default()
+    };
+    let with_garbage = |f: Arc<FileMeta>, g: u64| {
+        let mut info = f.info.clone();
+        info.garbage_bytes = g;
+        Arc::new(FileMeta::new(info, env.clone()))
+    };
+    let pick = |garbage: u64| {
+        let l2 = vec![
+            // Overlaps nothing below: the min-overlap choice.
+            meta(&env, 1, 2, "a00", "a09", 1000),
+            // Overlaps a big file below, and holds the garbage.
+            with_garbage(meta(&env, 2, 2, "m00", "m09", 1000), garbage),
+        ];
+        let l3 = vec![meta(&env, 3, 3, "m00", "m20", 5000)];
+        let version = Version {
+            levels: vec![Vec::new(), Vec::new(), l2, l3],
+            layout: layout.clone(),
+        };
+        let c = super::picker::pick(&version, &opts, None, &[]).expect("level 2 is over");
+        c.release();
+        c.inputs[0].number
+    };
+    // 100 garbage bytes of 7000: amplification 1.01x.
+    assert_eq!(pick(100), 1);
+    // 700 of 7000... amplification 1.11x; 3000 of 7000: 1.75x.
+    assert_eq!(pick(700), 1);
+    assert_eq!(pick(3000), 2);
 }
 
 /// Picking at the fast-to-slow boundary demotes a run of fast files landing in the same
@@ -768,6 +945,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
             hot: None,
             spill_to_slow: false,
             block_reuse: reuse,
+            semi_sorted: false,
             now: 0,
         };
         let e = job::run(&c, &ctx).unwrap_err();
@@ -808,7 +986,7 @@ fn outputs_end_at_next_level_file_ends_once_half_full() {
             })
             .collect();
         for reuse in [false, true] {
-            let (out, _) = run_case(&case, reuse, 100_000 + 100_000 * reuse as u64);
+            let (out, _) = run_case(&case, reuse, false, 100_000 + 100_000 * reuse as u64);
             let files: Vec<_> = out
                 .edit
                 .added

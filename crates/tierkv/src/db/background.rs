@@ -389,6 +389,7 @@ pub(crate) fn run_compaction(
         hot,
         spill_to_slow: false,
         block_reuse: inner.opts.compaction.block_reuse,
+        semi_sorted: inner.opts.compaction.slow_tier_format == crate::SlowTierFormat::SemiSorted,
         now: inner.opts.clock.now_ms(),
     };
     let result = match job::run(c, &ctx) {

@@ -221,6 +221,14 @@ pub struct DbStats {
     pub fast_tier_bytes: u64,
     /// Bytes of table files on the slow tier.
     pub slow_tier_bytes: u64,
+    /// Bytes of the slow tier's semi-sorted tables that are dirty blocks (garbage until
+    /// the table is rewritten), as the manifest records them.
+    pub slow_tier_dirty_bytes: u64,
+    /// Slow-tier space amplification: table bytes over valid bytes (1.0 with sorted
+    /// tables only; semi-sorted tables are rewritten before half of one is dirty).
+    pub slow_tier_space_amp: f64,
+    /// Slow-tier tables holding dirty blocks (semi-sorted tables a merge appended to).
+    pub slow_tier_dirty_tables: u64,
     /// Configured fast-tier budget.
     pub fd_budget: Option<u64>,
     /// The whole cache's budget and usage (all components and ghosts), with the block
@@ -247,6 +255,16 @@ pub struct DbStats {
     pub io: IoStatsSnapshot,
     /// Hot-record retention and promotion.
     pub promotion: PromotionStats,
+}
+
+/// Table bytes over the valid ones (1.0 for an empty tier).
+fn space_amp(bytes: u64, dirty: u64) -> f64 {
+    let valid = bytes.saturating_sub(dirty);
+    if valid == 0 {
+        1.0
+    } else {
+        bytes as f64 / valid as f64
+    }
 }
 
 impl DbStats {
@@ -366,6 +384,11 @@ impl DbInner {
             &cache,
             usize::try_from(tracker_bytes).unwrap_or(usize::MAX),
         );
+        let (mut slow_dirty, mut slow_semi) = (0, 0);
+        for (_, f) in v.all_files().filter(|(_, f)| f.tier == Tier::Slow) {
+            slow_dirty += f.info.garbage_bytes;
+            slow_semi += u64::from(f.info.garbage_bytes > 0);
+        }
         let cache_total = CacheStats {
             capacity: cache.capacity,
             usage: cache.usage,
@@ -404,6 +427,9 @@ impl DbInner {
             levels,
             fast_tier_bytes: v.tier_bytes(Tier::Fast),
             slow_tier_bytes: v.tier_bytes(Tier::Slow),
+            slow_tier_dirty_bytes: slow_dirty,
+            slow_tier_space_amp: space_amp(v.tier_bytes(Tier::Slow), slow_dirty),
+            slow_tier_dirty_tables: slow_semi,
             fd_budget: self.opts.fd_budget,
             cache_total,
             cache,

@@ -222,11 +222,24 @@ impl FaultInjector {
     /// Emulates losing power: truncates every file written through this injector to the
     /// length it had at its last sync. Call after [`FaultInjector::crash`] and after the
     /// store is dropped. Files created but never synced lose all their data.
+    /// Names hard-linked to one file share its bytes: the file keeps what any of its
+    /// names synced.
     pub fn drop_unsynced_data(&self) -> std::io::Result<u64> {
+        use std::os::unix::fs::MetadataExt;
         let mut dropped = 0;
-        for (path, &synced) in self.synced.lock().iter() {
+        let synced = self.synced.lock();
+        let mut durable: HashMap<(u64, u64), u64> = HashMap::new();
+        for (path, &len) in synced.iter() {
+            if let Ok(m) = std::fs::metadata(path) {
+                let d = durable.entry((m.dev(), m.ino())).or_insert(0);
+                *d = (*d).max(len);
+            }
+        }
+        for (path, &own) in synced.iter() {
+            let keep = |m: &std::fs::Metadata| durable.get(&(m.dev(), m.ino())).map_or(own, |d| *d);
             match std::fs::metadata(path) {
-                Ok(m) if m.len() > synced => {
+                Ok(m) if m.len() > keep(&m) => {
+                    let synced = keep(&m);
                     dropped += m.len() - synced;
                     std::fs::OpenOptions::new()
                         .write(true)
@@ -262,6 +275,19 @@ impl FaultInjector {
             }
         }
         None
+    }
+
+    /// Records that `to` is a new name of `from`: its bytes are as durable as `from`'s
+    /// (a file not written through the injector counts as durable whole).
+    pub(crate) fn note_linked(&self, from: &Path, to: &Path) {
+        let mut synced = self.synced.lock();
+        let len = synced
+            .get(from)
+            .copied()
+            .or_else(|| std::fs::metadata(from).ok().map(|m| m.len()));
+        if let Some(len) = len {
+            synced.insert(to.to_path_buf(), len);
+        }
     }
 
     /// Records that `path` was created empty (nothing of it is durable yet).

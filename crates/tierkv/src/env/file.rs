@@ -251,6 +251,43 @@ impl WritableFile {
         })
     }
 
+    /// Opens an existing file to append after its first `keep` bytes, cutting off
+    /// whatever lies beyond them (a semi-sorted table's next generation: bytes past the
+    /// recorded size are a crashed earlier append's). `len()` counts from the file's start.
+    pub(crate) fn reopen_at(
+        tier: Arc<TierHandle>,
+        path: PathBuf,
+        keep: u64,
+        cause: IoCause,
+    ) -> Result<Self> {
+        tier.fault(FaultOp::Create, &path)?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| Error::io(&path, e))?;
+        let len = file.metadata().map_err(|e| Error::io(&path, e))?.len();
+        if len < keep {
+            return Err(Error::corruption(
+                &path,
+                len,
+                format!("file is shorter than the {keep} bytes to keep"),
+            ));
+        }
+        file.set_len(keep).map_err(|e| Error::io(&path, e))?;
+        if let Some(f) = &tier.faults {
+            // The kept bytes were durable: the manifest named them.
+            f.note_synced(&path, keep);
+        }
+        Ok(WritableFile {
+            tier,
+            path,
+            file,
+            cause,
+            buf: Vec::with_capacity(WRITE_BUFFER),
+            written: keep,
+        })
+    }
+
     /// The file's path.
     pub fn path(&self) -> &Path {
         &self.path

@@ -181,6 +181,30 @@ impl Env {
         WritableFile::create(self.tier(tier).clone(), self.path(tier, name), cause)
     }
 
+    /// Opens the existing `name` to append after its first `keep` bytes, cutting off the
+    /// rest; writes are charged to `cause`.
+    pub fn reopen_writable(
+        &self,
+        tier: Tier,
+        name: &str,
+        keep: u64,
+        cause: IoCause,
+    ) -> Result<WritableFile> {
+        WritableFile::reopen_at(self.tier(tier).clone(), self.path(tier, name), keep, cause)
+    }
+
+    /// Gives the file `from` on `tier` a second name `to` (a hard link: both names reach
+    /// the same bytes) and syncs the directory. Fails if `to` exists.
+    pub fn link(&self, tier: Tier, from: &str, to: &str) -> Result<()> {
+        let (src, dst) = (self.path(tier, from), self.path(tier, to));
+        self.tier(tier).fault(FaultOp::Create, &dst)?;
+        std::fs::hard_link(&src, &dst).map_err(|e| Error::io(&dst, e))?;
+        if let Some(f) = &self.tier(tier).faults {
+            f.note_linked(&src, &dst);
+        }
+        self.sync_dir(tier)
+    }
+
     /// Reads a whole file (WAL replay, manifest, CURRENT), charged to `cause`.
     pub fn read_all(&self, tier: Tier, name: &str, cause: IoCause) -> Result<Vec<u8>> {
         let path = self.path(tier, name);

@@ -336,6 +336,7 @@ impl TableBuilder {
             largest: InternalKey(std::mem::take(&mut self.last_key).into()),
             props: self.props,
             blocks: self.writes,
+            garbage_bytes: 0,
         })
     }
 }

@@ -14,6 +14,7 @@ mod builder;
 pub mod filter;
 pub mod format;
 mod properties;
+pub mod semi;
 mod table;
 
 pub use builder::TableBuilder;
@@ -97,6 +98,8 @@ pub struct TableInfo {
     pub props: TableProperties,
     /// How its data blocks were written.
     pub blocks: BlockWrites,
+    /// Bytes of dirty blocks it holds (a semi-sorted table's garbage; 0 for a sorted one).
+    pub garbage_bytes: u64,
 }
 
 /// Data blocks a builder wrote: encoded from entries, or copied verbatim from another

@@ -12,6 +12,7 @@ use super::format::{
     FOOTER_LEN,
 };
 use super::properties::TableProperties;
+use super::semi::{self, PriorGeneration, SemiFooter, SemiSummary, SEMI_FOOTER_LEN};
 use super::BlockCache;
 use crate::env::{IoCause, RandomAccessFile};
 use crate::iter::InternalIterator;
@@ -48,10 +49,13 @@ pub struct Table {
     cache: Option<Arc<dyn BlockCache>>,
     /// Offset where the data blocks end (the first metadata block starts).
     data_end: u64,
+    /// A semi-sorted table's footer and block summary (`None`: a sorted table).
+    semi: Option<(SemiFooter, SemiSummary)>,
 }
 
 impl Table {
-    /// Opens table `number` from `file`, reading and checking its footer and metadata.
+    /// Opens table `number` from `file`, reading and checking its footer and metadata;
+    /// the table ends where the file does.
     pub fn open(
         file: RandomAccessFile,
         number: u64,
@@ -59,6 +63,44 @@ impl Table {
         cause: IoCause,
     ) -> Result<Table> {
         let size = file.size();
+        Self::open_sized(file, number, size, cache, cause)
+    }
+
+    /// Opens table `number`, sorted or semi-sorted, whose logical size is `size` (the
+    /// manifest's record): a semi-sorted table's file may hold bytes past it that a
+    /// crashed append left, which are ignored.
+    pub fn open_sized(
+        file: RandomAccessFile,
+        number: u64,
+        size: u64,
+        cache: Option<Arc<dyn BlockCache>>,
+        cause: IoCause,
+    ) -> Result<Table> {
+        if size > file.size() {
+            return Err(Error::corruption(
+                file.path(),
+                file.size(),
+                format!("table recorded as {size} bytes is shorter on disk"),
+            ));
+        }
+        // One read serves either footer: the semi-sorted one is the longer.
+        let tail_len = size.min(SEMI_FOOTER_LEN as u64) as usize;
+        let tail = file.read_at(size - tail_len as u64, tail_len, cause)?;
+        if semi::has_semi_magic(&tail) {
+            let s = semi::open(&file, size, &tail, cause)?;
+            return Ok(Table {
+                number,
+                index: s.index,
+                user_key_index: true,
+                index_offset: s.footer.index.offset,
+                filter: s.filter,
+                props: s.props,
+                cache,
+                data_end: s.data_end,
+                semi: Some((s.footer, s.summary)),
+                file,
+            });
+        }
         if size < FOOTER_LEN as u64 {
             return Err(Error::corruption(
                 file.path(),
@@ -67,8 +109,7 @@ impl Table {
             ));
         }
         let footer_offset = size - FOOTER_LEN as u64;
-        let raw = file.read_at(footer_offset, FOOTER_LEN, cause)?;
-        let footer = Footer::decode(&raw, &file)?;
+        let footer = Footer::decode(&tail[tail_len - FOOTER_LEN..], &file)?;
         // The metadata blocks are contiguous just before the footer: read them at once.
         let meta_start = [footer.filter, footer.properties, footer.index]
             .iter()
@@ -76,7 +117,17 @@ impl Table {
             .map(|h| h.offset)
             .min()
             .unwrap_or(footer_offset);
-        let meta = file.read_at(meta_start, (footer_offset - meta_start) as usize, cause)?;
+        // The tail read already holds the metadata's last bytes: read only what precedes
+        // it, so opening reads each byte once.
+        let tail_start = size - tail_len as u64;
+        let tail_meta = &tail[..tail_len - FOOTER_LEN];
+        let meta = if meta_start >= tail_start {
+            tail_meta[(meta_start - tail_start) as usize..].to_vec()
+        } else {
+            let mut m = file.read_at(meta_start, (tail_start - meta_start) as usize, cause)?;
+            m.extend_from_slice(tail_meta);
+            m
+        };
         let block_at = |h: BlockHandle| -> Result<Bytes> {
             let outside =
                 || Error::corruption(file.path(), h.offset, "metadata block outside its region");
@@ -106,8 +157,42 @@ impl Table {
             props,
             cache,
             data_end: meta_start,
+            semi: None,
             file,
         })
+    }
+
+    /// The handles of the data blocks a reader sees, in key order (a semi-sorted table's
+    /// valid blocks), from the in-memory index (no I/O).
+    pub fn block_handles(&self) -> Result<Vec<BlockHandle>> {
+        let mut idx = self.index.iter();
+        idx.seek_to_first().map_err(|e| self.index_error(e))?;
+        let mut out = Vec::new();
+        while idx.valid() {
+            out.push(self.decode_handle(idx.value())?);
+            idx.next().map_err(|e| self.index_error(e))?;
+        }
+        Ok(out)
+    }
+
+    /// Reads the data block at `h` (a handle of this table) from disk, bypassing the block
+    /// cache (a compaction reading the blocks it rewrites).
+    pub fn read_block(&self, h: BlockHandle, cause: IoCause) -> Result<Block> {
+        self.data_block(h, cause, false)
+    }
+
+    /// A semi-sorted table's valid and dirty blocks (`None`: a sorted table).
+    pub fn semi_summary(&self) -> Option<SemiSummary> {
+        self.semi.map(|(_, s)| s)
+    }
+
+    /// Reads a semi-sorted table's current generation back from disk (block index, key
+    /// list, properties), for a merge that continues it. `None` for a sorted table.
+    pub fn semi_generation(&self, cause: IoCause) -> Result<Option<PriorGeneration>> {
+        self.semi
+            .as_ref()
+            .map(|(footer, _)| semi::read_generation(&self.file, footer, cause))
+            .transpose()
     }
 
     /// The file's path.
@@ -289,6 +374,15 @@ impl Table {
     /// Reads every data block from disk (not the cache), checking checksums, entry
     /// structure, key order and the index; returns the number of entries.
     pub fn verify(self: &Arc<Self>, cause: IoCause) -> Result<u64> {
+        if let Some((footer, _)) = &self.semi {
+            return semi::verify(
+                &self.file,
+                footer,
+                self.filter.as_deref(),
+                &self.props,
+                cause,
+            );
+        }
         let mut ra = Readahead::default();
         self.index
             .check_restarts()

@@ -18,6 +18,9 @@ const TAG_DELETED_FILE: u64 = 4;
 const TAG_NEW_FILE: u64 = 5;
 /// The expiring records of the file added just before (only written when it has some).
 const TAG_FILE_EXPIRY: u64 = 6;
+/// The dirty-block bytes of the (semi-sorted) file added just before (only written when
+/// it has some): what the slow tier's space amplification counts.
+const TAG_FILE_GARBAGE: u64 = 7;
 
 /// A table's expiring records, as its properties record them: how many, and the range of
 /// their deadlines (milliseconds since the UNIX epoch). All zero: none (also what a table
@@ -74,6 +77,8 @@ pub struct NewFile {
     pub num_deletions: u64,
     /// Expiring records and their deadlines (the expiry sweep's input).
     pub expiry: FileExpiry,
+    /// Bytes of dirty blocks inside it (a semi-sorted table's garbage; 0 otherwise).
+    pub garbage_bytes: u64,
 }
 
 impl NewFile {
@@ -95,6 +100,7 @@ impl NewFile {
                 min_deadline: info.props.min_deadline,
                 max_deadline: info.props.max_deadline,
             },
+            garbage_bytes: info.garbage_bytes,
         }
     }
 }
@@ -150,6 +156,10 @@ impl VersionEdit {
                 put_varint64(&mut out, f.expiry.min_deadline);
                 put_varint64(&mut out, f.expiry.max_deadline);
             }
+            if f.garbage_bytes > 0 {
+                put_varint64(&mut out, TAG_FILE_GARBAGE);
+                put_varint64(&mut out, f.garbage_bytes);
+            }
         }
         out
     }
@@ -202,6 +212,7 @@ impl VersionEdit {
                         num_entries: varint(&mut src, "entries")?,
                         num_deletions: varint(&mut src, "deletions")?,
                         expiry: FileExpiry::default(),
+                        garbage_bytes: 0,
                     });
                 }
                 TAG_FILE_EXPIRY => {
@@ -215,6 +226,14 @@ impl VersionEdit {
                         .last_mut()
                         .ok_or_else(|| bad("expiry record before any new file"))?;
                     f.expiry = expiry;
+                }
+                TAG_FILE_GARBAGE => {
+                    let bytes = varint(&mut src, "garbage bytes")?;
+                    let f = edit
+                        .added
+                        .last_mut()
+                        .ok_or_else(|| bad("garbage record before any new file"))?;
+                    f.garbage_bytes = bytes;
                 }
                 t => return Err(bad(&format!("unknown tag {t}"))),
             }
@@ -249,6 +268,7 @@ mod tests {
                     min_deadline: 1_700_000_000_000,
                     max_deadline: 1_700_000_100_000,
                 },
+                garbage_bytes: 4096,
             }],
         }
     }

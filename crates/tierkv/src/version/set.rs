@@ -173,19 +173,22 @@ impl VersionSet {
         Ok(vs)
     }
 
-    /// Every live file must be where the manifest says, with the recorded size: a store
-    /// reopened with another fast or slow directory fails here, clearly.
+    /// Every live file must be where the manifest says, with at least the recorded size: a
+    /// store reopened with another fast or slow directory fails here, clearly. A file may
+    /// be longer: a semi-sorted table's next generation is appended to a linked copy of
+    /// it, and a crash before the manifest edit leaves those bytes past the recorded size,
+    /// where readers never look (they find the footer at the recorded size).
     fn check_files_present(&self) -> Result<()> {
         for (level, f) in self.current.all_files() {
             let name = table_file_name(f.number);
             match self.env.file_size(f.tier, &name) {
-                Ok(size) if size == f.size() => {}
+                Ok(size) if size >= f.size() => {}
                 Ok(size) => {
                     return Err(Error::corruption(
                         self.env.path(f.tier, &name),
                         size,
                         format!(
-                            "table of level {level} has {size} bytes, manifest says {}",
+                            "table of level {level} has {size} bytes, manifest says at least {}",
                             f.size()
                         ),
                     ))

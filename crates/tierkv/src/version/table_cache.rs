@@ -110,9 +110,12 @@ impl TableCache {
             let file = self
                 .env
                 .open_random(meta.tier, &super::table_file_name(meta.number))?;
-            Ok(Arc::new(Table::open(
+            // The manifest's size, not the file's: a semi-sorted table's file may hold a
+            // crashed append's bytes past it.
+            Ok(Arc::new(Table::open_sized(
                 file,
                 meta.number,
+                meta.size(),
                 self.cache
                     .clone()
                     .map(|c| c as Arc<dyn crate::sst::BlockCache>),

@@ -1,0 +1,207 @@
+//! Where a merge into semi-sorted tables writes (pass 2's outputs): a record goes to the
+//! output-level table whose territory holds it (`super::semi_plan::territory`); an
+//! appended table gets it in its new generation, a table rewritten whole (or no table at
+//! all) sends it to fresh semi-sorted tables cut at the target size and at territory
+//! boundaries. At the end every appended table with dirty blocks gets its generation
+//! (even with no record landing: its dirty blocks must stop being valid), an appended
+//! table left empty is dropped, and a table the merge never touched stays as it is.
+
+use super::context::JobContext;
+use super::semi_plan::{territory, Target, TargetMode};
+use crate::env::{IoCause, Tier};
+use crate::key::user_key;
+use crate::sst::semi::GenerationWriter;
+use crate::sst::BlockWrites;
+use crate::version::{table_file_name, NewFile};
+use crate::Result;
+
+/// An appended table's new generation in progress.
+struct Appending {
+    writer: GenerationWriter,
+    number: u64,
+}
+
+struct SinkTarget {
+    target: Target,
+    appending: Option<Appending>,
+}
+
+/// The semi-sorted outputs of one merge.
+pub(super) struct SemiOutputs {
+    targets: Vec<SinkTarget>,
+    fresh: Option<(GenerationWriter, u64)>,
+    fresh_territory: usize,
+    /// Output-level tables the merge left as they were (not to be deleted).
+    pub(super) untouched: Vec<u64>,
+    /// Bytes of appended tables' earlier generations (in their size, not written now).
+    pub(super) appended_base: u64,
+}
+
+/// Where finished tables are recorded (the owning sink's lists).
+pub(super) struct SinkLists<'a> {
+    pub(super) level: usize,
+    pub(super) tier: Tier,
+    pub(super) created: &'a mut Vec<u64>,
+    pub(super) done: &'a mut Vec<NewFile>,
+    pub(super) blocks: &'a mut BlockWrites,
+}
+
+impl SinkLists<'_> {
+    fn record(&mut self, number: u64, info: crate::sst::TableInfo) {
+        let b = &mut self.blocks;
+        b.built_blocks += info.blocks.built_blocks;
+        b.built_bytes += info.blocks.built_bytes;
+        self.done
+            .push(NewFile::from_table(self.level, number, self.tier, info));
+    }
+}
+
+impl SemiOutputs {
+    pub(super) fn new(targets: Vec<Target>) -> Self {
+        SemiOutputs {
+            targets: targets
+                .into_iter()
+                .map(|target| SinkTarget {
+                    target,
+                    appending: None,
+                })
+                .collect(),
+            fresh: None,
+            fresh_territory: 0,
+            untouched: Vec::new(),
+            appended_base: 0,
+        }
+    }
+
+    /// Starts target `t`'s new generation: its file is linked to a new number, cut back
+    /// to its recorded size, and continued.
+    fn start_append(
+        &mut self,
+        ctx: &JobContext<'_>,
+        lists: &mut SinkLists<'_>,
+        t: usize,
+    ) -> Result<()> {
+        let st = &mut self.targets[t];
+        let TargetMode::Append { prior, dirty } = &mut st.target.mode else {
+            return Ok(());
+        };
+        let meta = &st.target.meta;
+        let number = (ctx.new_file_number)();
+        lists.created.push(number);
+        let name = table_file_name(number);
+        ctx.env
+            .link(meta.tier, &table_file_name(meta.number), &name)?;
+        let file = ctx
+            .env
+            .reopen_writable(meta.tier, &name, meta.size(), IoCause::Compaction)?;
+        let writer = GenerationWriter::continuing(
+            file,
+            ctx.table_options,
+            meta.size(),
+            std::mem::take(prior),
+            dirty,
+        );
+        st.appending = Some(Appending { writer, number });
+        Ok(())
+    }
+
+    fn finish_fresh(&mut self, lists: &mut SinkLists<'_>) -> Result<()> {
+        if let Some((w, number)) = self.fresh.take() {
+            let info = w.finish()?;
+            lists.record(number, info);
+        }
+        Ok(())
+    }
+
+    /// Adds a record (internal keys ascending across calls).
+    pub(super) fn add(
+        &mut self,
+        ctx: &JobContext<'_>,
+        lists: &mut SinkLists<'_>,
+        ikey: &[u8],
+        value: &[u8],
+    ) -> Result<()> {
+        let t = territory(&self.targets, |s| &s.target.meta, user_key(ikey));
+        let appends = self
+            .targets
+            .get(t)
+            .is_some_and(|s| matches!(s.target.mode, TargetMode::Append { .. }));
+        if appends {
+            if self.targets[t].appending.is_none() {
+                self.start_append(ctx, lists, t)?;
+            }
+            if let Some(a) = self.targets[t].appending.as_mut() {
+                a.writer.add(ikey, value)?;
+            }
+            return Ok(());
+        }
+        if self.fresh.is_some() && self.fresh_territory != t {
+            self.finish_fresh(lists)?;
+        }
+        if self.fresh.is_none() {
+            let number = (ctx.new_file_number)();
+            lists.created.push(number);
+            let file = ctx.env.create_writable(
+                lists.tier,
+                &table_file_name(number),
+                IoCause::Compaction,
+            )?;
+            self.fresh = Some((GenerationWriter::new(file, ctx.table_options), number));
+            self.fresh_territory = t;
+        }
+        if let Some((w, _)) = self.fresh.as_mut() {
+            w.add(ikey, value)?;
+        }
+        Ok(())
+    }
+
+    /// Between user keys: closes a fresh table that reached the target size.
+    pub(super) fn maybe_cut(
+        &mut self,
+        ctx: &JobContext<'_>,
+        lists: &mut SinkLists<'_>,
+    ) -> Result<()> {
+        if self
+            .fresh
+            .as_ref()
+            .is_some_and(|(w, _)| w.estimated_size() >= ctx.target_file_size)
+        {
+            self.finish_fresh(lists)?;
+        }
+        Ok(())
+    }
+
+    /// Closes every output (see the module comment).
+    pub(super) fn finish(&mut self, ctx: &JobContext<'_>, lists: &mut SinkLists<'_>) -> Result<()> {
+        self.finish_fresh(lists)?;
+        for t in 0..self.targets.len() {
+            let dirty_any = matches!(
+                &self.targets[t].target.mode,
+                TargetMode::Append { dirty, .. } if !dirty.is_empty()
+            );
+            let is_append = matches!(self.targets[t].target.mode, TargetMode::Append { .. });
+            if is_append && self.targets[t].appending.is_none() {
+                if !dirty_any {
+                    self.untouched.push(self.targets[t].target.meta.number);
+                    continue;
+                }
+                self.start_append(ctx, lists, t)?;
+            }
+            let base = self.targets[t].target.meta.size();
+            let tier = self.targets[t].target.meta.tier;
+            if let Some(a) = self.targets[t].appending.take() {
+                if a.writer.is_empty() {
+                    // Everything it held was rewritten away (dropped or kept on the fast
+                    // tier): the table goes, and so does its new name.
+                    drop(a.writer);
+                    ctx.env.remove(tier, &table_file_name(a.number))?;
+                    continue;
+                }
+                let info = a.writer.finish()?;
+                self.appended_base += base;
+                lists.record(a.number, info);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,293 @@
+//! The bytes a semi-sorted generation ends with: the block index (every block's handle,
+//! key range, validity and entry counts) and the fixed footer that locates the
+//! generation's filter, properties, key list and index. Owns their encoding and the checks
+//! that make a damaged index or footer read as corruption, never as wrong data; the data
+//! blocks and the key list are ordinary blocks (`super::super::block`).
+
+use crate::coding::{decode_fixed32, decode_fixed64, get_varint64, masked_crc};
+use crate::coding::{put_fixed32, put_fixed64, put_varint64};
+use crate::key::{parse_internal_key, user_key};
+use crate::sst::format::{BlockHandle, BLOCK_TRAILER_LEN};
+
+/// "tierkvS1" read as a little-endian u64: a semi-sorted table (sorted tables end with
+/// "tierkvT1").
+pub const SEMI_MAGIC: u64 = u64::from_le_bytes(*b"tierkvS1");
+/// Semi-sorted format version written and read.
+pub const SEMI_VERSION: u32 = 1;
+/// Fixed footer size: four handles (16 bytes each), version, checksum, magic.
+pub const SEMI_FOOTER_LEN: usize = 4 * 16 + 4 + 4 + 8;
+
+/// What one index entry says about a data block.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SemiBlock {
+    /// Where its contents lie (without the trailer).
+    pub handle: BlockHandle,
+    /// Valid (its entries are live) or dirty (garbage: a later generation replaced it).
+    pub valid: bool,
+    /// Its first internal key.
+    pub first: Vec<u8>,
+    /// Its last internal key.
+    pub last: Vec<u8>,
+    /// Entries, tombstones and expiring records, and their key and value bytes: the
+    /// table's properties are these summed over the valid blocks.
+    pub stats: BlockStats,
+}
+
+impl SemiBlock {
+    /// Its first user key.
+    pub fn first_user_key(&self) -> &[u8] {
+        user_key(&self.first)
+    }
+
+    /// Its last user key.
+    pub fn last_user_key(&self) -> &[u8] {
+        user_key(&self.last)
+    }
+
+    /// Bytes it occupies in the file, trailer included.
+    pub fn stored_len(&self) -> u64 {
+        self.handle.size + BLOCK_TRAILER_LEN as u64
+    }
+
+    /// True if user key `k` lies within its range.
+    pub fn covers(&self, k: &[u8]) -> bool {
+        self.first_user_key() <= k && k <= self.last_user_key()
+    }
+}
+
+/// Counts over one data block's entries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockStats {
+    /// Entries.
+    pub entries: u64,
+    /// Tombstones.
+    pub deletions: u64,
+    /// Expiring records.
+    pub expiring: u64,
+    /// Sum of internal key lengths.
+    pub key_bytes: u64,
+    /// Sum of value lengths.
+    pub value_bytes: u64,
+}
+
+impl BlockStats {
+    fn fields(&self) -> [u64; 5] {
+        [
+            self.entries,
+            self.deletions,
+            self.expiring,
+            self.key_bytes,
+            self.value_bytes,
+        ]
+    }
+
+    /// Adds another block's counts.
+    pub fn add(&mut self, o: &BlockStats) {
+        self.entries += o.entries;
+        self.deletions += o.deletions;
+        self.expiring += o.expiring;
+        self.key_bytes += o.key_bytes;
+        self.value_bytes += o.value_bytes;
+    }
+}
+
+/// Encodes the index block contents: `count: varint`, then per block `flags: u8 (bit 0:
+/// valid) | offset | size | entries | deletions | expiring | key_bytes | value_bytes`
+/// (varints) `| first: varint len + bytes | last: varint len + bytes`.
+pub fn encode_index(blocks: &[SemiBlock]) -> Vec<u8> {
+    let mut out = Vec::new();
+    put_varint64(&mut out, blocks.len() as u64);
+    for b in blocks {
+        out.push(u8::from(b.valid));
+        put_varint64(&mut out, b.handle.offset);
+        put_varint64(&mut out, b.handle.size);
+        for v in b.stats.fields() {
+            put_varint64(&mut out, v);
+        }
+        for k in [&b.first, &b.last] {
+            put_varint64(&mut out, k.len() as u64);
+            out.extend_from_slice(k);
+        }
+    }
+    out
+}
+
+/// Decodes and checks index block contents against `data_end` (where the generation's
+/// metadata starts: every block lies before it). Checks what a lookup trusts: valid
+/// blocks come first, in increasing key order, with non-overlapping user-key ranges and
+/// well-formed keys, and no two blocks share bytes. `Err` names what is wrong.
+pub fn decode_index(mut src: &[u8], data_end: u64) -> Result<Vec<SemiBlock>, String> {
+    fn varint(src: &mut &[u8]) -> Result<u64, String> {
+        let (v, n) = get_varint64(src).ok_or("malformed varint")?;
+        *src = &src[n..];
+        Ok(v)
+    }
+    fn bytes<'a>(src: &mut &'a [u8]) -> Result<&'a [u8], String> {
+        let len = usize::try_from(varint(src)?).map_err(|_| "key length overflows")?;
+        let b = src.get(..len).ok_or("key runs past the index")?;
+        *src = &src[len..];
+        Ok(b)
+    }
+    let count = varint(&mut src)?;
+    // Each entry takes at least 10 bytes: a count beyond that is damage, not a reason to
+    // reserve memory.
+    if count > src.len() as u64 / 10 + 1 {
+        return Err(format!(
+            "index claims {count} blocks in {} bytes",
+            src.len()
+        ));
+    }
+    let mut blocks = Vec::with_capacity(count as usize);
+    for _ in 0..count {
+        let (&flags, rest) = src.split_first().ok_or("index ends inside an entry")?;
+        src = rest;
+        if flags > 1 {
+            return Err(format!("unknown block flags {flags}"));
+        }
+        let handle = BlockHandle {
+            offset: varint(&mut src)?,
+            size: varint(&mut src)?,
+        };
+        let f: Vec<u64> = (0..5).map(|_| varint(&mut src)).collect::<Result<_, _>>()?;
+        let stats = BlockStats {
+            entries: f[0],
+            deletions: f[1],
+            expiring: f[2],
+            key_bytes: f[3],
+            value_bytes: f[4],
+        };
+        let first = bytes(&mut src)?.to_vec();
+        let last = bytes(&mut src)?.to_vec();
+        blocks.push(SemiBlock {
+            handle,
+            valid: flags == 1,
+            first,
+            last,
+            stats,
+        });
+    }
+    if !src.is_empty() {
+        return Err("bytes after the last index entry".into());
+    }
+    check_blocks(&blocks, data_end)?;
+    Ok(blocks)
+}
+
+/// The structural rules of an index (see [`decode_index`]).
+fn check_blocks(blocks: &[SemiBlock], data_end: u64) -> Result<(), String> {
+    let valid = blocks.iter().take_while(|b| b.valid).count();
+    if blocks[valid..].iter().any(|b| b.valid) {
+        return Err("a valid block is listed after a dirty one".into());
+    }
+    for (i, b) in blocks.iter().enumerate() {
+        let end = b
+            .handle
+            .offset
+            .checked_add(b.stored_len())
+            .ok_or("block handle overflows")?;
+        if end > data_end {
+            return Err(format!("block {i} lies past the data blocks"));
+        }
+        if b.valid {
+            if parse_internal_key(&b.first).is_none() || parse_internal_key(&b.last).is_none() {
+                return Err(format!("block {i} has a malformed key"));
+            }
+            if b.first_user_key() > b.last_user_key() || b.stats.entries == 0 {
+                return Err(format!("block {i} has an empty or inverted range"));
+            }
+        }
+    }
+    for w in blocks[..valid].windows(2) {
+        if w[0].last_user_key() >= w[1].first_user_key() {
+            return Err("valid blocks overlap or are out of order".into());
+        }
+    }
+    let mut spans: Vec<(u64, u64)> = blocks
+        .iter()
+        .map(|b| (b.handle.offset, b.handle.offset + b.stored_len()))
+        .collect();
+    spans.sort_unstable();
+    if spans.windows(2).any(|w| w[0].1 > w[1].0) {
+        return Err("two blocks share bytes".into());
+    }
+    Ok(())
+}
+
+/// The fixed end of a semi-sorted generation: its metadata blocks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SemiFooter {
+    /// Bloom filter over the valid user keys (size 0: no filter).
+    pub filter: BlockHandle,
+    /// Properties of the valid entries.
+    pub properties: BlockHandle,
+    /// The valid user keys, in order, as a block with empty values.
+    pub keys: BlockHandle,
+    /// The block index ([`encode_index`]).
+    pub index: BlockHandle,
+}
+
+impl SemiFooter {
+    /// Encodes the footer (exactly [`SEMI_FOOTER_LEN`] bytes).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(SEMI_FOOTER_LEN);
+        for h in [self.filter, self.properties, self.keys, self.index] {
+            put_fixed64(&mut out, h.offset);
+            put_fixed64(&mut out, h.size);
+        }
+        put_fixed32(&mut out, SEMI_VERSION);
+        let crc = masked_crc(&out);
+        put_fixed32(&mut out, crc);
+        put_fixed64(&mut out, SEMI_MAGIC);
+        out
+    }
+
+    /// Decodes a footer that ends at `footer_end` (the generation's logical end);
+    /// `Err` names what is wrong.
+    pub fn decode(src: &[u8], footer_end: u64) -> Result<SemiFooter, String> {
+        if src.len() != SEMI_FOOTER_LEN {
+            return Err("semi-sorted footer has the wrong length".into());
+        }
+        if decode_fixed64(&src[SEMI_FOOTER_LEN - 8..]) != SEMI_MAGIC {
+            return Err("bad semi-sorted table magic".into());
+        }
+        let body = &src[..SEMI_FOOTER_LEN - 12];
+        if decode_fixed32(&src[SEMI_FOOTER_LEN - 12..]) != masked_crc(body) {
+            return Err("semi-sorted footer checksum mismatch".into());
+        }
+        let version = decode_fixed32(&src[64..]);
+        if version != SEMI_VERSION {
+            return Err(format!("unsupported semi-sorted format version {version}"));
+        }
+        let h = |i: usize| BlockHandle {
+            offset: decode_fixed64(&src[16 * i..]),
+            size: decode_fixed64(&src[16 * i + 8..]),
+        };
+        let footer = SemiFooter {
+            filter: h(0),
+            properties: h(1),
+            keys: h(2),
+            index: h(3),
+        };
+        let meta_limit = footer_end.saturating_sub(SEMI_FOOTER_LEN as u64);
+        for h in [footer.filter, footer.properties, footer.keys, footer.index] {
+            let end = h
+                .offset
+                .checked_add(h.size)
+                .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64));
+            if end.is_none_or(|end| end > meta_limit) {
+                return Err("semi-sorted footer points past the end of the data".into());
+            }
+        }
+        Ok(footer)
+    }
+
+    /// Where the generation's metadata starts (everything before is data blocks).
+    pub fn meta_start(&self) -> u64 {
+        [self.filter, self.properties, self.keys, self.index]
+            .iter()
+            .filter(|h| h.size > 0)
+            .map(|h| h.offset)
+            .min()
+            .unwrap_or(self.index.offset)
+    }
+}

@@ -1,0 +1,35 @@
+//! Semi-sorted tables (HyperDB's semi-SSTables), the slow tier's optional format: data
+//! blocks in the ordinary block format, each sorted inside, appended in any order. A table
+//! is a run of *generations*; each ends with its key list (the valid user keys,
+//! prefix-compressed: merges and the filter rebuild never read clean data blocks), a
+//! filter over those keys, the properties of the valid entries, a block index listing
+//! every block (handle, first and last key, valid or dirty, counts) and a footer with its
+//! own magic. Valid blocks' key ranges never overlap, so a point lookup is filter ->
+//! search of the valid blocks' ranges -> at most one data-block read; the reader keeps only
+//! that search structure and the filter in memory. Byte layout: docs/FORMAT.md,
+//! "Semi-sorted tables".
+//!
+//! A new generation is appended to a *copy* of the table's name: the previous generation's
+//! file N is hard-linked to a new number M, M is cut back to N's recorded size (dropping
+//! what a crashed earlier append left), the new blocks and metadata are appended and
+//! synced, and the version edit replaces N by M with M's new logical size. Bytes below a
+//! generation's recorded size never change, so readers of N are undisturbed, a crash before
+//! the edit leaves M an orphan, and readers locate the footer from the recorded size, not
+//! the file's length.
+//!
+//! Owns the format (`layout`), writing a generation (`writer`), opening and reading one
+//! back (`reader`) and verifying it (`verify`). Which tables are semi-sorted, and when a
+//! merge appends rather than rewrites, is compaction's business.
+
+mod layout;
+mod reader;
+mod verify;
+mod writer;
+
+pub use layout::{BlockStats, SemiBlock, SemiFooter, SEMI_FOOTER_LEN, SEMI_MAGIC};
+pub use reader::{has_semi_magic, open, read_generation, SemiOpen, SemiSummary};
+pub use verify::verify;
+pub use writer::{GenerationWriter, PriorGeneration};
+
+#[cfg(test)]
+mod tests;

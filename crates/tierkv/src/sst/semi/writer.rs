@@ -1,0 +1,379 @@
+//! Writing one generation of a semi-sorted table: new data blocks (sorted inside, cut
+//! between user keys and around the clean blocks carried over, so that valid blocks'
+//! ranges never overlap), then the key list, the filter over every valid user key, the
+//! properties, the block index and the footer; synced before `finish` returns. A first
+//! generation starts an empty file; a later one continues a file holding the previous
+//! generation's bytes (`super` explains how the file gets there). Owns the write side only.
+
+use super::layout::{encode_index, BlockStats, SemiBlock, SemiFooter};
+use crate::env::WritableFile;
+use crate::key::{compare_internal, parse_internal_key, user_key, InternalKey, ValueKind};
+use crate::sst::block::BlockBuilder;
+use crate::sst::filter::BloomBuilder;
+use crate::sst::format::{frame_block, BlockHandle, BLOCK_TRAILER_LEN};
+use crate::sst::{BlockWrites, TableInfo, TableOptions, TableProperties};
+use crate::sst::{INDEX_RESTART_INTERVAL, MIN_RECORD_BLOCK};
+use crate::{Error, Result};
+
+/// What a generation continues from: the previous generation's blocks (valid and dirty),
+/// its valid user keys, and its properties (for the sequence and deadline bounds).
+#[derive(Clone, Debug, Default)]
+pub struct PriorGeneration {
+    /// Every block of the previous generation's index, valid ones first in key order.
+    pub blocks: Vec<SemiBlock>,
+    /// The valid user keys, in order.
+    pub keys: Vec<Vec<u8>>,
+    /// The previous generation's properties.
+    pub props: TableProperties,
+}
+
+impl PriorGeneration {
+    /// Bytes of valid blocks.
+    pub fn valid_bytes(&self) -> u64 {
+        self.blocks
+            .iter()
+            .filter(|b| b.valid)
+            .map(|b| b.stored_len())
+            .sum()
+    }
+
+    /// Bytes of dirty blocks.
+    pub fn dirty_bytes(&self) -> u64 {
+        self.blocks
+            .iter()
+            .filter(|b| !b.valid)
+            .map(|b| b.stored_len())
+            .sum()
+    }
+}
+
+/// Writes one generation of a semi-sorted table.
+pub struct GenerationWriter {
+    file: WritableFile,
+    opts: TableOptions,
+    offset: u64,
+    /// Clean blocks carried over, in key order, with their user keys.
+    kept: Vec<SemiBlock>,
+    kept_keys: Vec<Vec<u8>>,
+    /// Blocks that are garbage from now on (dirty before, or dirtied by this merge).
+    dead: Vec<SemiBlock>,
+    /// Blocks written by this generation, in key order, and their user keys.
+    built: Vec<SemiBlock>,
+    built_keys: Vec<Vec<u8>>,
+    /// The first kept block not yet passed by the keys added.
+    next_kept: usize,
+    data: BlockBuilder,
+    block_first: Vec<u8>,
+    block_stats: BlockStats,
+    last_key: Vec<u8>,
+    cut_wanted: bool,
+    /// Sequence and deadline bounds of the new entries and, if any block is kept, of the
+    /// previous generation (bounds cannot be subtracted; they stay conservative).
+    bounds: TableProperties,
+    writes: BlockWrites,
+}
+
+impl GenerationWriter {
+    /// The first generation of a new table, written into the empty `file`.
+    pub fn new(file: WritableFile, opts: TableOptions) -> Self {
+        Self::continuing(file, opts, 0, PriorGeneration::default(), &[])
+    }
+
+    /// A generation appended at `base` (the previous generation's size; `file` holds
+    /// exactly those bytes) to `prior`, whose valid blocks at positions `dirty` (indexes
+    /// into `prior.blocks`) become garbage: the merge rewrites their entries.
+    pub fn continuing(
+        file: WritableFile,
+        opts: TableOptions,
+        base: u64,
+        prior: PriorGeneration,
+        dirty: &[usize],
+    ) -> Self {
+        let mut kept = Vec::new();
+        let mut kept_keys = Vec::new();
+        let mut dead = Vec::new();
+        let mut is_dirty = vec![false; prior.blocks.len()];
+        for &i in dirty {
+            if let Some(d) = is_dirty.get_mut(i) {
+                *d = true;
+            }
+        }
+        let mut keys = prior.keys.into_iter().peekable();
+        for (i, mut b) in prior.blocks.into_iter().enumerate() {
+            if !b.valid {
+                dead.push(b);
+                continue;
+            }
+            // The key list is in key order and valid blocks' ranges are disjoint: this
+            // block's keys are the next run of it.
+            while keys
+                .next_if(|k| k.as_slice() < b.first_user_key())
+                .is_some()
+            {}
+            let mine = std::iter::from_fn(|| keys.next_if(|k| b.covers(k)));
+            if is_dirty[i] {
+                mine.for_each(drop);
+                b.valid = false;
+                dead.push(b);
+            } else {
+                kept_keys.extend(mine);
+                kept.push(b);
+            }
+        }
+        let mut bounds = TableProperties {
+            smallest_seq: u64::MAX,
+            ..Default::default()
+        };
+        if !kept.is_empty() {
+            bounds.smallest_seq = prior.props.smallest_seq;
+            bounds.largest_seq = prior.props.largest_seq;
+            bounds.num_expiring = prior.props.num_expiring.min(1);
+            bounds.min_deadline = prior.props.min_deadline;
+            bounds.max_deadline = prior.props.max_deadline;
+        }
+        GenerationWriter {
+            file,
+            opts,
+            offset: base,
+            kept,
+            kept_keys,
+            dead,
+            built: Vec::new(),
+            built_keys: Vec::new(),
+            next_kept: 0,
+            data: BlockBuilder::new(opts.restart_interval),
+            block_first: Vec::new(),
+            block_stats: BlockStats::default(),
+            last_key: Vec::new(),
+            cut_wanted: false,
+            bounds,
+            writes: BlockWrites::default(),
+        }
+    }
+
+    fn invalid(&self, what: &str) -> Error {
+        Error::InvalidArgument(format!(
+            "semi-sorted table writer for {}: {what}",
+            self.file.path().display()
+        ))
+    }
+
+    /// The clean blocks carried over.
+    pub fn kept_blocks(&self) -> &[SemiBlock] {
+        &self.kept
+    }
+
+    /// Appends an entry. Internal keys arrive in increasing order, and no user key lies
+    /// inside a clean block's range (the merge marked such blocks dirty).
+    pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
+        let parsed = parse_internal_key(key).ok_or_else(|| self.invalid("malformed key"))?;
+        let started = !self.last_key.is_empty();
+        if started && compare_internal(&self.last_key, key).is_ge() {
+            return Err(self.invalid("keys out of order"));
+        }
+        let ukey = parsed.user_key;
+        let new_user_key = !started || user_key(&self.last_key) != ukey;
+        // Clean blocks the keys pass lie between the block in progress and this key: the
+        // block closes so that no two valid blocks' ranges overlap.
+        while let Some(k) = self.kept.get(self.next_kept) {
+            if k.last_user_key() >= ukey {
+                break;
+            }
+            self.next_kept += 1;
+            self.cut_wanted = true;
+        }
+        if self
+            .kept
+            .get(self.next_kept)
+            .is_some_and(|k| k.covers(ukey))
+        {
+            return Err(self.invalid("a key falls inside a clean block"));
+        }
+        if self.cut_wanted && new_user_key {
+            self.flush_block()?;
+        }
+        if self.data.is_empty() {
+            self.block_first = key.to_vec();
+        }
+        self.account(parsed.kind, parsed.seq, key, value)?;
+        if new_user_key {
+            self.built_keys.push(ukey.to_vec());
+        }
+        self.data.add(key, value);
+        self.last_key.clear();
+        self.last_key.extend_from_slice(key);
+        let size = self.data.estimated_size();
+        self.cut_wanted |= size >= self.opts.block_size
+            || self
+                .opts
+                .block_records
+                .is_some_and(|n| self.data.entries() >= n && size >= MIN_RECORD_BLOCK);
+        Ok(())
+    }
+
+    fn account(&mut self, kind: ValueKind, seq: u64, key: &[u8], value: &[u8]) -> Result<()> {
+        let s = &mut self.block_stats;
+        s.entries += 1;
+        s.key_bytes += key.len() as u64;
+        s.value_bytes += value.len() as u64;
+        let b = &mut self.bounds;
+        b.smallest_seq = b.smallest_seq.min(seq);
+        b.largest_seq = b.largest_seq.max(seq);
+        match kind {
+            ValueKind::Delete => s.deletions += 1,
+            ValueKind::Expiring => {
+                s.expiring += 1;
+                let (_, d) = crate::expiry::split_stored(kind, value)
+                    .ok_or_else(|| self.invalid("expiring value shorter than its deadline"))?;
+                let d = d.unwrap_or(0);
+                let b = &mut self.bounds;
+                if b.num_expiring == 0 {
+                    (b.min_deadline, b.max_deadline) = (d, d);
+                } else {
+                    b.min_deadline = b.min_deadline.min(d);
+                    b.max_deadline = b.max_deadline.max(d);
+                }
+                b.num_expiring = 1;
+            }
+            ValueKind::Value => {}
+        }
+        Ok(())
+    }
+
+    fn write_block(&mut self, raw: &[u8]) -> Result<BlockHandle> {
+        let (framed, len) = frame_block(raw, self.opts.compression);
+        let handle = BlockHandle {
+            offset: self.offset,
+            size: len as u64,
+        };
+        self.file.append(&framed)?;
+        self.offset += framed.len() as u64;
+        Ok(handle)
+    }
+
+    fn flush_block(&mut self) -> Result<()> {
+        self.cut_wanted = false;
+        if self.data.is_empty() {
+            return Ok(());
+        }
+        let raw = self.data.finish();
+        let handle = self.write_block(&raw)?;
+        self.writes.built_blocks += 1;
+        self.writes.built_bytes += handle.size + BLOCK_TRAILER_LEN as u64;
+        self.built.push(SemiBlock {
+            handle,
+            valid: true,
+            first: std::mem::take(&mut self.block_first),
+            last: self.last_key.clone(),
+            stats: std::mem::take(&mut self.block_stats),
+        });
+        Ok(())
+    }
+
+    /// True if the generation would hold no valid block (nothing kept, nothing added).
+    pub fn is_empty(&self) -> bool {
+        self.kept.is_empty() && self.built.is_empty() && self.data.is_empty()
+    }
+
+    /// Bytes written by this generation so far (approximately): where to cut a table
+    /// written whole.
+    pub fn estimated_size(&self) -> u64 {
+        self.offset + self.data.estimated_size() as u64
+    }
+
+    /// Writes the filter, properties, key list, index and footer, and syncs. Fails on a
+    /// generation without a valid block (the caller drops such a table instead).
+    pub fn finish(mut self) -> Result<TableInfo> {
+        self.flush_block()?;
+        let kept = std::mem::take(&mut self.kept);
+        let built = std::mem::take(&mut self.built);
+        let valid = merge_by_key(kept, built, |b: &SemiBlock| b.first_user_key().to_vec());
+        let keys = merge_by_key(
+            std::mem::take(&mut self.kept_keys),
+            std::mem::take(&mut self.built_keys),
+            |k: &Vec<u8>| k.clone(),
+        );
+        let (Some(first), Some(last)) = (valid.first(), valid.last()) else {
+            return Err(self.invalid("refusing to write a generation without valid blocks"));
+        };
+        let (smallest, largest) = (first.first.clone(), last.last.clone());
+        // The key list first: opening a table reads the metadata after it in one read
+        // and never needs the keys (merges and verification read them).
+        let mut kb = BlockBuilder::new(INDEX_RESTART_INTERVAL);
+        keys.iter().for_each(|k| kb.add(k, b""));
+        let key_list = self.write_block(&kb.finish())?;
+        let filter = if self.opts.bloom_bits_per_key > 0 {
+            let mut f = BloomBuilder::new(self.opts.bloom_bits_per_key);
+            keys.iter().for_each(|k| f.add_key(k));
+            self.write_block(&f.finish())?
+        } else {
+            BlockHandle {
+                offset: self.offset,
+                size: 0,
+            }
+        };
+        let mut total = BlockStats::default();
+        valid.iter().for_each(|b| total.add(&b.stats));
+        let props = TableProperties {
+            num_entries: total.entries,
+            num_deletions: total.deletions,
+            raw_key_bytes: total.key_bytes,
+            raw_value_bytes: total.value_bytes,
+            smallest_seq: self.bounds.smallest_seq,
+            largest_seq: self.bounds.largest_seq,
+            num_data_blocks: valid.len() as u64,
+            creation_time: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            num_expiring: total.expiring,
+            min_deadline: if total.expiring > 0 {
+                self.bounds.min_deadline
+            } else {
+                0
+            },
+            max_deadline: if total.expiring > 0 {
+                self.bounds.max_deadline
+            } else {
+                0
+            },
+        };
+        let properties = self.write_block(&props.encode())?;
+        let garbage_bytes = self.dead.iter().map(|b| b.stored_len()).sum();
+        let mut all = valid;
+        all.append(&mut self.dead);
+        let index = self.write_block(&encode_index(&all))?;
+        let footer = SemiFooter {
+            filter,
+            properties,
+            keys: key_list,
+            index,
+        }
+        .encode();
+        self.file.append(&footer)?;
+        self.offset += footer.len() as u64;
+        self.file.sync()?;
+        Ok(TableInfo {
+            file_size: self.offset,
+            smallest: InternalKey(smallest.into()),
+            largest: InternalKey(largest.into()),
+            props,
+            blocks: self.writes,
+            garbage_bytes,
+        })
+    }
+}
+
+/// Merges two lists each sorted by `key` (their keys are disjoint).
+fn merge_by_key<T, K: Ord>(a: Vec<T>, b: Vec<T>, key: impl Fn(&T) -> K) -> Vec<T> {
+    let mut out = Vec::with_capacity(a.len() + b.len());
+    let (mut a, mut b) = (a.into_iter().peekable(), b.into_iter().peekable());
+    loop {
+        let take_a = match (a.peek(), b.peek()) {
+            (Some(x), Some(y)) => key(x) <= key(y),
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => return out,
+        };
+        out.extend(if take_a { a.next() } else { b.next() });
+    }
+}
