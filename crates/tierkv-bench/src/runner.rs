@@ -415,7 +415,7 @@ fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
             // A write of another key cannot change what a waiting get answers, so the gets
             // keep waiting (as F2's driver keeps reads pending while upserts go ahead); one
             // of the same key, or a scan, issues them first.
-            if op.kind == OpKind::Scan || gets.iter().any(|g| *g == key) {
+            if op.kind == OpKind::Scan || gets.contains(&key) {
                 flush_gets(sh, &mut gets, &mut out)?;
             }
             let t = Instant::now();

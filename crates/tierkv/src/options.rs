@@ -62,7 +62,9 @@ pub struct Options {
     /// anyway. Without them a lookup of a key stored nowhere reads one data block of that
     /// level; every other lookup costs the same. Meant for point reads of keys that exist
     /// (small records with a tight memory budget: with `block_records` of 8, the index and
-    /// filters stay near 1.3 B per key with read units of about 1 KiB).
+    /// filters stay near 1.4 B per key with read units of about 1.5 KiB). Applies to sorted
+    /// tables; semi-sorted slow-tier tables (`CompactionOptions::slow_tier_format`) keep
+    /// their filters.
     pub last_level_filters: bool,
     /// Block compression (default none).
     pub compression: Compression,
