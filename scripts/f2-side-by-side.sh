@@ -52,7 +52,7 @@
 #                  the records themselves, gen_ycsb_keys.py --over-records)
 #   REPS           alternating F2/tierkv pairs per cell (1)
 #   TIERKV_BATCH   gets in flight per tierkv client thread (1): passed as `tierkv bench --batch`,
-#                  each thread issues up to this many consecutive gets as one multi_get (F2's
+#                  each thread issues up to this many gets as one multi_get (F2's
 #                  driver also keeps many reads outstanding per thread); recorded in each
 #                  cell's report.md and in the table's header
 #   RUN_DIR        where both stores and the fio file live (/tmp/f2-side-by-side; use the disk
