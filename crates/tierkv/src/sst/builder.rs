@@ -10,7 +10,7 @@
 use super::block::BlockBuilder;
 use super::filter::BloomBuilder;
 use super::format::{
-    frame_block, shortest_separator, BlockHandle, Footer, BLOCK_TRAILER_LEN, FORMAT_VERSION,
+    append_block, shortest_separator, BlockHandle, Footer, BLOCK_TRAILER_LEN, FORMAT_VERSION,
 };
 use super::properties::TableProperties;
 use super::table::RawBlock;
@@ -250,14 +250,7 @@ impl TableBuilder {
     }
 
     fn write_block(&mut self, raw: &[u8]) -> Result<BlockHandle> {
-        let (framed, len) = frame_block(raw, self.opts.compression);
-        let handle = BlockHandle {
-            offset: self.offset,
-            size: len as u64,
-        };
-        self.file.append(&framed)?;
-        self.offset += framed.len() as u64;
-        Ok(handle)
+        append_block(&mut self.file, &mut self.offset, raw, self.opts.compression)
     }
 
     fn flush_data_block(&mut self) -> Result<()> {

@@ -6,7 +6,7 @@ use super::block::Block;
 use super::Compression;
 use crate::coding::{decode_fixed32, decode_fixed64, get_varint64, masked_crc, put_fixed32};
 use crate::coding::{put_fixed64, put_varint64};
-use crate::env::{IoCause, RandomAccessFile};
+use crate::env::{IoCause, RandomAccessFile, WritableFile};
 use crate::{Error, Result};
 use bytes::Bytes;
 
@@ -227,6 +227,24 @@ pub fn shortest_separator(a: &[u8], b: &[u8]) -> Vec<u8> {
         }
     }
     a.to_vec()
+}
+
+/// Frames `raw` (compression and trailer), appends it at `offset` of `file` and moves
+/// `offset` past it: how every table writer, sorted or semi-sorted, writes a block.
+pub(crate) fn append_block(
+    file: &mut WritableFile,
+    offset: &mut u64,
+    raw: &[u8],
+    compression: Compression,
+) -> Result<BlockHandle> {
+    let (framed, len) = frame_block(raw, compression);
+    let handle = BlockHandle {
+        offset: *offset,
+        size: len as u64,
+    };
+    file.append(&framed)?;
+    *offset += framed.len() as u64;
+    Ok(handle)
 }
 
 #[cfg(test)]

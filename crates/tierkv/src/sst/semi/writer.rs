@@ -10,7 +10,7 @@ use crate::env::WritableFile;
 use crate::key::{compare_internal, parse_internal_key, user_key, InternalKey, ValueKind};
 use crate::sst::block::BlockBuilder;
 use crate::sst::filter::BloomBuilder;
-use crate::sst::format::{frame_block, BlockHandle, BLOCK_TRAILER_LEN};
+use crate::sst::format::{append_block, BlockHandle, BLOCK_TRAILER_LEN};
 use crate::sst::{BlockWrites, TableInfo, TableOptions, TableProperties};
 use crate::sst::{INDEX_RESTART_INTERVAL, MIN_RECORD_BLOCK};
 use crate::{Error, Result};
@@ -241,14 +241,7 @@ impl GenerationWriter {
     }
 
     fn write_block(&mut self, raw: &[u8]) -> Result<BlockHandle> {
-        let (framed, len) = frame_block(raw, self.opts.compression);
-        let handle = BlockHandle {
-            offset: self.offset,
-            size: len as u64,
-        };
-        self.file.append(&framed)?;
-        self.offset += framed.len() as u64;
-        Ok(handle)
+        append_block(&mut self.file, &mut self.offset, raw, self.opts.compression)
     }
 
     fn flush_block(&mut self) -> Result<()> {
