@@ -400,8 +400,8 @@ fn fast_tier_stays_near_its_budget_under_sustained_writes() {
     );
 }
 
-/// A long scan with the block cache bypassed (`fill_cache: false`) reads ahead on both
-/// tiers: its read calls (counted per tier under `IoCause::UserScan`) are a small fraction
+/// A long scan with the block cache bypassed (`fill_cache: false`) reads ahead on each
+/// tier holding enough of the data (the slow tier always does): its read calls (counted per tier under `IoCause::UserScan`) are a small fraction
 /// of the data blocks it passes (1 KiB blocks here: one read call each without readahead),
 /// and it returns every record in order.
 #[test]
@@ -443,7 +443,13 @@ fn a_long_scan_reads_ahead_on_both_tiers() {
         let bytes = scan(&after).read_bytes - scan(&before).read_bytes;
         let blocks = sst_sizes(db.tier_dir(tier)).iter().sum::<u64>() / 1024;
         eprintln!("{tier:?}: {ops} read calls, {bytes} bytes, about {blocks} blocks");
-        assert!(blocks > 50, "{tier:?}: only {blocks} blocks of data");
+        // How the 10 MB split between the tiers depends on when background compactions
+        // ran; a tier left with a few dozen blocks says nothing about readahead.
+        if blocks <= 50 {
+            assert!(tier == Tier::Fast, "{tier:?}: only {blocks} blocks of data");
+            eprintln!("{tier:?}: only {blocks} blocks of data, not checked");
+            continue;
+        }
         // The fast tier's tables are few blocks each (L0 and L1): less to gain there.
         assert!(
             ops * 3 <= blocks,
@@ -452,6 +458,7 @@ fn a_long_scan_reads_ahead_on_both_tiers() {
         all_ops += ops;
         all_blocks += blocks;
     }
+    assert!(all_blocks > 50, "no tier held enough blocks to check");
     assert!(
         all_ops * 10 <= all_blocks,
         "{all_ops} read calls for about {all_blocks} blocks"
