@@ -78,9 +78,18 @@ pub fn reset_peak() -> bool {
 }
 
 /// Hands the allocator's free memory back to the kernel, so that the next system's peak
-/// starts from what is really in use. glibc keeps freed blocks in its arenas (one per
-/// thread, up to 8 per core) and returns them only on a trim.
+/// starts from what is really in use. The `tierkv` binary allocates with mimalloc, which
+/// returns freed pages only after a delay unless collected; glibc (this crate's tests, other
+/// embedders) keeps freed blocks in its arenas (one per thread, up to 8 per core) until a
+/// trim. Both are asked: the one not in use has nothing to give back.
 pub fn release_free_memory() {
+    #[allow(unsafe_code, reason = "mimalloc's collect has no safe binding")]
+    // SAFETY: mi_collect(force) frees mimalloc's own unused pages and segments of this
+    // thread and the abandoned ones; it takes no pointers from us and may be called at any
+    // time from any thread (it is a no-op for memory mimalloc never handed out).
+    unsafe {
+        libmimalloc_sys::mi_collect(true);
+    }
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     #[allow(unsafe_code, reason = "glibc's malloc_trim has no safe binding")]
     // SAFETY: malloc_trim only walks glibc's own arenas under their locks and releases free

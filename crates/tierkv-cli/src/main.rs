@@ -13,6 +13,12 @@ use std::io::Write;
 use std::process::ExitCode;
 use store_args::StoreArgs;
 
+/// mimalloc instead of glibc's malloc: glibc keeps freed memory in per-thread arenas that
+/// `malloc_trim` does not give back (a 4M-record load left ~85 MiB resident after the store
+/// closed, with 45 KiB of it live), and its small allocations cost more CPU per get.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "tierkv",
