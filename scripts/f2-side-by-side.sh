@@ -31,8 +31,8 @@
 #                  every read's latency) over the wall time (Little's law); machine-wide
 #   CPU            cores the process used (utime + stime over the run)
 #   peak RSS       VmHWM over the run phase (reset by writing 5 to /proc/PID/clear_refs at the
-#                  end-of-load line); both hold the run file in memory, tierkv also the load
-#                  file (F2 frees it after loading)
+#                  end-of-load line); both hold the run file in memory (tierkv streams the
+#                  load file; F2 frees it after loading)
 # The disk's small-read ceiling is measured with fio in the same invocation: 4 KiB and 512 B
 # random reads, iodepth 32, direct=1, libaio.
 #

@@ -6,6 +6,8 @@
 //! Keys are stored in tierkv as the same 8 bytes as in the file (the u64's little-endian
 //! bytes), which is how the driver's `Key` struct lays the u64 out in memory on x86-64.
 
+use std::fs::File;
+use std::io::{BufReader, Read};
 use std::path::{Path, PathBuf};
 
 use crate::error::{BenchError, Result};
@@ -14,21 +16,95 @@ use crate::error::{BenchError, Result};
 pub const KEY_BYTES: usize = 8;
 
 /// The two key files of one replay.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KeyFiles {
-    /// Keys loaded before the run, in insertion order.
-    pub load: Vec<u64>,
+    /// Keys loaded before the run, in insertion order: read from the file when a load
+    /// phase runs, not held (8 bytes per record would count in the run phase's resident
+    /// size, and F2's driver frees its copy after loading).
+    pub load: LoadFile,
     /// Keys of the run phase, in order (cycled when the run asks for more operations).
     pub run: Vec<u64>,
 }
 
 impl KeyFiles {
-    /// Reads a load file and a run file.
+    /// Checks a load file and reads a run file.
     pub fn read(load: &Path, run: &Path) -> Result<KeyFiles> {
         Ok(KeyFiles {
-            load: read_keys(load)?,
+            load: LoadFile::open(load)?,
             run: read_keys(run)?,
         })
+    }
+}
+
+/// A load file, checked (present, non-empty, a whole number of keys) but not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadFile {
+    path: PathBuf,
+    count: u64,
+}
+
+/// Bytes the load phase reads from a load file at a time.
+const LOAD_READ_BUFFER: usize = 1 << 20;
+
+impl LoadFile {
+    /// Checks the file's size: missing, unreadable, empty and ragged files are errors
+    /// naming it, as for [`read_keys`].
+    pub fn open(path: &Path) -> Result<LoadFile> {
+        let len = std::fs::metadata(path)
+            .map_err(|e| BenchError::io(path, e))?
+            .len();
+        check_size(len, path)?;
+        Ok(LoadFile {
+            path: path.to_path_buf(),
+            count: len / KEY_BYTES as u64,
+        })
+    }
+
+    /// Keys in the file.
+    pub fn count(&self) -> u64 {
+        self.count
+    }
+
+    /// The file's keys in order, read as they are consumed. A file that became shorter
+    /// than when it was opened ends in an error naming it.
+    pub fn keys(&self) -> Result<LoadKeys> {
+        let f = File::open(&self.path).map_err(|e| BenchError::io(&self.path, e))?;
+        Ok(LoadKeys {
+            reader: BufReader::with_capacity(LOAD_READ_BUFFER, f),
+            path: self.path.clone(),
+            left: self.count,
+        })
+    }
+}
+
+/// The keys of a [`LoadFile`], streamed.
+pub struct LoadKeys {
+    reader: BufReader<File>,
+    path: PathBuf,
+    left: u64,
+}
+
+impl Iterator for LoadKeys {
+    type Item = Result<u64>;
+
+    fn next(&mut self) -> Option<Result<u64>> {
+        if self.left == 0 {
+            return None;
+        }
+        let mut k = [0u8; KEY_BYTES];
+        match self.reader.read_exact(&mut k) {
+            Ok(()) => {
+                self.left -= 1;
+                Some(Ok(u64::from_le_bytes(k)))
+            }
+            Err(e) => {
+                self.left = 0;
+                Some(Err(BenchError::io(
+                    &self.path,
+                    std::io::Error::new(e.kind(), format!("load file changed while loading: {e}")),
+                )))
+            }
+        }
     }
 }
 
@@ -46,20 +122,7 @@ pub fn read_keys(path: &Path) -> Result<Vec<u64>> {
 
 /// Parses the contents of a key file (`path` only names it in errors).
 pub fn parse_keys(bytes: &[u8], path: &Path) -> Result<Vec<u64>> {
-    let bad = |msg: String| {
-        BenchError::InvalidArgument(format!("key file {}: {msg}", PathBuf::from(path).display()))
-    };
-    if bytes.is_empty() {
-        return Err(bad(
-            "the file is empty (expected raw little-endian 64-bit keys, 8 bytes each)".into(),
-        ));
-    }
-    if !bytes.len().is_multiple_of(KEY_BYTES) {
-        return Err(bad(format!(
-            "{} bytes is not a multiple of 8 (raw little-endian 64-bit keys, no header): truncated or not a key file",
-            bytes.len()
-        )));
-    }
+    check_size(bytes.len() as u64, path)?;
     Ok(bytes
         .chunks_exact(KEY_BYTES)
         .map(|c| {
@@ -68,6 +131,24 @@ pub fn parse_keys(bytes: &[u8], path: &Path) -> Result<Vec<u64>> {
             u64::from_le_bytes(k)
         })
         .collect())
+}
+
+/// A key file's size must be a positive multiple of 8.
+fn check_size(len: u64, path: &Path) -> Result<()> {
+    let bad = |msg: String| {
+        BenchError::InvalidArgument(format!("key file {}: {msg}", PathBuf::from(path).display()))
+    };
+    if len == 0 {
+        return Err(bad(
+            "the file is empty (expected raw little-endian 64-bit keys, 8 bytes each)".into(),
+        ));
+    }
+    if !len.is_multiple_of(KEY_BYTES as u64) {
+        return Err(bad(format!(
+            "{len} bytes is not a multiple of 8 (raw little-endian 64-bit keys, no header): truncated or not a key file"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -123,9 +204,23 @@ mod tests {
             .write_all(&file_of(&[30, 10]))
             .unwrap();
         let kf = KeyFiles::read(&load, &run).unwrap();
-        assert_eq!(kf.load, vec![10, 20, 30]);
+        assert_eq!(kf.load.count(), 3);
+        let loaded: Vec<u64> = kf.load.keys().unwrap().map(Result::unwrap).collect();
+        assert_eq!(loaded, vec![10, 20, 30]);
         assert_eq!(kf.run, vec![30, 10]);
+        // A load file cut short after it was checked: the stream ends in an error naming it.
+        std::fs::File::create(&load)
+            .unwrap()
+            .write_all(&file_of(&[10]))
+            .unwrap();
+        let got: Vec<_> = kf.load.keys().unwrap().collect();
+        assert_eq!(got.len(), 2);
+        assert_eq!(*got[0].as_ref().unwrap(), 10);
+        let e = got[1].as_ref().unwrap_err().to_string();
+        assert!(e.contains("load.dat") && e.contains("changed"), "{e}");
         let missing = dir.path().join("nope.dat");
+        let e = LoadFile::open(&missing).unwrap_err().to_string();
+        assert!(e.contains("nope.dat"), "{e}");
         let e = KeyFiles::read(&load, &missing).unwrap_err().to_string();
         assert!(e.contains("nope.dat"), "{e}");
     }

@@ -165,7 +165,7 @@ fn build_plan(cfg: &mut Config) -> Result<OpPlan> {
         .map_err(|_| BenchError::InvalidArgument("--record-size is too large".into()))?;
     if let Some((load, run)) = &cfg.key_files {
         let keys = KeyFiles::read(load, run)?;
-        cfg.records = keys.load.len() as u64;
+        cfg.records = keys.load.count();
         cfg.loaded_bytes = cfg.records.saturating_mul(cfg.record_size);
         let ops = (cfg.ops != u64::MAX).then_some(cfg.ops);
         let plan = OpPlan::key_files(Arc::new(keys), cfg.workload, ops, value_size, cfg.seed)?;
@@ -274,12 +274,11 @@ fn load_records(
 ) -> Result<()> {
     let n = plan.records();
     let mut batch: Vec<(Vec<u8>, Vec<u8>)> = Vec::with_capacity(LOAD_BATCH);
-    let mut key = Vec::new();
     let mut last_tick = Instant::now();
-    for id in 0..n {
-        plan.key(id, &mut key);
+    for (id, key) in (0..n).zip(plan.load_keys()?) {
+        let key = key?;
         let v = values.value(id, u64::MAX, plan.load_value_size(id) as usize);
-        batch.push((key.clone(), v.to_vec()));
+        batch.push((key, v.to_vec()));
         if batch.len() == LOAD_BATCH || id + 1 == n {
             store.write_batch(&batch)?;
             batch.clear();

@@ -135,6 +135,35 @@ enum Source {
     },
 }
 
+/// The keys of [`OpPlan::load_keys`].
+pub struct LoadKeys<'a>(LoadKeySource<'a>);
+
+enum LoadKeySource<'a> {
+    /// Generated or traced keys, by record id.
+    Ids { plan: &'a OpPlan, next: u64 },
+    /// A key file's, streamed.
+    File(crate::keyfile::LoadKeys),
+}
+
+impl Iterator for LoadKeys<'_> {
+    type Item = Result<Vec<u8>>;
+
+    fn next(&mut self) -> Option<Result<Vec<u8>>> {
+        match &mut self.0 {
+            LoadKeySource::Ids { plan, next } => {
+                if *next >= plan.records {
+                    return None;
+                }
+                let mut key = Vec::new();
+                plan.key(*next, &mut key);
+                *next += 1;
+                Some(Ok(key))
+            }
+            LoadKeySource::File(keys) => keys.next().map(|k| k.map(|k| key_bytes(k).to_vec())),
+        }
+    }
+}
+
 /// The run phase's operations (and the load phase's records), identical for every system.
 #[derive(Clone, Debug)]
 pub struct OpPlan {
@@ -248,14 +277,14 @@ impl OpPlan {
                 workload.name()
             )));
         }
-        if keys.load.is_empty() || keys.run.is_empty() {
+        if keys.run.is_empty() {
             return Err(BenchError::InvalidArgument(
                 "key files must not be empty".into(),
             ));
         }
         let total_ops = total_ops.unwrap_or(keys.run.len() as u64);
         Ok(OpPlan {
-            records: keys.load.len() as u64,
+            records: keys.load.count(),
             source: Source::KeyFiles {
                 keys,
                 mix,
@@ -418,7 +447,9 @@ impl OpPlan {
         }
     }
 
-    /// Writes the key of record `id` into `out`.
+    /// Writes the key of record `id` into `out`. For key files only the run's ids
+    /// (`records()` and up) have keys here: the load file's are read by
+    /// [`OpPlan::load_keys`] (`out` is left empty for them).
     pub fn key(&self, id: u64, out: &mut Vec<u8>) {
         match &self.source {
             Source::Synthetic { key_size, .. } => synthetic_key_sized(id, *key_size, out),
@@ -430,15 +461,26 @@ impl OpPlan {
             }
             Source::KeyFiles { keys, .. } => {
                 out.clear();
-                let k = match id.checked_sub(self.records) {
-                    None => keys.load.get(id as usize),
-                    Some(pos) => keys.run.get(pos as usize),
-                };
+                let k = id
+                    .checked_sub(self.records)
+                    .and_then(|pos| keys.run.get(pos as usize));
                 if let Some(&k) = k {
                     out.extend_from_slice(&key_bytes(k));
                 }
             }
         }
+    }
+
+    /// The load phase's keys, records `0..records()` in order (a key file's are read from
+    /// the file as they are consumed; its read errors end the sequence).
+    pub fn load_keys(&self) -> Result<LoadKeys<'_>> {
+        Ok(LoadKeys(match &self.source {
+            Source::KeyFiles { keys, .. } => LoadKeySource::File(keys.load.keys()?),
+            Source::Synthetic { .. } | Source::Trace(_) => LoadKeySource::Ids {
+                plan: self,
+                next: 0,
+            },
+        }))
     }
 
     /// Value size of loaded record `i`.
@@ -653,19 +695,31 @@ mod tests {
 
     #[test]
     fn key_file_plan_loads_and_runs_the_files_keys_in_order() {
-        let keys = Arc::new(KeyFiles {
-            load: vec![100, 200, 300],
-            run: vec![300, 100, 100, 200, 300],
-        });
+        let dir = tempfile::tempdir().unwrap();
+        let file = |name: &str, keys: &[u64]| {
+            let path = dir.path().join(name);
+            let bytes: Vec<u8> = keys.iter().flat_map(|k| k.to_le_bytes()).collect();
+            std::fs::write(&path, bytes).unwrap();
+            path
+        };
+        let keys = Arc::new(
+            KeyFiles::read(
+                &file("load.dat", &[100, 200, 300]),
+                &file("run.dat", &[300, 100, 100, 200, 300]),
+            )
+            .unwrap(),
+        );
         // 12 operations cycle through the 5 run keys.
         let plan = OpPlan::key_files(keys.clone(), Workload::A, Some(12), 100, 7).unwrap();
         assert_eq!(plan.records(), 3);
         assert_eq!(plan.inserts(), 0);
+        let loaded: Vec<Vec<u8>> = plan.load_keys().unwrap().map(Result::unwrap).collect();
+        let want: Vec<Vec<u8>> = [100u64, 200, 300]
+            .iter()
+            .map(|k| k.to_le_bytes().to_vec())
+            .collect();
+        assert_eq!(loaded, want);
         let mut k = Vec::new();
-        for (id, want) in [(0u64, 100u64), (1, 200), (2, 300)] {
-            plan.key(id, &mut k);
-            assert_eq!(k, want.to_le_bytes());
-        }
         let ops = all_ops(&plan);
         assert_eq!(ops.len(), 12);
         let run_keys: Vec<u64> = ops
