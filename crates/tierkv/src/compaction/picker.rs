@@ -170,7 +170,10 @@ pub fn pick(
         } else {
             pick_level(v, level, running)
         };
-        if let Some(c) = picked {
+        if let Some(mut c) = picked {
+            if opts.compaction.preemptive_pushdown {
+                c.pushdown = super::pushdown::limit(v, &c, running);
+            }
             c.claim();
             return Some(c);
         }
@@ -237,6 +240,7 @@ pub fn pick_expired(v: &Version, opts: &Options, running: &[RangeClaim]) -> Opti
         inputs,
         output_inputs,
         output_tier: v.layout.tiers[output_level],
+        pushdown: None,
         reason: EXPIRY_REASON,
     };
     let claim = c.range_claim(&v.layout)?;
@@ -266,6 +270,7 @@ fn pick_level0(v: &Version, running: &[RangeClaim]) -> Option<Compaction> {
         inputs,
         output_inputs,
         output_tier: v.layout.tiers[1],
+        pushdown: None,
         reason: "L0 file count",
     })
 }
@@ -319,6 +324,7 @@ fn pick_level(v: &Version, level: usize, running: &[RangeClaim]) -> Option<Compa
         inputs: vec![file],
         output_inputs,
         output_tier: v.layout.tiers[level + 1],
+        pushdown: None,
         reason: "level size",
     })
 }
@@ -442,6 +448,7 @@ fn pick_boundary(
         inputs,
         output_inputs,
         output_tier: v.layout.tiers[level + 1],
+        pushdown: None,
         reason: if hot.is_some() {
             "level size (hot-aware)"
         } else {
@@ -479,6 +486,7 @@ pub fn pick_expired_in_place(
         inputs,
         output_inputs: Vec::new(),
         output_tier: v.layout.tiers[level],
+        pushdown: None,
         reason: EXPIRY_REASON,
     };
     c.claim();
@@ -510,6 +518,7 @@ pub fn pick_range(
         inputs,
         output_inputs,
         output_tier: v.layout.tiers[level + 1],
+        pushdown: None,
         reason: "manual",
     };
     c.claim();

@@ -342,6 +342,7 @@ fn make_case_with(seed: u64, semi: bool) -> Case {
         output_inputs,
         output_tier: if semi { Tier::Slow } else { Tier::Fast },
         reason: "test",
+        pushdown: None,
     };
     Case {
         _dir: dir,
@@ -932,6 +933,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
             output_inputs: vec![below.clone()],
             output_tier: Tier::Fast,
             reason: "test",
+            pushdown: None,
         };
         let ctx = JobContext {
             env: &env,

@@ -462,6 +462,7 @@ pub(crate) fn run_compaction(
     Counters::add(&k.compaction_bytes_reused, out.blocks.copied_bytes);
     Counters::add(&k.compaction_blocks_rewritten, out.blocks.built_blocks);
     Counters::add(&k.compaction_bytes_rewritten, out.blocks.built_bytes);
+    Counters::add(&k.compaction_pushdown_bytes, out.pushed_bytes);
     Ok(())
 }
 
@@ -497,6 +498,8 @@ fn log_compaction(
         promoted_bytes = out.promoted_bytes,
         entries_dropped = out.entries_dropped,
         reused_blocks = out.blocks.copied_blocks,
+        pushed_bytes = out.pushed_bytes,
+        pushdown_limit = c.pushdown,
         millis = took.as_millis() as u64,
         "compaction finished"
     );
