@@ -14,6 +14,7 @@ mod routing;
 mod semi_plan;
 mod semi_sink;
 pub(crate) mod stream;
+mod victim;
 
 use crate::env::Tier;
 use crate::version::FileMeta;
