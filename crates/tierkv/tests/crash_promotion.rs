@@ -44,17 +44,30 @@ const UPDATED: u64 = 200;
 /// keeps finding cold records on the slow tier).
 const HOT_WINDOW: u64 = 50;
 
-/// The slow tier's table format of a run (the child reads it from [`FORMAT_ENV`]).
-fn opts(dir: &Path, format: SlowTierFormat) -> tierkv::Options {
+/// The slow tier's table format of a run, and whether compactions push keys down past
+/// their output level (the child reads both from [`FORMAT_ENV`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Setup {
+    format: SlowTierFormat,
+    pushdown: bool,
+}
+
+fn opts(dir: &Path, setup: Setup) -> tierkv::Options {
     let mut o = common::two_tier_options(&dir.join("slow"), 256 * 1024, true);
-    o.compaction.slow_tier_format = format;
+    o.compaction.slow_tier_format = setup.format;
+    o.compaction.preemptive_pushdown = setup.pushdown;
     o
 }
 
-fn child_format() -> SlowTierFormat {
-    match std::env::var(FORMAT_ENV).as_deref() {
-        Ok("semi") => SlowTierFormat::SemiSorted,
-        _ => SlowTierFormat::Sorted,
+fn child_setup() -> Setup {
+    let v = std::env::var(FORMAT_ENV).unwrap_or_default();
+    Setup {
+        format: if v.starts_with("semi") {
+            SlowTierFormat::SemiSorted
+        } else {
+            SlowTierFormat::Sorted
+        },
+        pushdown: v.ends_with("+push"),
     }
 }
 
@@ -150,8 +163,8 @@ fn update_state(db: &Db) -> Vec<u64> {
 }
 
 /// Loads the keys every round reads and updates, and pushes them to the slow tier.
-fn load(dir: &Path, format: SlowTierFormat) {
-    let db = Db::open(fast(dir), opts(dir, format)).unwrap();
+fn load(dir: &Path, setup: Setup) {
+    let db = Db::open(fast(dir), opts(dir, setup)).unwrap();
     for k in 0..LOADED {
         db.put(loaded_key(k), loaded_value(k)).unwrap();
     }
@@ -171,7 +184,7 @@ fn crash_promotion_child() {
     };
     let dir = Path::new(&dir);
     let round: u64 = std::env::var(ROUND_ENV).unwrap().parse().unwrap();
-    let db = Arc::new(Db::open(fast(dir), opts(dir, child_format())).unwrap());
+    let db = Arc::new(Db::open(fast(dir), opts(dir, child_setup())).unwrap());
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let say = {
         let out = out.clone();
@@ -349,7 +362,10 @@ struct Totals {
 
 #[test]
 fn crash_torture_across_promotions() {
-    torture(SlowTierFormat::Sorted);
+    torture(Setup {
+        format: SlowTierFormat::Sorted,
+        pushdown: false,
+    });
 }
 
 /// The same torture with semi-sorted slow-tier tables: kills land between a generation's
@@ -357,10 +373,26 @@ fn crash_torture_across_promotions() {
 /// keeps its recorded size), and nothing synced is lost.
 #[test]
 fn crash_torture_across_promotions_semi_sorted() {
-    torture(SlowTierFormat::SemiSorted);
+    torture(Setup {
+        format: SlowTierFormat::SemiSorted,
+        pushdown: false,
+    });
 }
 
-fn torture(format: SlowTierFormat) {
+/// The same torture with preemptive pushdown on both slow-tier formats: kills land
+/// between writing a compaction's deeper outputs and its one edit; recovery keeps the
+/// acknowledged writes and the update stream's order (invariant 2).
+#[test]
+fn crash_torture_across_promotions_with_pushdown() {
+    for format in [SlowTierFormat::Sorted, SlowTierFormat::SemiSorted] {
+        torture(Setup {
+            format,
+            pushdown: true,
+        });
+    }
+}
+
+fn torture(setup: Setup) {
     let rounds = common::env_count("TIERKV_CRASH_PROMO_ROUNDS", 10);
     // TIERKV_CRASH_PROMO_DIR keeps the store where a failure can be inspected.
     let tmp = tempfile::tempdir().unwrap();
@@ -369,7 +401,7 @@ fn torture(format: SlowTierFormat) {
     if kept.is_some() {
         let _ = std::fs::remove_dir_all(dir);
     }
-    load(dir, format);
+    load(dir, setup);
     let exe = std::env::current_exe().unwrap();
     let mut rng = StdRng::seed_from_u64(42);
     let mut totals = Totals::default();
@@ -387,10 +419,11 @@ fn torture(format: SlowTierFormat) {
             .env(ROUND_ENV, round.to_string())
             .env(
                 FORMAT_ENV,
-                if format == SlowTierFormat::SemiSorted {
-                    "semi"
-                } else {
-                    "sorted"
+                match (setup.format, setup.pushdown) {
+                    (SlowTierFormat::SemiSorted, false) => "semi",
+                    (SlowTierFormat::SemiSorted, true) => "semi+push",
+                    (_, false) => "sorted",
+                    (_, true) => "sorted+push",
                 },
             )
             .stdout(Stdio::piped())
@@ -438,7 +471,7 @@ fn torture(format: SlowTierFormat) {
         );
         totals.killed_in_recovery += !acks.ready as u64;
 
-        let db = Db::open(fast(dir), opts(dir, format)).unwrap();
+        let db = Db::open(fast(dir), opts(dir, setup)).unwrap();
         for t in 0..WRITERS {
             let n = check_stream(&db, t);
             if let Some(&(last, synced)) = acks.stream.get(&t) {

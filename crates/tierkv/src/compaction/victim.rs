@@ -110,3 +110,72 @@ pub fn choose(
     }
     best.map(|(_, i)| i)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::env::{Env, Tier};
+    use crate::key::{make_internal_key, ValueKind};
+    use crate::tiers::LevelLayout;
+    use crate::version::NewFile;
+
+    fn file(env: &Arc<Env>, number: u64, level: usize, lo: &str, hi: &str) -> Arc<FileMeta> {
+        Arc::new(FileMeta::new(
+            NewFile {
+                level,
+                number,
+                tier: Tier::Slow,
+                size: 1000,
+                smallest: make_internal_key(lo.as_bytes(), 2, ValueKind::Value),
+                largest: make_internal_key(hi.as_bytes(), 1, ValueKind::Value),
+                smallest_seq: 1,
+                largest_seq: 2,
+                num_entries: 2,
+                num_deletions: 0,
+                expiry: Default::default(),
+                garbage_bytes: 0,
+            },
+            env.clone(),
+        ))
+    }
+
+    /// Algorithm 1: the score counts the blocks overlapped level by level, each level's
+    /// search narrowed to the blocks found in the level above; the highest score wins.
+    #[test]
+    fn overlap_score_follows_blocks_down_and_the_highest_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let env = Env::single(dir.path(), false).unwrap();
+        let layout = Arc::new(LevelLayout {
+            targets: vec![1; 4],
+            tiers: vec![Tier::Slow; 4],
+            last_fast_level: 0,
+        });
+        let mut v = Version::empty(layout);
+        // L1: a spans b..d, z spans x..y.
+        let a = file(&env, 1, 1, "b", "d");
+        let z = file(&env, 2, 1, "x", "y");
+        v.levels[1] = vec![a.clone(), z.clone()];
+        // L2: 10 and 11 under a, 12 under z.
+        v.levels[2] = vec![
+            file(&env, 10, 2, "a", "bb"),
+            file(&env, 11, 2, "c", "e"),
+            file(&env, 12, 2, "xa", "xb"),
+        ];
+        // L3: two files under 11 ("c".."e"), one under 10, none under 12.
+        v.levels[3] = vec![
+            file(&env, 20, 3, "a0", "b0"),
+            file(&env, 21, 3, "c0", "c5"),
+            file(&env, 22, 3, "d0", "d5"),
+            file(&env, 23, 3, "f", "g"),
+        ];
+        // Every table one block (no bounds): a overlaps 2 + 3, z 1 + 0.
+        assert_eq!(overlap_score(&v, 1, &a, None), 5);
+        assert_eq!(overlap_score(&v, 1, &z, None), 1);
+        // With bounds, 11 splits into blocks ..="c1" and "c1"..="e": a's search in L3 is
+        // narrowed to each block's range, and the block count grows by one.
+        let bounds = |f: &FileMeta| (f.number == 11).then(|| vec![b"c1".to_vec(), b"e".to_vec()]);
+        assert_eq!(overlap_score(&v, 1, &a, Some(&bounds)), 6);
+        let files = vec![z.clone(), a.clone()];
+        assert_eq!(choose(&v, 1, &files, None), Some(1), "a scores highest");
+    }
+}
