@@ -56,6 +56,12 @@ fn opts(dir: &Path, setup: Setup) -> tierkv::Options {
     let mut o = common::two_tier_options(&dir.join("slow"), 256 * 1024, true);
     o.compaction.slow_tier_format = setup.format;
     o.compaction.preemptive_pushdown = setup.pushdown;
+    if setup.pushdown {
+        // More slow levels, so there is somewhere below the output to push to.
+        o.fd_budget = Some(128 * 1024);
+        o.level_size_ratio = 2;
+        o.num_levels = 7;
+    }
     o
 }
 
@@ -286,14 +292,15 @@ fn crash_promotion_child() {
         let s = db.stats();
         let p = &s.promotion;
         say(format!(
-            "S {} {} {} {} {} {} {}",
+            "S {} {} {} {} {} {} {} {}",
             s.user_bytes_written,
             p.promoted_by_flush_bytes,
             p.promoted_by_compaction_bytes,
             p.retained_bytes,
             p.cache_inserts,
             s.flushes,
-            s.compactions
+            s.compactions,
+            s.compaction_pushdown_bytes
         ));
         if threads.iter().any(|t| t.is_finished()) {
             // A thread failed its check: the panic message is on stderr.
@@ -338,7 +345,7 @@ fn parse_acks(lines: impl Iterator<Item = String>) -> Acks {
                     a.update_synced = Some(n(1));
                 }
             }
-            Some("S") if f.len() == 8 => a.stats = (1..8).map(n).collect(),
+            Some("S") if f.len() == 9 => a.stats = (1..9).map(n).collect(),
             // A line cut by the kill.
             _ => {}
         }
@@ -358,6 +365,7 @@ struct Totals {
     cache_inserts: u64,
     flushes: u64,
     compactions: u64,
+    pushed: u64,
 }
 
 #[test]
@@ -523,7 +531,8 @@ fn torture(setup: Setup) {
         db.close().unwrap();
 
         totals.rounds += 1;
-        if let [bytes, pf, pc, ret, ins, fl, co] = acks.stats[..] {
+        if let [bytes, pf, pc, ret, ins, fl, co, pu] = acks.stats[..] {
+            totals.pushed += pu;
             totals.bytes_written += bytes;
             totals.promoted_by_flush += pf;
             totals.promoted_by_compaction += pc;
@@ -536,6 +545,10 @@ fn torture(setup: Setup) {
     eprintln!(
         "crash torture across promotions: {rounds} rounds (= kills) in {:.1} s: {totals:?}",
         started.elapsed().as_secs_f64()
+    );
+    assert!(
+        !setup.pushdown || totals.pushed > 0,
+        "no compaction pushed anything down: the kills never met a pushdown"
     );
     assert!(
         totals.synced_writes_checked > 0 && totals.cache_inserts > 0,
