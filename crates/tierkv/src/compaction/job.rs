@@ -88,18 +88,20 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
         && c.output_tier == Tier::Slow
         && !ctx.spill_to_slow
         && c.level != c.output_level;
+    let mut push = None;
     if let Some(deepest) = c.pushdown.filter(|&d| d > c.output_level) {
-        down.push = Some(Box::new(Pushdown::new(
+        push = Some(Pushdown::new(
             c,
             ctx,
             deepest,
             semi,
             |level| place(ctx.version.layout.tiers[level]),
             |level| table_options_for(level, ctx),
-        )?));
+        )?);
     }
     let mut semi_read = None;
-    let merged = Merger::new(c, ctx, &mut down, &mut fast, &mut out).and_then(|m| {
+    let merged = Merger::new(c, ctx, &mut down, &mut fast, &mut out).and_then(|mut m| {
+        m.push = push.as_mut();
         if semi {
             let plan = semi_plan::plan(c, ctx)?;
             semi_read = Some(plan.read_bytes);
@@ -114,17 +116,21 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             merge_entries(c, ctx, m)
         }
     });
-    let merged = merged.and_then(|()| match down.push.as_mut() {
+    let merged = merged.and_then(|()| match push.as_mut() {
         Some(p) => p.finish(ctx),
         None => Ok(()),
     });
     if let Err(e) = merged {
-        for (tier, number) in down.created_files().into_iter().chain(fast.created_files()) {
+        let created = [&down, &fast]
+            .into_iter()
+            .flat_map(|s| s.created.iter().map(|&n| (s.tier, n)))
+            .chain(push.iter().flat_map(|p| p.created()));
+        for (tier, number) in created {
             let _ = ctx.env.remove(tier, &table_file_name(number));
         }
         return Err(e);
     }
-    let (pushed, pushed_blocks) = match down.push.as_mut() {
+    let (pushed, pushed_blocks) = match push.as_mut() {
         Some(p) => p.take_done(),
         None => Default::default(),
     };

@@ -3,7 +3,6 @@
 //! ends and the next begins.
 
 use super::context::JobContext;
-use super::pushdown::Pushdown;
 use super::semi_sink::{SemiOutputs, SinkLists};
 use crate::env::{IoCause, Tier};
 use crate::sst::{BlockWrites, RawBlock, TableBuilder, TableOptions};
@@ -38,9 +37,6 @@ pub(super) struct Sink {
     /// Semi-sorted outputs (a merge into the slow tier with the semi-sorted format):
     /// records go there instead of to sorted tables.
     pub(super) semi: Option<SemiOutputs>,
-    /// Preemptive pushdown (the output level's sink only): keys that may go deeper are
-    /// written there instead (`super::pushdown`).
-    pub(super) push: Option<Box<Pushdown>>,
 }
 
 impl Sink {
@@ -58,17 +54,7 @@ impl Sink {
             next_end: 0,
             ends_passed: 0,
             semi: None,
-            push: None,
         }
-    }
-
-    /// Every file this sink and its pushdown created (finished or not), with its tier.
-    pub(super) fn created_files(&self) -> Vec<(Tier, u64)> {
-        let mut out: Vec<(Tier, u64)> = self.created.iter().map(|&n| (self.tier, n)).collect();
-        if let Some(p) = &self.push {
-            out.extend(p.created());
-        }
-        out
     }
 
     /// The semi-sorted outputs and the lists they record into.
@@ -108,11 +94,6 @@ impl Sink {
     }
 
     pub(super) fn add(&mut self, ctx: &JobContext<'_>, ikey: &[u8], value: &[u8]) -> Result<()> {
-        if let Some(p) = self.push.as_mut() {
-            if p.route(ctx, ikey, value)? {
-                return Ok(());
-            }
-        }
         self.bytes_in += (ikey.len() - crate::key::TRAILER_LEN + value.len()) as u64;
         if let Some((semi, mut lists)) = self.semi_parts() {
             return semi.add(ctx, &mut lists, ikey, value);

@@ -97,8 +97,7 @@ impl Pushdown {
         tier: impl Fn(usize) -> Tier,
         options: impl Fn(usize) -> TableOptions,
     ) -> Result<Self> {
-        let files: Vec<Arc<FileMeta>> = c.all_inputs().cloned().collect();
-        let (lo, hi) = super::picker::key_range(&files).unwrap_or_default();
+        let (lo, hi) = key_range(c).unwrap_or_default();
         let mut levels = Vec::new();
         let mut deep = Vec::new();
         for level in c.output_level..=deepest {
@@ -205,6 +204,14 @@ impl Pushdown {
     }
 }
 
+/// The user-key range of every input of `c` (as `picker::key_range`, which imports this
+/// module).
+fn key_range(c: &Compaction) -> Option<(Vec<u8>, Vec<u8>)> {
+    let lo = c.all_inputs().map(|f| user_key(f.smallest())).min()?;
+    let hi = c.all_inputs().map(|f| user_key(f.largest())).max()?;
+    Some((lo.to_vec(), hi.to_vec()))
+}
+
 /// The deepest level a compaction's keys may be pushed to (see the module comment), or
 /// `None`: no level below its output holds data, or running compactions claim the levels
 /// right below over its range, or it is not a merge into the slow tier.
@@ -219,8 +226,7 @@ pub(super) fn limit(
     let deepest = (c.output_level + 1..v.num_levels())
         .rev()
         .find(|&l| !v.levels[l].is_empty())?;
-    let files: Vec<Arc<FileMeta>> = c.all_inputs().cloned().collect();
-    let (lo, hi) = super::picker::key_range(&files)?;
+    let (lo, hi) = key_range(c)?;
     let mut d = deepest;
     for r in running {
         // The first level below the output this claim writes over the range, if any.

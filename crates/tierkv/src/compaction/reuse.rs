@@ -37,7 +37,7 @@ impl Merger<'_, '_> {
     pub(super) fn try_reuse(&mut self, raw: &RawBlock, next_other: Option<&[u8]>) -> Result<bool> {
         // With preemptive pushdown each key is routed on its own (a block copied whole
         // would land on one level and could not be cut at that level's gaps).
-        if self.down.push.is_some() {
+        if self.push.is_some() {
             return Ok(false);
         }
         // The neighbour checks first: they need only the block's index key and the
