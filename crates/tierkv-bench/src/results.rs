@@ -50,6 +50,9 @@ pub struct TimelinePoint {
     pub block_cache_hit_rate: Option<f64>,
     /// Bytes compactions read from and wrote to the slow disk during the interval.
     pub sd_compaction_bytes: Option<u64>,
+    /// Bytes compactions wrote below their output level during the interval (preemptive
+    /// pushdown).
+    pub pushdown_bytes: Option<u64>,
     /// Bytes the engine's budgeted components held at the end of the interval.
     pub engine_memory_bytes: Option<u64>,
     /// The slow tier's space amplification at the end of the interval (table bytes over
@@ -87,6 +90,7 @@ impl TimelinePoint {
                 .filter(|h| h[4] > 0)
                 .map(|h| h[2] as f64 / h[4] as f64),
             sd_compaction_bytes: d.sd_compaction_bytes,
+            pushdown_bytes: d.pushdown_bytes,
             engine_memory_bytes: d.memory_bytes,
             slow_tier_space_amp: d.slow_tier_space_amp,
             rss_bytes: None,
@@ -520,6 +524,7 @@ pub(crate) mod tests {
                 bg_write_bytes: Some(5 << 20),
                 bg_tier_bytes: Some([1 << 20, 2 << 20, 3 << 20, 3 << 20]),
                 sd_compaction_bytes: Some(6 << 20),
+                pushdown_bytes: Some(0),
                 block_bytes: Some([1 << 20, 3 << 20]),
                 memory_bytes: Some(8 << 20),
                 slow_tier_space_amp: Some(1.25),

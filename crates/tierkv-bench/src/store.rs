@@ -148,6 +148,8 @@ pub struct Counters {
     pub bg_tier_bytes: Option<[u64; 4]>,
     /// Bytes compactions read from and wrote to the slow disk.
     pub sd_compaction_bytes: Option<u64>,
+    /// Bytes compactions wrote below their output level (preemptive pushdown).
+    pub pushdown_bytes: Option<u64>,
     /// Data-block bytes compactions copied as stored (block reuse) and encoded anew.
     pub block_bytes: Option<[u64; 2]>,
     /// Bytes the engine's budgeted components hold now (a gauge: memtables, cache, index
@@ -200,6 +202,7 @@ impl Counters {
             bg_write_bytes: sub(self.bg_write_bytes, earlier.bg_write_bytes),
             bg_tier_bytes: sub_array(self.bg_tier_bytes, earlier.bg_tier_bytes),
             sd_compaction_bytes: sub(self.sd_compaction_bytes, earlier.sd_compaction_bytes),
+            pushdown_bytes: sub(self.pushdown_bytes, earlier.pushdown_bytes),
             block_bytes: sub_array(self.block_bytes, earlier.block_bytes),
             memory_bytes: self.memory_bytes,
             slow_tier_space_amp: self.slow_tier_space_amp,
@@ -492,6 +495,7 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
             bg_slow.write_bytes,
         ]),
         sd_compaction_bytes: Some(sd_compaction.read_bytes + sd_compaction.write_bytes),
+        pushdown_bytes: Some(s.compaction_pushdown_bytes),
         block_bytes: Some([s.compaction_bytes_reused, s.compaction_bytes_rewritten]),
         memory_bytes: Some(s.memory.total_bytes as u64),
         slow_tier_space_amp: Some(s.slow_tier_space_amp),

@@ -37,6 +37,14 @@ pub enum System {
     TierkvBloomTracker,
     /// tierkv with HyperDB's semi-sorted tables on the slow tier (issue 21).
     TierkvSemi,
+    /// tierkv with preemptive pushdown into deeper slow levels (HyperDB §3.4).
+    TierkvPush,
+    /// Semi-sorted slow tier with preemptive pushdown.
+    TierkvSemiPush,
+    /// Semi-sorted slow tier with HyperDB's overlap-score victim choice (Algorithm 1).
+    TierkvSemiScore,
+    /// Semi-sorted slow tier with preemptive pushdown and the overlap-score victim.
+    TierkvSemiPushScore,
     /// tierkv with the block cache only (RocksDB-like caching, tierkv before AC-Key).
     TierkvBlockOnly,
     /// tierkv with the whole cache budget as a KV cache.
@@ -80,6 +88,10 @@ impl FromStr for System {
             "tierkv-noreuse" => System::TierkvNoReuse,
             "tierkv-nobatch" => System::TierkvNoBatch,
             "tierkv-semi" => System::TierkvSemi,
+            "tierkv-push" => System::TierkvPush,
+            "tierkv-semi-push" => System::TierkvSemiPush,
+            "tierkv-semi-score" => System::TierkvSemiScore,
+            "tierkv-semi-push-score" => System::TierkvSemiPushScore,
             "tierkv-bloomtracker" => System::TierkvBloomTracker,
             "tierkv-adaptive" => System::Tierkv,
             "tierkv-blockonly" => System::TierkvBlockOnly,
@@ -129,7 +141,7 @@ fn parse_split(shares: &str) -> Result<System> {
 
 impl System {
     /// Every system with a fixed name (fixed splits are `tierkv-split:KV:KP:BLOCK`).
-    pub const ALL: [System; 17] = [
+    pub const ALL: [System; 21] = [
         System::Tierkv,
         System::TierkvNoPromo,
         System::TierkvFd,
@@ -142,6 +154,10 @@ impl System {
         System::TierkvNoBatch,
         System::TierkvBloomTracker,
         System::TierkvSemi,
+        System::TierkvPush,
+        System::TierkvSemiPush,
+        System::TierkvSemiScore,
+        System::TierkvSemiPushScore,
         System::TierkvBlockOnly,
         System::TierkvKvOnly,
         System::TierkvKpOnly,
@@ -172,6 +188,10 @@ impl System {
             System::TierkvNoBatch => "tierkv-nobatch",
             System::TierkvBloomTracker => "tierkv-bloomtracker",
             System::TierkvSemi => "tierkv-semi",
+            System::TierkvPush => "tierkv-push",
+            System::TierkvSemiPush => "tierkv-semi-push",
+            System::TierkvSemiScore => "tierkv-semi-score",
+            System::TierkvSemiPushScore => "tierkv-semi-push-score",
             System::TierkvBlockOnly => "tierkv-blockonly",
             System::TierkvKvOnly => "tierkv-kvonly",
             System::TierkvKpOnly => "tierkv-kponly",
@@ -197,7 +217,10 @@ impl System {
         match self {
             System::TierkvFd => Some("tierkv-all-fast"),
             // Its load's compactions already write the other slow-tier format.
-            System::TierkvSemi => Some("tierkv-semi"),
+            System::TierkvSemi
+            | System::TierkvSemiPush
+            | System::TierkvSemiScore
+            | System::TierkvSemiPushScore => Some("tierkv-semi"),
             s if s.is_rocksdb() => None,
             _ => Some("tierkv-two-tier"),
         }
@@ -268,6 +291,18 @@ impl System {
                 slow_tier_format: tierkv::SlowTierFormat::SemiSorted,
                 ..on
             },
+            System::TierkvPush => tierkv::CompactionOptions {
+                preemptive_pushdown: true,
+                ..on
+            },
+            System::TierkvSemiPush | System::TierkvSemiScore | System::TierkvSemiPushScore => {
+                tierkv::CompactionOptions {
+                    slow_tier_format: tierkv::SlowTierFormat::SemiSorted,
+                    preemptive_pushdown: self != System::TierkvSemiScore,
+                    overlap_score_victim: self != System::TierkvSemiPush,
+                    ..on
+                }
+            }
             _ => on,
         }
     }

@@ -480,6 +480,13 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
         s.compaction_blocks_rewritten,
         human(s.compaction_bytes_rewritten)
     )?;
+    if s.compaction_pushdown_bytes > 0 {
+        writeln!(
+            out,
+            "  preemptive pushdown: {} written below the output level",
+            human(s.compaction_pushdown_bytes)
+        )?;
+    }
     for l in s
         .levels
         .iter()

@@ -203,6 +203,19 @@ pub struct CompactionOptions {
     /// The format of the slow tier's tables (default [`SlowTierFormat::Sorted`]: the
     /// semi-sorted format is new and not yet measured against it).
     pub slow_tier_format: SlowTierFormat,
+    /// Preemptive pushdown (HyperDB §3.4, docs/DESIGN.md): a compaction whose output level
+    /// is on the slow tier writes a user key directly into a deeper level when no level in
+    /// between holds a version of it (by the open tables' in-memory filters and key
+    /// ranges, no data read) and it falls in a gap between that level's files, instead of
+    /// into the output level where the next compaction would rewrite it. The compaction
+    /// then claims its key range on every level down to the deepest it may write (default
+    /// false: see docs/BENCHMARKS.md, "Preemptive block compaction").
+    pub preemptive_pushdown: bool,
+    /// On a slow level not under space pressure, pick the victim as HyperDB's Algorithm 1:
+    /// the highest overlap score (blocks overlapped level by level below, from the open
+    /// tables' in-memory indexes) among up to 8 candidate files drawn at random, instead
+    /// of the smallest overlap-to-size ratio (default false).
+    pub overlap_score_victim: bool,
 }
 
 /// How compactions into the slow tier write their tables (docs/DESIGN.md, "Semi-sorted
@@ -229,6 +242,8 @@ impl Default for CompactionOptions {
             expired_share_trigger: 0.5,
             expiry_check_interval: std::time::Duration::from_secs(1),
             slow_tier_format: SlowTierFormat::Sorted,
+            preemptive_pushdown: false,
+            overlap_score_victim: false,
         }
     }
 }

@@ -44,17 +44,36 @@ const UPDATED: u64 = 200;
 /// keeps finding cold records on the slow tier).
 const HOT_WINDOW: u64 = 50;
 
-/// The slow tier's table format of a run (the child reads it from [`FORMAT_ENV`]).
-fn opts(dir: &Path, format: SlowTierFormat) -> tierkv::Options {
+/// The slow tier's table format of a run, and whether compactions push keys down past
+/// their output level (the child reads both from [`FORMAT_ENV`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Setup {
+    format: SlowTierFormat,
+    pushdown: bool,
+}
+
+fn opts(dir: &Path, setup: Setup) -> tierkv::Options {
     let mut o = common::two_tier_options(&dir.join("slow"), 256 * 1024, true);
-    o.compaction.slow_tier_format = format;
+    o.compaction.slow_tier_format = setup.format;
+    o.compaction.preemptive_pushdown = setup.pushdown;
+    if setup.pushdown {
+        // More slow levels, so there is somewhere below the output to push to.
+        o.fd_budget = Some(128 * 1024);
+        o.level_size_ratio = 2;
+        o.num_levels = 7;
+    }
     o
 }
 
-fn child_format() -> SlowTierFormat {
-    match std::env::var(FORMAT_ENV).as_deref() {
-        Ok("semi") => SlowTierFormat::SemiSorted,
-        _ => SlowTierFormat::Sorted,
+fn child_setup() -> Setup {
+    let v = std::env::var(FORMAT_ENV).unwrap_or_default();
+    Setup {
+        format: if v.starts_with("semi") {
+            SlowTierFormat::SemiSorted
+        } else {
+            SlowTierFormat::Sorted
+        },
+        pushdown: v.ends_with("+push"),
     }
 }
 
@@ -150,8 +169,8 @@ fn update_state(db: &Db) -> Vec<u64> {
 }
 
 /// Loads the keys every round reads and updates, and pushes them to the slow tier.
-fn load(dir: &Path, format: SlowTierFormat) {
-    let db = Db::open(fast(dir), opts(dir, format)).unwrap();
+fn load(dir: &Path, setup: Setup) {
+    let db = Db::open(fast(dir), opts(dir, setup)).unwrap();
     for k in 0..LOADED {
         db.put(loaded_key(k), loaded_value(k)).unwrap();
     }
@@ -171,7 +190,7 @@ fn crash_promotion_child() {
     };
     let dir = Path::new(&dir);
     let round: u64 = std::env::var(ROUND_ENV).unwrap().parse().unwrap();
-    let db = Arc::new(Db::open(fast(dir), opts(dir, child_format())).unwrap());
+    let db = Arc::new(Db::open(fast(dir), opts(dir, child_setup())).unwrap());
     let out = Arc::new(Mutex::new(std::io::stdout()));
     let say = {
         let out = out.clone();
@@ -273,14 +292,15 @@ fn crash_promotion_child() {
         let s = db.stats();
         let p = &s.promotion;
         say(format!(
-            "S {} {} {} {} {} {} {}",
+            "S {} {} {} {} {} {} {} {}",
             s.user_bytes_written,
             p.promoted_by_flush_bytes,
             p.promoted_by_compaction_bytes,
             p.retained_bytes,
             p.cache_inserts,
             s.flushes,
-            s.compactions
+            s.compactions,
+            s.compaction_pushdown_bytes
         ));
         if threads.iter().any(|t| t.is_finished()) {
             // A thread failed its check: the panic message is on stderr.
@@ -325,7 +345,7 @@ fn parse_acks(lines: impl Iterator<Item = String>) -> Acks {
                     a.update_synced = Some(n(1));
                 }
             }
-            Some("S") if f.len() == 8 => a.stats = (1..8).map(n).collect(),
+            Some("S") if f.len() == 9 => a.stats = (1..9).map(n).collect(),
             // A line cut by the kill.
             _ => {}
         }
@@ -345,11 +365,15 @@ struct Totals {
     cache_inserts: u64,
     flushes: u64,
     compactions: u64,
+    pushed: u64,
 }
 
 #[test]
 fn crash_torture_across_promotions() {
-    torture(SlowTierFormat::Sorted);
+    torture(Setup {
+        format: SlowTierFormat::Sorted,
+        pushdown: false,
+    });
 }
 
 /// The same torture with semi-sorted slow-tier tables: kills land between a generation's
@@ -357,10 +381,26 @@ fn crash_torture_across_promotions() {
 /// keeps its recorded size), and nothing synced is lost.
 #[test]
 fn crash_torture_across_promotions_semi_sorted() {
-    torture(SlowTierFormat::SemiSorted);
+    torture(Setup {
+        format: SlowTierFormat::SemiSorted,
+        pushdown: false,
+    });
 }
 
-fn torture(format: SlowTierFormat) {
+/// The same torture with preemptive pushdown on both slow-tier formats: kills land
+/// between writing a compaction's deeper outputs and its one edit; recovery keeps the
+/// acknowledged writes and the update stream's order (invariant 2).
+#[test]
+fn crash_torture_across_promotions_with_pushdown() {
+    for format in [SlowTierFormat::Sorted, SlowTierFormat::SemiSorted] {
+        torture(Setup {
+            format,
+            pushdown: true,
+        });
+    }
+}
+
+fn torture(setup: Setup) {
     let rounds = common::env_count("TIERKV_CRASH_PROMO_ROUNDS", 10);
     // TIERKV_CRASH_PROMO_DIR keeps the store where a failure can be inspected.
     let tmp = tempfile::tempdir().unwrap();
@@ -369,7 +409,7 @@ fn torture(format: SlowTierFormat) {
     if kept.is_some() {
         let _ = std::fs::remove_dir_all(dir);
     }
-    load(dir, format);
+    load(dir, setup);
     let exe = std::env::current_exe().unwrap();
     let mut rng = StdRng::seed_from_u64(42);
     let mut totals = Totals::default();
@@ -387,10 +427,11 @@ fn torture(format: SlowTierFormat) {
             .env(ROUND_ENV, round.to_string())
             .env(
                 FORMAT_ENV,
-                if format == SlowTierFormat::SemiSorted {
-                    "semi"
-                } else {
-                    "sorted"
+                match (setup.format, setup.pushdown) {
+                    (SlowTierFormat::SemiSorted, false) => "semi",
+                    (SlowTierFormat::SemiSorted, true) => "semi+push",
+                    (_, false) => "sorted",
+                    (_, true) => "sorted+push",
                 },
             )
             .stdout(Stdio::piped())
@@ -438,7 +479,7 @@ fn torture(format: SlowTierFormat) {
         );
         totals.killed_in_recovery += !acks.ready as u64;
 
-        let db = Db::open(fast(dir), opts(dir, format)).unwrap();
+        let db = Db::open(fast(dir), opts(dir, setup)).unwrap();
         for t in 0..WRITERS {
             let n = check_stream(&db, t);
             if let Some(&(last, synced)) = acks.stream.get(&t) {
@@ -490,7 +531,8 @@ fn torture(format: SlowTierFormat) {
         db.close().unwrap();
 
         totals.rounds += 1;
-        if let [bytes, pf, pc, ret, ins, fl, co] = acks.stats[..] {
+        if let [bytes, pf, pc, ret, ins, fl, co, pu] = acks.stats[..] {
+            totals.pushed += pu;
             totals.bytes_written += bytes;
             totals.promoted_by_flush += pf;
             totals.promoted_by_compaction += pc;
@@ -503,6 +545,10 @@ fn torture(format: SlowTierFormat) {
     eprintln!(
         "crash torture across promotions: {rounds} rounds (= kills) in {:.1} s: {totals:?}",
         started.elapsed().as_secs_f64()
+    );
+    assert!(
+        !setup.pushdown || totals.pushed > 0,
+        "no compaction pushed anything down: the kills never met a pushdown"
     );
     assert!(
         totals.synced_writes_checked > 0 && totals.cache_inserts > 0,

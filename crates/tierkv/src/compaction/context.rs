@@ -28,6 +28,9 @@ pub struct JobOutput {
     pub promoted_bytes: u64,
     /// Data blocks of the outputs: copied from an input as stored, or encoded anew.
     pub blocks: BlockWrites,
+    /// Bytes of output tables written below the output level (preemptive pushdown; in
+    /// `bytes_written` too).
+    pub pushed_bytes: u64,
 }
 
 /// Everything a job needs besides the compaction itself.

@@ -15,6 +15,7 @@
 
 use super::merger::Merger;
 use super::output::Sink;
+use super::pushdown::Pushdown;
 use super::reuse::merge_blocks;
 use super::semi_plan;
 use super::semi_sink::SemiOutputs;
@@ -32,10 +33,13 @@ pub use super::context::{HotRouting, JobContext, JobOutput};
 /// deepest holding data and `last_level_filters` is off (most point reads end there, and
 /// they find their key: a filter only saves the read for keys stored nowhere).
 fn output_table_options(c: &Compaction, ctx: &JobContext<'_>) -> TableOptions {
+    table_options_for(c.output_level, ctx)
+}
+
+/// The format of new tables of `level` (see [`output_table_options`]).
+fn table_options_for(level: usize, ctx: &JobContext<'_>) -> TableOptions {
     let mut o = ctx.table_options;
-    let deepest = ctx.version.levels[c.output_level + 1..]
-        .iter()
-        .all(|l| l.is_empty());
+    let deepest = ctx.version.levels[level + 1..].iter().all(|l| l.is_empty());
     if deepest && !ctx.last_level_filters {
         o.bloom_bits_per_key = 0;
     }
@@ -84,8 +88,20 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
         && c.output_tier == Tier::Slow
         && !ctx.spill_to_slow
         && c.level != c.output_level;
+    let mut push = None;
+    if let Some(deepest) = c.pushdown.filter(|&d| d > c.output_level) {
+        push = Some(Pushdown::new(
+            c,
+            ctx,
+            deepest,
+            semi,
+            |level| place(ctx.version.layout.tiers[level]),
+            |level| table_options_for(level, ctx),
+        )?);
+    }
     let mut semi_read = None;
-    let merged = Merger::new(c, ctx, &mut down, &mut fast, &mut out).and_then(|m| {
+    let merged = Merger::new(c, ctx, &mut down, &mut fast, &mut out).and_then(|mut m| {
+        m.push = push.as_mut();
         if semi {
             let plan = semi_plan::plan(c, ctx)?;
             semi_read = Some(plan.read_bytes);
@@ -100,21 +116,31 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             merge_entries(c, ctx, m)
         }
     });
+    let merged = merged.and_then(|()| match push.as_mut() {
+        Some(p) => p.finish(ctx),
+        None => Ok(()),
+    });
     if let Err(e) = merged {
-        for sink in [&down, &fast] {
-            for &number in &sink.created {
-                let _ = ctx.env.remove(sink.tier, &table_file_name(number));
-            }
+        let created = [&down, &fast]
+            .into_iter()
+            .flat_map(|s| s.created.iter().map(|&n| (s.tier, n)))
+            .chain(push.iter().flat_map(|p| p.created()));
+        for (tier, number) in created {
+            let _ = ctx.env.remove(tier, &table_file_name(number));
         }
         return Err(e);
     }
-    for sink in [&down, &fast] {
-        let b = &sink.blocks;
+    let (pushed, pushed_blocks) = match push.as_mut() {
+        Some(p) => p.take_done(),
+        None => Default::default(),
+    };
+    for b in [&down.blocks, &fast.blocks, &pushed_blocks] {
         out.blocks.copied_blocks += b.copied_blocks;
         out.blocks.copied_bytes += b.copied_bytes;
         out.blocks.built_blocks += b.built_blocks;
         out.blocks.built_bytes += b.built_bytes;
     }
+    out.pushed_bytes = pushed.iter().map(|f| f.size).sum();
     let mut appended_base = 0;
     if let Some(semi) = down.semi.take() {
         // Tables the merge left alone stay; appended ones were rewritten only in part.
@@ -124,7 +150,12 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
         appended_base = semi.appended_base;
         out.bytes_read = semi_read.unwrap_or(out.bytes_read);
     }
-    let written: Vec<NewFile> = down.done.into_iter().chain(fast.done).collect();
+    let written: Vec<NewFile> = down
+        .done
+        .into_iter()
+        .chain(pushed)
+        .chain(fast.done)
+        .collect();
     out.bytes_written = written.iter().map(|f| f.size).sum::<u64>() - appended_base;
     out.edit.added = written;
     Ok(out)

@@ -5,6 +5,7 @@
 
 use super::context::{JobContext, JobOutput};
 use super::output::Sink;
+use super::pushdown::Pushdown;
 use super::routing::HotRouter;
 use super::stream::{tombstone_for, VersionStream};
 use super::Compaction;
@@ -18,6 +19,9 @@ pub(super) struct Merger<'a, 's> {
     pub(super) ctx: &'a JobContext<'a>,
     pub(super) down: &'s mut Sink,
     fast: &'s mut Sink,
+    /// Preemptive pushdown: keys that may go below the output level are written there
+    /// instead of to `down` (`super::pushdown`).
+    pub(super) push: Option<&'s mut Pushdown>,
     out: &'s mut JobOutput,
     pub(super) router: Option<HotRouter<'a>>,
     promoted: u64,
@@ -41,6 +45,7 @@ impl<'a, 's> Merger<'a, 's> {
             ctx,
             down,
             fast,
+            push: None,
             out,
             router: ctx.hot.as_ref().map(HotRouter::new).transpose()?,
             promoted: 0,
@@ -136,7 +141,13 @@ impl<'a, 's> Merger<'a, 's> {
         } else if self.keep_on_fast {
             self.fast.add(self.ctx, ikey, value)?;
         } else {
-            self.down.add(self.ctx, ikey, value)?;
+            let pushed = match self.push.as_deref_mut() {
+                Some(p) => p.route(self.ctx, ikey, value)?,
+                None => false,
+            };
+            if !pushed {
+                self.down.add(self.ctx, ikey, value)?;
+            }
         }
         Ok(())
     }

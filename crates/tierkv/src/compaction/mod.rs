@@ -8,11 +8,13 @@ pub mod job;
 mod merger;
 mod output;
 pub mod picker;
+mod pushdown;
 mod reuse;
 mod routing;
 mod semi_plan;
 mod semi_sink;
 pub(crate) mod stream;
+mod victim;
 
 use crate::env::Tier;
 use crate::version::FileMeta;
@@ -34,6 +36,11 @@ pub struct Compaction {
     pub output_tier: Tier,
     /// Why it was picked (for logs and stats).
     pub reason: &'static str,
+    /// Preemptive pushdown (`CompactionOptions::preemptive_pushdown`): the deepest level
+    /// (below `output_level`) a user key of the output may be written to instead, when it
+    /// has no version in the levels in between and lies in a gap between that level's
+    /// files (`pushdown`). `None`: everything goes to `output_level`.
+    pub pushdown: Option<usize>,
 }
 
 impl Compaction {
@@ -75,12 +82,16 @@ impl Compaction {
     pub fn range_claim(&self, layout: &crate::tiers::LevelLayout) -> Option<RangeClaim> {
         let files: Vec<Arc<FileMeta>> = self.all_inputs().cloned().collect();
         let (lo, hi) = picker::key_range(&files)?;
+        let [a, b] = if self.output_level == self.level {
+            [self.level, self.level]
+        } else {
+            picker::written_levels(layout, self.level)
+        };
+        // A pushdown writes deeper levels and relies on the levels it skips holding no
+        // version of its keys: it claims every level from its output down.
+        let deepest = a.max(b).max(self.pushdown.unwrap_or(0));
         Some(RangeClaim {
-            levels: if self.output_level == self.level {
-                [self.level, self.level]
-            } else {
-                picker::written_levels(layout, self.level)
-            },
+            levels: [a.min(b), deepest],
             lo,
             hi,
         })
@@ -97,8 +108,10 @@ impl Compaction {
 /// level both write.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RangeClaim {
-    /// The output level, and the input level as well when the compaction can keep records
-    /// there (the last fast level: retention and promotion by compaction).
+    /// The levels written, as an inclusive range `[first, last]`: the output level, the
+    /// input level as well when the compaction can keep records there (the last fast
+    /// level: retention and promotion by compaction), and with preemptive pushdown every
+    /// level down to the deepest it may write.
     pub levels: [usize; 2],
     /// Smallest user key of the inputs.
     pub lo: Vec<u8>,
@@ -107,11 +120,15 @@ pub struct RangeClaim {
 }
 
 impl RangeClaim {
-    /// True if a compaction writing `levels` over `lo..=hi` could overlap this one's outputs.
+    /// True if a compaction writing the levels `levels` (an inclusive range, either
+    /// order) over `lo..=hi` could overlap this one's outputs.
     pub fn conflicts(&self, levels: [usize; 2], lo: &[u8], hi: &[u8]) -> bool {
-        self.levels.iter().any(|l| levels.contains(l))
-            && lo <= self.hi.as_slice()
-            && self.lo.as_slice() <= hi
+        let (a, b) = (levels[0].min(levels[1]), levels[0].max(levels[1]));
+        let (c, d) = (
+            self.levels[0].min(self.levels[1]),
+            self.levels[0].max(self.levels[1]),
+        );
+        a.max(c) <= b.min(d) && lo <= self.hi.as_slice() && self.lo.as_slice() <= hi
     }
 }
 

@@ -24,6 +24,7 @@
 //! it never reads the slow tier to find expired data; the compaction's filter
 //! (`super::stream`) does the removing.
 
+use super::victim::BlockBounds;
 use super::{Compaction, RangeClaim};
 use crate::env::Tier;
 use crate::key::user_key;
@@ -125,12 +126,27 @@ pub struct HotPicking<'a> {
 }
 
 /// Picks and claims the most urgent compaction, if any level needs one, that can run beside
-/// the `running` compactions.
+/// the `running` compactions (every table counted as one block; the store uses
+/// [`pick_with`]).
+#[cfg(test)]
 pub fn pick(
     v: &Version,
     opts: &Options,
     hot: Option<&HotPicking<'_>>,
     running: &[RangeClaim],
+) -> Option<Compaction> {
+    pick_with(v, opts, hot, running, None)
+}
+
+/// [`pick`], with the block bounds of open tables for HyperDB's overlap-score victim
+/// (`CompactionOptions::overlap_score_victim`; without them every table counts as one
+/// block).
+pub fn pick_with(
+    v: &Version,
+    opts: &Options,
+    hot: Option<&HotPicking<'_>>,
+    running: &[RangeClaim],
+    bounds: Option<BlockBounds<'_>>,
 ) -> Option<Compaction> {
     let scores = level_scores(v, opts);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
@@ -168,9 +184,13 @@ pub fn pick(
         } else if boundary {
             pick_boundary(v, level, None, batch_bytes, running)
         } else {
-            pick_level(v, level, running)
+            let score = opts.compaction.overlap_score_victim.then_some(bounds);
+            pick_level(v, level, running, score)
         };
-        if let Some(c) = picked {
+        if let Some(mut c) = picked {
+            if opts.compaction.preemptive_pushdown {
+                c.pushdown = super::pushdown::limit(v, &c, running);
+            }
             c.claim();
             return Some(c);
         }
@@ -237,6 +257,7 @@ pub fn pick_expired(v: &Version, opts: &Options, running: &[RangeClaim]) -> Opti
         inputs,
         output_inputs,
         output_tier: v.layout.tiers[output_level],
+        pushdown: None,
         reason: EXPIRY_REASON,
     };
     let claim = c.range_claim(&v.layout)?;
@@ -266,6 +287,7 @@ fn pick_level0(v: &Version, running: &[RangeClaim]) -> Option<Compaction> {
         inputs,
         output_inputs,
         output_tier: v.layout.tiers[1],
+        pushdown: None,
         reason: "L0 file count",
     })
 }
@@ -288,9 +310,48 @@ fn slow_space_pressure(v: &Version) -> bool {
 }
 
 /// Ln -> Ln+1: the unclaimed file with the smallest overlap-to-size ratio; on a slow level
-/// under space pressure, the one with the most dirty-block bytes.
-fn pick_level(v: &Version, level: usize, running: &[RangeClaim]) -> Option<Compaction> {
-    let dirtiest_first = v.layout.tiers[level] == Tier::Slow && slow_space_pressure(v);
+/// under space pressure, the one with the most dirty-block bytes; otherwise on a slow level
+/// with `score` (`Some(block bounds)`), HyperDB's highest overlap score among 8 random
+/// candidates (`super::victim`).
+fn pick_level(
+    v: &Version,
+    level: usize,
+    running: &[RangeClaim],
+    score: Option<Option<BlockBounds<'_>>>,
+) -> Option<Compaction> {
+    let slow = v.layout.tiers[level] == Tier::Slow;
+    let dirtiest_first = slow && slow_space_pressure(v);
+    if let Some(bounds) = score.filter(|_| slow && !dirtiest_first) {
+        let mut files = Vec::new();
+        let mut overlaps = Vec::new();
+        for f in &v.levels[level] {
+            if f.being_compacted.load(Relaxed) {
+                continue;
+            }
+            let overlap = v.overlapping(
+                level + 1,
+                Some(user_key(f.smallest())),
+                Some(user_key(f.largest())),
+            );
+            if claimed(&overlap)
+                || !range_free(v, running, level, std::slice::from_ref(f), &overlap)
+            {
+                continue;
+            }
+            files.push(f.clone());
+            overlaps.push(overlap);
+        }
+        let i = super::victim::choose(v, level, &files, bounds)?;
+        return Some(Compaction {
+            level,
+            output_level: level + 1,
+            inputs: vec![files.swap_remove(i)],
+            output_inputs: overlaps.swap_remove(i),
+            output_tier: v.layout.tiers[level + 1],
+            reason: "overlap score",
+            pushdown: None,
+        });
+    }
     let mut best: Option<(f64, Arc<FileMeta>, Vec<Arc<FileMeta>>)> = None;
     for f in &v.levels[level] {
         if f.being_compacted.load(Relaxed) {
@@ -319,6 +380,7 @@ fn pick_level(v: &Version, level: usize, running: &[RangeClaim]) -> Option<Compa
         inputs: vec![file],
         output_inputs,
         output_tier: v.layout.tiers[level + 1],
+        pushdown: None,
         reason: "level size",
     })
 }
@@ -442,6 +504,7 @@ fn pick_boundary(
         inputs,
         output_inputs,
         output_tier: v.layout.tiers[level + 1],
+        pushdown: None,
         reason: if hot.is_some() {
             "level size (hot-aware)"
         } else {
@@ -479,6 +542,7 @@ pub fn pick_expired_in_place(
         inputs,
         output_inputs: Vec::new(),
         output_tier: v.layout.tiers[level],
+        pushdown: None,
         reason: EXPIRY_REASON,
     };
     c.claim();
@@ -510,6 +574,7 @@ pub fn pick_range(
         inputs,
         output_inputs,
         output_tier: v.layout.tiers[level + 1],
+        pushdown: None,
         reason: "manual",
     };
     c.claim();

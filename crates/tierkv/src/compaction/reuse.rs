@@ -35,6 +35,11 @@ impl Merger<'_, '_> {
     ///
     /// Returns false (and changes nothing the entry path depends on) otherwise.
     pub(super) fn try_reuse(&mut self, raw: &RawBlock, next_other: Option<&[u8]>) -> Result<bool> {
+        // With preemptive pushdown each key is routed on its own (a block copied whole
+        // would land on one level and could not be cut at that level's gaps).
+        if self.push.is_some() {
+            return Ok(false);
+        }
         // The neighbour checks first: they need only the block's index key and the
         // cursor's position, and they are what most blocks of a dense merge fail.
         let last = user_key(raw.last_key());

@@ -342,6 +342,7 @@ fn make_case_with(seed: u64, semi: bool) -> Case {
         output_inputs,
         output_tier: if semi { Tier::Slow } else { Tier::Fast },
         reason: "test",
+        pushdown: None,
     };
     Case {
         _dir: dir,
@@ -834,7 +835,11 @@ fn running_batch_claims_the_gaps_between_its_files() {
     let batch = super::picker::pick(&v1, &opts, None, &[]).unwrap();
     assert_eq!(batch.inputs.len(), 2);
     let claim = batch.range_claim(&layout).unwrap();
-    assert_eq!(claim.levels, [3, 2]);
+    assert_eq!(
+        claim.levels,
+        [2, 3],
+        "the output level and the last fast level"
+    );
     // While it runs, a file arrives in the gap, and L1 holds a file over the gap too.
     let gap = fast_file(3, 2, "k22", "k28");
     let above = fast_file(4, 1, "k21", "k29");
@@ -932,6 +937,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
             output_inputs: vec![below.clone()],
             output_tier: Tier::Fast,
             reason: "test",
+            pushdown: None,
         };
         let ctx = JobContext {
             env: &env,

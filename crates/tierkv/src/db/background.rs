@@ -134,10 +134,25 @@ fn far_over_target(v: &crate::version::Version, level: usize) -> bool {
 
 /// Picks the next compaction, hot-aware at the fast-to-slow boundary when promoting.
 fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Compaction> {
+    // Open tables only: the picker runs under the database lock.
+    let block_bounds = |f: &FileMeta| {
+        inner
+            .tables
+            .peek(f.number)
+            .and_then(|t| t.block_bounds().ok())
+    };
     let tracker = match &inner.hot_tracker {
         // Without retention nothing stays behind: plain picking (the no-retain ablation).
         Some(tracker) if inner.opts.promotion.retention => tracker,
-        _ => return picker::pick(v, &inner.opts, None, &st.running_compactions),
+        _ => {
+            return picker::pick_with(
+                v,
+                &inner.opts,
+                None,
+                &st.running_compactions,
+                Some(&block_bounds),
+            )
+        }
     };
     let level = inner.layout.last_fast_level;
     // Built on first use: most picks never reach the boundary level, and building it copies
@@ -156,7 +171,13 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
         hot_size: &hot_size,
         saturated,
     };
-    picker::pick(v, &inner.opts, Some(&hot), &st.running_compactions)
+    picker::pick_with(
+        v,
+        &inner.opts,
+        Some(&hot),
+        &st.running_compactions,
+        Some(&block_bounds),
+    )
 }
 
 /// Writes a memtable's entries into a new L0 table on the fast tier, or on the slow tier
@@ -462,6 +483,7 @@ pub(crate) fn run_compaction(
     Counters::add(&k.compaction_bytes_reused, out.blocks.copied_bytes);
     Counters::add(&k.compaction_blocks_rewritten, out.blocks.built_blocks);
     Counters::add(&k.compaction_bytes_rewritten, out.blocks.built_bytes);
+    Counters::add(&k.compaction_pushdown_bytes, out.pushed_bytes);
     Ok(())
 }
 
@@ -497,6 +519,8 @@ fn log_compaction(
         promoted_bytes = out.promoted_bytes,
         entries_dropped = out.entries_dropped,
         reused_blocks = out.blocks.copied_blocks,
+        pushed_bytes = out.pushed_bytes,
+        pushdown_limit = c.pushdown,
         millis = took.as_millis() as u64,
         "compaction finished"
     );

@@ -42,6 +42,7 @@ pub(crate) struct Counters {
     pub compaction_bytes_reused: AtomicU64,
     pub compaction_blocks_rewritten: AtomicU64,
     pub compaction_bytes_rewritten: AtomicU64,
+    pub compaction_pushdown_bytes: AtomicU64,
     pub write_stalls: AtomicU64,
     pub write_stall_micros: AtomicU64,
     pub write_slowdowns: AtomicU64,
@@ -201,6 +202,9 @@ pub struct DbStats {
     pub compaction_blocks_reused: u64,
     /// Their bytes (trailers included).
     pub compaction_bytes_reused: u64,
+    /// Bytes of tables compactions wrote below their output level (preemptive
+    /// pushdown, `CompactionOptions::preemptive_pushdown`).
+    pub compaction_pushdown_bytes: u64,
     /// Data blocks compactions encoded anew from entries.
     pub compaction_blocks_rewritten: u64,
     /// Their bytes (trailers included).
@@ -419,6 +423,7 @@ impl DbInner {
             compaction_bytes_reused: c.compaction_bytes_reused.load(Relaxed),
             compaction_blocks_rewritten: c.compaction_blocks_rewritten.load(Relaxed),
             compaction_bytes_rewritten: c.compaction_bytes_rewritten.load(Relaxed),
+            compaction_pushdown_bytes: c.compaction_pushdown_bytes.load(Relaxed),
             write_stalls: c.write_stalls.load(Relaxed),
             write_stall_micros: c.write_stall_micros.load(Relaxed),
             write_slowdowns: c.write_slowdowns.load(Relaxed),

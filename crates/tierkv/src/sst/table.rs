@@ -275,6 +275,33 @@ impl Table {
             .map(|(k, v, _)| (k, v)))
     }
 
+    /// True when the in-memory filter proves the table holds no version of user key
+    /// `ukey` (no I/O; false without a filter or when the key may be there).
+    pub fn filter_excludes(&self, ukey: &[u8]) -> bool {
+        self.filter.as_ref().is_some_and(|f| !may_contain(f, ukey))
+    }
+
+    /// The user keys bounding its data blocks, from the in-memory index (no I/O): one
+    /// per data block a reader sees, in key order, each at or above that block's last
+    /// user key and below the next block's first (the index's separators). A block's
+    /// range is then `(previous bound, its bound]`; the first starts at the table's
+    /// smallest key.
+    pub fn block_bounds(&self) -> Result<Vec<Vec<u8>>> {
+        let mut idx = self.index.iter();
+        idx.seek_to_first().map_err(|e| self.index_error(e))?;
+        let mut out = Vec::new();
+        while idx.valid() {
+            let k = if self.user_key_index {
+                idx.key()
+            } else {
+                user_key(idx.key())
+            };
+            out.push(k.to_vec());
+            idx.next().map_err(|e| self.index_error(e))?;
+        }
+        Ok(out)
+    }
+
     /// [`Table::get`], also returning the handle of the data block that held the entry
     /// (what a KP cache entry points at).
     pub fn get_with_handle(

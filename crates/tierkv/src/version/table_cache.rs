@@ -102,6 +102,11 @@ impl TableCache {
         self.byte_limit
     }
 
+    /// The table if it is open, without opening it (no I/O).
+    pub fn peek(&self, number: u64) -> Option<Arc<Table>> {
+        self.tables.get(&number)
+    }
+
     /// The reader of a file, opening it (charged to `cause`) on a miss.
     pub fn get(&self, meta: &FileMeta, cause: IoCause) -> Result<Arc<Table>> {
         let mut opened = false;
