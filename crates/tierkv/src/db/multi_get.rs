@@ -540,4 +540,44 @@ mod tests {
         assert!(pool.sender().is_none());
         assert!(pool.threads.lock().is_empty());
     }
+
+    /// Many reads in flight from one thread: a batch of cold keys, each in its own block
+    /// of one level (no cache), is read in one round, the round's block reads submitted
+    /// together (one io_uring batch holding one read per key), and answered correctly.
+    #[test]
+    fn a_batch_of_cold_keys_submits_its_block_reads_together() {
+        if !crate::env::uring_available() {
+            eprintln!("io_uring unavailable here; nothing to test");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::Options {
+            cache_size: 0,
+            block_size: 1024,
+            block_records: None,
+            read_io: ReadIo::Uring,
+            ..crate::Options::default()
+        };
+        let db = crate::Db::open(dir.path(), opts).unwrap();
+        let key = |i: u64| format!("key{i:06}").into_bytes();
+        for i in 0..2000u64 {
+            db.put(key(i), vec![b'v'; 300]).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.wait_for_background().unwrap();
+        // Every 20th key: 20 records of 300 bytes span several 1 KiB blocks.
+        let keys: Vec<Vec<u8>> = (0..32).map(|i| key(i * 20 + 7)).collect();
+        let before = crate::env::thread_batches();
+        let answers = db.multi_get(&keys);
+        let after = crate::env::thread_batches();
+        for a in &answers {
+            assert_eq!(a.as_ref().unwrap().as_deref(), Some(&[b'v'; 300][..]));
+        }
+        assert_eq!(
+            after.batches - before.batches,
+            1,
+            "one level, no cache: the batch needs one round of reads"
+        );
+        assert_eq!(after.largest, 32, "the round's 32 block reads went together");
+    }
 }
