@@ -578,6 +578,9 @@ mod tests {
             1,
             "one level, no cache: the batch needs one round of reads"
         );
-        assert_eq!(after.largest, 32, "the round's 32 block reads went together");
+        assert_eq!(
+            after.largest, 32,
+            "the round's 32 block reads went together"
+        );
     }
 }

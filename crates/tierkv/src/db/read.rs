@@ -234,7 +234,7 @@ impl DbInner {
                             };
                             let Some((table, tier)) = located else {
                                 self.pointer_is_stale(&mut g.r, p);
-                                g.to_levels();
+                                g.go_to_levels();
                                 continue;
                             };
                             let found = match table.locate_block(p.handle) {
@@ -254,7 +254,7 @@ impl DbInner {
                     };
                     match self.pointer_answer(&mut g.r, p, found, tier, g.touched) {
                         Some(answer) => return Ok(DiskStep::Answer(answer)),
-                        None => g.to_levels(),
+                        None => g.go_to_levels(),
                     }
                 }
                 Stage::Levels { lookup, slow } => {
@@ -601,13 +601,13 @@ impl<'a> DiskGet<'a> {
                 g.target = seek_key(g.r.key, MAX_SEQ);
                 g.stage = Stage::Pointer(p);
             }
-            _ => g.to_levels(),
+            _ => g.go_to_levels(),
         }
         g
     }
 
     /// On to stage 3 (from the start, or after a stale pointer).
-    fn to_levels(&mut self) {
+    fn go_to_levels(&mut self) {
         self.target = seek_key(self.r.key, self.r.seq);
         self.stage = Stage::Levels {
             lookup: LevelLookup::new(0..=self.r.split),

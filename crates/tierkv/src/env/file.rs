@@ -205,7 +205,7 @@ impl RandomAccessFile {
         TierHandle::charge_reads(&charged);
         THREAD_READS.with(|c| c.set(c.get() + charged.len() as u64));
         out.into_iter()
-            .map(|o| o.unwrap_or_else(|| Err(Error::Closed)))
+            .map(|o| o.unwrap_or(Err(Error::Closed)))
             .collect()
     }
 

@@ -28,6 +28,9 @@ const RING_ENTRIES: u32 = 128;
 /// is retried before the ring is given up.
 const BUSY_RETRIES: u32 = 1000;
 
+/// A read's outcome: its buffer and the bytes read, or its error.
+type ReadResult = io::Result<(Vec<u8>, usize)>;
+
 /// One read: `len` bytes at `offset` of `fd` into `buf[at..at + len]`.
 pub(crate) struct UringRead {
     pub fd: RawFd,
@@ -39,7 +42,8 @@ pub(crate) struct UringRead {
 
 enum RingState {
     Untried,
-    Ready(IoUring),
+    // Boxed: a ring is some 300 bytes, the other states none.
+    Ready(Box<IoUring>),
     /// Setup failed (seccomp, old kernel, memlock limit) or the ring broke: reads go
     /// another way on this thread.
     Unavailable,
@@ -61,7 +65,7 @@ pub(crate) fn available() -> bool {
 fn ensure_ring(state: &mut RingState) {
     if let RingState::Untried = state {
         *state = match IoUring::new(RING_ENTRIES) {
-            Ok(ring) => RingState::Ready(ring),
+            Ok(ring) => RingState::Ready(Box::new(ring)),
             Err(e) => {
                 tracing::debug!("io_uring unavailable on this thread: {e}");
                 RingState::Unavailable
@@ -72,10 +76,7 @@ fn ensure_ring(state: &mut RingState) {
 
 /// Runs every read of `reads` and returns, in order, each one's buffer and bytes read (or
 /// its error). `Err(reads)`, untouched, when this thread has no ring.
-#[allow(clippy::type_complexity)]
-pub(crate) fn read_all(
-    reads: Vec<UringRead>,
-) -> Result<Vec<io::Result<(Vec<u8>, usize)>>, Vec<UringRead>> {
+pub(crate) fn read_all(reads: Vec<UringRead>) -> Result<Vec<ReadResult>, Vec<UringRead>> {
     RING.with(|cell| {
         let mut state = cell.borrow_mut();
         ensure_ring(&mut state);
@@ -116,7 +117,7 @@ struct InFlight<'r> {
     ring: &'r mut IoUring,
     /// A read's buffer stays here (its heap memory unmoved) until its completion is reaped.
     reads: Vec<Option<UringRead>>,
-    results: Vec<Option<io::Result<(Vec<u8>, usize)>>>,
+    results: Vec<Option<ReadResult>>,
     /// Reads pushed to the submission queue whose completion is not reaped yet.
     outstanding: usize,
     /// The ring failed with reads outstanding.
@@ -194,7 +195,7 @@ impl InFlight<'_> {
     }
 
     /// The results in order; a read never answered (a broken ring) fails.
-    fn finish(mut self) -> Vec<io::Result<(Vec<u8>, usize)>> {
+    fn finish(mut self) -> Vec<ReadResult> {
         self.leak_outstanding();
         std::mem::take(&mut self.results)
             .into_iter()
