@@ -7,7 +7,11 @@
 //! The stages fall in two halves at the first that may read a disk: `get_inline`
 //! (memtables, point-cache lookup) and `get_from_disk` (a KP pointer's block, the levels,
 //! the promotion cache). `get` runs both; a `multi_get` batch (`multi_get.rs`) runs the
-//! first for every key on the caller's thread and the second on its reader pool.
+//! first for every key on the caller's thread and the second through io_uring rounds or
+//! on its reader pool. The second half is a resumable state machine ([`DiskGet`], driven
+//! by [`DbInner::advance`]) that stops at each data block it must read from disk:
+//! `get_from_disk` reads each at once, a batch gathers many keys' reads and submits them
+//! together. Both run the same stages, so everything after a read is shared.
 //!
 //! The levels split at the last fast level only while promotion runs (HotRAP's read order:
 //! fast levels, promotion cache, slow levels); otherwise every level is read in one pass.
@@ -379,8 +383,8 @@ impl DbInner {
         None
     }
 
-    /// Stage 2: the KV cache's value, or the block a KP pointer names (read by
-    /// [`DbInner::follow_point_cache_pointer`], as it may need the disk).
+    /// Stage 2: the KV cache's value, or the block a KP pointer names (read by the disk
+    /// stages, [`DbInner::advance`], as it may need the disk).
     fn lookup_point_cache(&self, r: &mut Read<'_>) -> Inline {
         let Some(c) = r.cache else {
             return Inline::Levels;
