@@ -267,7 +267,10 @@ impl Config {
             return bad(format!("--batch {batch} must be in 1..=4096"));
         }
         let sd_profile = a.sd_profile.clone().unwrap_or_else(|| "gp3".into());
-        let read_io = a.read_io.clone().unwrap_or_else(|| "auto".into());
+        let read_io = a
+            .read_io
+            .clone()
+            .unwrap_or_else(|| tierkv::Options::default().read_io.name().into());
         if let Err(e) = read_io.parse::<tierkv::ReadIo>() {
             return bad(e.to_string());
         }

@@ -22,7 +22,7 @@
 //! reads the same random keys as `readrandom-disk`, on the same small cache, in
 //! `Db::multi_get` batches of `--batch` keys (default 32), so each client keeps a batch's
 //! disk reads in flight, submitted together through io_uring from the client's thread or on
-//! the store's reader pool (`--read-io`, default auto; `--read-parallelism`, default 16); its
+//! the store's reader pool (`--read-io`, default threads; `--read-parallelism`, default 16); its
 //! ops/s count keys, comparable with `readrandom-disk`'s gets.
 
 use rand::rngs::StdRng;
@@ -57,7 +57,7 @@ fn parse_args() -> Result<Args, String> {
         block_records: None,
         batch: 32,
         read_parallelism: Options::default().read_parallelism,
-        read_io: tierkv::ReadIo::Auto,
+        read_io: tierkv::ReadIo::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {

@@ -95,7 +95,7 @@ pub struct Options {
     /// to [`ReadIo::Threads`]; with io_uring it only sizes a bounded batch's waves.
     pub read_parallelism: usize,
     /// How a [`crate::Db::multi_get`] batch keeps its disk reads in flight (default
-    /// [`ReadIo::Auto`]: io_uring where it works, else the reader pool).
+    /// [`ReadIo::Threads`], the reader pool: see [`ReadIo`] for why not io_uring yet).
     pub read_io: ReadIo,
     /// Memory budget of the whole cache in bytes, 0 disables it (default 64 MiB): the KV,
     /// KP and block caches and the ghost caches' metadata together stay within it
@@ -210,10 +210,17 @@ pub struct CompactionOptions {
 }
 
 /// How a [`crate::Db::multi_get`] batch reads the blocks its keys need.
+///
+/// The default is [`ReadIo::Threads`] for now: the io_uring path reads in rounds (every key
+/// of a round waits for the round's slowest read before its next level's read goes out),
+/// and on the F2 workload (docs/BENCHMARKS.md, F2 section) it used about a third of the
+/// CPU and a thirtieth of the context switches of the pool but finished fewer operations
+/// per second, the pool's keys each going on as soon as their own read is back. Reaping
+/// completions as they arrive (no round barrier) is the next step before io_uring can be
+/// the default.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReadIo {
     /// io_uring when the kernel allows it (tried at open), else [`ReadIo::Threads`].
-    #[default]
     Auto,
     /// io_uring (Linux only): the calling thread submits every block read of a round of
     /// the batch at once and reaps them itself. Opening fails if no ring can be set up
@@ -221,7 +228,20 @@ pub enum ReadIo {
     Uring,
     /// The reader pool ([`Options::read_parallelism`] threads): each key's reads run on a
     /// worker, one at a time.
+    #[default]
     Threads,
+}
+
+impl ReadIo {
+    /// The name [`ReadIo::from_str`](std::str::FromStr) takes: `auto`, `uring` or
+    /// `threads`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadIo::Auto => "auto",
+            ReadIo::Uring => "uring",
+            ReadIo::Threads => "threads",
+        }
+    }
 }
 
 impl std::str::FromStr for ReadIo {
@@ -317,7 +337,7 @@ impl Default for Options {
             num_levels: 7,
             background_threads: 4,
             read_parallelism: 16,
-            read_io: ReadIo::Auto,
+            read_io: ReadIo::Threads,
             cache_size: 64 * MIB,
             cache: crate::CacheOptions::default(),
             max_open_files: 1000,
