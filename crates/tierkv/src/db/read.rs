@@ -234,7 +234,7 @@ impl DbInner {
                             let located = match waiting {
                                 // Asked for a block and not given it: look again.
                                 Some(t) => Some(t),
-                                None => self.pointer_table(&g.r, &p)?,
+                                None => self.pointer_table(&g.r, &p, &g.target)?,
                             };
                             let Some((table, tier)) = located else {
                                 self.pointer_is_stale(&mut g.r, p);
@@ -408,8 +408,14 @@ impl DbInner {
     }
 
     /// Stage 2, a KP pointer: the table it names, if that file is still at the pointer's
-    /// level in the read's version (`None`: a compaction moved the key).
-    fn pointer_table(&self, r: &Read<'_>, p: &BlockPtr) -> Result<Option<(Arc<Table>, Tier)>> {
+    /// level in the read's version (`None`: a compaction moved the key). `target`: the
+    /// key's seek key at the newest sequence number.
+    fn pointer_table(
+        &self,
+        r: &Read<'_>,
+        p: &BlockPtr,
+        target: &[u8],
+    ) -> Result<Option<(Arc<Table>, Tier)>> {
         let version = &r.sv.version;
         let Some(files) = version.levels.get(p.level as usize) else {
             return Ok(None);
@@ -417,9 +423,8 @@ impl DbInner {
         let meta = if p.level == 0 {
             files.iter().find(|f| f.number == p.file)
         } else {
-            let target = seek_key(r.key, MAX_SEQ);
             files
-                .get(Version::find_file(files, &target))
+                .get(Version::find_file(files, target))
                 .filter(|f| f.number == p.file)
         };
         let Some(meta) = meta else {
