@@ -121,6 +121,12 @@ pub struct BenchArgs {
     /// for a lookup of a key stored nowhere).
     #[arg(long)]
     pub no_last_level_filters: bool,
+    /// How tierkv's batched reads (`--batch`) keep their block reads in flight
+    /// (`Options::read_io`): auto, uring (the client thread submits each round's reads
+    /// together through io_uring) or threads (the reader pool) [default: the engine's,
+    /// threads].
+    #[arg(long, value_name = "IO")]
+    pub read_io: Option<String>,
     /// Seconds per timeline point [default: the scale's: 0.5 for smoke, 1 otherwise].
     #[arg(long)]
     pub interval: Option<f64>,

@@ -217,6 +217,9 @@ pub fn markdown(res: &BenchResults) -> String {
             .unwrap_or_default(),
         c.seed
     );
+    if c.read_io != tierkv::Options::default().read_io.name() {
+        let _ = writeln!(s, "- tierkv batched reads: read_io {}", c.read_io);
+    }
     if c.block_records.is_some() || !c.last_level_filters {
         let _ = writeln!(
             s,

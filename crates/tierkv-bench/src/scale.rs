@@ -160,6 +160,8 @@ pub struct Config {
     pub block_records: Option<usize>,
     /// Bloom filters on tierkv's deepest level.
     pub last_level_filters: bool,
+    /// tierkv's read path for batches (`Options::read_io`: auto, uring or threads).
+    pub read_io: String,
     /// Seconds per timeline point.
     pub interval: f64,
     /// Keep stores after their runs.
@@ -265,6 +267,13 @@ impl Config {
             return bad(format!("--batch {batch} must be in 1..=4096"));
         }
         let sd_profile = a.sd_profile.clone().unwrap_or_else(|| "gp3".into());
+        let read_io = a
+            .read_io
+            .clone()
+            .unwrap_or_else(|| tierkv::Options::default().read_io.name().into());
+        if let Err(e) = read_io.parse::<tierkv::ReadIo>() {
+            return bad(e.to_string());
+        }
         let sd_device: tierkv::DeviceProfile = sd_profile.parse().map_err(|e: tierkv::Error| {
             BenchError::InvalidArgument(format!("--slow-device: {e}"))
         })?;
@@ -342,6 +351,7 @@ impl Config {
             level_base,
             block_records: a.block_records,
             last_level_filters: !a.no_last_level_filters,
+            read_io,
             interval,
             keep_data: a.keep_data,
             progress: !a.no_progress,

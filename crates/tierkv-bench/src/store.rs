@@ -282,6 +282,7 @@ pub fn tierkv_options(
             Some(n) => Some(n),
         },
         last_level_filters: cfg.last_level_filters,
+        read_io: cfg.read_io.parse().unwrap_or_default(),
         cache_size: cfg.cache_size as usize,
         cache: tierkv::CacheOptions {
             mode: system.cache_mode(),

@@ -7,7 +7,7 @@
 //! cargo run --release -p tierkv --example dbbench -- [--records N] [--dir DIR] [--threads T]
 //!     [--cache-mode adaptive|block|kv|kp|split:KV:KP:BLOCK] [--key-size 24|8]
 //!     [--value-size 1000] [--block-size BYTES] [--block-records N (0: None)]
-//!     [--batch B] [--read-parallelism P]
+//!     [--batch B] [--read-parallelism P] [--read-io auto|uring|threads]
 //! ```
 //!
 //! Records are 1 KiB by default (24-byte keys, 1000-byte values); `--key-size 8
@@ -21,7 +21,8 @@
 //! answered by the KV cache; with `--cache-mode block` by the block cache). `multiget`
 //! reads the same random keys as `readrandom-disk`, on the same small cache, in
 //! `Db::multi_get` batches of `--batch` keys (default 32), so each client keeps a batch's
-//! disk reads in flight on the store's reader pool (`--read-parallelism`, default 16); its
+//! disk reads in flight, submitted together through io_uring from the client's thread or on
+//! the store's reader pool (`--read-io`, default threads; `--read-parallelism`, default 16); its
 //! ops/s count keys, comparable with `readrandom-disk`'s gets.
 
 use rand::rngs::StdRng;
@@ -41,6 +42,7 @@ struct Args {
     block_records: Option<usize>,
     batch: usize,
     read_parallelism: usize,
+    read_io: tierkv::ReadIo,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -55,6 +57,7 @@ fn parse_args() -> Result<Args, String> {
         block_records: None,
         batch: 32,
         read_parallelism: Options::default().read_parallelism,
+        read_io: tierkv::ReadIo::default(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -71,6 +74,7 @@ fn parse_args() -> Result<Args, String> {
                 args.block_records = Some(value()?.parse().map_err(|e| format!("{e}"))?)
             }
             "--batch" => args.batch = value()?.parse().map_err(|e| format!("{e}"))?,
+            "--read-io" => args.read_io = value()?.parse().map_err(|e| format!("{e}"))?,
             "--read-parallelism" => {
                 args.read_parallelism = value()?.parse().map_err(|e| format!("{e}"))?
             }
@@ -166,6 +170,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             ..Default::default()
         },
         read_parallelism: args.read_parallelism,
+        read_io: args.read_io,
         ..Options::default()
     };
     println!(
@@ -273,7 +278,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let keys_read = gets / batch as u64 / args.threads as u64 * args.threads as u64 * batch as u64;
     report("multiget", keys_read, start, record);
     println!(
-        "multiget: batches of {batch}, reader pool {}, {:.2} direct reads per key",
+        "multiget: batches of {batch}, read_io {:?}, reader pool {}, {:.2} direct reads per key",
+        args.read_io,
         args.read_parallelism,
         (db.stats()
             .io

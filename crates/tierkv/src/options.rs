@@ -91,8 +91,12 @@ pub struct Options {
     /// Threads of the reader pool that runs the table reads of a [`crate::Db::multi_get`]
     /// batch in parallel, so one caller keeps up to this many disk reads in flight
     /// (default 16, 1..=1024; 1 runs every batch on the caller's thread). Started at open,
-    /// stopped at close; idle workers only wait.
+    /// stopped at close; idle workers only wait. Used when [`Options::read_io`] resolves
+    /// to [`ReadIo::Threads`]; with io_uring it only sizes a bounded batch's waves.
     pub read_parallelism: usize,
+    /// How a [`crate::Db::multi_get`] batch keeps its disk reads in flight (default
+    /// [`ReadIo::Threads`], the reader pool: see [`ReadIo`] for why not io_uring yet).
+    pub read_io: ReadIo,
     /// Memory budget of the whole cache in bytes, 0 disables it (default 64 MiB): the KV,
     /// KP and block caches and the ghost caches' metadata together stay within it
     /// ([`crate::CacheMode::BlockOnly`] gives it all to the block cache). Called
@@ -218,6 +222,57 @@ pub struct CompactionOptions {
     pub overlap_score_victim: bool,
 }
 
+/// How a [`crate::Db::multi_get`] batch reads the blocks its keys need.
+///
+/// The default is [`ReadIo::Threads`] for now: the io_uring path reads in rounds (every key
+/// of a round waits for the round's slowest read before its next level's read goes out),
+/// and on the F2 workload (docs/BENCHMARKS.md, F2 section) it used about a third of the
+/// CPU and a thirtieth of the context switches of the pool but finished fewer operations
+/// per second, the pool's keys each going on as soon as their own read is back. Reaping
+/// completions as they arrive (no round barrier) is the next step before io_uring can be
+/// the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ReadIo {
+    /// io_uring when the kernel allows it (tried at open), else [`ReadIo::Threads`].
+    Auto,
+    /// io_uring (Linux only): the calling thread submits every block read of a round of
+    /// the batch at once and reaps them itself. Opening fails if no ring can be set up
+    /// (seccomp, an old kernel, a memlock limit).
+    Uring,
+    /// The reader pool ([`Options::read_parallelism`] threads): each key's reads run on a
+    /// worker, one at a time.
+    #[default]
+    Threads,
+}
+
+impl ReadIo {
+    /// The name [`ReadIo::from_str`](std::str::FromStr) takes: `auto`, `uring` or
+    /// `threads`.
+    pub fn name(self) -> &'static str {
+        match self {
+            ReadIo::Auto => "auto",
+            ReadIo::Uring => "uring",
+            ReadIo::Threads => "threads",
+        }
+    }
+}
+
+impl std::str::FromStr for ReadIo {
+    type Err = crate::Error;
+
+    /// `auto`, `uring` or `threads`.
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "auto" => Ok(ReadIo::Auto),
+            "uring" => Ok(ReadIo::Uring),
+            "threads" => Ok(ReadIo::Threads),
+            _ => Err(crate::Error::InvalidArgument(format!(
+                "unknown read I/O {s:?}: expected auto, uring or threads"
+            ))),
+        }
+    }
+}
+
 /// How compactions into the slow tier write their tables (docs/DESIGN.md, "Semi-sorted
 /// slow tier"; bytes in docs/FORMAT.md).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -297,6 +352,7 @@ impl Default for Options {
             num_levels: 7,
             background_threads: 4,
             read_parallelism: 16,
+            read_io: ReadIo::Threads,
             cache_size: 64 * MIB,
             cache: crate::CacheOptions::default(),
             max_open_files: 1000,
@@ -388,6 +444,9 @@ impl Options {
                 "read_parallelism {} is outside 1..=1024",
                 self.read_parallelism
             ));
+        }
+        if self.read_io == ReadIo::Uring && !cfg!(target_os = "linux") {
+            return bad("read_io Uring needs Linux (io_uring)".into());
         }
         if self.max_open_files < 10 {
             return bad(format!(

@@ -3,6 +3,8 @@
 //! under injected read faults (invariant 3: an I/O error is reported for the key that
 //! needed the failing file, never turned into wrong data or another key's failure), and no
 //! hang while the reader pool runs the disk reads; an expired key is absent, as from `get`.
+//! Each test runs on both read paths ([`ReadIo::Threads`]: the reader pool; and
+//! [`ReadIo::Uring`]: the caller's thread submitting each round's block reads together).
 
 mod common;
 
@@ -14,7 +16,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tierkv::env::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
-use tierkv::{Db, Error, ManualClock, Options, ReadOptions, Tier, WriteBatch};
+use tierkv::{Db, Error, ManualClock, Options, ReadIo, ReadOptions, Tier, WriteBatch};
+
+/// The io_uring read path. This machine's kernel allows io_uring, so the tests ask for it
+/// outright (opening fails if it is unavailable, instead of quietly testing the pool).
+const URING: ReadIo = ReadIo::Uring;
 
 type Model = BTreeMap<Vec<u8>, Vec<u8>>;
 
@@ -59,11 +65,12 @@ fn check_batch(db: &Db, batch: &[Vec<u8>], ropts: &ReadOptions, model: &Model, w
 /// Random batches against a BTreeMap model on a two-tier store with promotion on (keys in
 /// memtables, on both tiers and in the promotion cache), with snapshots, flushes and
 /// compactions between batches; each key counts as one get.
-fn model_run(read_parallelism: usize, seed: u64) {
+fn model_run(read_parallelism: usize, read_io: ReadIo, seed: u64) {
     let fast = tempfile::tempdir().unwrap();
     let slow = tempfile::tempdir().unwrap();
     let opts = Options {
         read_parallelism,
+        read_io,
         ..two_tier_options(slow.path(), 192 * 1024, true)
     };
     let db = Db::open(fast.path(), opts).unwrap();
@@ -142,12 +149,18 @@ fn model_run(read_parallelism: usize, seed: u64) {
 
 #[test]
 fn multi_get_equals_repeated_get_and_the_model_on_both_tiers_with_snapshots() {
-    model_run(16, 7);
+    model_run(16, ReadIo::Threads, 7);
 }
 
 #[test]
 fn multi_get_with_a_pool_of_one_runs_inline_and_equals_the_model() {
-    model_run(1, 8);
+    model_run(1, ReadIo::Threads, 8);
+}
+
+#[test]
+fn multi_get_through_io_uring_equals_repeated_get_and_the_model() {
+    model_run(16, URING, 7);
+    model_run(1, URING, 9);
 }
 
 /// Expiry as `get` has it: a key whose deadline has passed is absent from a batch (and
@@ -155,11 +168,21 @@ fn multi_get_with_a_pool_of_one_runs_inline_and_equals_the_model() {
 /// memtable and after a flush (where the batch's table reads run on the reader pool).
 #[test]
 fn an_expired_key_is_absent_from_a_batch_and_a_live_one_present() {
+    an_expired_key_is_absent_from_a_batch_and_a_live_one_present_with(ReadIo::Threads);
+}
+
+#[test]
+fn an_expired_key_is_absent_from_a_batch_and_a_live_one_present_through_io_uring() {
+    an_expired_key_is_absent_from_a_batch_and_a_live_one_present_with(URING);
+}
+
+fn an_expired_key_is_absent_from_a_batch_and_a_live_one_present_with(read_io: ReadIo) {
     let dir = tempfile::tempdir().unwrap();
     let clock = Arc::new(ManualClock::new(1_700_000_000_000));
     let opts = Options {
         clock: clock.clone(),
         read_parallelism: 4,
+        read_io,
         ..tiny_options()
     };
     let db = Db::open(dir.path(), opts).unwrap();
@@ -205,8 +228,26 @@ fn an_expired_key_is_absent_from_a_batch_and_a_live_one_present() {
 
 #[test]
 fn a_batch_never_mixes_two_snapshots_under_writers_and_compactions() {
+    a_batch_never_mixes_two_snapshots_under_writers_and_compactions_with(ReadIo::Threads);
+}
+
+#[test]
+fn a_batch_never_mixes_two_snapshots_under_writers_and_compactions_through_io_uring() {
+    a_batch_never_mixes_two_snapshots_under_writers_and_compactions_with(URING);
+}
+
+fn a_batch_never_mixes_two_snapshots_under_writers_and_compactions_with(read_io: ReadIo) {
     let dir = tempfile::tempdir().unwrap();
-    let db = Arc::new(Db::open(dir.path(), tiny_options()).unwrap());
+    let db = Arc::new(
+        Db::open(
+            dir.path(),
+            Options {
+                read_io,
+                ..tiny_options()
+            },
+        )
+        .unwrap(),
+    );
     // Static keys live in the tables so the batch's pool reads run while writers go on.
     let statics = 2000u64;
     for i in 0..statics {
@@ -305,13 +346,23 @@ fn within<T: Send + 'static>(limit: Duration, f: impl FnOnce() -> T + Send + 'st
 
 #[test]
 fn injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files() {
-    within(Duration::from_secs(120), || {
+    injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files_with(ReadIo::Threads);
+}
+
+#[test]
+fn injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files_through_io_uring() {
+    injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files_with(URING);
+}
+
+fn injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files_with(read_io: ReadIo) {
+    within(Duration::from_secs(120), move || {
         let dir = tempfile::tempdir().unwrap();
         let faults = FaultInjector::new();
         let opts = Options {
             // No block cache: every table read goes to the file.
             cache_size: 0,
             fault_injector: Some(faults.clone()),
+            read_io,
             ..tiny_options()
         };
         let db = Db::open(dir.path(), opts).unwrap();
@@ -384,8 +435,29 @@ fn injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files() {
 /// values, same absent keys, nothing skipped or repeated.
 #[test]
 fn multi_get_prefix_answers_a_prefix_within_its_byte_budget_and_equals_multi_get() {
+    multi_get_prefix_answers_a_prefix_within_its_byte_budget_and_equals_multi_get_with(
+        ReadIo::Threads,
+    );
+}
+
+#[test]
+fn multi_get_prefix_answers_a_prefix_within_its_byte_budget_and_equals_multi_get_through_io_uring()
+{
+    multi_get_prefix_answers_a_prefix_within_its_byte_budget_and_equals_multi_get_with(URING);
+}
+
+fn multi_get_prefix_answers_a_prefix_within_its_byte_budget_and_equals_multi_get_with(
+    read_io: ReadIo,
+) {
     let dir = tempfile::tempdir().unwrap();
-    let db = Db::open(dir.path(), tiny_options()).unwrap();
+    let db = Db::open(
+        dir.path(),
+        Options {
+            read_io,
+            ..tiny_options()
+        },
+    )
+    .unwrap();
     let n = 600u64;
     let sized = |i: u64| -> Option<Vec<u8>> {
         match i % 10 {
@@ -467,12 +539,22 @@ fn multi_get_prefix_answers_a_prefix_within_its_byte_budget_and_equals_multi_get
 /// background work is unharmed.
 #[test]
 fn read_faults_under_concurrent_writes_and_compactions_fail_only_their_keys() {
-    within(Duration::from_secs(240), || {
+    read_faults_under_concurrent_writes_and_compactions_fail_only_their_keys_with(ReadIo::Threads);
+}
+
+#[test]
+fn read_faults_under_concurrent_writes_and_compactions_fail_only_their_keys_through_io_uring() {
+    read_faults_under_concurrent_writes_and_compactions_fail_only_their_keys_with(URING);
+}
+
+fn read_faults_under_concurrent_writes_and_compactions_fail_only_their_keys_with(read_io: ReadIo) {
+    within(Duration::from_secs(240), move || {
         let dir = tempfile::tempdir().unwrap();
         let faults = FaultInjector::new();
         let opts = Options {
             cache_size: 0,
             fault_injector: Some(faults.clone()),
+            read_io,
             ..tiny_options()
         };
         let db = Arc::new(Db::open(dir.path(), opts).unwrap());

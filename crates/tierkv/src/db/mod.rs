@@ -207,8 +207,9 @@ impl Db {
     ///
     /// Keys the memtables and point caches answer are answered on the calling thread; the
     /// others' table reads run in parallel on the store's reader pool
-    /// ([`Options::read_parallelism`](crate::Options::read_parallelism) threads), so one
-    /// caller keeps many disk reads in flight. Each key counts as one get in
+    /// ([`Options::read_parallelism`](crate::Options::read_parallelism) threads), or, with
+    /// [`Options::read_io`](crate::Options::read_io) set to io_uring, are submitted
+    /// together from the calling thread, so one caller keeps many disk reads in flight. Each key counts as one get in
     /// [`Db::stats`] and in hotness tracking, as [`Db::get`] would.
     ///
     /// ```no_run

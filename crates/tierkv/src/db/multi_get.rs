@@ -1,25 +1,40 @@
-//! Batched point reads ([`crate::Db::multi_get`]) and the reader pool that keeps many of a
-//! batch's disk reads in flight for one caller.
+//! Batched point reads ([`crate::Db::multi_get`]): keeping many of a batch's disk reads in
+//! flight for one caller, through io_uring from the caller's thread or through a pool of
+//! reader threads ([`crate::ReadIo`]).
 //!
 //! A batch takes one read point (sequence number, SuperVersion, cache fence, promotion
-//! epoch, time of expiry) for all its keys, resolves every key it can without I/O
-//! (memtables, point caches) on the caller's thread, and hands the keys that need table
-//! reads to the pool, whose workers each run the ordinary per-key disk stages (`read.rs`).
-//! The caller runs one of them itself meanwhile. The queue depth the disk sees is then up
-//! to the pool's size per caller instead of one.
+//! epoch, time of expiry) for all its keys and resolves every key it can without I/O
+//! (memtables, point caches) on the caller's thread. The keys that need table reads then
+//! go one of two ways:
+//!
+//! - io_uring (`read_pending_together`): each key's disk stages run as a resumable state
+//!   machine (`read.rs`'s `DiskGet`) on the caller's thread, in rounds: every key goes
+//!   as far as it can without I/O and names the block it needs next; the round's blocks
+//!   (each read once, however many keys need it) are read with one submission
+//!   (`RandomAccessFile::read_batch`), and the keys go on with them. A key is answered
+//!   within as many rounds as blocks it reads (one per level it misses the cache in). No
+//!   thread hand-off, no wakeup per read, and one doorbell per round.
+//! - the reader pool (`read_pending_in_pool`): workers each run the ordinary per-key disk
+//!   stages, the caller one of them meanwhile; the queue depth the disk sees is up to the
+//!   pool's size per caller. The fallback where io_uring is unavailable.
 //!
 //! Nothing waits forever: every job owns a sender of its answer, so a job the pool drops
 //! unrun (the pool stopping) or a worker that panics closes its sender, and the caller's
 //! wait ends with [`Error::Closed`] for the keys it got no answer for.
 
-use super::read::{PendingKey, ReadPoint};
+use super::read::{DiskGet, DiskStep, PendingKey, ReadPoint};
 use super::{DbInner, SuperVersion};
+use crate::env::{BatchRead, IoCause, RandomAccessFile};
 use crate::expiry::Entry;
+use crate::options::ReadIo;
 use crate::options::ReadOptions;
+use crate::sst::block::Block;
+use crate::sst::format::BlockHandle;
+use crate::sst::Table;
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::sync::Arc;
 use std::thread::JoinHandle;
@@ -32,6 +47,8 @@ pub(crate) struct ReaderPool {
     /// `None` once the pool stopped (or when it has one thread: batches then run inline).
     queue: Mutex<Option<mpsc::Sender<Job>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
+    /// Batches read through io_uring from the caller's thread (no workers run).
+    uring: AtomicBool,
 }
 
 impl ReaderPool {
@@ -40,12 +57,39 @@ impl ReaderPool {
         ReaderPool {
             queue: Mutex::new(None),
             threads: Mutex::new(Vec::new()),
+            uring: AtomicBool::new(false),
         }
     }
 
-    /// Starts `size` workers (none when `size` is 1: a pool of one would only add a
-    /// hand-off to the inline read).
-    pub(crate) fn start(&self, size: usize) -> Result<()> {
+    /// Chooses how batches read (`io`, resolved against what this kernel allows) and, for
+    /// the thread pool, starts `size` workers (none when `size` is 1: a pool of one would
+    /// only add a hand-off to the inline read).
+    pub(crate) fn start(&self, size: usize, io: ReadIo) -> Result<()> {
+        let uring = match io {
+            ReadIo::Threads => false,
+            ReadIo::Auto => crate::env::uring_available(),
+            ReadIo::Uring if crate::env::uring_available() => true,
+            ReadIo::Uring => {
+                return Err(Error::InvalidArgument(
+                    "read_io Uring: io_uring is unavailable here (an old kernel, a seccomp \
+                     policy or a memlock limit); use Auto or Threads"
+                        .into(),
+                ))
+            }
+        };
+        self.uring.store(uring, Relaxed);
+        if uring {
+            return Ok(());
+        }
+        self.start_threads(size)
+    }
+
+    /// True when batches read through io_uring.
+    pub(crate) fn uses_uring(&self) -> bool {
+        self.uring.load(Relaxed)
+    }
+
+    fn start_threads(&self, size: usize) -> Result<()> {
         if size <= 1 {
             return Ok(());
         }
@@ -264,6 +308,10 @@ impl DbInner {
                 }
             }
         }
+        if pending.len() > 1 && pool.uses_uring() {
+            self.read_pending_together(keys, sv, at, pending, budget, first, &mut out);
+            return out;
+        }
         let queue = if pending.len() > 1 {
             pool.sender()
         } else {
@@ -281,6 +329,77 @@ impl DbInner {
             }
         }
         out
+    }
+
+    /// Reads the pending keys on this thread, their block reads gathered in rounds and
+    /// each round's submitted together (see the module doc). A key whose disk stages
+    /// panic is left unanswered (`Error::Closed`), as a panicking pool job's would be.
+    #[allow(clippy::too_many_arguments)]
+    fn read_pending_together<K: AsRef<[u8]>>(
+        &self,
+        keys: &[K],
+        sv: &SuperVersion,
+        at: ReadPoint,
+        pending: Vec<PendingKey>,
+        budget: Option<&Budget>,
+        first: bool,
+        out: &mut [Slot],
+    ) {
+        let mut keys_left: Vec<(usize, DiskGet<'_>, Option<Result<Block>>)> = pending
+            .iter()
+            .map(|p| {
+                (
+                    p.index,
+                    self.disk_get(keys[p.index].as_ref(), sv, at, p),
+                    None,
+                )
+            })
+            .collect();
+        while !keys_left.is_empty() {
+            let mut waiting = Vec::with_capacity(keys_left.len());
+            // The round's distinct blocks, and for each waiting key the one it needs.
+            let mut blocks: Vec<(Arc<Table>, BlockHandle)> = Vec::new();
+            let mut wants: Vec<usize> = Vec::with_capacity(keys_left.len());
+            let mut seen: std::collections::HashMap<(u64, u64), usize> = Default::default();
+            for (index, mut g, block) in keys_left.drain(..) {
+                let step = catch_unwind(AssertUnwindSafe(|| self.advance(&mut g, block)));
+                match step {
+                    Ok(Ok(DiskStep::Read(table, h))) => {
+                        let next = blocks.len();
+                        let at = *seen.entry((table.number(), h.offset)).or_insert(next);
+                        if at == next {
+                            blocks.push((table, h));
+                        }
+                        wants.push(at);
+                        waiting.push((index, g, None));
+                    }
+                    Ok(Ok(DiskStep::Answer(answer))) => {
+                        out[index] = admit(Ok(answer), budget, first && index == 0)
+                    }
+                    Ok(Err(e)) => out[index] = admit(Err(e), budget, first && index == 0),
+                    Err(_) => {}
+                }
+            }
+            if waiting.is_empty() {
+                break;
+            }
+            let mut read = read_blocks(&blocks);
+            // Each waiting key takes its block; keys sharing one take copies (a block is a
+            // shared buffer), the last takes the original.
+            let mut sharers = vec![0usize; blocks.len()];
+            for &b in &wants {
+                sharers[b] += 1;
+            }
+            for ((_, _, block), &b) in waiting.iter_mut().zip(&wants) {
+                sharers[b] -= 1;
+                *block = Some(if sharers[b] == 0 {
+                    std::mem::replace(&mut read[b], Err(Error::Closed))
+                } else {
+                    copy_result(&read[b])
+                });
+            }
+            keys_left = waiting;
+        }
     }
 
     /// Queues every pending key but the first on the pool, reads the first on this
@@ -335,6 +454,55 @@ impl DbInner {
     }
 }
 
+/// Reads `blocks` (data blocks of tables) as one batch; each checked, decoded and entered
+/// in the block cache.
+fn read_blocks(blocks: &[(Arc<Table>, BlockHandle)]) -> Vec<Result<Block>> {
+    let lens: Vec<Result<usize>> = blocks.iter().map(|(t, h)| t.framed_len(*h)).collect();
+    let mut reads = Vec::with_capacity(blocks.len());
+    for ((t, h), len) in blocks.iter().zip(&lens) {
+        if let Ok(len) = len {
+            reads.push(BatchRead {
+                file: t.file(),
+                offset: h.offset,
+                len: *len,
+                cause: IoCause::UserGet,
+            });
+        }
+    }
+    let mut data = RandomAccessFile::read_batch(&reads).into_iter();
+    blocks
+        .iter()
+        .zip(lens)
+        .map(|((t, h), len)| {
+            len?;
+            let framed = data.next().unwrap_or(Err(Error::Closed))?;
+            t.block_from_disk(*h, &framed)
+        })
+        .collect()
+}
+
+/// A copy of a block read's result for a second key waiting on the same block (`Error`
+/// is not `Clone`: an I/O error keeps its path and OS error code, a corruption all of
+/// its fields).
+fn copy_result(r: &Result<Block>) -> Result<Block> {
+    match r {
+        Ok(b) => Ok(b.clone()),
+        Err(Error::Io { path, source }) => Err(Error::io(
+            path.clone(),
+            match source.raw_os_error() {
+                Some(code) => std::io::Error::from_raw_os_error(code),
+                None => std::io::Error::new(source.kind(), source.to_string()),
+            },
+        )),
+        Err(Error::Corruption {
+            path,
+            offset,
+            reason,
+        }) => Err(Error::corruption(path.clone(), *offset, reason.clone())),
+        Err(e) => Err(Error::InvalidArgument(e.to_string())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -345,7 +513,7 @@ mod tests {
     #[test]
     fn a_panicking_job_closes_its_answer_and_the_pool_keeps_working() {
         let pool = ReaderPool::new();
-        pool.start(2).unwrap();
+        pool.start(2, ReadIo::Threads).unwrap();
         let queue = pool.sender().expect("a pool of 2 runs");
         let (tx, rx) = mpsc::channel::<u32>();
         let job: Job = Box::new(move || {
@@ -368,8 +536,51 @@ mod tests {
     #[test]
     fn a_pool_of_one_has_no_workers() {
         let pool = ReaderPool::new();
-        pool.start(1).unwrap();
+        pool.start(1, ReadIo::Threads).unwrap();
         assert!(pool.sender().is_none());
         assert!(pool.threads.lock().is_empty());
+    }
+
+    /// Many reads in flight from one thread: a batch of cold keys, each in its own block
+    /// of one level (no cache), is read in one round, the round's block reads submitted
+    /// together (one io_uring batch holding one read per key), and answered correctly.
+    #[test]
+    fn a_batch_of_cold_keys_submits_its_block_reads_together() {
+        if !crate::env::uring_available() {
+            eprintln!("io_uring unavailable here; nothing to test");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::Options {
+            cache_size: 0,
+            block_size: 1024,
+            block_records: None,
+            read_io: ReadIo::Uring,
+            ..crate::Options::default()
+        };
+        let db = crate::Db::open(dir.path(), opts).unwrap();
+        let key = |i: u64| format!("key{i:06}").into_bytes();
+        for i in 0..2000u64 {
+            db.put(key(i), vec![b'v'; 300]).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.wait_for_background().unwrap();
+        // Every 20th key: 20 records of 300 bytes span several 1 KiB blocks.
+        let keys: Vec<Vec<u8>> = (0..32).map(|i| key(i * 20 + 7)).collect();
+        let before = crate::env::thread_batches();
+        let answers = db.multi_get(&keys);
+        let after = crate::env::thread_batches();
+        for a in &answers {
+            assert_eq!(a.as_ref().unwrap().as_deref(), Some(&[b'v'; 300][..]));
+        }
+        assert_eq!(
+            after.batches - before.batches,
+            1,
+            "one level, no cache: the batch needs one round of reads"
+        );
+        assert_eq!(
+            after.largest, 32,
+            "the round's 32 block reads went together"
+        );
     }
 }

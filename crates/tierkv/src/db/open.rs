@@ -322,7 +322,8 @@ fn open_inner(
         readers: super::multi_get::ReaderPool::new(),
     };
     // Started after the Db exists so a failure closes the store (and its threads) on drop.
-    db.readers.start(db.inner.opts.read_parallelism)?;
+    db.readers
+        .start(db.inner.opts.read_parallelism, db.inner.opts.read_io)?;
     Ok(db)
 }
 

@@ -7,7 +7,11 @@
 //! The stages fall in two halves at the first that may read a disk: `get_inline`
 //! (memtables, point-cache lookup) and `get_from_disk` (a KP pointer's block, the levels,
 //! the promotion cache). `get` runs both; a `multi_get` batch (`multi_get.rs`) runs the
-//! first for every key on the caller's thread and the second on its reader pool.
+//! first for every key on the caller's thread and the second through io_uring rounds or
+//! on its reader pool. The second half is a resumable state machine ([`DiskGet`], driven
+//! by [`DbInner::advance`]) that stops at each data block it must read from disk:
+//! `get_from_disk` reads each at once, a batch gathers many keys' reads and submits them
+//! together. Both run the same stages, so everything after a read is shared.
 //!
 //! The levels split at the last fast level only while promotion runs (HotRAP's read order:
 //! fast levels, promotion cache, slow levels); otherwise every level is read in one pass.
@@ -26,11 +30,13 @@ use crate::expiry::{is_expired, Entry};
 use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::MemGet;
 use crate::options::ReadOptions;
-use crate::version::{LevelGet, LevelHit, Version};
+use crate::sst::block::Block;
+use crate::sst::format::BlockHandle;
+use crate::sst::{BlockLookup, Table};
+use crate::version::{LevelGet, LevelHit, LevelLookup, LevelStep, Version};
 use crate::Result;
 use arc_swap::Guard;
 use bytes::Bytes;
-use std::ops::RangeInclusive;
 use std::sync::Arc;
 
 /// A stage's verdict: `Some(answer)` ends the read, `None` goes on to the next stage.
@@ -117,8 +123,8 @@ impl DbInner {
         let mut r = self.read_at(key, &sv, at);
         match self.get_inline(&mut r) {
             Inline::Answer(answer) => Ok(answer),
-            Inline::Pointer(p) => self.get_from_disk(&mut r, Some(p)),
-            Inline::Levels => self.get_from_disk(&mut r, None),
+            Inline::Pointer(p) => self.get_from_disk(r, Some(p)),
+            Inline::Levels => self.get_from_disk(r, None),
         }
     }
 
@@ -156,10 +162,23 @@ impl DbInner {
         at: ReadPoint,
         pending: &PendingKey,
     ) -> Result<Option<Entry>> {
+        let g = self.disk_get(key, sv, at, pending);
+        self.run_disk_get(g)
+    }
+
+    /// The disk stages of a pending key as a [`DiskGet`], for a caller that gathers the
+    /// block reads of many keys ([`DbInner::advance`]).
+    pub(super) fn disk_get<'a>(
+        &'a self,
+        key: &'a [u8],
+        sv: &'a SuperVersion,
+        at: ReadPoint,
+        pending: &PendingKey,
+    ) -> DiskGet<'a> {
         let mut r = self.read_at(key, sv, at);
         r.hash = pending.hash;
         r.warm = pending.warm;
-        self.get_from_disk(&mut r, pending.pointer)
+        DiskGet::new(r, pending.pointer)
     }
 
     /// Stages 1 and 2 of one read, in order.
@@ -170,29 +189,114 @@ impl DbInner {
         self.lookup_point_cache(r)
     }
 
-    /// Stages 2 (a KP pointer's block) to 6: everything that may read a disk.
-    fn get_from_disk(&self, r: &mut Read<'_>, pointer: Option<BlockPtr>) -> Result<Option<Entry>> {
-        if let Some(p) = pointer {
-            if let Some(answer) = self.follow_point_cache_pointer(r, p)? {
-                return Ok(answer);
+    /// Stages 2 (a KP pointer's block) to 6: everything that may read a disk, reading the
+    /// blocks one at a time on this thread.
+    fn get_from_disk(&self, r: Read<'_>, pointer: Option<BlockPtr>) -> Result<Option<Entry>> {
+        self.run_disk_get(DiskGet::new(r, pointer))
+    }
+
+    /// Drives a [`DiskGet`] to its answer, reading each block it asks for at once.
+    fn run_disk_get(&self, mut g: DiskGet<'_>) -> Result<Option<Entry>> {
+        let mut block = None;
+        loop {
+            match self.advance(&mut g, block.take())? {
+                DiskStep::Answer(answer) => return Ok(answer),
+                DiskStep::Read(table, h) => {
+                    block = Some(table.read_data_block(h, IoCause::UserGet))
+                }
             }
         }
-        let reads_before = thread_read_count();
-        let mut hit = self.get_from_levels(r, 0..=r.split)?;
-        if hit.is_none() && r.promoting {
-            if let Some(answer) = self.get_from_promotion_cache(r) {
-                return Ok(answer);
+    }
+
+    /// Runs a key's disk stages until it is answered or needs a block from disk.
+    /// `block`: the result of reading the block the previous call asked for (`None` on
+    /// the first call). The stages are [`DbInner::get_from_disk`]'s, in its order: a KP
+    /// pointer's block (stale: forget it, go on warm), the fast levels, the promotion
+    /// cache, the slow levels, then the work a hit owes (`count_level_hit`,
+    /// `after_level_hit`). Whether a stage touched a disk (for its counter) is whether it
+    /// was given a block or its synchronous part (table opens) read one.
+    pub(super) fn advance(
+        &self,
+        g: &mut DiskGet<'_>,
+        mut block: Option<Result<Block>>,
+    ) -> Result<DiskStep> {
+        loop {
+            let before = thread_read_count();
+            match &mut g.stage {
+                Stage::Pointer(p) => {
+                    let p = *p;
+                    let (tier, found) = match (block.take(), g.pointer_table.take()) {
+                        (Some(block), Some((table, tier))) => {
+                            g.touched = true;
+                            (tier, table.search_block(&block?, p.handle, &g.target)?)
+                        }
+                        (_, waiting) => {
+                            let located = match waiting {
+                                // Asked for a block and not given it: look again.
+                                Some(t) => Some(t),
+                                None => self.pointer_table(&g.r, &p, &g.target)?,
+                            };
+                            let Some((table, tier)) = located else {
+                                self.pointer_is_stale(&mut g.r, p);
+                                g.go_to_levels();
+                                continue;
+                            };
+                            let found = match table.locate_block(p.handle) {
+                                BlockLookup::Absent => None,
+                                BlockLookup::Cached(h, b) => {
+                                    table.search_block(&b, h, &g.target)?
+                                }
+                                BlockLookup::Read(h) => {
+                                    g.touched |= thread_read_count() != before;
+                                    g.pointer_table = Some((table.clone(), tier));
+                                    return Ok(DiskStep::Read(table, h));
+                                }
+                            };
+                            g.touched |= thread_read_count() != before;
+                            (tier, found)
+                        }
+                    };
+                    match self.pointer_answer(&mut g.r, p, found, tier, g.touched) {
+                        Some(answer) => return Ok(DiskStep::Answer(answer)),
+                        None => g.go_to_levels(),
+                    }
+                }
+                Stage::Levels { lookup, slow } => {
+                    if block.is_some() {
+                        g.touched = true;
+                    }
+                    let step = lookup.step(
+                        &g.r.sv.version,
+                        &self.tables,
+                        &g.target,
+                        IoCause::UserGet,
+                        block.take(),
+                    );
+                    g.touched |= thread_read_count() != before;
+                    match step? {
+                        LevelStep::Read(table, h) => return Ok(DiskStep::Read(table, h)),
+                        LevelStep::Done(Some(hit)) => {
+                            self.count_level_hit(&hit, g.touched);
+                            return Ok(DiskStep::Answer(self.after_level_hit(&g.r, hit)));
+                        }
+                        LevelStep::Done(None) => {
+                            if !*slow && g.r.promoting {
+                                if let Some(answer) = self.get_from_promotion_cache(&g.r) {
+                                    return Ok(DiskStep::Answer(answer));
+                                }
+                            }
+                            if !*slow && g.r.split < g.r.last {
+                                *lookup = LevelLookup::new(g.r.split + 1..=g.r.last);
+                                *slow = true;
+                                continue;
+                            }
+                            Counters::add(&self.counters.get_not_found, 1);
+                            return Ok(DiskStep::Answer(None));
+                        }
+                    }
+                }
             }
         }
-        if hit.is_none() && r.split < r.last {
-            hit = self.get_from_levels(r, r.split + 1..=r.last)?;
-        }
-        let Some(hit) = hit else {
-            Counters::add(&self.counters.get_not_found, 1);
-            return Ok(None);
-        };
-        self.count_level_hit(&hit, thread_read_count() != reads_before);
-        Ok(self.after_level_hit(r, hit))
     }
 
     /// Takes the cache fence, the promotion epoch and then the sequence number and
@@ -279,8 +383,8 @@ impl DbInner {
         None
     }
 
-    /// Stage 2: the KV cache's value, or the block a KP pointer names (read by
-    /// [`DbInner::follow_point_cache_pointer`], as it may need the disk).
+    /// Stage 2: the KV cache's value, or the block a KP pointer names (read by the disk
+    /// stages, [`DbInner::advance`], as it may need the disk).
     fn lookup_point_cache(&self, r: &mut Read<'_>) -> Inline {
         let Some(c) = r.cache else {
             return Inline::Levels;
@@ -303,19 +407,64 @@ impl DbInner {
         }
     }
 
-    /// Stage 2, a KP pointer: the block it names. A stale pointer is forgotten and the
-    /// read goes on to the levels with the key warm.
-    fn follow_point_cache_pointer(&self, r: &mut Read<'_>, p: BlockPtr) -> Result<Verdict> {
-        let Some(c) = r.cache else {
+    /// Stage 2, a KP pointer: the table it names, if that file is still at the pointer's
+    /// level in the read's version (`None`: a compaction moved the key). `target`: the
+    /// key's seek key at the newest sequence number.
+    fn pointer_table(
+        &self,
+        r: &Read<'_>,
+        p: &BlockPtr,
+        target: &[u8],
+    ) -> Result<Option<(Arc<Table>, Tier)>> {
+        let version = &r.sv.version;
+        let Some(files) = version.levels.get(p.level as usize) else {
             return Ok(None);
         };
-        let reads_before = thread_read_count();
-        let Some((value, found_seq, tier)) = self.read_pointer(&r.sv.version, r.key, &p)? else {
+        let meta = if p.level == 0 {
+            files.iter().find(|f| f.number == p.file)
+        } else {
+            files
+                .get(Version::find_file(files, target))
+                .filter(|f| f.number == p.file)
+        };
+        let Some(meta) = meta else {
+            return Ok(None);
+        };
+        Ok(Some((self.tables.get(meta, IoCause::UserGet)?, meta.tier)))
+    }
+
+    /// A stale KP pointer is forgotten and the read goes on to the levels with the key
+    /// warm.
+    fn pointer_is_stale(&self, r: &mut Read<'_>, p: BlockPtr) {
+        if let Some(c) = r.cache {
             c.forget(r.key, r.hash, p);
-            r.warm = true;
-            return Ok(None);
+        }
+        r.warm = true;
+    }
+
+    /// Stage 2, what the pointer's block held (`found`, in a table on `tier`): the newest
+    /// version of the key if it is a value, answered and counted (`touched`: a disk was
+    /// read for it), upgraded to a KV entry, and recorded or offered for promotion. `None`
+    /// (the block no longer holds a value of the key: it was deleted, or its newest
+    /// version expires, and such records are not cached): the pointer was stale.
+    fn pointer_answer(
+        &self,
+        r: &mut Read<'_>,
+        p: BlockPtr,
+        found: Option<(Bytes, Bytes)>,
+        tier: Tier,
+        touched: bool,
+    ) -> Verdict {
+        let c = r.cache?;
+        let hit = found.and_then(|(ikey, value)| match parse_internal_key(&ikey) {
+            Some(k) if k.kind == ValueKind::Value => Some((value, k.seq)),
+            _ => None,
+        });
+        let Some((value, found_seq)) = hit else {
+            self.pointer_is_stale(r, p);
+            return None;
         };
-        let counter = match (thread_read_count() != reads_before, tier) {
+        let counter = match (touched, tier) {
             (false, _) => &self.counters.get_kp_cache,
             (true, Tier::Fast) => &self.counters.get_fast,
             (true, Tier::Slow) => &self.counters.get_slow,
@@ -330,18 +479,7 @@ impl DbInner {
                 self.offer_for_promotion(r.key, &value, found_seq, None, r.epoch);
             }
         }
-        Ok(Some(Some(plain(Vec::from(value)))))
-    }
-
-    /// Stages 3 and 5: the table levels in `levels` (the fast ones, or the slow ones).
-    fn get_from_levels(
-        &self,
-        r: &Read<'_>,
-        levels: RangeInclusive<usize>,
-    ) -> Result<Option<LevelHit>> {
-        let lookup = seek_key(r.key, r.seq);
-        r.sv.version
-            .get(&self.tables, &lookup, levels, IoCause::UserGet)
+        Some(Some(plain(Vec::from(value))))
     }
 
     /// Stage 4: records read from the slow tier earlier and not yet promoted. A hit enters
@@ -425,38 +563,66 @@ impl DbInner {
             deadline: hit.deadline,
         })
     }
+}
 
-    /// Follows a KP cache pointer: the newest version of `key` in the block it names, if
-    /// that file is still at the pointer's level in `version` and the block holds a value
-    /// of the key. `None` (a compaction moved the key, it was deleted, or its newest
-    /// version expires: such records are not cached) sends the caller back to the levels.
-    fn read_pointer(
-        &self,
-        version: &Version,
-        key: &[u8],
-        p: &BlockPtr,
-    ) -> Result<Option<(Bytes, SeqNo, Tier)>> {
-        let Some(files) = version.levels.get(p.level as usize) else {
-            return Ok(None);
+/// The disk stages of one key ([`DbInner::advance`]) between block reads.
+pub(super) struct DiskGet<'a> {
+    r: Read<'a>,
+    stage: Stage,
+    /// The key's seek key at the read's sequence number (the levels), or at the newest
+    /// (a KP pointer's block: the pointer names the newest version).
+    target: Vec<u8>,
+    /// The table of the pointer's block being read.
+    pointer_table: Option<(Arc<Table>, Tier)>,
+    /// The current stage read a disk (its counter says so).
+    touched: bool,
+}
+
+enum Stage {
+    /// A KP pointer's block.
+    Pointer(BlockPtr),
+    /// The fast levels (all of them when nothing is promoted), or the slow ones.
+    Levels { lookup: LevelLookup, slow: bool },
+}
+
+/// What a [`DbInner::advance`] call ends with.
+pub(super) enum DiskStep {
+    /// The key's answer: the read is over.
+    Answer(Option<Entry>),
+    /// The key needs this block from disk; the next call takes its read's result.
+    Read(Arc<Table>, BlockHandle),
+}
+
+impl<'a> DiskGet<'a> {
+    fn new(r: Read<'a>, pointer: Option<BlockPtr>) -> DiskGet<'a> {
+        let mut g = DiskGet {
+            target: Vec::new(),
+            r,
+            stage: Stage::Levels {
+                lookup: LevelLookup::new(0..=0),
+                slow: false,
+            },
+            pointer_table: None,
+            touched: false,
         };
-        let target = seek_key(key, MAX_SEQ);
-        let meta = if p.level == 0 {
-            files.iter().find(|f| f.number == p.file)
-        } else {
-            files
-                .get(Version::find_file(files, &target))
-                .filter(|f| f.number == p.file)
+        match pointer {
+            Some(p) if g.r.cache.is_some() => {
+                g.target = seek_key(g.r.key, MAX_SEQ);
+                g.stage = Stage::Pointer(p);
+            }
+            _ => g.go_to_levels(),
+        }
+        g
+    }
+
+    /// On to stage 3 (from the start, or after a stale pointer).
+    fn go_to_levels(&mut self) {
+        self.target = seek_key(self.r.key, self.r.seq);
+        self.stage = Stage::Levels {
+            lookup: LevelLookup::new(0..=self.r.split),
+            slow: false,
         };
-        let Some(meta) = meta else {
-            return Ok(None);
-        };
-        let table = self.tables.get(meta, IoCause::UserGet)?;
-        let Some((ikey, value)) = table.get_in_block(p.handle, &target, IoCause::UserGet)? else {
-            return Ok(None);
-        };
-        Ok(match parse_internal_key(&ikey) {
-            Some(k) if k.kind == ValueKind::Value => Some((value, k.seq, meta.tier)),
-            _ => None,
-        })
+        self.touched = false;
+        self.pointer_table = None;
     }
 }

@@ -1,6 +1,7 @@
 //! File handles: positional reads (direct I/O with aligned buffers where the filesystem
-//! allows it) and buffered appends. Every syscall is charged to the tier's device model
-//! and counters.
+//! allows it), batches of them submitted together (`read_batch`, through `uring.rs` on
+//! Linux), and buffered appends. Every syscall is charged to the tier's device model and
+//! counters.
 
 use super::{FaultOp, IoCause, TierHandle};
 use crate::{Error, Result};
@@ -129,6 +130,15 @@ impl RandomAccessFile {
     /// Reads exactly `len` bytes at `offset`, as one I/O charged to `cause`. A range past
     /// the end of the file is a corruption (the caller's offsets came from the file itself).
     pub fn read_at(&self, offset: u64, len: usize, cause: IoCause) -> Result<Vec<u8>> {
+        self.check_range(offset, len)?;
+        self.tier.fault(FaultOp::Read, &self.path)?;
+        let data = self.read_now(offset, len)?;
+        self.tier.charge_read(cause, len as u64);
+        THREAD_READS.with(|c| c.set(c.get() + 1));
+        Ok(data)
+    }
+
+    fn check_range(&self, offset: u64, len: usize) -> Result<()> {
         let end = offset.checked_add(len as u64);
         if end.is_none_or(|end| end > self.size) {
             return Err(Error::corruption(
@@ -140,21 +150,137 @@ impl RandomAccessFile {
                 ),
             ));
         }
-        self.tier.fault(FaultOp::Read, &self.path)?;
-        let data = match &self.direct {
+        Ok(())
+    }
+
+    /// The read itself, on this thread (no fault check, no accounting).
+    fn read_now(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
+        match &self.direct {
             Some(f) => match self.read_direct_adaptive(f, offset, len) {
-                Ok(d) => d,
+                Ok(d) => Ok(d),
                 Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
                     warn_no_direct(&self.path, &e);
-                    self.read_buffered(offset, len)?
+                    self.read_buffered(offset, len)
                 }
-                Err(e) => return Err(Error::io(&self.path, e)),
+                Err(e) => Err(Error::io(&self.path, e)),
             },
-            None => self.read_buffered(offset, len)?,
+            None => self.read_buffered(offset, len),
+        }
+    }
+
+    /// Reads every request of `reads` as one batch, one answer per request in order, each
+    /// as [`RandomAccessFile::read_at`] would give it: a request past its file's end, an
+    /// injected fault or a failed read fails only that request. With io_uring (Linux,
+    /// when this thread has a ring) every read is submitted at once and reaped on this
+    /// thread; otherwise they run one after another. A read io_uring fails or shortens
+    /// (EINVAL from a device refusing 512-byte alignment, an interrupted read) is read
+    /// again the ordinary way, so its answer is exactly `read_at`'s.
+    ///
+    /// Accounting is `read_at`'s per request (bytes and reads by tier and cause, the
+    /// thread's read count); a tier's device model charges the batch's requests together
+    /// (see [`super::DeviceModel::reserve`]): they were in the device's queue at once.
+    pub(crate) fn read_batch(reads: &[BatchRead<'_>]) -> Vec<Result<Vec<u8>>> {
+        let mut out: Vec<Option<Result<Vec<u8>>>> = (0..reads.len()).map(|_| None).collect();
+        let mut planned: Vec<(usize, ReadPlan)> = Vec::with_capacity(reads.len());
+        for (i, r) in reads.iter().enumerate() {
+            let plan = r
+                .file
+                .check_range(r.offset, r.len)
+                .and_then(|()| r.file.tier.fault(FaultOp::Read, &r.file.path))
+                .and_then(|()| r.file.plan(r.offset, r.len));
+            match plan {
+                Ok(p) => planned.push((i, p)),
+                Err(e) => out[i] = Some(Err(e)),
+            }
+        }
+        for (i, data) in Self::run_plans(reads, &planned) {
+            out[i] = Some(data);
+        }
+        let mut charged: Vec<(&Arc<TierHandle>, IoCause, u64)> = Vec::new();
+        for (r, o) in reads.iter().zip(&out) {
+            if let Some(Ok(_)) = o {
+                charged.push((&r.file.tier, r.cause, r.len as u64));
+            }
+        }
+        TierHandle::charge_reads(&charged);
+        THREAD_READS.with(|c| c.set(c.get() + charged.len() as u64));
+        out.into_iter()
+            .map(|o| o.unwrap_or(Err(Error::Closed)))
+            .collect()
+    }
+
+    /// The planned reads' data, through io_uring when this thread has a ring.
+    fn run_plans(
+        reads: &[BatchRead<'_>],
+        planned: &[(usize, ReadPlan)],
+    ) -> Vec<(usize, Result<Vec<u8>>)> {
+        let sync = |i: usize| {
+            let r = &reads[i];
+            (i, r.file.read_now(r.offset, r.len))
         };
-        self.tier.charge_read(cause, len as u64);
-        THREAD_READS.with(|c| c.set(c.get() + 1));
-        Ok(data)
+        #[cfg(target_os = "linux")]
+        {
+            let ring_reads = planned
+                .iter()
+                .map(|(_, p)| {
+                    let buf = p.buffer();
+                    super::uring::UringRead {
+                        fd: p.fd,
+                        offset: p.start,
+                        at: p.skew(&buf),
+                        buf,
+                        len: p.span,
+                    }
+                })
+                .collect();
+            if let Ok(results) = super::uring::read_all(ring_reads) {
+                record_batch(planned.len());
+                return planned
+                    .iter()
+                    .zip(results)
+                    .map(|((i, p), res)| match res {
+                        Ok((buf, n)) if n >= p.from + reads[*i].len => {
+                            let at = p.skew(&buf) + p.from;
+                            (*i, Ok(buf[at..at + reads[*i].len].to_vec()))
+                        }
+                        // A failure, a short read, or a device that wants 4 KiB alignment.
+                        _ => sync(*i),
+                    })
+                    .collect();
+            }
+        }
+        planned.iter().map(|(i, _)| sync(*i)).collect()
+    }
+
+    /// Where and how a batched read of `len` bytes at `offset` reads: the aligned span of
+    /// a direct file, or the exact range of a buffered one.
+    fn plan(&self, offset: u64, len: usize) -> Result<ReadPlan> {
+        use std::os::fd::AsRawFd;
+        let too_long = || {
+            Error::io(
+                &self.path,
+                std::io::Error::other("read too long for one request"),
+            )
+        };
+        Ok(match &self.direct {
+            Some(f) => {
+                let s = DirectSpan::new(offset, len, self.align.load(Ordering::Relaxed));
+                ReadPlan {
+                    fd: f.as_raw_fd(),
+                    start: s.start,
+                    span: u32::try_from(s.span).map_err(|_| too_long())?,
+                    from: s.from,
+                    direct: true,
+                }
+            }
+            None => ReadPlan {
+                fd: self.buffered_file()?.as_raw_fd(),
+                start: offset,
+                span: u32::try_from(len).map_err(|_| too_long())?,
+                from: 0,
+                direct: false,
+            },
+        })
     }
 
     fn read_buffered(&self, offset: u64, len: usize) -> Result<Vec<u8>> {
@@ -179,8 +305,7 @@ impl RandomAccessFile {
     }
 
     /// O_DIRECT read: widen the range to `align` boundaries, read into an aligned window of
-    /// an over-allocated buffer (safe Rust: we pick the aligned sub-slice instead of using a
-    /// custom allocator), then copy out the requested bytes.
+    /// an over-allocated buffer ([`DirectSpan`]), then copy out the requested bytes.
     fn read_direct(
         &self,
         f: &File,
@@ -188,17 +313,14 @@ impl RandomAccessFile {
         len: usize,
         align: usize,
     ) -> std::io::Result<Vec<u8>> {
-        let a = align as u64;
-        let start = offset / a * a;
-        let end = (offset + len as u64).div_ceil(a) * a;
-        let span = (end - start) as usize;
-        let mut raw = vec![0u8; span + MAX_DIRECT_ALIGN];
-        let skew = raw.as_ptr().align_offset(MAX_DIRECT_ALIGN);
-        let window = &mut raw[skew..skew + span];
+        let s = DirectSpan::new(offset, len, align);
+        let mut raw = s.buffer();
+        let skew = DirectSpan::skew(&raw);
+        let window = &mut raw[skew..skew + s.span];
         let mut filled = 0;
-        let want = (offset - start) as usize + len;
+        let want = s.from + len;
         while filled < want {
-            let n = f.read_at(&mut window[filled..], start + filled as u64)?;
+            let n = f.read_at(&mut window[filled..], s.start + filled as u64)?;
             if n == 0 {
                 return Err(std::io::ErrorKind::UnexpectedEof.into());
             }
@@ -211,9 +333,118 @@ impl RandomAccessFile {
         if filled < want {
             return Err(std::io::ErrorKind::UnexpectedEof.into());
         }
-        let from = (offset - start) as usize;
-        Ok(window[from..from + len].to_vec())
+        Ok(window[s.from..s.from + len].to_vec())
     }
+}
+
+/// The one place for O_DIRECT alignment: a read of `len` bytes at `offset` widened to
+/// `align` boundaries, read into a window of an over-allocated buffer that starts at a
+/// [`MAX_DIRECT_ALIGN`] boundary (safe Rust: the aligned sub-slice is picked instead of
+/// using a custom allocator). Used by the one-at-a-time reads and the batched ones.
+struct DirectSpan {
+    /// File offset of the span (aligned).
+    start: u64,
+    /// Bytes of the span (a multiple of the alignment).
+    span: usize,
+    /// Where the requested bytes start in the span.
+    from: usize,
+}
+
+impl DirectSpan {
+    fn new(offset: u64, len: usize, align: usize) -> DirectSpan {
+        let a = align as u64;
+        let start = offset / a * a;
+        let end = (offset + len as u64).div_ceil(a) * a;
+        DirectSpan {
+            start,
+            span: (end - start) as usize,
+            from: (offset - start) as usize,
+        }
+    }
+
+    /// A buffer with room for an aligned window of the span.
+    fn buffer(&self) -> Vec<u8> {
+        vec![0u8; self.span + MAX_DIRECT_ALIGN]
+    }
+
+    /// Where the aligned window starts in `buf`.
+    fn skew(buf: &[u8]) -> usize {
+        buf.as_ptr().align_offset(MAX_DIRECT_ALIGN)
+    }
+}
+
+/// One request of [`RandomAccessFile::read_batch`].
+pub(crate) struct BatchRead<'a> {
+    /// The file to read.
+    pub file: &'a RandomAccessFile,
+    /// Where, and how many bytes.
+    pub offset: u64,
+    pub len: usize,
+    /// What the bytes are charged to.
+    pub cause: IoCause,
+}
+
+/// How one request of a batch reads: `span` bytes at `start` of `fd` into a buffer from
+/// [`ReadPlan::buffer`] at [`ReadPlan::skew`]; the requested bytes start `from` bytes into
+/// the span.
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+struct ReadPlan {
+    fd: std::os::fd::RawFd,
+    start: u64,
+    span: u32,
+    from: usize,
+    /// A direct read: the window must start at an aligned address.
+    direct: bool,
+}
+
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+impl ReadPlan {
+    /// A fresh buffer for the read.
+    fn buffer(&self) -> Vec<u8> {
+        if self.direct {
+            vec![0u8; self.span as usize + MAX_DIRECT_ALIGN]
+        } else {
+            vec![0u8; self.span as usize]
+        }
+    }
+
+    /// Where the read's window starts in `buf` (one of [`ReadPlan::buffer`]'s).
+    fn skew(&self, buf: &[u8]) -> usize {
+        if self.direct {
+            DirectSpan::skew(buf)
+        } else {
+            0
+        }
+    }
+}
+
+/// Batches this thread submitted through io_uring, and the most reads one held.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct ThreadBatches {
+    pub batches: u64,
+    pub largest: usize,
+}
+
+thread_local! {
+    static THREAD_BATCHES: std::cell::Cell<ThreadBatches> =
+        const { std::cell::Cell::new(ThreadBatches { batches: 0, largest: 0 }) };
+}
+
+#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
+fn record_batch(reads: usize) {
+    THREAD_BATCHES.with(|c| {
+        let mut b = c.get();
+        b.batches += 1;
+        b.largest = b.largest.max(reads);
+        c.set(b);
+    });
+}
+
+/// What the calling thread submitted through io_uring so far (tests: a batch's reads
+/// went to the kernel together).
+#[allow(dead_code)]
+pub(crate) fn thread_batches() -> ThreadBatches {
+    THREAD_BATCHES.with(|c| c.get())
 }
 
 /// Appends are buffered up to this many bytes before one `write` syscall.

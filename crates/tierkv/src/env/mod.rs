@@ -1,5 +1,6 @@
 //! The storage environment: the two tier directories, every file the engine opens, direct
-//! I/O, the optional device model of each tier, and I/O accounting by tier and cause.
+//! I/O, batched reads (io_uring on Linux, `uring.rs`), the optional device model of each
+//! tier, and I/O accounting by tier and cause.
 //!
 //! Every byte the engine reads or writes on a tier passes through this module, so it is the
 //! one place where slow-disk emulation, accounting and (later) fault injection apply. It owns
@@ -9,16 +10,36 @@ mod device;
 mod fault;
 mod file;
 mod stats;
+// The engine's only unsafe code (see the module's doc and docs/ARCHITECTURE.md).
+#[cfg(target_os = "linux")]
+#[allow(unsafe_code)]
+mod uring;
 
 pub use device::{DeviceModel, DeviceProfile};
 pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
-pub(crate) use file::{thread_read_count, RandomAccessFile, WritableFile};
+#[cfg(test)]
+pub(crate) use file::thread_batches;
+pub(crate) use file::{thread_read_count, BatchRead, RandomAccessFile, WritableFile};
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};
 
 use crate::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// True when the calling thread can read through io_uring (its ring is set up on the
+/// first call; a kernel or seccomp policy without io_uring answers false). Always false
+/// off Linux.
+pub(crate) fn uring_available() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        uring::available()
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
 
 /// A storage tier.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -75,6 +96,36 @@ impl TierHandle {
             d.charge(bytes);
         }
         self.stats.record_read(self.tier, cause, bytes);
+    }
+
+    /// Charges reads issued together (one batch, possibly on both tiers): each tier's
+    /// device model places them in its queue at once and the caller sleeps until the last
+    /// is done, instead of the sum of their times; then the counters, per read.
+    pub(crate) fn charge_reads(reads: &[(&Arc<TierHandle>, IoCause, u64)]) {
+        let mut done_at: Option<std::time::Instant> = None;
+        for (i, (tier, _, _)) in reads.iter().enumerate() {
+            // Each tier once, at its first read of the batch.
+            if reads[..i].iter().any(|(t, _, _)| Arc::ptr_eq(t, tier)) {
+                continue;
+            }
+            if let Some(d) = &tier.device {
+                let mine = reads
+                    .iter()
+                    .filter(|(t, _, _)| Arc::ptr_eq(t, tier))
+                    .map(|(_, _, bytes)| *bytes);
+                let at = d.reserve(mine);
+                done_at = Some(done_at.map_or(at, |d| d.max(at)));
+            }
+        }
+        if let Some(at) = done_at {
+            let now = std::time::Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
+            }
+        }
+        for (tier, cause, bytes) in reads {
+            tier.stats.record_read(tier.tier, *cause, *bytes);
+        }
     }
 
     pub(crate) fn charge_write(&self, cause: IoCause, bytes: u64) {

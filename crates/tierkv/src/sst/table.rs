@@ -35,6 +35,16 @@ const SCAN_READAHEAD_MIN: usize = 64 << 10;
 /// Its largest readahead window.
 const SCAN_READAHEAD_MAX: usize = 256 << 10;
 
+/// Where a point lookup's entry would be, as far as memory tells ([`Table::locate`]).
+pub enum BlockLookup {
+    /// The table does not hold the key (its filter says so, or no block covers it).
+    Absent,
+    /// The block that would hold it, from the block cache.
+    Cached(BlockHandle, Block),
+    /// The block that would hold it must be read from disk.
+    Read(BlockHandle),
+}
+
 /// An open table: its index, filter and properties stay in memory while it is open.
 pub struct Table {
     file: RandomAccessFile,
@@ -309,18 +319,99 @@ impl Table {
         seek_key: &[u8],
         cause: IoCause,
     ) -> Result<Option<(Bytes, Bytes, BlockHandle)>> {
-        let ukey = user_key(seek_key);
+        let found = match self.locate(seek_key)? {
+            BlockLookup::Absent => None,
+            BlockLookup::Cached(h, block) => {
+                self.search_block(&block, h, seek_key)?.map(|e| (e, h))
+            }
+            BlockLookup::Read(h) => {
+                let block = self.read_data_block(h, cause)?;
+                self.search_block(&block, h, seek_key)?.map(|e| (e, h))
+            }
+        };
+        Ok(found.map(|((k, v), h)| (k, v, h)))
+    }
+
+    /// The first half of a point lookup, from memory alone (filter, index, block cache):
+    /// whether the table may hold `seek_key`'s user key and where. A
+    /// [`BlockLookup::Read`] is finished by reading the block (one at a time with
+    /// [`Table::read_data_block`], or batched with [`Table::block_from_disk`]) and then
+    /// [`Table::search_block`].
+    pub fn locate(&self, seek_key: &[u8]) -> Result<BlockLookup> {
         if let Some(f) = &self.filter {
-            if !may_contain(f, ukey) {
-                return Ok(None);
+            if !may_contain(f, user_key(seek_key)) {
+                return Ok(BlockLookup::Absent);
             }
         }
-        let Some(h) = self.block_handle_for(seek_key)? else {
-            return Ok(None);
-        };
-        Ok(self
-            .get_in_block(h, seek_key, cause)?
-            .map(|(k, v)| (k, v, h)))
+        Ok(match self.block_handle_for(seek_key)? {
+            Some(h) => self.locate_block(h),
+            None => BlockLookup::Absent,
+        })
+    }
+
+    /// [`Table::locate`] for a known handle (as a KP cache entry keeps it): absent when it
+    /// lies outside the data blocks, else the cached block or the read it needs.
+    pub fn locate_block(&self, h: BlockHandle) -> BlockLookup {
+        let end = h
+            .offset
+            .checked_add(h.size)
+            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64));
+        if end.is_none_or(|e| e > self.data_end) {
+            return BlockLookup::Absent;
+        }
+        if let Some(cache) = &self.cache {
+            if let Some(b) = cache.get_block(self.number, h.offset) {
+                return BlockLookup::Cached(h, b);
+            }
+        }
+        BlockLookup::Read(h)
+    }
+
+    /// The stored length (contents and trailer) of the block at `h`: what a read of it
+    /// moves.
+    pub fn framed_len(&self, h: BlockHandle) -> Result<usize> {
+        usize::try_from(h.size)
+            .ok()
+            .and_then(|s| s.checked_add(BLOCK_TRAILER_LEN))
+            .ok_or_else(|| self.corrupt(h.offset, "block handle size overflows"))
+    }
+
+    /// The file the table reads from (a batch of block reads goes to it directly).
+    pub(crate) fn file(&self) -> &RandomAccessFile {
+        &self.file
+    }
+
+    /// Reads the data block at `h` from disk (one read) and enters it in the block cache.
+    pub fn read_data_block(&self, h: BlockHandle, cause: IoCause) -> Result<Block> {
+        let framed = self.file.read_at(h.offset, self.framed_len(h)?, cause)?;
+        self.block_from_disk(h, &framed)
+    }
+
+    /// The data block at `h` from its stored bytes as read (`framed_len` bytes at its
+    /// offset): checks and decodes it and enters it in the block cache.
+    pub fn block_from_disk(&self, h: BlockHandle, framed: &[u8]) -> Result<Block> {
+        let contents = unframe_block(framed, &self.file, h.offset)?;
+        let block = parse_block(contents, &self.file, h.offset)?;
+        if let Some(cache) = &self.cache {
+            cache.insert_block(self.number, h.offset, block.clone());
+        }
+        Ok(block)
+    }
+
+    /// The second half of a point lookup: in `block` (the data block at `h`), the first
+    /// entry at or after `seek_key`, if it has the same user key.
+    pub fn search_block(
+        &self,
+        block: &Block,
+        h: BlockHandle,
+        seek_key: &[u8],
+    ) -> Result<Option<(Bytes, Bytes)>> {
+        let mut it = block.iter();
+        it.seek(seek_key).map_err(|e| self.corrupt(h.offset, e))?;
+        if it.valid() && user_key(it.key()) == user_key(seek_key) {
+            return Ok(Some((Bytes::copy_from_slice(it.key()), it.value_bytes())));
+        }
+        Ok(None)
     }
 
     /// Positions `idx` (a cursor over this table's index) at the only data block that can
@@ -353,20 +444,13 @@ impl Table {
         seek_key: &[u8],
         cause: IoCause,
     ) -> Result<Option<(Bytes, Bytes)>> {
-        let end = h
-            .offset
-            .checked_add(h.size)
-            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64));
-        if end.is_none_or(|e| e > self.data_end) {
-            return Ok(None);
+        match self.locate_block(h) {
+            BlockLookup::Absent => Ok(None),
+            BlockLookup::Cached(h, block) => self.search_block(&block, h, seek_key),
+            BlockLookup::Read(h) => {
+                self.search_block(&self.read_data_block(h, cause)?, h, seek_key)
+            }
         }
-        let block = self.data_block(h, cause, true)?;
-        let mut it = block.iter();
-        it.seek(seek_key).map_err(|e| self.corrupt(h.offset, e))?;
-        if it.valid() && user_key(it.key()) == user_key(seek_key) {
-            return Ok(Some((Bytes::copy_from_slice(it.key()), it.value_bytes())));
-        }
-        Ok(None)
     }
 
     /// A cursor over every entry. `fill_cache` decides whether blocks it reads enter the

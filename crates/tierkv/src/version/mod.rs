@@ -19,6 +19,9 @@ pub use table_cache::TableCache;
 
 use crate::env::{Env, IoCause, Tier};
 use crate::key::{compare_internal, user_key, SeqNo};
+use crate::sst::block::Block;
+use crate::sst::format::BlockHandle;
+use crate::sst::{BlockLookup, Table};
 use crate::tiers::LevelLayout;
 use crate::Result;
 use std::cmp::Ordering;
@@ -236,6 +239,8 @@ impl Version {
     /// Looks `seek_key` (see [`crate::key::seek_key`]) up in the table files, newest level
     /// first, stopping at the first level that holds the user key. `max_level` bounds the
     /// search (levels deeper than it are skipped) so callers can split FD and SD lookups.
+    /// Reads the blocks it needs one at a time ([`LevelLookup`] is the same lookup for a
+    /// caller that batches the reads).
     pub fn get(
         &self,
         tables: &TableCache,
@@ -243,76 +248,193 @@ impl Version {
         levels: std::ops::RangeInclusive<usize>,
         cause: IoCause,
     ) -> Result<Option<LevelHit>> {
+        let mut lookup = LevelLookup::new(levels);
+        let mut block = None;
+        loop {
+            match lookup.step(self, tables, seek_key, cause, block.take())? {
+                LevelStep::Done(hit) => return Ok(hit),
+                LevelStep::Read(table, h) => block = Some(table.read_data_block(h, cause)),
+            }
+        }
+    }
+}
+
+/// What a [`LevelLookup`] step ends with.
+pub enum LevelStep {
+    /// The lookup's answer: the newest version in the levels, if any.
+    Done(Option<LevelHit>),
+    /// The lookup needs this data block of this table from disk (not in the block cache):
+    /// the next step takes its read's result.
+    Read(Arc<Table>, BlockHandle),
+}
+
+/// [`Version::get`] as a resumable state machine: each [`LevelLookup::step`] runs until
+/// the lookup is answered or needs a data block from disk, so that a caller can gather
+/// the block reads of many keys' lookups and issue them together (`Db::multi_get`).
+/// Everything but those reads (the file choice per level, filters, index, block cache,
+/// table opens) happens inside the steps, exactly as a one-key get does.
+pub struct LevelLookup {
+    /// The next level to visit and the last.
+    next: usize,
+    end: usize,
+    /// The level being visited and its candidate files (indexes into the level), the
+    /// next of them to look at.
+    level: usize,
+    files: Vec<usize>,
+    pos: usize,
+    /// The newest version found in the level so far (L0's files overlap).
+    best: Option<LevelHit>,
+    /// The file whose block the last step asked for, with the table and handle.
+    waiting: Option<(usize, Arc<Table>, BlockHandle)>,
+}
+
+impl LevelLookup {
+    /// A lookup over `levels`.
+    pub fn new(levels: std::ops::RangeInclusive<usize>) -> LevelLookup {
+        LevelLookup {
+            next: *levels.start(),
+            end: *levels.end(),
+            level: 0,
+            files: Vec::new(),
+            pos: 0,
+            best: None,
+            waiting: None,
+        }
+    }
+
+    /// Goes on with the lookup of `seek_key` in `version` until it is answered or needs a
+    /// block read. `block`: the result of reading the block the previous step asked for
+    /// (`None` on the first step). `version` must be the same on every step.
+    pub fn step(
+        &mut self,
+        version: &Version,
+        tables: &TableCache,
+        seek_key: &[u8],
+        cause: IoCause,
+        block: Option<Result<Block>>,
+    ) -> Result<LevelStep> {
         let ukey = user_key(seek_key);
-        for level in levels {
-            let Some(files) = self.levels.get(level) else {
-                break;
+        if let Some((file, table, h)) = self.waiting.take() {
+            let Some(block) = block else {
+                // Asked for a block and not given it: ask again.
+                self.waiting = Some((file, table.clone(), h));
+                return Ok(LevelStep::Read(table, h));
             };
-            let candidates: Vec<&Arc<FileMeta>> = if level == 0 {
-                files.iter().filter(|f| f.contains_user_key(ukey)).collect()
-            } else {
-                let i = Self::find_file(files, seek_key);
-                files
-                    .get(i)
-                    .filter(|f| user_key(f.smallest()) <= ukey)
-                    .into_iter()
-                    .collect()
-            };
+            let found = table.search_block(&block?, h, seek_key)?;
+            self.consider(version, tables, file, found, h)?;
+        }
+        loop {
+            if self.pos >= self.files.len() {
+                if self.best.is_some() || self.next > self.end {
+                    return Ok(LevelStep::Done(self.best.take()));
+                }
+                let level = self.next;
+                self.next += 1;
+                let Some(files) = version.levels.get(level) else {
+                    self.next = self.end + 1;
+                    continue;
+                };
+                self.level = level;
+                self.pos = 0;
+                self.files.clear();
+                if level == 0 {
+                    self.files.extend(
+                        files
+                            .iter()
+                            .enumerate()
+                            .filter(|(_, f)| f.contains_user_key(ukey))
+                            .map(|(i, _)| i),
+                    );
+                } else {
+                    let i = Version::find_file(files, seek_key);
+                    if files.get(i).is_some_and(|f| user_key(f.smallest()) <= ukey) {
+                        self.files.push(i);
+                    }
+                }
+                continue;
+            }
+            let file = self.files[self.pos];
+            let f = &version.levels[self.level][file];
             // L0 files overlap. They are ordered newest first by largest sequence number,
             // but a promoted file holds old records, so keep looking while a later file
             // could still hold a newer version than the best found.
-            let mut best: Option<LevelHit> = None;
-            for f in candidates {
-                if best.as_ref().is_some_and(|b| f.info.largest_seq < b.seq) {
-                    break;
+            if self
+                .best
+                .as_ref()
+                .is_some_and(|b| f.info.largest_seq < b.seq)
+            {
+                self.pos = self.files.len();
+                continue;
+            }
+            let table = tables.get(f, cause)?;
+            match table.locate(seek_key)? {
+                BlockLookup::Absent => self.pos += 1,
+                BlockLookup::Cached(h, block) => {
+                    let found = table.search_block(&block, h, seek_key)?;
+                    self.consider(version, tables, file, found, h)?;
                 }
-                let table = tables.get(f, cause)?;
-                if let Some((ikey, value, block)) = table.get_with_handle(seek_key, cause)? {
-                    let parsed = crate::key::parse_internal_key(&ikey).ok_or_else(|| {
+                BlockLookup::Read(h) => {
+                    self.waiting = Some((file, table.clone(), h));
+                    return Ok(LevelStep::Read(table, h));
+                }
+            }
+        }
+    }
+
+    /// Takes what file `file` of the current level held (if anything) into account and
+    /// moves to the next candidate.
+    fn consider(
+        &mut self,
+        version: &Version,
+        tables: &TableCache,
+        file: usize,
+        found: Option<(bytes::Bytes, bytes::Bytes)>,
+        block: BlockHandle,
+    ) -> Result<()> {
+        self.pos += 1;
+        let Some((ikey, value)) = found else {
+            return Ok(());
+        };
+        let f = &version.levels[self.level][file];
+        let parsed = crate::key::parse_internal_key(&ikey).ok_or_else(|| {
+            crate::Error::corruption(
+                tables_path(tables, f),
+                0,
+                "table returned a malformed internal key",
+            )
+        })?;
+        if self.best.as_ref().is_some_and(|b| b.seq >= parsed.seq) {
+            return Ok(());
+        }
+        let (result, deadline) = match parsed.kind {
+            crate::key::ValueKind::Value => (LevelGet::Found(value), None),
+            crate::key::ValueKind::Expiring => {
+                let (_, deadline) =
+                    crate::expiry::split_stored(parsed.kind, &value).ok_or_else(|| {
                         crate::Error::corruption(
                             tables_path(tables, f),
                             0,
-                            "table returned a malformed internal key",
+                            "expiring value shorter than its deadline",
                         )
                     })?;
-                    if best.as_ref().is_some_and(|b| b.seq >= parsed.seq) {
-                        continue;
-                    }
-                    let (result, deadline) = match parsed.kind {
-                        crate::key::ValueKind::Value => (LevelGet::Found(value), None),
-                        crate::key::ValueKind::Expiring => {
-                            let (_, deadline) = crate::expiry::split_stored(parsed.kind, &value)
-                                .ok_or_else(|| {
-                                    crate::Error::corruption(
-                                        tables_path(tables, f),
-                                        0,
-                                        "expiring value shorter than its deadline",
-                                    )
-                                })?;
-                            let value = value.slice(crate::expiry::DEADLINE_LEN..);
-                            (LevelGet::Found(value), deadline)
-                        }
-                        crate::key::ValueKind::Delete => (LevelGet::Deleted, None),
-                    };
-                    best = Some(LevelHit {
-                        result,
-                        level,
-                        tier: f.tier,
-                        seq: parsed.seq,
-                        deadline,
-                        file: f.number,
-                        block,
-                    });
-                    if level > 0 {
-                        break;
-                    }
-                }
+                let value = value.slice(crate::expiry::DEADLINE_LEN..);
+                (LevelGet::Found(value), deadline)
             }
-            if best.is_some() {
-                return Ok(best);
-            }
+            crate::key::ValueKind::Delete => (LevelGet::Deleted, None),
+        };
+        self.best = Some(LevelHit {
+            result,
+            level: self.level,
+            tier: f.tier,
+            seq: parsed.seq,
+            deadline,
+            file: f.number,
+            block,
+        });
+        if self.level > 0 {
+            self.pos = self.files.len();
         }
-        Ok(None)
+        Ok(())
     }
 }
 
