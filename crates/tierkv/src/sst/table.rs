@@ -175,6 +175,24 @@ impl Table {
         Ok(out)
     }
 
+    /// One user key per data block a reader sees, in key order, from the in-memory index
+    /// (no I/O): an upper bound of the block's user keys below the next block's first
+    /// (the separator of a format-2 index, the block's last key's user key before that).
+    pub fn index_user_keys(&self) -> Result<Vec<Vec<u8>>> {
+        let mut idx = self.index.iter();
+        idx.seek_to_first().map_err(|e| self.index_error(e))?;
+        let mut out = Vec::new();
+        while idx.valid() {
+            out.push(if self.user_key_index {
+                idx.key().to_vec()
+            } else {
+                user_key(idx.key()).to_vec()
+            });
+            idx.next().map_err(|e| self.index_error(e))?;
+        }
+        Ok(out)
+    }
+
     /// Reads the data block at `h` (a handle of this table) from disk, bypassing the block
     /// cache (a compaction reading the blocks it rewrites).
     pub fn read_block(&self, h: BlockHandle, cause: IoCause) -> Result<Block> {
