@@ -90,7 +90,11 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             // One pass: the dirty blocks are found and read as the merge reaches them.
             let plan = semi_plan::plan(c, ctx)?;
             semi_read = Some(plan.read_bytes);
-            let mut iter = plan.dirty_blocks(input_iterator(c, ctx, plan.rewrite_iterators())?);
+            let promoted = ctx.hot.as_ref().map_or_else(Vec::new, |h| {
+                h.promote.iter().map(|(k, _)| k.to_vec()).collect()
+            });
+            let inner = input_iterator(c, ctx, plan.rewrite_iterators())?;
+            let mut iter = plan.dirty_blocks(inner, promoted);
             m.down.semi = Some(SemiOutputs::new(plan.targets, plan.log));
             iter.seek_to_first()?;
             merge_iter(iter, m)

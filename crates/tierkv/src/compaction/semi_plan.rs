@@ -1,9 +1,11 @@
 //! Planning a merge into semi-sorted tables (HyperDB's block-level merge) and finding its
 //! dirty blocks while it runs. Before the merge, each overlapping output-level table is
-//! either continued (a new generation is appended) or rewritten whole: whole when it
-//! would be more than half dirty afterwards (`T_CLEAN`, by stored bytes, estimated before
-//! the merge: see [`plan`]), when it has grown past twice the target file size, or when
-//! it is still sorted. During the merge, [`DirtyBlocks`] wraps the merge's input and reads
+//! either continued (a new generation is appended) or rewritten whole: whole when more
+//! than half of it would be garbage afterwards (`T_CLEAN`, by stored bytes: dirty blocks
+//! and earlier generations' metadata, the blocks this merge dirties estimated before it
+//! runs, see [`plan`]), when its valid blocks have grown past twice the target file size,
+//! when it is still sorted, or when it is small (below a quarter of the target size) and
+//! a neighbour is rewritten whole, so that the two are written as fewer, fuller tables. During the merge, [`DirtyBlocks`] wraps the merge's input and reads
 //! a continued table's valid block only when the next input key falls in its range,
 //! marking it dirty (the marks reach the outputs through [`DirtyLog`]); blocks no input
 //! key falls in are never read and stay where they are. The inputs are read once.
@@ -26,8 +28,12 @@ use crate::{Error, Result};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 
-/// A table is rewritten whole once more than this share of its bytes would be dirty.
+/// A table is rewritten whole once more than this share of its bytes would be garbage.
 pub(super) const T_CLEAN: f64 = 0.5;
+
+/// A table below the target file size over this is small: rewritten with a neighbour
+/// rewritten whole, so the two become fewer, fuller files.
+pub(super) const SMALL_TABLE_DIVISOR: u64 = 4;
 
 /// What the merge does with one output-level table.
 pub(super) enum TargetMode {
@@ -249,15 +255,43 @@ pub(super) fn plan(c: &Compaction, ctx: &JobContext<'_>) -> Result<SemiPlan> {
     for (t, newly) in targets.iter_mut().zip(newly) {
         let rewrite = match &t.mode {
             TargetMode::Append { prior, .. } => {
-                let total = (prior.valid_bytes() + prior.dirty_bytes()).max(1);
-                let share = (prior.dirty_bytes() as f64 + newly) / total as f64;
-                share > T_CLEAN || t.meta.size() > 2 * ctx.target_file_size
+                // After the append, everything but the valid blocks left is garbage:
+                // dirty blocks, every earlier generation's metadata (the current one's
+                // too) and the blocks dirtied now, whose entries are written again.
+                let size = t.meta.size().max(1) as f64;
+                let valid = prior.valid_bytes() as f64;
+                let share = ((size - valid).max(0.0) + newly) / (size + newly);
+                // A table grown past twice the target size (inserts) is split.
+                share > T_CLEAN || prior.valid_bytes() > 2 * ctx.target_file_size
             }
             TargetMode::Rewrite => true,
         };
         if rewrite {
             t.mode = TargetMode::Rewrite;
             read_bytes += t.meta.size();
+        }
+    }
+    // A small table next to one rewritten whole is rewritten too: its records join the
+    // neighbour's fresh tables, which span neighbouring rewritten territories
+    // (`super::semi_sink`), so the level keeps fewer, fuller files.
+    let small = ctx.target_file_size / SMALL_TABLE_DIVISOR;
+    let rewritten = |targets: &[Target], i: usize| {
+        targets
+            .get(i)
+            .is_some_and(|t| matches!(t.mode, TargetMode::Rewrite))
+    };
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..targets.len() {
+            let joins = matches!(targets[i].mode, TargetMode::Append { .. })
+                && targets[i].meta.size() < small
+                && ((i > 0 && rewritten(&targets, i - 1)) || rewritten(&targets, i + 1));
+            if joins {
+                targets[i].mode = TargetMode::Rewrite;
+                read_bytes += targets[i].meta.size();
+                changed = true;
+            }
         }
     }
     Ok(SemiPlan {
@@ -281,8 +315,15 @@ impl SemiPlan {
     }
 
     /// The merge's input: `inner` (the inputs and the tables rewritten whole) with the
-    /// continued tables' blocks that input keys fall in, read as the merge reaches them.
-    pub(super) fn dirty_blocks(&self, inner: MergingIterator) -> DirtyBlocks {
+    /// continued tables' blocks that its keys or the `promoted` user keys (the
+    /// promotion-cache records the merge may write, in order) fall in, read as the merge
+    /// reaches them. (A promoted record's key reads its block so that the merge decides
+    /// about it knowing the slow tier's version, as a sorted merge does.)
+    pub(super) fn dirty_blocks(
+        &self,
+        inner: MergingIterator,
+        promoted: Vec<Vec<u8>>,
+    ) -> DirtyBlocks {
         let blocks = valid_blocks(&self.targets)
             .into_iter()
             .map(|b| (self.targets[b.target].table.clone(), b))
@@ -295,6 +336,8 @@ impl SemiPlan {
             from_block: false,
             prev: Vec::new(),
             log: self.log.clone(),
+            promoted,
+            next_promoted: 0,
         }
     }
 }
@@ -316,6 +359,10 @@ pub(super) struct DirtyBlocks {
     /// The last block entry emitted (keys must ascend across blocks).
     prev: Vec<u8>,
     log: Arc<DirtyLog>,
+    /// User keys that read their block as an input key would, in order, and the first
+    /// not yet passed.
+    promoted: Vec<Vec<u8>>,
+    next_promoted: usize,
 }
 
 impl DirtyBlocks {
@@ -358,27 +405,40 @@ impl DirtyBlocks {
         Ok(())
     }
 
-    /// Reads the block `inner`'s next key falls in, once the current block is done, and
-    /// picks the smaller of the two heads.
+    /// Once the current block is done, reads the block the next key (of `inner`, or a
+    /// promoted one before it) falls in, then picks the smaller of the two heads.
     fn settle(&mut self) -> Result<()> {
-        if !self.block_valid() && self.inner.valid() {
-            self.current = None;
-            let u = user_key(self.inner.key());
+        while !self.block_valid() {
+            let from_inner = self.inner.valid().then(|| user_key(self.inner.key()));
+            let promoted = self.promoted.get(self.next_promoted).map(Vec::as_slice);
+            let (u, is_promoted) = match (from_inner, promoted) {
+                (Some(i), Some(p)) if p < i => (p, true),
+                (Some(i), _) => (i, false),
+                (None, Some(p)) => (p, true),
+                (None, None) => break,
+            };
+            let mut next = self.next;
             while self
                 .blocks
-                .get(self.next)
+                .get(next)
                 .is_some_and(|(_, b)| b.last.as_slice() < u)
             {
-                self.next += 1;
+                next += 1;
             }
-            if self
+            let load = self
                 .blocks
-                .get(self.next)
-                .is_some_and(|(_, b)| b.first.as_slice() <= u)
-            {
-                let at = self.next;
+                .get(next)
+                .is_some_and(|(_, b)| b.first.as_slice() <= u);
+            self.next = next;
+            if is_promoted {
+                self.next_promoted += 1;
+            }
+            if load {
+                self.current = None;
                 self.next += 1;
-                self.load(at)?;
+                self.load(self.next - 1)?;
+            } else if !is_promoted {
+                break;
             }
         }
         self.from_block = match self.current.as_ref() {

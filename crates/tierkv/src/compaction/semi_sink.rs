@@ -1,8 +1,10 @@
 //! Where a merge into semi-sorted tables writes (pass 2's outputs): a record goes to the
 //! output-level table whose territory holds it (`super::semi_plan::territory`); an
 //! appended table gets it in its new generation, a table rewritten whole (or no table at
-//! all) sends it to fresh semi-sorted tables cut at the target size and at territory
-//! boundaries. The blocks the merge dirties arrive through the plan's `DirtyLog` as the
+//! all) sends it to fresh semi-sorted tables cut at the target size; a fresh table spans
+//! the territories of neighbouring tables rewritten whole and closes before one that
+//! stays (appended or untouched), so the level's tables stay disjoint and small rewritten
+//! tables do not stay small. The blocks the merge dirties arrive through the plan's `DirtyLog` as the
 //! merge reads them, always before their keys (a generation in progress takes them then,
 //! the others when they start). At the end every appended table with dirty blocks gets its generation
 //! (even with no record landing: its dirty blocks must stop being valid), an appended
@@ -167,9 +169,17 @@ impl SemiOutputs {
             }
             return Ok(());
         }
-        if self.fresh.is_some() && self.fresh_territory != t {
+        // Keys ascend, so `t` is at or past the fresh table's territory; it may go on only
+        // over territories rewritten whole.
+        let spans = (self.fresh_territory + 1..=t).all(|i| {
+            self.targets
+                .get(i)
+                .is_some_and(|s| matches!(s.target.mode, TargetMode::Rewrite))
+        });
+        if self.fresh.is_some() && !spans {
             self.finish_fresh(lists)?;
         }
+        self.fresh_territory = t;
         if self.fresh.is_none() {
             let number = (ctx.new_file_number)();
             lists.created.push(number);
@@ -179,7 +189,6 @@ impl SemiOutputs {
                 IoCause::Compaction,
             )?;
             self.fresh = Some((GenerationWriter::new(file, ctx.table_options), number));
-            self.fresh_territory = t;
         }
         if let Some((w, _)) = self.fresh.as_mut() {
             w.add(ikey, value)?;

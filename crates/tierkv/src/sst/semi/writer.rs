@@ -322,6 +322,9 @@ impl GenerationWriter {
     /// generation without a valid block (the caller drops such a table instead).
     pub fn finish(mut self) -> Result<TableInfo> {
         self.flush_block()?;
+        // Everything before this generation's metadata that no valid block holds is
+        // garbage: dirty blocks and earlier generations' metadata.
+        let data_end = self.offset;
         let (kept, kept_keys) = self.split_prior();
         let built = std::mem::take(&mut self.built);
         let valid = merge_by_key(kept, built, |b: &SemiBlock| b.first_user_key().to_vec());
@@ -375,7 +378,7 @@ impl GenerationWriter {
             },
         };
         let properties = self.write_block(&props.encode())?;
-        let garbage_bytes = self.dead.iter().map(|b| b.stored_len()).sum();
+        let garbage_bytes = data_end.saturating_sub(valid.iter().map(|b| b.stored_len()).sum());
         let mut all = valid;
         all.append(&mut self.dead);
         let index = self.write_block(&encode_index(&all))?;
