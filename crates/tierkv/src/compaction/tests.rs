@@ -521,9 +521,9 @@ fn visible(levels: &[(usize, Entries)], snapshot: u64) -> View {
     view
 }
 
-/// A merge into semi-sorted slow-tier tables (pass 1 dirtying blocks, appended
-/// generations, kept clean blocks, whole rewrites) leaves readers exactly what a sorted
-/// merge leaves them (1): the same visible versions of every key across the output levels.
+/// A merge into semi-sorted slow-tier tables (dirty blocks found as the merge reaches
+/// them, appended generations, kept clean blocks, whole rewrites) leaves readers exactly
+/// what a sorted merge leaves them (1): the same visible versions of every key across the output levels.
 /// (Not the same entries: clean blocks keep hidden versions, expired records and hot records
 /// the merge did not read.) Every table verifies (3), files of a level stay disjoint, and the
 /// cases do exercise appends and tables left untouched.
