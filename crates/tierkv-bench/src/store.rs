@@ -309,9 +309,15 @@ pub fn tierkv_options(
         } else {
             system.promotion()
         },
-        // Every two-tier system shares one load, made with the default compaction.
+        // Every two-tier system shares one load, made with the default compaction, except
+        // that a system with the semi-sorted slow tier loads its own in that format (its
+        // `load_class`): loaded as sorted tables, its run would spend its merges
+        // converting them.
         compaction: if loading {
-            tierkv::CompactionOptions::default()
+            tierkv::CompactionOptions {
+                slow_tier_format: system.compaction().slow_tier_format,
+                ..Default::default()
+            }
         } else {
             system.compaction()
         },
@@ -506,6 +512,33 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `tierkv-semi` loads its own store (its load class) and must load it in its own
+    /// slow-tier format: loaded as sorted tables, its measured run would spend its merges
+    /// rewriting them into semi-sorted ones. Every other two-tier system shares the
+    /// default load.
+    #[test]
+    fn the_semi_sorted_system_loads_in_its_format() {
+        let cfg = Config::from_args(&crate::args::BenchArgs {
+            scale: "smoke".into(),
+            out: "unused".into(),
+            no_progress: true,
+            ..Default::default()
+        })
+        .unwrap();
+        let dirs = TierDirs::for_name(&cfg, "x");
+        let semi = tierkv::SlowTierFormat::SemiSorted;
+        for loading in [true, false] {
+            let o = tierkv_options(&cfg, System::TierkvSemi, &dirs, loading);
+            assert_eq!(o.compaction.slow_tier_format, semi, "loading {loading}");
+            let o = tierkv_options(&cfg, System::Tierkv, &dirs, loading);
+            assert_eq!(
+                o.compaction.slow_tier_format,
+                tierkv::SlowTierFormat::Sorted
+            );
+        }
+        assert_ne!(System::TierkvSemi.load_class(), System::Tierkv.load_class());
+    }
 
     #[test]
     fn counter_deltas() {

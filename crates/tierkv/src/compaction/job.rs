@@ -103,11 +103,15 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
     let merged = Merger::new(c, ctx, &mut down, &mut fast, &mut out).and_then(|mut m| {
         m.push = push.as_mut();
         if semi {
+            // One pass: the dirty blocks are found and read as the merge reaches them.
             let plan = semi_plan::plan(c, ctx)?;
             semi_read = Some(plan.read_bytes);
-            let rewritten = plan.iterators();
-            m.down.semi = Some(SemiOutputs::new(plan.targets));
-            let mut iter = input_iterator(c, ctx, rewritten)?;
+            let promoted = ctx.hot.as_ref().map_or_else(Vec::new, |h| {
+                h.promote.iter().map(|(k, _)| k.to_vec()).collect()
+            });
+            let inner = input_iterator(c, ctx, plan.rewrite_iterators())?;
+            let mut iter = plan.dirty_blocks(inner, promoted);
+            m.down.semi = Some(SemiOutputs::new(plan.targets, plan.log));
             iter.seek_to_first()?;
             merge_iter(iter, m)
         } else if ctx.block_reuse {
@@ -148,7 +152,7 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             .deleted
             .retain(|(_, n)| !semi.untouched.contains(n));
         appended_base = semi.appended_base;
-        out.bytes_read = semi_read.unwrap_or(out.bytes_read);
+        out.bytes_read = semi_read.map_or(out.bytes_read, |r| r + semi.dirty_read_bytes());
     }
     let written: Vec<NewFile> = down
         .done
@@ -200,7 +204,7 @@ fn merge_entries(c: &Compaction, ctx: &JobContext<'_>, m: Merger<'_, '_>) -> Res
 }
 
 /// Feeds a positioned merging iterator through the merger.
-fn merge_iter(mut iter: MergingIterator, mut m: Merger<'_, '_>) -> Result<()> {
+fn merge_iter(mut iter: impl InternalIterator, mut m: Merger<'_, '_>) -> Result<()> {
     while iter.valid() {
         m.add_entry(iter.key(), iter.value())?;
         iter.next()?;

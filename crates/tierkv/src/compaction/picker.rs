@@ -297,8 +297,8 @@ fn pick_level0(v: &Version, running: &[RangeClaim]) -> Option<Compaction> {
 /// drops its garbage.
 pub const DIRTY_VICTIM_SPACE_AMP: f64 = 1.5;
 
-/// True when the slow tier's garbage (dirty blocks of semi-sorted tables) makes its space
-/// amplification exceed [`DIRTY_VICTIM_SPACE_AMP`].
+/// True when the slow tier's garbage (dirty blocks and old metadata of semi-sorted
+/// tables) makes its space amplification exceed [`DIRTY_VICTIM_SPACE_AMP`].
 fn slow_space_pressure(v: &Version) -> bool {
     let (bytes, garbage) = v
         .all_files()

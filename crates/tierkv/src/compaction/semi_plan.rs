@@ -1,10 +1,14 @@
-//! Planning a merge into semi-sorted tables (HyperDB's block-level merge, pass 1): walk
-//! the input level's user keys (a semi-sorted input's on-disk key list, a sorted input's
-//! entries) and mark, in each overlapping output-level table, the valid blocks whose range
-//! holds one of them (dirty). A table that would then be more than half dirty
-//! (`T_CLEAN`, by stored bytes, estimated before the merge), that has grown past twice the
-//! target file size, or that is still sorted, is rewritten whole instead. The merge then
-//! reads the inputs plus only the blocks to rewrite ([`SemiPlan::iterators`]).
+//! Planning a merge into semi-sorted tables (HyperDB's block-level merge) and finding its
+//! dirty blocks while it runs. Before the merge, each overlapping output-level table is
+//! either continued (a new generation is appended) or rewritten whole: whole when more
+//! than half of it would be garbage afterwards (`T_CLEAN`, by stored bytes: dirty blocks
+//! and earlier generations' metadata, the blocks this merge dirties estimated before it
+//! runs, see [`plan`]), when its valid blocks have grown past twice the target file size,
+//! when it is still sorted, or when it is small (below a quarter of the target size) and
+//! a neighbour is rewritten whole, so that the two are written as fewer, fuller tables. During the merge, [`DirtyBlocks`] wraps the merge's input and reads
+//! a continued table's valid block only when the next input key falls in its range,
+//! marking it dirty (the marks reach the outputs through [`DirtyLog`]); blocks no input
+//! key falls in are never read and stay where they are. The inputs are read once.
 //!
 //! Each output-level table owns a *territory*: from its smallest user key up to the next
 //! table's (the first one's reaches down to the bottom), so a record that lands in a gap
@@ -13,7 +17,7 @@
 use super::context::JobContext;
 use super::Compaction;
 use crate::env::{IoCause, Tier};
-use crate::iter::InternalIterator;
+use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{compare_internal, user_key};
 use crate::sst::block::BlockIter;
 use crate::sst::format::BlockHandle;
@@ -21,15 +25,20 @@ use crate::sst::semi::PriorGeneration;
 use crate::sst::Table;
 use crate::version::FileMeta;
 use crate::{Error, Result};
-use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
 
-/// A table is rewritten whole once more than this share of its bytes would be dirty.
+/// A table is rewritten whole once more than this share of its bytes would be garbage.
 pub(super) const T_CLEAN: f64 = 0.5;
+
+/// A table below the target file size over this is small: rewritten with a neighbour
+/// rewritten whole, so the two become fewer, fuller files.
+pub(super) const SMALL_TABLE_DIVISOR: u64 = 4;
 
 /// What the merge does with one output-level table.
 pub(super) enum TargetMode {
     /// Append a generation: the valid blocks at `dirty` (indexes into `prior.blocks`) are
-    /// rewritten, the others kept.
+    /// rewritten, the others kept. `dirty` fills while the merge runs ([`DirtyLog`]).
     Append {
         prior: PriorGeneration,
         dirty: Vec<usize>,
@@ -45,10 +54,49 @@ pub(super) struct Target {
     pub(super) mode: TargetMode,
 }
 
-/// The targets, in key order, and the bytes pass 1 and the merge read.
+/// The blocks [`DirtyBlocks`] read, as the merge reaches them: `(target, block)` pairs in
+/// key order (block indexes into the target's `prior.blocks`), and their stored bytes.
+#[derive(Default)]
+pub(super) struct DirtyLog {
+    marks: Mutex<Vec<(usize, usize)>>,
+    /// How many marks were ever pushed (checked without the lock on every record).
+    pushed: AtomicUsize,
+    read_bytes: AtomicU64,
+}
+
+impl DirtyLog {
+    fn push(&self, target: usize, block: usize, bytes: u64) {
+        if let Ok(mut m) = self.marks.lock() {
+            m.push((target, block));
+        }
+        self.pushed.fetch_add(1, Relaxed);
+        self.read_bytes.fetch_add(bytes, Relaxed);
+    }
+
+    /// The marks pushed after the first `seen` (and the new count), without locking
+    /// when there are none.
+    pub(super) fn since(&self, seen: usize) -> (Vec<(usize, usize)>, usize) {
+        if self.pushed.load(Relaxed) == seen {
+            return (Vec::new(), seen);
+        }
+        match self.marks.lock() {
+            Ok(m) => (m.get(seen..).unwrap_or_default().to_vec(), m.len()),
+            Err(_) => (Vec::new(), seen),
+        }
+    }
+
+    /// Stored bytes of the blocks read so far.
+    pub(super) fn read_bytes(&self) -> u64 {
+        self.read_bytes.load(Relaxed)
+    }
+}
+
+/// The targets, in key order, the bytes the merge reads besides the dirty blocks (the
+/// inputs and the tables rewritten whole), and where the dirty blocks are logged.
 pub(super) struct SemiPlan {
     pub(super) targets: Vec<Target>,
     pub(super) read_bytes: u64,
+    pub(super) log: Arc<DirtyLog>,
 }
 
 /// The index of the target whose territory holds user key `k` (0 with no target).
@@ -58,19 +106,140 @@ pub(super) fn territory<T>(items: &[T], meta: impl Fn(&T) -> &FileMeta, k: &[u8]
         .saturating_sub(1)
 }
 
-/// Pass 1: opens the targets and marks their dirty blocks.
+/// A continued table's valid block, as the estimate and the merge see it.
+struct ValidBlock {
+    target: usize,
+    /// Index into the target's `prior.blocks`.
+    index: usize,
+    first: Vec<u8>,
+    last: Vec<u8>,
+    handle: BlockHandle,
+    stored_len: u64,
+}
+
+/// Every valid block of the targets that may be continued, in key order (targets are
+/// disjoint and in order; valid blocks lead each index, in key order).
+fn valid_blocks(targets: &[Target]) -> Vec<ValidBlock> {
+    let mut out = Vec::new();
+    for (t, target) in targets.iter().enumerate() {
+        if let TargetMode::Append { prior, .. } = &target.mode {
+            for (i, b) in prior.blocks.iter().enumerate().take_while(|(_, b)| b.valid) {
+                out.push(ValidBlock {
+                    target: t,
+                    index: i,
+                    first: b.first_user_key().to_vec(),
+                    last: b.last_user_key().to_vec(),
+                    handle: b.handle,
+                    stored_len: b.stored_len(),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The expected bytes each target's valid blocks lose to this merge, from what is in
+/// memory or small: a semi-sorted input's key list marks exactly; a sorted input's data
+/// is not read (the merge reads it once, later), so its index stands in: each of its
+/// data blocks holds about `entries / blocks` keys somewhere between its separators, and
+/// each of those keys is taken to fall into the blocks there in proportion to the keys
+/// they hold (the targets' key lists), as updates of existing keys do. A block in whose
+/// range an input block falls without a key of its own there counts as dirtied.
+fn estimate_dirty(
+    c: &Compaction,
+    ctx: &JobContext<'_>,
+    targets: &[Target],
+    blocks: &[ValidBlock],
+) -> Result<Vec<f64>> {
+    // The targets' valid keys with the block holding each, in key order.
+    let mut keys: Vec<(&[u8], usize)> = Vec::new();
+    {
+        let mut j = 0;
+        for target in targets {
+            let TargetMode::Append { prior, .. } = &target.mode else {
+                continue;
+            };
+            for k in &prior.keys {
+                while j < blocks.len() && blocks[j].last.as_slice() < k.as_slice() {
+                    j += 1;
+                }
+                if j < blocks.len() && blocks[j].first.as_slice() <= k.as_slice() {
+                    keys.push((k, j));
+                }
+            }
+        }
+    }
+    // The probability that each block stays clean.
+    let mut clean = vec![1.0f64; blocks.len()];
+    let covering = |k: &[u8]| {
+        let j = blocks.partition_point(|b| b.last.as_slice() < k);
+        (j < blocks.len() && blocks[j].first.as_slice() <= k).then_some(j)
+    };
+    for f in &c.inputs {
+        let table = ctx.tables.get(f, IoCause::Compaction)?;
+        if let Some(g) = table.semi_generation(IoCause::Compaction)? {
+            for k in &g.keys {
+                if let Some(j) = covering(k) {
+                    clean[j] = 0.0;
+                }
+            }
+            continue;
+        }
+        let seps = table.index_user_keys()?;
+        if seps.is_empty() {
+            continue;
+        }
+        let per_block = (table.properties().num_entries as f64 / seps.len() as f64).max(1.0);
+        let (smallest, largest) = (user_key(f.smallest()), user_key(f.largest()));
+        for (i, sep) in seps.iter().enumerate() {
+            let lo = match i {
+                0 => keys.partition_point(|(k, _)| *k < smallest),
+                _ => keys.partition_point(|(k, _)| *k <= seps[i - 1].as_slice()),
+            };
+            let hi_key = sep.as_slice().min(largest);
+            let hi = keys.partition_point(|(k, _)| *k <= hi_key);
+            if lo >= hi {
+                // No target key in the block's range: a block spanning it is dirtied.
+                let from = if i == 0 {
+                    smallest
+                } else {
+                    seps[i - 1].as_slice()
+                };
+                let j = blocks.partition_point(|b| b.last.as_slice() < from);
+                if j < blocks.len() && blocks[j].first.as_slice() <= hi_key {
+                    clean[j] = 0.0;
+                }
+                continue;
+            }
+            let n = (hi - lo) as f64;
+            let mut at = lo;
+            while at < hi {
+                let j = keys[at].1;
+                let run = keys[at..hi].iter().take_while(|(_, b)| *b == j).count();
+                clean[j] *= (1.0 - run as f64 / n).powf(per_block);
+                at += run;
+            }
+        }
+    }
+    let mut dirty = vec![0.0f64; targets.len()];
+    for (b, c) in blocks.iter().zip(clean) {
+        dirty[b.target] += (1.0 - c) * b.stored_len as f64;
+    }
+    Ok(dirty)
+}
+
+/// Opens the targets and decides, per target, whether the merge continues it or rewrites
+/// it whole (the module comment); reads no input data.
 pub(super) fn plan(c: &Compaction, ctx: &JobContext<'_>) -> Result<SemiPlan> {
     let mut outputs = c.output_inputs.clone();
     outputs.sort_by(|a, b| compare_internal(a.smallest(), b.smallest()));
     let mut targets = Vec::with_capacity(outputs.len());
-    let mut marks: Vec<Vec<bool>> = Vec::with_capacity(outputs.len());
     for meta in outputs {
         let table = ctx.tables.get(&meta, IoCause::Compaction)?;
         let prior = match meta.tier {
             Tier::Slow => table.semi_generation(IoCause::Compaction)?,
             Tier::Fast => None,
         };
-        marks.push(vec![false; prior.as_ref().map_or(0, |p| p.blocks.len())]);
         let mode = match prior {
             Some(prior) => TargetMode::Append {
                 prior,
@@ -81,59 +250,19 @@ pub(super) fn plan(c: &Compaction, ctx: &JobContext<'_>) -> Result<SemiPlan> {
         targets.push(Target { meta, table, mode });
     }
     let mut read_bytes = c.inputs.iter().map(|f| f.size()).sum::<u64>();
-    // Valid blocks lead each index: how many, per target.
-    let valid_counts: Vec<usize> = targets
-        .iter()
-        .map(|t| match &t.mode {
-            TargetMode::Append { prior, .. } => prior.blocks.iter().take_while(|b| b.valid).count(),
-            TargetMode::Rewrite => 0,
-        })
-        .collect();
-    let mut mark = |k: &[u8]| {
-        let at = territory(&targets, |t| &t.meta, k);
-        let Some(t) = targets.get(at) else {
-            return;
-        };
-        if let TargetMode::Append { prior, .. } = &t.mode {
-            let valid = valid_counts[at];
-            let i = prior.blocks[..valid].partition_point(|b| b.last_user_key() < k);
-            if i < valid && prior.blocks[i].covers(k) {
-                marks[at][i] = true;
-            }
-        }
-    };
-    for f in &c.inputs {
-        let table = ctx.tables.get(f, IoCause::Compaction)?;
-        if let Some(g) = table.semi_generation(IoCause::Compaction)? {
-            g.keys.iter().for_each(|k| mark(k));
-            continue;
-        }
-        let mut it = table.iter(IoCause::Compaction, false);
-        it.seek_to_first()?;
-        let mut prev: Vec<u8> = Vec::new();
-        let mut first = true;
-        while it.valid() {
-            let u = user_key(it.key());
-            if first || u != prev.as_slice() {
-                mark(u);
-                prev.clear();
-                prev.extend_from_slice(u);
-                first = false;
-            }
-            it.next()?;
-        }
-        // Pass 1 reads a sorted input once more.
-        read_bytes += f.size();
-    }
-    for (t, m) in targets.iter_mut().zip(marks) {
-        let rewrite = match &mut t.mode {
-            TargetMode::Append { prior, dirty } => {
-                *dirty = (0..m.len()).filter(|&i| m[i]).collect();
-                let newly: u64 = dirty.iter().map(|&i| prior.blocks[i].stored_len()).sum();
-                let total = (prior.valid_bytes() + prior.dirty_bytes()).max(1);
-                let share = (prior.dirty_bytes() + newly) as f64 / total as f64;
-                read_bytes += newly;
-                share > T_CLEAN || t.meta.size() > 2 * ctx.target_file_size
+    let blocks = valid_blocks(&targets);
+    let newly = estimate_dirty(c, ctx, &targets, &blocks)?;
+    for (t, newly) in targets.iter_mut().zip(newly) {
+        let rewrite = match &t.mode {
+            TargetMode::Append { prior, .. } => {
+                // After the append, everything but the valid blocks left is garbage:
+                // dirty blocks, every earlier generation's metadata (the current one's
+                // too) and the blocks dirtied now, whose entries are written again.
+                let size = t.meta.size().max(1) as f64;
+                let valid = prior.valid_bytes() as f64;
+                let share = ((size - valid).max(0.0) + newly) / (size + newly);
+                // A table grown past twice the target size (inserts) is split.
+                share > T_CLEAN || prior.valid_bytes() > 2 * ctx.target_file_size
             }
             TargetMode::Rewrite => true,
         };
@@ -142,84 +271,132 @@ pub(super) fn plan(c: &Compaction, ctx: &JobContext<'_>) -> Result<SemiPlan> {
             read_bytes += t.meta.size();
         }
     }
+    // A small table next to one rewritten whole is rewritten too: its records join the
+    // neighbour's fresh tables, which span neighbouring rewritten territories
+    // (`super::semi_sink`), so the level keeps fewer, fuller files.
+    let small = ctx.target_file_size / SMALL_TABLE_DIVISOR;
+    let rewritten = |targets: &[Target], i: usize| {
+        targets
+            .get(i)
+            .is_some_and(|t| matches!(t.mode, TargetMode::Rewrite))
+    };
+    let mut changed = true;
+    while changed {
+        changed = false;
+        for i in 0..targets.len() {
+            let joins = matches!(targets[i].mode, TargetMode::Append { .. })
+                && targets[i].meta.size() < small
+                && ((i > 0 && rewritten(&targets, i - 1)) || rewritten(&targets, i + 1));
+            if joins {
+                targets[i].mode = TargetMode::Rewrite;
+                read_bytes += targets[i].meta.size();
+                changed = true;
+            }
+        }
+    }
     Ok(SemiPlan {
         targets,
         read_bytes,
+        log: Arc::default(),
     })
 }
 
 impl SemiPlan {
-    /// Cursors over what the merge rewrites of the output level, one per target: the dirty
-    /// blocks of an appended table, or the whole of a table rewritten (its ordinary
-    /// iterator, which reads ahead). Their key ranges are disjoint.
-    pub(super) fn iterators(&self) -> Vec<Box<dyn InternalIterator>> {
+    /// Cursors over the tables rewritten whole (their ordinary iterators, which read
+    /// ahead), to merge with the inputs. Their key ranges are disjoint.
+    pub(super) fn rewrite_iterators(&self) -> Vec<Box<dyn InternalIterator>> {
         let mut out: Vec<Box<dyn InternalIterator>> = Vec::new();
         for t in &self.targets {
-            match &t.mode {
-                TargetMode::Append { prior, dirty } => {
-                    if !dirty.is_empty() {
-                        out.push(Box::new(BlockListIter {
-                            blocks: dirty
-                                .iter()
-                                .map(|&i| (t.table.clone(), prior.blocks[i].handle))
-                                .collect(),
-                            next: 0,
-                            current: None,
-                            prev: Vec::new(),
-                        }));
-                    }
-                }
-                TargetMode::Rewrite => {
-                    out.push(Box::new(t.table.iter(IoCause::Compaction, false)));
-                }
+            if let TargetMode::Rewrite = t.mode {
+                out.push(Box::new(t.table.iter(IoCause::Compaction, false)));
             }
         }
         out
     }
+
+    /// The merge's input: `inner` (the inputs and the tables rewritten whole) with the
+    /// continued tables' blocks that its keys or the `promoted` user keys (the
+    /// promotion-cache records the merge may write, in order) fall in, read as the merge
+    /// reaches them. (A promoted record's key reads its block so that the merge decides
+    /// about it knowing the slow tier's version, as a sorted merge does.)
+    pub(super) fn dirty_blocks(
+        &self,
+        inner: MergingIterator,
+        promoted: Vec<Vec<u8>>,
+    ) -> DirtyBlocks {
+        let blocks = valid_blocks(&self.targets)
+            .into_iter()
+            .map(|b| (self.targets[b.target].table.clone(), b))
+            .collect();
+        DirtyBlocks {
+            inner,
+            blocks,
+            next: 0,
+            current: None,
+            from_block: false,
+            prev: Vec::new(),
+            log: self.log.clone(),
+            promoted,
+            next_promoted: 0,
+        }
+    }
 }
 
-/// A forward-only cursor over chosen data blocks of tables, in the order given (key
-/// order, ranges disjoint), for a compaction's merge. Keys must ascend across it: a table
-/// whose blocks say otherwise reads as corrupt. (Dirty blocks lie anywhere in their file:
-/// each is one read, without readahead.)
-pub(super) struct BlockListIter {
-    blocks: Vec<(Arc<Table>, BlockHandle)>,
+/// The merge's input over continued semi-sorted tables: the entries of `inner` merged
+/// with those of the valid blocks its keys fall in. Blocks are in key order with disjoint
+/// ranges and `inner`'s keys ascend, so a block is read (and logged dirty) when the next
+/// key of `inner` lands in its range and no block is read twice; every key of `inner`
+/// emitted before lies below the block's first, so the merge stays in order. Forward only.
+/// (Dirty blocks lie anywhere in their file: each is one read, without readahead.)
+pub(super) struct DirtyBlocks {
+    inner: MergingIterator,
+    blocks: Vec<(Arc<Table>, ValidBlock)>,
+    /// The first block not yet read or passed.
     next: usize,
     current: Option<(usize, BlockIter)>,
+    /// The current entry is the block's (else `inner`'s).
+    from_block: bool,
+    /// The last block entry emitted (keys must ascend across blocks).
     prev: Vec<u8>,
+    log: Arc<DirtyLog>,
+    /// User keys that read their block as an input key would, in order, and the first
+    /// not yet passed.
+    promoted: Vec<Vec<u8>>,
+    next_promoted: usize,
 }
 
-impl BlockListIter {
+impl DirtyBlocks {
     fn corrupt(&self, reason: &str) -> Error {
         match self.current.as_ref().map(|(i, _)| &self.blocks[*i]) {
-            Some((t, h)) => Error::corruption(t.path(), h.offset, reason),
+            Some((t, b)) => Error::corruption(t.path(), b.handle.offset, reason),
             None => Error::corruption("<compaction block list>", 0, reason),
         }
     }
 
-    /// Moves to the first entry of the next non-empty block.
-    fn load(&mut self) -> Result<()> {
-        self.current = None;
-        while let Some((t, h)) = self.blocks.get(self.next) {
-            let block = t.read_block(*h, IoCause::Compaction)?;
-            let mut it = block.iter();
-            let at = self.next;
-            self.next += 1;
-            if let Err(e) = it.seek_to_first() {
-                return Err(Error::corruption(t.path(), h.offset, e));
-            }
-            if it.valid() {
-                self.current = Some((at, it));
-                return Ok(());
-            }
+    fn block_valid(&self) -> bool {
+        self.current.as_ref().is_some_and(|(_, it)| it.valid())
+    }
+
+    /// Reads block `at` and positions at its first entry (an empty one reads as nothing).
+    fn load(&mut self, at: usize) -> Result<()> {
+        let (t, b) = &self.blocks[at];
+        let block = t.read_block(b.handle, IoCause::Compaction)?;
+        self.log.push(b.target, b.index, b.stored_len);
+        let mut it = block.iter();
+        if let Err(e) = it.seek_to_first() {
+            return Err(Error::corruption(t.path(), b.handle.offset, e));
         }
-        Ok(())
+        self.current = Some((at, it));
+        self.check_order()
     }
 
     fn check_order(&mut self) -> Result<()> {
         let Some((_, it)) = self.current.as_ref() else {
             return Ok(());
         };
+        if !it.valid() {
+            return Ok(());
+        }
         if !self.prev.is_empty() && compare_internal(&self.prev, it.key()).is_ge() {
             return Err(self.corrupt("keys out of order across rewritten blocks"));
         }
@@ -228,21 +405,67 @@ impl BlockListIter {
         Ok(())
     }
 
+    /// Once the current block is done, reads the block the next key (of `inner`, or a
+    /// promoted one before it) falls in, then picks the smaller of the two heads.
+    fn settle(&mut self) -> Result<()> {
+        while !self.block_valid() {
+            let from_inner = self.inner.valid().then(|| user_key(self.inner.key()));
+            let promoted = self.promoted.get(self.next_promoted).map(Vec::as_slice);
+            let (u, is_promoted) = match (from_inner, promoted) {
+                (Some(i), Some(p)) if p < i => (p, true),
+                (Some(i), _) => (i, false),
+                (None, Some(p)) => (p, true),
+                (None, None) => break,
+            };
+            let mut next = self.next;
+            while self
+                .blocks
+                .get(next)
+                .is_some_and(|(_, b)| b.last.as_slice() < u)
+            {
+                next += 1;
+            }
+            let load = self
+                .blocks
+                .get(next)
+                .is_some_and(|(_, b)| b.first.as_slice() <= u);
+            self.next = next;
+            if is_promoted {
+                self.next_promoted += 1;
+            }
+            if load {
+                self.current = None;
+                self.next += 1;
+                self.load(self.next - 1)?;
+            } else if !is_promoted {
+                break;
+            }
+        }
+        self.from_block = match self.current.as_ref() {
+            Some((_, it)) if it.valid() => {
+                !self.inner.valid() || compare_internal(it.key(), self.inner.key()).is_lt()
+            }
+            _ => false,
+        };
+        Ok(())
+    }
+
     fn forward_only(&self) -> Error {
-        Error::InvalidArgument("a compaction's block list reads forward only".into())
+        Error::InvalidArgument("a compaction's merge input reads forward only".into())
     }
 }
 
-impl InternalIterator for BlockListIter {
+impl InternalIterator for DirtyBlocks {
     fn valid(&self) -> bool {
-        self.current.as_ref().is_some_and(|(_, it)| it.valid())
+        self.block_valid() || self.inner.valid()
     }
 
     fn seek_to_first(&mut self) -> Result<()> {
         self.next = 0;
+        self.current = None;
         self.prev.clear();
-        self.load()?;
-        self.check_order()
+        self.inner.seek_to_first()?;
+        self.settle()
     }
 
     fn seek_to_last(&mut self) -> Result<()> {
@@ -254,17 +477,19 @@ impl InternalIterator for BlockListIter {
     }
 
     fn next(&mut self) -> Result<()> {
-        let step = match self.current.as_mut() {
-            Some((_, it)) => it.next(),
-            None => return Ok(()),
-        };
-        if let Err(e) = step {
-            return Err(self.corrupt(e));
+        if self.from_block {
+            let step = match self.current.as_mut() {
+                Some((_, it)) => it.next(),
+                None => Ok(()),
+            };
+            if let Err(e) = step {
+                return Err(self.corrupt(e));
+            }
+            self.check_order()?;
+        } else {
+            self.inner.next()?;
         }
-        if !self.valid() {
-            self.load()?;
-        }
-        self.check_order()
+        self.settle()
     }
 
     fn prev(&mut self) -> Result<()> {
@@ -272,10 +497,16 @@ impl InternalIterator for BlockListIter {
     }
 
     fn key(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], |(_, it)| it.key())
+        match (&self.current, self.from_block) {
+            (Some((_, it)), true) => it.key(),
+            _ => self.inner.key(),
+        }
     }
 
     fn value(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], |(_, it)| it.value())
+        match (&self.current, self.from_block) {
+            (Some((_, it)), true) => it.value(),
+            _ => self.inner.value(),
+        }
     }
 }

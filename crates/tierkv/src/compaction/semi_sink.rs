@@ -1,19 +1,24 @@
 //! Where a merge into semi-sorted tables writes (pass 2's outputs): a record goes to the
 //! output-level table whose territory holds it (`super::semi_plan::territory`); an
 //! appended table gets it in its new generation, a table rewritten whole (or no table at
-//! all) sends it to fresh semi-sorted tables cut at the target size and at territory
-//! boundaries. At the end every appended table with dirty blocks gets its generation
+//! all) sends it to fresh semi-sorted tables cut at the target size; a fresh table spans
+//! the territories of neighbouring tables rewritten whole and closes before one that
+//! stays (appended or untouched), so the level's tables stay disjoint and small rewritten
+//! tables do not stay small. The blocks the merge dirties arrive through the plan's `DirtyLog` as the
+//! merge reads them, always before their keys (a generation in progress takes them then,
+//! the others when they start). At the end every appended table with dirty blocks gets its generation
 //! (even with no record landing: its dirty blocks must stop being valid), an appended
 //! table left empty is dropped, and a table the merge never touched stays as it is.
 
 use super::context::JobContext;
-use super::semi_plan::{territory, Target, TargetMode};
+use super::semi_plan::{territory, DirtyLog, Target, TargetMode};
 use crate::env::{IoCause, Tier};
 use crate::key::user_key;
 use crate::sst::semi::GenerationWriter;
 use crate::sst::BlockWrites;
 use crate::version::{table_file_name, NewFile};
 use crate::Result;
+use std::sync::Arc;
 
 /// An appended table's new generation in progress.
 struct Appending {
@@ -35,6 +40,9 @@ pub(super) struct SemiOutputs {
     pub(super) untouched: Vec<u64>,
     /// Bytes of appended tables' earlier generations (in their size, not written now).
     pub(super) appended_base: u64,
+    /// The dirty blocks the merge read, and how many of its marks were applied.
+    log: Arc<DirtyLog>,
+    marks_seen: usize,
 }
 
 /// Where finished tables are recorded (the owning sink's lists).
@@ -57,7 +65,7 @@ impl SinkLists<'_> {
 }
 
 impl SemiOutputs {
-    pub(super) fn new(targets: Vec<Target>) -> Self {
+    pub(super) fn new(targets: Vec<Target>, log: Arc<DirtyLog>) -> Self {
         SemiOutputs {
             targets: targets
                 .into_iter()
@@ -70,7 +78,32 @@ impl SemiOutputs {
             fresh_territory: 0,
             untouched: Vec::new(),
             appended_base: 0,
+            log,
+            marks_seen: 0,
         }
+    }
+
+    /// Stored bytes of the dirty blocks the merge read.
+    pub(super) fn dirty_read_bytes(&self) -> u64 {
+        self.log.read_bytes()
+    }
+
+    /// Takes the blocks the merge marked dirty since the last call: a generation in
+    /// progress is told, a target not yet started records them for its start.
+    fn apply_marks(&mut self) -> Result<()> {
+        let (marks, seen) = self.log.since(self.marks_seen);
+        self.marks_seen = seen;
+        for (t, i) in marks {
+            let Some(st) = self.targets.get_mut(t) else {
+                continue;
+            };
+            if let Some(a) = st.appending.as_mut() {
+                a.writer.mark_dirty(i)?;
+            } else if let TargetMode::Append { dirty, .. } = &mut st.target.mode {
+                dirty.push(i);
+            }
+        }
+        Ok(())
     }
 
     /// Starts target `t`'s new generation: its file is linked to a new number, cut back
@@ -121,6 +154,7 @@ impl SemiOutputs {
         ikey: &[u8],
         value: &[u8],
     ) -> Result<()> {
+        self.apply_marks()?;
         let t = territory(&self.targets, |s| &s.target.meta, user_key(ikey));
         let appends = self
             .targets
@@ -135,9 +169,17 @@ impl SemiOutputs {
             }
             return Ok(());
         }
-        if self.fresh.is_some() && self.fresh_territory != t {
+        // Keys ascend, so `t` is at or past the fresh table's territory; it may go on only
+        // over territories rewritten whole.
+        let spans = (self.fresh_territory + 1..=t).all(|i| {
+            self.targets
+                .get(i)
+                .is_some_and(|s| matches!(s.target.mode, TargetMode::Rewrite))
+        });
+        if self.fresh.is_some() && !spans {
             self.finish_fresh(lists)?;
         }
+        self.fresh_territory = t;
         if self.fresh.is_none() {
             let number = (ctx.new_file_number)();
             lists.created.push(number);
@@ -147,7 +189,6 @@ impl SemiOutputs {
                 IoCause::Compaction,
             )?;
             self.fresh = Some((GenerationWriter::new(file, ctx.table_options), number));
-            self.fresh_territory = t;
         }
         if let Some((w, _)) = self.fresh.as_mut() {
             w.add(ikey, value)?;
@@ -173,6 +214,7 @@ impl SemiOutputs {
 
     /// Closes every output (see the module comment).
     pub(super) fn finish(&mut self, ctx: &JobContext<'_>, lists: &mut SinkLists<'_>) -> Result<()> {
+        self.apply_marks()?;
         self.finish_fresh(lists)?;
         for t in 0..self.targets.len() {
             let dirty_any = matches!(

@@ -522,9 +522,9 @@ fn visible(levels: &[(usize, Entries)], snapshot: u64) -> View {
     view
 }
 
-/// A merge into semi-sorted slow-tier tables (pass 1 dirtying blocks, appended
-/// generations, kept clean blocks, whole rewrites) leaves readers exactly what a sorted
-/// merge leaves them (1): the same visible versions of every key across the output levels.
+/// A merge into semi-sorted slow-tier tables (dirty blocks found as the merge reaches
+/// them, appended generations, kept clean blocks, whole rewrites) leaves readers exactly
+/// what a sorted merge leaves them (1): the same visible versions of every key across the output levels.
 /// (Not the same entries: clean blocks keep hidden versions, expired records and hot records
 /// the merge did not read.) Every table verifies (3), files of a level stay disjoint, and the
 /// cases do exercise appends and tables left untouched.
@@ -560,6 +560,176 @@ fn semi_sorted_merges_leave_readers_what_a_sorted_merge_leaves() {
     assert!(appended >= 10, "{appended} generations appended");
     assert!(untouched >= 1, "{untouched} tables untouched");
     assert!(garbage > 0);
+}
+
+/// A merge into semi-sorted tables reads its inputs once (no pass over the sorted inputs
+/// before the merge to find the dirty blocks) and leaves clean blocks of the tables it
+/// continues unread: the compaction's fast-tier reads (the inputs) stay within the
+/// inputs' bytes, and in the cases that append a generation the slow-tier reads stay
+/// below the output tables' bytes.
+#[test]
+fn semi_sorted_merge_reads_inputs_once_and_no_clean_block() {
+    let compaction_reads = |env: &Env, tier: Tier| {
+        env.stats()
+            .snapshot()
+            .tier(tier)
+            .cause(IoCause::Compaction)
+            .read_bytes
+    };
+    let (mut appending, mut clean_unread) = (0, 0);
+    for seed in 0..60 {
+        let case = make_case_with(seed, true);
+        // Opened beforehand: opening reads metadata, which is not what is measured.
+        for f in case.compaction.all_inputs() {
+            case.tables.get(f, IoCause::Check).unwrap();
+        }
+        let (fast0, slow0) = (
+            compaction_reads(&case.env, Tier::Fast),
+            compaction_reads(&case.env, Tier::Slow),
+        );
+        let (out, _) = run_case(&case, false, true, 200_000);
+        let fast = compaction_reads(&case.env, Tier::Fast) - fast0;
+        let slow = compaction_reads(&case.env, Tier::Slow) - slow0;
+        let inputs: u64 = case.compaction.inputs.iter().map(|f| f.size()).sum();
+        assert!(
+            fast <= inputs,
+            "seed {seed}: {fast} bytes read from inputs of {inputs} bytes"
+        );
+        if out.edit.added.iter().any(|f| f.garbage_bytes > 0) {
+            appending += 1;
+            let outputs: u64 = case.compaction.output_inputs.iter().map(|f| f.size()).sum();
+            if slow < outputs {
+                clean_unread += 1;
+            }
+        }
+    }
+    assert!(appending >= 10, "{appending} cases appended a generation");
+    assert!(
+        clean_unread * 2 >= appending,
+        "clean blocks were read in {} of {appending} appending cases",
+        appending - clean_unread
+    );
+}
+
+/// Eight small semi-sorted tables (about 3-4 KiB each) of keys `i*100..i*100+99`, the
+/// case's output level, and an input of `dense` keys (every key) plus `sparse` ones.
+fn small_tables_case(target_file_size: u64, dense: std::ops::Range<u32>, sparse: &[u32]) -> Case {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let tables = Arc::new(TableCache::new(env.clone(), 200, None));
+    let table_options = TableOptions {
+        block_size: 256,
+        restart_interval: 4,
+        bloom_bits_per_key: 10,
+        compression: Compression::None,
+        block_records: None,
+    };
+    let layout = Arc::new(LevelLayout::new(&Options {
+        num_levels: 4,
+        ..Options::default()
+    }));
+    let mut levels: Vec<Vec<Arc<FileMeta>>> = vec![Vec::new(); 4];
+    let value = |i: u32| format!("value-{i:05}-{}", "x".repeat(16)).into_bytes();
+    let mut seq = 0u64;
+    for t in 0..8u32 {
+        let entries: Entries = (t * 100..t * 100 + 100)
+            .map(|i| {
+                seq += 1;
+                (make_internal_key(&ukey(i), seq, ValueKind::Value), value(i))
+            })
+            .collect();
+        levels[2].push(write_semi_table(
+            &env,
+            1 + t as u64,
+            2,
+            &entries,
+            table_options,
+        ));
+    }
+    let mut keys: Vec<u32> = dense.chain(sparse.iter().copied()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let input: Entries = keys
+        .iter()
+        .map(|&i| {
+            seq += 1;
+            (
+                make_internal_key(&ukey(i), seq, ValueKind::Value),
+                value(i + 1),
+            )
+        })
+        .collect();
+    levels[1].push(write_table(&env, 100, 1, &input, table_options));
+    let inputs = levels[1].clone();
+    let (lo, hi) = super::picker::key_range(&inputs).unwrap();
+    let version = Version { levels, layout };
+    let output_inputs = version.overlapping(2, Some(&lo), Some(&hi));
+    Case {
+        _dir: dir,
+        env,
+        tables,
+        compaction: Compaction {
+            level: 1,
+            output_level: 2,
+            inputs,
+            output_inputs,
+            output_tier: Tier::Slow,
+            reason: "test",
+        },
+        version,
+        table_options,
+        target_file_size,
+        smallest_snapshot: seq,
+        tracker: None,
+        promote: Vec::new(),
+    }
+}
+
+/// Small tables a merge touches become fewer, fuller ones: tables rewritten whole go into
+/// fresh tables that span their territories (cut at the target size, not at each old
+/// table's end), and a small table next to one rewritten whole is rewritten with it, even
+/// one the merge would only append to or leave untouched. A table a quarter of the target
+/// size or larger is still appended to. The level stays disjoint and every record
+/// readable (`run_case` checks both).
+#[test]
+fn small_semi_sorted_tables_join_when_a_merge_touches_them() {
+    // Keys 200..399 rewrite tables 2 and 3; 450 dirties one block of table 4, table 5 is
+    // untouched, 650 dirties one of table 6: all small next to rewritten ones.
+    let case = small_tables_case(64 << 10, 200..400, &[450, 650]);
+    assert_eq!(case.compaction.output_inputs.len(), 5);
+    let (out, levels) = run_case(&case, false, true, 1000);
+    let at_level: Vec<&NewFile> = out.edit.added.iter().filter(|f| f.level == 2).collect();
+    assert_eq!(
+        out.edit.deleted.iter().filter(|(l, _)| *l == 2).count(),
+        5,
+        "every touched small table is replaced"
+    );
+    assert_eq!(
+        at_level.len(),
+        1,
+        "{} tables where one holds it all",
+        at_level.len()
+    );
+    assert_eq!(at_level[0].garbage_bytes, 0, "a fresh table");
+    let keys: std::collections::BTreeSet<Vec<u8>> = levels
+        .iter()
+        .flat_map(|(_, e)| e.iter().map(|(k, _)| user_key(k).to_vec()))
+        .collect();
+    assert_eq!(keys.len(), 500, "keys 200..700 all present");
+
+    // With a target size below four times theirs, the tables are not small: table 4 is
+    // appended to, table 5 stays, and tables 2 and 3 still become fresh tables cut at
+    // the target size.
+    let case = small_tables_case(8 << 10, 200..400, &[450, 650]);
+    let (out, _) = run_case(&case, false, true, 1000);
+    assert!(
+        out.edit.added.iter().any(|f| f.garbage_bytes > 0),
+        "no generation appended"
+    );
+    assert!(
+        !out.edit.deleted.iter().any(|(_, n)| *n == 6),
+        "the untouched table 5 (file 6) was replaced"
+    );
 }
 
 /// The newest input version of every user key of the case: (seq, kind, stored value).

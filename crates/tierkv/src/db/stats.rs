@@ -225,8 +225,9 @@ pub struct DbStats {
     pub fast_tier_bytes: u64,
     /// Bytes of table files on the slow tier.
     pub slow_tier_bytes: u64,
-    /// Bytes of the slow tier's semi-sorted tables that are dirty blocks (garbage until
-    /// the table is rewritten), as the manifest records them.
+    /// Bytes of the slow tier's semi-sorted tables that are garbage until the table is
+    /// rewritten (dirty blocks and earlier generations' metadata), as the manifest
+    /// records them.
     pub slow_tier_dirty_bytes: u64,
     /// Slow-tier space amplification: table bytes over valid bytes (1.0 with sorted
     /// tables only; semi-sorted tables are rewritten before half of one is dirty).

@@ -61,6 +61,12 @@ pub struct Table {
     data_end: u64,
     /// A semi-sorted table's footer and block summary (`None`: a sorted table).
     semi: Option<(SemiFooter, SemiSummary)>,
+    /// A semi-sorted table's runs of valid blocks that follow each other both in key
+    /// order and in the file, as `(start, end)` offsets sorted by start (empty for a
+    /// sorted table: its blocks are one run). Readahead stops at a run's end, so a
+    /// sequential reader never reads other generations' blocks or garbage it then reads
+    /// again.
+    runs: Vec<(u64, u64)>,
 }
 
 impl Table {
@@ -98,7 +104,7 @@ impl Table {
         let tail = file.read_at(size - tail_len as u64, tail_len, cause)?;
         if semi::has_semi_magic(&tail) {
             let s = semi::open(&file, size, &tail, cause)?;
-            return Ok(Table {
+            let mut t = Table {
                 number,
                 index: s.index,
                 user_key_index: true,
@@ -108,8 +114,11 @@ impl Table {
                 cache,
                 data_end: s.data_end,
                 semi: Some((s.footer, s.summary)),
+                runs: Vec::new(),
                 file,
-            });
+            };
+            t.runs = key_order_runs(&t.block_handles()?);
+            return Ok(t);
         }
         if size < FOOTER_LEN as u64 {
             return Err(Error::corruption(
@@ -168,8 +177,19 @@ impl Table {
             cache,
             data_end: meta_start,
             semi: None,
+            runs: Vec::new(),
             file,
         })
+    }
+
+    /// Where the run of blocks holding `offset` ends (see `runs`): the end of the data
+    /// blocks for a sorted table.
+    fn run_end(&self, offset: u64) -> u64 {
+        let i = self.runs.partition_point(|r| r.0 <= offset);
+        match i.checked_sub(1).map(|i| self.runs[i]) {
+            Some((_, end)) if offset < end => end,
+            _ => self.data_end,
+        }
     }
 
     /// The handles of the data blocks a reader sees, in key order (a semi-sorted table's
@@ -180,6 +200,24 @@ impl Table {
         let mut out = Vec::new();
         while idx.valid() {
             out.push(self.decode_handle(idx.value())?);
+            idx.next().map_err(|e| self.index_error(e))?;
+        }
+        Ok(out)
+    }
+
+    /// One user key per data block a reader sees, in key order, from the in-memory index
+    /// (no I/O): an upper bound of the block's user keys below the next block's first
+    /// (the separator of a format-2 index, the block's last key's user key before that).
+    pub fn index_user_keys(&self) -> Result<Vec<Vec<u8>>> {
+        let mut idx = self.index.iter();
+        idx.seek_to_first().map_err(|e| self.index_error(e))?;
+        let mut out = Vec::new();
+        while idx.valid() {
+            out.push(if self.user_key_index {
+                idx.key().to_vec()
+            } else {
+                user_key(idx.key()).to_vec()
+            });
             idx.next().map_err(|e| self.index_error(e))?;
         }
         Ok(out)
@@ -220,9 +258,9 @@ impl Table {
         &self.props
     }
 
-    /// Bytes of index and filter held in memory.
+    /// Bytes of index and filter held in memory (and a semi-sorted table's block runs).
     pub fn memory_usage(&self) -> usize {
-        self.index_bytes() + self.filter_bytes()
+        self.index_bytes() + self.filter_bytes() + 16 * self.runs.len()
     }
 
     /// Bytes of the index block held in memory.
@@ -583,7 +621,24 @@ impl Table {
     }
 }
 
-/// A window of the file read in one I/O, from which consecutive blocks are sliced.
+/// The runs of `handles` (in key order) that lie one after the other in the file, as
+/// `(start, end)` offsets sorted by start.
+fn key_order_runs(handles: &[BlockHandle]) -> Vec<(u64, u64)> {
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for h in handles {
+        let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+        match runs.last_mut() {
+            Some(r) if r.1 == h.offset => r.1 = end,
+            _ => runs.push((h.offset, end)),
+        }
+    }
+    runs.sort_unstable();
+    runs.shrink_to_fit();
+    runs
+}
+
+/// A window of the file read in one I/O, from which consecutive blocks are sliced (up to
+/// the end of the run of blocks it starts in: `Table::runs`).
 #[derive(Default)]
 struct Readahead {
     offset: u64,
@@ -623,8 +678,9 @@ impl Readahead {
     ) -> Result<(Bytes, Block)> {
         let len = h.size as usize + BLOCK_TRAILER_LEN;
         if !self.covers(h) {
-            let want =
-                (table.data_end.saturating_sub(h.offset)).min(window.max(len) as u64) as usize;
+            let want = (table.run_end(h.offset).saturating_sub(h.offset))
+                .min(window as u64)
+                .max(len as u64) as usize;
             self.buf = Bytes::from(table.file.read_at(h.offset, want, cause)?);
             self.offset = h.offset;
         }

@@ -52,23 +52,30 @@ pub struct GenerationWriter {
     file: WritableFile,
     opts: TableOptions,
     offset: u64,
-    /// Clean blocks carried over, in key order, with their user keys.
-    kept: Vec<SemiBlock>,
-    kept_keys: Vec<Vec<u8>>,
-    /// Blocks that are garbage from now on (dirty before, or dirtied by this merge).
+    /// The previous generation's valid blocks, in key order, and whether this merge
+    /// dirtied each (the rest are carried over as they are). Marks may arrive while
+    /// entries are added ([`GenerationWriter::mark_dirty`]), always before the keys reach
+    /// the block.
+    prior_valid: Vec<SemiBlock>,
+    dirtied: Vec<bool>,
+    /// The previous generation's valid user keys, in order.
+    prior_keys: Vec<Vec<u8>>,
+    prior_props: TableProperties,
+    /// Blocks that were garbage already.
     dead: Vec<SemiBlock>,
     /// Blocks written by this generation, in key order, and their user keys.
     built: Vec<SemiBlock>,
     built_keys: Vec<Vec<u8>>,
-    /// The first kept block not yet passed by the keys added.
+    /// The first previous valid block not yet passed by the keys added.
     next_kept: usize,
     data: BlockBuilder,
     block_first: Vec<u8>,
     block_stats: BlockStats,
     last_key: Vec<u8>,
     cut_wanted: bool,
-    /// Sequence and deadline bounds of the new entries and, if any block is kept, of the
-    /// previous generation (bounds cannot be subtracted; they stay conservative).
+    /// Sequence and deadline bounds of the new entries (at the end, those of the previous
+    /// generation join them if any block is kept: bounds cannot be subtracted, they stay
+    /// conservative).
     bounds: TableProperties,
     writes: BlockWrites,
 }
@@ -81,7 +88,8 @@ impl GenerationWriter {
 
     /// A generation appended at `base` (the previous generation's size; `file` holds
     /// exactly those bytes) to `prior`, whose valid blocks at positions `dirty` (indexes
-    /// into `prior.blocks`) become garbage: the merge rewrites their entries.
+    /// into `prior.blocks`) become garbage: the merge rewrites their entries. More blocks
+    /// can be marked dirty later with [`GenerationWriter::mark_dirty`].
     pub fn continuing(
         file: WritableFile,
         opts: TableOptions,
@@ -89,54 +97,23 @@ impl GenerationWriter {
         prior: PriorGeneration,
         dirty: &[usize],
     ) -> Self {
-        let mut kept = Vec::new();
-        let mut kept_keys = Vec::new();
+        let mut prior_valid = Vec::new();
         let mut dead = Vec::new();
-        let mut is_dirty = vec![false; prior.blocks.len()];
-        for &i in dirty {
-            if let Some(d) = is_dirty.get_mut(i) {
-                *d = true;
-            }
-        }
-        let mut keys = prior.keys.into_iter().peekable();
-        for (i, mut b) in prior.blocks.into_iter().enumerate() {
-            if !b.valid {
-                dead.push(b);
-                continue;
-            }
-            // The key list is in key order and valid blocks' ranges are disjoint: this
-            // block's keys are the next run of it.
-            while keys
-                .next_if(|k| k.as_slice() < b.first_user_key())
-                .is_some()
-            {}
-            let mine = std::iter::from_fn(|| keys.next_if(|k| b.covers(k)));
-            if is_dirty[i] {
-                mine.for_each(drop);
-                b.valid = false;
-                dead.push(b);
+        for b in prior.blocks {
+            if b.valid {
+                prior_valid.push(b);
             } else {
-                kept_keys.extend(mine);
-                kept.push(b);
+                dead.push(b);
             }
         }
-        let mut bounds = TableProperties {
-            smallest_seq: u64::MAX,
-            ..Default::default()
-        };
-        if !kept.is_empty() {
-            bounds.smallest_seq = prior.props.smallest_seq;
-            bounds.largest_seq = prior.props.largest_seq;
-            bounds.num_expiring = prior.props.num_expiring.min(1);
-            bounds.min_deadline = prior.props.min_deadline;
-            bounds.max_deadline = prior.props.max_deadline;
-        }
-        GenerationWriter {
+        let mut w = GenerationWriter {
             file,
             opts,
             offset: base,
-            kept,
-            kept_keys,
+            dirtied: vec![false; prior_valid.len()],
+            prior_valid,
+            prior_keys: prior.keys,
+            prior_props: prior.props,
             dead,
             built: Vec::new(),
             built_keys: Vec::new(),
@@ -146,9 +123,81 @@ impl GenerationWriter {
             block_stats: BlockStats::default(),
             last_key: Vec::new(),
             cut_wanted: false,
-            bounds,
+            bounds: TableProperties {
+                smallest_seq: u64::MAX,
+                ..Default::default()
+            },
             writes: BlockWrites::default(),
+        };
+        // Valid blocks lead the index, so an index into `prior.blocks` below the valid
+        // count is the same index into `prior_valid`; anything else names no valid block.
+        for &i in dirty {
+            if let Some(d) = w.dirtied.get_mut(i) {
+                *d = true;
+            }
         }
+        w
+    }
+
+    /// Marks the previous generation's valid block `i` (an index into the prior
+    /// generation's blocks; valid ones come first) dirty: the merge rewrites its entries.
+    /// Must come before any key at or past the block's first is added.
+    pub fn mark_dirty(&mut self, i: usize) -> Result<()> {
+        if i >= self.dirtied.len() {
+            return Err(self.invalid("marking a block that is not valid"));
+        }
+        let passed = i < self.next_kept
+            || (!self.last_key.is_empty()
+                && user_key(&self.last_key) >= self.prior_valid[i].first_user_key());
+        if passed && !self.dirtied[i] {
+            return Err(self.invalid("a block marked dirty after keys reached it"));
+        }
+        self.dirtied[i] = true;
+        Ok(())
+    }
+
+    /// The clean blocks carried over, in key order, and their user keys (the marks are
+    /// final by now).
+    fn split_prior(&mut self) -> (Vec<SemiBlock>, Vec<Vec<u8>>) {
+        let mut kept = Vec::new();
+        let mut kept_keys = Vec::new();
+        let mut keys = std::mem::take(&mut self.prior_keys).into_iter().peekable();
+        let dirtied = std::mem::take(&mut self.dirtied);
+        for (mut b, dirty) in std::mem::take(&mut self.prior_valid)
+            .into_iter()
+            .zip(dirtied)
+        {
+            // The key list is in key order and valid blocks' ranges are disjoint: this
+            // block's keys are the next run of it.
+            while keys
+                .next_if(|k| k.as_slice() < b.first_user_key())
+                .is_some()
+            {}
+            let mine = std::iter::from_fn(|| keys.next_if(|k| b.covers(k)));
+            if dirty {
+                mine.for_each(drop);
+                b.valid = false;
+                self.dead.push(b);
+            } else {
+                kept_keys.extend(mine);
+                kept.push(b);
+            }
+        }
+        if !kept.is_empty() {
+            let (b, p) = (&mut self.bounds, &self.prior_props);
+            b.smallest_seq = b.smallest_seq.min(p.smallest_seq);
+            b.largest_seq = b.largest_seq.max(p.largest_seq);
+            if p.num_expiring > 0 {
+                if b.num_expiring == 0 {
+                    (b.min_deadline, b.max_deadline) = (p.min_deadline, p.max_deadline);
+                } else {
+                    b.min_deadline = b.min_deadline.min(p.min_deadline);
+                    b.max_deadline = b.max_deadline.max(p.max_deadline);
+                }
+                b.num_expiring = 1;
+            }
+        }
+        (kept, kept_keys)
     }
 
     fn invalid(&self, what: &str) -> Error {
@@ -156,11 +205,6 @@ impl GenerationWriter {
             "semi-sorted table writer for {}: {what}",
             self.file.path().display()
         ))
-    }
-
-    /// The clean blocks carried over.
-    pub fn kept_blocks(&self) -> &[SemiBlock] {
-        &self.kept
     }
 
     /// Appends an entry. Internal keys arrive in increasing order, and no user key lies
@@ -175,17 +219,17 @@ impl GenerationWriter {
         let new_user_key = !started || user_key(&self.last_key) != ukey;
         // Clean blocks the keys pass lie between the block in progress and this key: the
         // block closes so that no two valid blocks' ranges overlap.
-        while let Some(k) = self.kept.get(self.next_kept) {
+        while let Some(k) = self.prior_valid.get(self.next_kept) {
             if k.last_user_key() >= ukey {
                 break;
             }
+            self.cut_wanted |= !self.dirtied[self.next_kept];
             self.next_kept += 1;
-            self.cut_wanted = true;
         }
         if self
-            .kept
+            .prior_valid
             .get(self.next_kept)
-            .is_some_and(|k| k.covers(ukey))
+            .is_some_and(|k| k.covers(ukey) && !self.dirtied[self.next_kept])
         {
             return Err(self.invalid("a key falls inside a clean block"));
         }
@@ -265,7 +309,7 @@ impl GenerationWriter {
 
     /// True if the generation would hold no valid block (nothing kept, nothing added).
     pub fn is_empty(&self) -> bool {
-        self.kept.is_empty() && self.built.is_empty() && self.data.is_empty()
+        self.dirtied.iter().all(|&d| d) && self.built.is_empty() && self.data.is_empty()
     }
 
     /// Bytes written by this generation so far (approximately): where to cut a table
@@ -278,11 +322,14 @@ impl GenerationWriter {
     /// generation without a valid block (the caller drops such a table instead).
     pub fn finish(mut self) -> Result<TableInfo> {
         self.flush_block()?;
-        let kept = std::mem::take(&mut self.kept);
+        // Everything before this generation's metadata that no valid block holds is
+        // garbage: dirty blocks and earlier generations' metadata.
+        let data_end = self.offset;
+        let (kept, kept_keys) = self.split_prior();
         let built = std::mem::take(&mut self.built);
         let valid = merge_by_key(kept, built, |b: &SemiBlock| b.first_user_key().to_vec());
         let keys = merge_by_key(
-            std::mem::take(&mut self.kept_keys),
+            kept_keys,
             std::mem::take(&mut self.built_keys),
             |k: &Vec<u8>| k.clone(),
         );
@@ -331,7 +378,7 @@ impl GenerationWriter {
             },
         };
         let properties = self.write_block(&props.encode())?;
-        let garbage_bytes = self.dead.iter().map(|b| b.stored_len()).sum();
+        let garbage_bytes = data_end.saturating_sub(valid.iter().map(|b| b.stored_len()).sum());
         let mut all = valid;
         all.append(&mut self.dead);
         let index = self.write_block(&encode_index(&all))?;
