@@ -115,7 +115,8 @@ impl Pushdown {
                 let t = tier(level);
                 let mut sink = Sink::new(level, t, options(level));
                 if semi && t == Tier::Slow {
-                    sink.semi = Some(SemiOutputs::new(Vec::new()));
+                    // Fresh tables only: no target of this level is continued, so no dirty marks.
+                    sink.semi = Some(SemiOutputs::new(Vec::new(), Default::default()));
                 }
                 deep.push(DeepSink { sink, gap: None });
             }

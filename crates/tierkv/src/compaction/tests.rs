@@ -675,6 +675,7 @@ fn small_tables_case(target_file_size: u64, dense: std::ops::Range<u32>, sparse:
             output_inputs,
             output_tier: Tier::Slow,
             reason: "test",
+            pushdown: None,
         },
         version,
         table_options,
