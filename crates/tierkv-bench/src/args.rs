@@ -124,7 +124,7 @@ pub struct BenchArgs {
     /// How tierkv's batched reads (`--batch`) keep their block reads in flight
     /// (`Options::read_io`): auto, uring (the client thread submits each round's reads
     /// together through io_uring) or threads (the reader pool) [default: the engine's,
-    /// threads].
+    /// auto].
     #[arg(long, value_name = "IO")]
     pub read_io: Option<String>,
     /// Seconds per timeline point [default: the scale's: 0.5 for smoke, 1 otherwise].

@@ -95,7 +95,7 @@ pub struct Options {
     /// to [`ReadIo::Threads`]; with io_uring it only sizes a bounded batch's waves.
     pub read_parallelism: usize,
     /// How a [`crate::Db::multi_get`] batch keeps its disk reads in flight (default
-    /// [`ReadIo::Threads`], the reader pool: see [`ReadIo`] for why not io_uring yet).
+    /// [`ReadIo::Auto`]: io_uring where the kernel allows it, else the reader pool).
     pub read_io: ReadIo,
     /// Memory budget of the whole cache in bytes, 0 disables it (default 64 MiB): the KV,
     /// KP and block caches and the ghost caches' metadata together stay within it
@@ -224,16 +224,17 @@ pub struct CompactionOptions {
 
 /// How a [`crate::Db::multi_get`] batch reads the blocks its keys need.
 ///
-/// The default is [`ReadIo::Threads`] for now: the io_uring path reads in rounds (every key
-/// of a round waits for the round's slowest read before its next level's read goes out),
-/// and on the F2 workload (docs/BENCHMARKS.md, F2 section) it used about a third of the
-/// CPU and a thirtieth of the context switches of the pool but finished fewer operations
-/// per second, the pool's keys each going on as soon as their own read is back. Reaping
-/// completions as they arrive (no round barrier) is the next step before io_uring can be
-/// the default.
+/// The default is [`ReadIo::Auto`]. On the F2 workload (docs/BENCHMARKS.md, F2 section,
+/// YCSB C, 2 client threads, `--batch 32`) on a quiet machine the io_uring path did
+/// 1.28-1.50x the pool's operations per second at a third of its CPU, with half the peak
+/// resident size (the `tierkv` binary, mimalloc: the pool's run peaked at 331 MiB).
+/// On a machine whose cores are oversubscribed the pool did better (0.69-0.85x for io_uring
+/// in two pairs at load 16-37): its 16 runnable workers win a larger share of the CPU, and
+/// an io_uring round waits for its slowest read. [`ReadIo::Threads`] is the choice there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReadIo {
     /// io_uring when the kernel allows it (tried at open), else [`ReadIo::Threads`].
+    #[default]
     Auto,
     /// io_uring (Linux only): the calling thread submits every block read of a round of
     /// the batch at once and reaps them itself. Opening fails if no ring can be set up
@@ -241,7 +242,6 @@ pub enum ReadIo {
     Uring,
     /// The reader pool ([`Options::read_parallelism`] threads): each key's reads run on a
     /// worker, one at a time.
-    #[default]
     Threads,
 }
 
@@ -352,7 +352,7 @@ impl Default for Options {
             num_levels: 7,
             background_threads: 4,
             read_parallelism: 16,
-            read_io: ReadIo::Threads,
+            read_io: ReadIo::Auto,
             cache_size: 64 * MIB,
             cache: crate::CacheOptions::default(),
             max_open_files: 1000,
