@@ -2,7 +2,8 @@
 //! state ([`SuperVersion`], `State`, `DbInner`); the paths live beside it: `open` (open and
 //! recovery), `write` (WAL group commit, memtables, write stalls), `read` (the get path,
 //! stage by stage in tier order), `multi_get` (batched reads and their reader pool), `iterator`, `background` (the threads that flush and
-//! compact), `promote` (HotRAP's pathways) and `stats`. Invariants: docs/DESIGN.md.
+//! compact), `promote` (HotRAP's pathways), `stats` and `store_lock` (the `LOCK` file).
+//! Invariants: docs/DESIGN.md.
 //!
 //! Concurrency in one paragraph: readers take no lock; they load the visible sequence
 //! number, then the current [`SuperVersion`] (memtables + version) through an `ArcSwap`.
@@ -18,6 +19,7 @@ mod open;
 mod promote;
 mod read;
 mod stats;
+mod store_lock;
 mod stored_tiers;
 mod write;
 
@@ -117,7 +119,8 @@ pub(crate) struct DbInner {
     pub hot_tracker: Option<Arc<HotTracker>>,
     /// How `Options::memory_budget` was divided (`opts` already holds the derived sizes).
     pub memory: Option<crate::memory::MemoryDivision>,
-    _lock_file: std::fs::File,
+    /// Released last, when the inner state drops (after every background thread ended).
+    _store_lock: store_lock::StoreLock,
 }
 
 /// An open store. Cheap to share across threads (`&Db` is `Sync`); closes cleanly on drop.

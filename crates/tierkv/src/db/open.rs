@@ -152,17 +152,7 @@ fn open_inner(
         opts.fault_injector.clone(),
     )?;
     let lock_path = env.path(Tier::Fast, LOCK);
-    let lock_file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| Error::io(&lock_path, e))?;
-    match lock_file.try_lock() {
-        Ok(()) => {}
-        Err(std::fs::TryLockError::WouldBlock) => return Err(Error::Locked(path.to_path_buf())),
-        Err(std::fs::TryLockError::Error(e)) => return Err(Error::io(&lock_path, e)),
-    }
+    let store_lock = super::store_lock::StoreLock::acquire(path, &lock_path)?;
     needs.manifest = current_manifest_size(path);
     let (mut versions, _created) = VersionSet::open(
         env.clone(),
@@ -302,7 +292,7 @@ fn open_inner(
         pc: PromotionCache::new(),
         hot_tracker,
         memory,
-        _lock_file: lock_file,
+        _store_lock: store_lock,
         opts,
     });
     let threads = (0..inner.opts.background_threads)
