@@ -1,35 +1,40 @@
-//! Batched positional reads through io_uring: the one module of the read path with
-//! `unsafe`. It owns a ring per thread (created on the thread's first batch) and one
-//! operation, [`read_all`]: submit every read of a batch with one `io_uring_enter` and reap
-//! all their completions on the calling thread. What to read, alignment, accounting, the
-//! device model and fault injection are `file.rs`'s business.
+//! Positional reads through io_uring: the one module of the read path with `unsafe`. It
+//! owns a ring per thread (created on the thread's first use) and two ways to use it: a
+//! [`Session`], which holds the thread's ring for one caller that pushes reads, submits
+//! them and reaps completions as they come (the pipelined reads of `file.rs`'s
+//! `ReadSession`), and [`read_all`], one batch submitted and reaped in full (built on a
+//! session). What to read, alignment, accounting, the device model and fault injection
+//! are `file.rs`'s business.
 //!
 //! Crate: `io-uring` (tokio-rs), the maintained low-level binding: it exposes the rings and
 //! opcodes without a runtime. `tokio-uring` needs its own tokio runtime driving the ring
 //! (tierkv's readers are plain threads), and `rio` is unmaintained.
 //!
 //! The soundness rule: the kernel writes into a read's buffer until the read's completion
-//! is reaped, so no buffer may be freed or moved before then. [`read_all`] takes the
-//! buffers by value, keeps them in an [`InFlight`] that reaps every submitted read before
-//! handing them back, also when unwinding (its `Drop`); if the ring fails so that the
-//! remaining completions can never be reaped, their buffers are leaked (never freed) and
-//! the ring is retired for the thread.
+//! is reaped, so no buffer may be freed or moved before then. A [`Session`] takes each
+//! read's buffer by value and keeps it (its heap memory unmoved) until that read's
+//! completion is reaped; only then is the buffer handed back. Dropping a session (also
+//! when unwinding) reaps every read still outstanding first; if the ring fails so that
+//! the remaining completions can never be reaped, their buffers are leaked (never freed)
+//! and the ring is retired for the thread (forgotten, so the kernel's mappings stay).
+//!
+//! At most [`RING_ENTRIES`] reads are outstanding in a session (the submission queue's
+//! size; the completion queue is twice that, so it never overflows).
 
 use io_uring::{opcode, types, IoUring};
 use std::cell::RefCell;
 use std::io;
 use std::os::fd::RawFd;
 
-/// Entries of each thread's ring: a batch's reads go in chunks of this many (one
-/// `io_uring_enter` each), far above a typical batch's block reads.
-const RING_ENTRIES: u32 = 128;
+/// Entries of each thread's ring, and the most reads a session keeps outstanding.
+pub(crate) const RING_ENTRIES: u32 = 128;
 
 /// Times a submission that the kernel refuses for now (EAGAIN, EBUSY: out of resources)
 /// is retried before the ring is given up.
 const BUSY_RETRIES: u32 = 1000;
 
 /// A read's outcome: its buffer and the bytes read, or its error.
-type ReadResult = io::Result<(Vec<u8>, usize)>;
+pub(crate) type ReadResult = io::Result<(Vec<u8>, usize)>;
 
 /// One read: `len` bytes at `offset` of `fd` into `buf[at..at + len]`.
 pub(crate) struct UringRead {
@@ -44,6 +49,8 @@ enum RingState {
     Untried,
     // Boxed: a ring is some 300 bytes, the other states none.
     Ready(Box<IoUring>),
+    /// A [`Session`] holds the ring: a nested use on this thread goes without it.
+    InUse,
     /// Setup failed (seccomp, old kernel, memlock limit) or the ring broke: reads go
     /// another way on this thread.
     Unavailable,
@@ -58,7 +65,7 @@ pub(crate) fn available() -> bool {
     RING.with(|cell| {
         let mut state = cell.borrow_mut();
         ensure_ring(&mut state);
-        matches!(*state, RingState::Ready(_))
+        matches!(*state, RingState::Ready(_) | RingState::InUse)
     })
 }
 
@@ -74,160 +81,258 @@ fn ensure_ring(state: &mut RingState) {
     }
 }
 
-/// Runs every read of `reads` and returns, in order, each one's buffer and bytes read (or
-/// its error). `Err(reads)`, untouched, when this thread has no ring.
-pub(crate) fn read_all(reads: Vec<UringRead>) -> Result<Vec<ReadResult>, Vec<UringRead>> {
-    RING.with(|cell| {
-        let mut state = cell.borrow_mut();
-        ensure_ring(&mut state);
-        let RingState::Ready(ring) = &mut *state else {
-            return Err(reads);
-        };
-        let n = reads.len();
-        let mut batch = InFlight {
-            ring,
-            reads: reads.into_iter().map(Some).collect(),
-            results: (0..n).map(|_| None).collect(),
-            outstanding: 0,
-            broken: false,
-        };
-        let chunk = RING_ENTRIES as usize;
-        let mut start = 0;
-        while start < n && !batch.broken {
-            let end = (start + chunk).min(n);
-            batch.run(start..end);
-            start = end;
-        }
-        let broken = batch.broken;
-        let results = batch.finish();
-        if broken {
-            // Completions of leaked buffers may still arrive: the ring must not serve
-            // another batch. Forgetting it keeps the kernel's mappings for them too.
-            if let RingState::Ready(ring) = std::mem::replace(&mut *state, RingState::Unavailable) {
-                std::mem::forget(ring);
-            }
-            tracing::warn!("io_uring failed; this thread reads without it from now on");
-        }
-        Ok(results)
-    })
-}
-
-/// The reads of one [`read_all`] call while any may be in the kernel's hands.
-struct InFlight<'r> {
-    ring: &'r mut IoUring,
-    /// A read's buffer stays here (its heap memory unmoved) until its completion is reaped.
+/// The thread's ring, held by one caller: reads are pushed ([`Session::push`]), then
+/// submitted and reaped as they complete ([`Session::submit_and_reap`]), any number of
+/// times. Each pushed read is identified by the id `push` returns until its completion is
+/// reaped (ids are reused afterwards).
+pub(crate) struct Session {
+    /// `None` once the ring broke (it was forgotten: see the module doc).
+    ring: Option<Box<IoUring>>,
+    /// Slot `id`: the read with that id while it is outstanding. Its buffer stays here
+    /// (its heap memory unmoved) until its completion is reaped.
     reads: Vec<Option<UringRead>>,
-    results: Vec<Option<ReadResult>>,
-    /// Reads pushed to the submission queue whose completion is not reaped yet.
+    free: Vec<usize>,
+    /// Reads pushed whose completion is not reaped yet (submitted or not).
     outstanding: usize,
-    /// The ring failed with reads outstanding.
-    broken: bool,
 }
 
-impl InFlight<'_> {
-    /// Pushes the reads of `range`, submits them in one call and reaps them all.
-    fn run(&mut self, range: std::ops::Range<usize>) {
-        for i in range {
-            let Some(r) = self.reads[i].as_mut() else {
-                continue;
-            };
-            let Some(window) = r.buf.get_mut(r.at..r.at + r.len as usize) else {
-                self.results[i] = Some(Err(io::Error::other("read window outside its buffer")));
-                self.reads[i] = None;
-                continue;
-            };
-            let sqe = opcode::Read::new(types::Fd(r.fd), window.as_mut_ptr(), r.len)
-                .offset(r.offset)
-                .build()
-                .user_data(i as u64);
-            // SAFETY: the entry points at `window`, `len` bytes of the heap buffer owned by
-            // `self.reads[i]`. That buffer is neither freed nor reallocated until this
-            // entry's completion is reaped (`reap` takes it out only then; `Drop` reaps or
-            // leaks), so the kernel writes only into live memory we do not touch meanwhile.
-            // `fd` is a file the caller keeps open for the whole call.
-            let pushed = unsafe { self.ring.submission().push(&sqe) };
-            match pushed {
-                Ok(()) => self.outstanding += 1,
-                Err(_) => {
-                    // Cannot happen (a chunk fits the ring, which is empty between chunks);
-                    // the read fails alone if it does.
-                    self.results[i] = Some(Err(io::Error::other("io_uring submission queue full")));
-                }
+impl Session {
+    /// Takes the thread's ring for a session; `None` when this thread has none (or a
+    /// session already holds it).
+    pub(crate) fn begin() -> Option<Session> {
+        RING.with(|cell| {
+            let mut state = cell.borrow_mut();
+            ensure_ring(&mut state);
+            if !matches!(*state, RingState::Ready(_)) {
+                return None;
             }
-        }
-        self.reap();
+            let RingState::Ready(ring) = std::mem::replace(&mut *state, RingState::InUse) else {
+                return None;
+            };
+            Some(Session {
+                ring: Some(ring),
+                reads: Vec::new(),
+                free: Vec::new(),
+                outstanding: 0,
+            })
+        })
     }
 
-    /// Submits what is queued and reaps completions until none is outstanding, or marks
-    /// the batch broken when the ring fails.
-    fn reap(&mut self) {
+    /// True when another read can be pushed now: the ring works and fewer than
+    /// [`RING_ENTRIES`] reads are outstanding.
+    pub(crate) fn has_room(&self) -> bool {
+        self.ring.is_some() && self.outstanding < RING_ENTRIES as usize
+    }
+
+    /// Reads pushed whose completion is not reaped yet.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    /// Queues `read` for the next submission and returns its id; the read comes back
+    /// untouched (`Err`) when there is no room ([`Session::has_room`]), the ring broke,
+    /// or its window lies outside its buffer: the caller reads it another way.
+    pub(crate) fn push(&mut self, read: UringRead) -> Result<usize, UringRead> {
+        if !self.has_room() || read.buf.len() < read.at.saturating_add(read.len as usize) {
+            return Err(read);
+        }
+        let Some(ring) = self.ring.as_mut() else {
+            return Err(read);
+        };
+        let mut read = read;
+        // The heap memory of `read.buf` stays where it is when `read` moves into its slot.
+        let window = &mut read.buf[read.at..read.at + read.len as usize];
+        let id = self.free.pop().unwrap_or_else(|| {
+            self.reads.push(None);
+            self.reads.len() - 1
+        });
+        let sqe = opcode::Read::new(types::Fd(read.fd), window.as_mut_ptr(), read.len)
+            .offset(read.offset)
+            .build()
+            .user_data(id as u64);
+        // SAFETY: the entry points at `window`, `len` bytes of the heap buffer of `read`,
+        // which goes into `self.reads[id]` right below (moving the `Vec` does not move its
+        // heap memory). That buffer is neither freed, moved nor reallocated until this
+        // entry's completion is reaped (`reap_ready` takes it out only then; a broken ring
+        // or `Drop` leaks it otherwise), so the kernel writes only into live memory nobody
+        // touches meanwhile. `fd` is a file the caller keeps open until the completion.
+        let pushed = unsafe { ring.submission().push(&sqe) };
+        match pushed {
+            Ok(()) => {
+                self.reads[id] = Some(read);
+                self.outstanding += 1;
+                Ok(id)
+            }
+            Err(_) => {
+                // Cannot happen (at most RING_ENTRIES are outstanding, and the queue has
+                // that many entries); the read goes another way if it does.
+                self.free.push(id);
+                Err(read)
+            }
+        }
+    }
+
+    /// One `io_uring_enter` submitting every read pushed since the last call, then reaps
+    /// every completion ready into `out` (id, outcome). `wait`: when no completion is
+    /// ready, wait for at least one (if any read is outstanding). A ring that fails ends
+    /// every outstanding read with an error in `out` (their buffers leaked) and takes no
+    /// more reads.
+    pub(crate) fn submit_and_reap(&mut self, wait: bool, out: &mut Vec<(usize, ReadResult)>) {
+        let start = out.len();
         let mut busy = 0;
-        while self.outstanding > 0 {
-            match self.ring.submit_and_wait(1) {
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EINTR) => {}
-                Err(e)
-                    if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EBUSY))
-                        && busy < BUSY_RETRIES =>
-                {
-                    busy += 1;
-                    std::thread::yield_now();
-                }
-                Err(_) => {
-                    self.broken = true;
-                    return;
+        loop {
+            let Some(ring) = self.ring.as_mut() else {
+                return;
+            };
+            let queued = ring.submission().len();
+            let must_wait = wait
+                && out.len() == start
+                && self.outstanding > 0
+                && ring.completion().is_empty();
+            if queued > 0 || must_wait {
+                match ring.submit_and_wait(usize::from(must_wait)) {
+                    Ok(_) => {}
+                    Err(e) if e.raw_os_error() == Some(libc::EINTR) => continue,
+                    Err(e)
+                        if matches!(e.raw_os_error(), Some(libc::EAGAIN | libc::EBUSY))
+                            && busy < BUSY_RETRIES =>
+                    {
+                        busy += 1;
+                        // Completions may be what the kernel waits for us to take.
+                        self.reap_ready(out);
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    Err(e) => {
+                        self.break_ring(&e, out);
+                        return;
+                    }
                 }
             }
-            for cqe in self.ring.completion() {
-                let i = cqe.user_data() as usize;
-                let Some(read) = self.reads.get_mut(i).and_then(Option::take) else {
-                    continue;
-                };
-                self.outstanding -= 1;
-                let res = cqe.result();
-                self.results[i] = Some(if res < 0 {
+            self.reap_ready(out);
+            if !wait || out.len() > start || self.outstanding == 0 {
+                return;
+            }
+        }
+    }
+
+    /// Takes every completion in the queue.
+    fn reap_ready(&mut self, out: &mut Vec<(usize, ReadResult)>) {
+        let Some(ring) = self.ring.as_mut() else {
+            return;
+        };
+        for cqe in ring.completion() {
+            let id = cqe.user_data() as usize;
+            let Some(read) = self.reads.get_mut(id).and_then(Option::take) else {
+                continue;
+            };
+            self.outstanding -= 1;
+            self.free.push(id);
+            let res = cqe.result();
+            out.push((
+                id,
+                if res < 0 {
                     Err(io::Error::from_raw_os_error(-res))
                 } else {
                     Ok((read.buf, res as usize))
-                });
-            }
+                },
+            ));
         }
     }
 
-    /// The results in order; a read never answered (a broken ring) fails.
-    fn finish(mut self) -> Vec<ReadResult> {
-        self.leak_outstanding();
-        std::mem::take(&mut self.results)
-            .into_iter()
-            .map(|r| r.unwrap_or_else(|| Err(io::Error::other("io_uring failed"))))
-            .collect()
-    }
-
-    /// Leaks the buffers of reads whose completion will never be reaped: the kernel may
-    /// still write into them.
-    fn leak_outstanding(&mut self) {
-        if self.outstanding == 0 {
-            return;
-        }
-        for (read, result) in self.reads.iter_mut().zip(&self.results) {
-            if result.is_none() {
-                if let Some(read) = read.take() {
-                    std::mem::forget(read.buf);
-                }
+    /// The ring failed: its outstanding completions will never be reaped, so their
+    /// buffers are leaked (the kernel may still write into them) and each read ends with
+    /// an error; the ring itself is forgotten (its mappings stay) and retired for the
+    /// thread when the session ends.
+    fn break_ring(&mut self, why: &io::Error, out: &mut Vec<(usize, ReadResult)>) {
+        tracing::warn!("io_uring failed ({why}); this thread reads without it from now on");
+        for (id, slot) in self.reads.iter_mut().enumerate() {
+            if let Some(read) = slot.take() {
+                std::mem::forget(read.buf);
+                out.push((id, Err(io::Error::other(format!("io_uring failed: {why}")))));
             }
         }
         self.outstanding = 0;
+        if let Some(ring) = self.ring.take() {
+            std::mem::forget(ring);
+        }
     }
 }
 
-impl Drop for InFlight<'_> {
-    /// Unwinding with reads in flight: reap them first, or leak their buffers.
+impl Drop for Session {
+    /// Reaps every read still outstanding (a caller that stopped early, or unwinding),
+    /// then gives the ring back to the thread, or retires it if it broke.
     fn drop(&mut self) {
-        if self.outstanding > 0 && !self.broken {
-            self.reap();
+        let mut sink = Vec::new();
+        while self.outstanding > 0 && self.ring.is_some() {
+            self.submit_and_reap(true, &mut sink);
+            sink.clear();
         }
-        self.leak_outstanding();
+        let back = match self.ring.take() {
+            Some(ring) => RingState::Ready(ring),
+            None => RingState::Unavailable,
+        };
+        // Outside a thread's teardown the slot is always there; if it is not, the ring
+        // is forgotten rather than closed with nothing known about it.
+        let _ = RING.try_with(|cell| {
+            if let Ok(mut state) = cell.try_borrow_mut() {
+                *state = back;
+            } else if let RingState::Ready(ring) = back {
+                std::mem::forget(ring);
+            }
+        });
     }
+}
+
+/// Runs every read of `reads` and returns, in order, each one's buffer and bytes read (or
+/// its error). `Err(reads)`, untouched, when this thread has no ring. The ring is kept as
+/// full as it allows (up to [`RING_ENTRIES`] reads outstanding).
+pub(crate) fn read_all(reads: Vec<UringRead>) -> Result<Vec<ReadResult>, Vec<UringRead>> {
+    let Some(mut session) = Session::begin() else {
+        return Err(reads);
+    };
+    let n = reads.len();
+    let mut results: Vec<Option<ReadResult>> = (0..n).map(|_| None).collect();
+    // Which read of the batch an outstanding id is.
+    let mut index_of: Vec<usize> = Vec::new();
+    let mut done = Vec::new();
+    let mut next = reads.into_iter().enumerate().peekable();
+    loop {
+        while session.has_room() {
+            let Some((i, read)) = next.next() else {
+                break;
+            };
+            match session.push(read) {
+                Ok(id) => {
+                    if index_of.len() <= id {
+                        index_of.resize(id + 1, usize::MAX);
+                    }
+                    index_of[id] = i;
+                }
+                Err(_) => results[i] = Some(Err(io::Error::other("io_uring refused the read"))),
+            }
+        }
+        if session.outstanding() == 0 && next.peek().is_none() {
+            break;
+        }
+        if session.outstanding() == 0 && !session.has_room() {
+            // The ring broke: what is left fails (the caller reads it another way).
+            for (i, _) in next.by_ref() {
+                results[i] = Some(Err(io::Error::other("io_uring failed")));
+            }
+            break;
+        }
+        session.submit_and_reap(true, &mut done);
+        for (id, res) in done.drain(..) {
+            if let Some(&i) = index_of.get(id) {
+                results[i] = Some(res);
+            }
+        }
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("io_uring failed"))))
+        .collect())
 }
 
 #[cfg(test)]
@@ -236,6 +341,13 @@ mod tests {
     use std::io::Write;
     use std::os::fd::AsRawFd;
 
+    fn data_file(len: u32) -> (std::fs::File, Vec<u8>) {
+        let mut f = tempfile::tempfile().unwrap();
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        f.write_all(&data).unwrap();
+        (f, data)
+    }
+
     /// Every read of a batch (more than one ring's worth) comes back with its own bytes.
     #[test]
     fn reads_a_batch_larger_than_the_ring() {
@@ -243,9 +355,7 @@ mod tests {
             eprintln!("io_uring unavailable here; nothing to test");
             return;
         }
-        let mut f = tempfile::tempfile().unwrap();
-        let data: Vec<u8> = (0..300u32 * 16).map(|i| (i % 251) as u8).collect();
-        f.write_all(&data).unwrap();
+        let (f, data) = data_file(300 * 16);
         let reads: Vec<UringRead> = (0..300)
             .map(|i| UringRead {
                 fd: f.as_raw_fd(),
@@ -285,5 +395,99 @@ mod tests {
         assert_eq!(&results[0].as_ref().unwrap().0[..], b"hello");
         assert!(results[1].is_err());
         assert_eq!(&results[2].as_ref().unwrap().0[..], b"hello");
+    }
+
+    /// A session is incremental: reads pushed while earlier ones are outstanding are
+    /// submitted and reaped on their own, each with its own bytes; the session keeps at
+    /// most RING_ENTRIES outstanding (push refuses more); a nested session on the thread
+    /// gets no ring while one holds it, and the ring is back once it ends.
+    #[test]
+    fn a_session_pushes_while_reads_are_outstanding_and_caps_them() {
+        if !available() {
+            return;
+        }
+        let (f, data) = data_file(4096);
+        let read = |i: u64| UringRead {
+            fd: f.as_raw_fd(),
+            offset: i * 8,
+            buf: vec![0; 8],
+            at: 0,
+            len: 8,
+        };
+        let mut s = Session::begin().unwrap();
+        assert!(Session::begin().is_none(), "one session holds the ring");
+        let mut offsets = std::collections::HashMap::new();
+        let mut out = Vec::new();
+        let mut seen = 0;
+        let mut check = |out: &mut Vec<(usize, ReadResult)>, offsets: &std::collections::HashMap<usize, usize>| {
+            for (id, res) in out.drain(..) {
+                let (buf, n) = res.unwrap();
+                let at = offsets[&id];
+                assert_eq!((n, &buf[..]), (8, &data[at..at + 8]));
+                seen += 1;
+            }
+        };
+        for i in 0..400u64 {
+            while !s.has_room() {
+                s.submit_and_reap(true, &mut out);
+                check(&mut out, &offsets);
+            }
+            let Ok(id) = s.push(read(i % 500)) else {
+                panic!("a session with room refused read {i}");
+            };
+            offsets.insert(id, (i % 500) as usize * 8);
+            if i % 3 == 0 {
+                // Submit now: later pushes go while these are outstanding.
+                s.submit_and_reap(false, &mut out);
+                check(&mut out, &offsets);
+            }
+        }
+        assert!(s.outstanding() <= RING_ENTRIES as usize);
+        while s.outstanding() > 0 {
+            s.submit_and_reap(true, &mut out);
+            check(&mut out, &offsets);
+        }
+        assert_eq!(seen, 400, "every read reaped once");
+        let full = (0..RING_ENTRIES as u64).all(|i| s.push(read(i)).is_ok());
+        assert!(full && s.push(read(0)).is_err(), "push past the cap");
+        drop(s);
+        assert!(Session::begin().is_some(), "the ring is back after the session");
+    }
+
+    /// Unwinding with reads outstanding reaps them before their buffers go (the session's
+    /// drop), and the thread keeps a working ring.
+    #[test]
+    fn a_session_dropped_while_unwinding_reaps_its_reads_and_keeps_the_ring() {
+        if !available() {
+            return;
+        }
+        let (f, data) = data_file(1024);
+        let fd = f.as_raw_fd();
+        let r = std::panic::catch_unwind(move || {
+            let mut s = Session::begin().unwrap();
+            for i in 0..64u64 {
+                let pushed = s.push(UringRead {
+                    fd,
+                    offset: i * 16,
+                    buf: vec![0; 16],
+                    at: 0,
+                    len: 16,
+                });
+                assert!(pushed.is_ok());
+            }
+            s.submit_and_reap(false, &mut Vec::new());
+            panic!("injected panic with reads in flight");
+        });
+        assert!(r.is_err());
+        let results = read_all(vec![UringRead {
+            fd: f.as_raw_fd(),
+            offset: 16,
+            buf: vec![0; 16],
+            at: 0,
+            len: 16,
+        }])
+        .ok()
+        .expect("the ring survives");
+        assert_eq!(&results[0].as_ref().unwrap().0[..], &data[16..32]);
     }
 }
