@@ -16,6 +16,7 @@ mod background;
 mod iterator;
 mod multi_get;
 mod open;
+mod pipeline;
 mod promote;
 mod read;
 mod stats;
@@ -238,6 +239,68 @@ impl Db {
             .into_iter()
             .map(|answer| answer.map(|entry| entry.map(|e| e.value)))
             .collect()
+    }
+
+    /// Streams point reads of the latest state through the calling thread with up to
+    /// `window` keys in flight: keys are taken from `next_key` whenever fewer than
+    /// `window` are unanswered, and each key's answer goes to `on_answer` as soon as it is
+    /// known, in completion order (not entry order). Returns once `next_key` answered
+    /// `None` and every key taken was answered (exactly once). See
+    /// [`Db::get_pipelined_opt`].
+    ///
+    /// ```no_run
+    /// # let db = tierkv::Db::open("/tmp/pipe-demo", tierkv::Options::default())?;
+    /// let mut keys = (0..1000u32).map(|i| format!("key{i}").into_bytes());
+    /// let mut found = 0;
+    /// db.get_pipelined(32, || keys.next(), |_key, answer| {
+    ///     found += usize::from(matches!(answer, Ok(Some(_))));
+    /// });
+    /// # Ok::<(), tierkv::Error>(())
+    /// ```
+    pub fn get_pipelined<K, N, A>(&self, window: usize, next_key: N, mut on_answer: A)
+    where
+        K: AsRef<[u8]>,
+        N: FnMut() -> Option<K>,
+        A: FnMut(K, Result<Option<Vec<u8>>>),
+    {
+        self.get_pipelined_opt(&ReadOptions::new(), window, next_key, |k, a| {
+            on_answer(k, a.map(|e| e.map(|e| e.value)))
+        })
+    }
+
+    /// [`Db::get_pipelined`] with options (e.g. at a snapshot), answering entries with
+    /// their deadlines (as [`Db::get_entry_opt`]).
+    ///
+    /// **Read points.** Each key takes a fresh read point when it enters (sequence number,
+    /// SuperVersion, time of expiry; or the snapshot's sequence number): it is answered
+    /// exactly as a [`Db::get_entry_opt`] issued at that moment would answer it. Writes
+    /// made between two keys entering (by the callbacks or other threads) are seen by the
+    /// later key, and a long stream never pins an old version. An error is that key's
+    /// answer only.
+    ///
+    /// **In flight.** With [`Options::read_io`](crate::Options::read_io) on io_uring, the
+    /// keys' table reads run on the calling thread with no round barrier: a key is
+    /// answered, or reads its next block, as soon as its block is back, and its slot goes
+    /// to the next key. Never more than `window` keys (at least 1) are unanswered. With
+    /// the reader pool, keys go in windows of [`Db::multi_get_opt`] (each window one read
+    /// point). Each key counts as one get, as with [`Db::get`].
+    ///
+    /// The callbacks run on the calling thread, never at the same time. While the stream
+    /// runs it holds the thread's io_uring ring: a read issued from a callback is served
+    /// without it (one block read at a time), writes are unaffected.
+    pub fn get_pipelined_opt<K, N, A>(
+        &self,
+        ropts: &ReadOptions,
+        window: usize,
+        next_key: N,
+        on_answer: A,
+    ) where
+        K: AsRef<[u8]>,
+        N: FnMut() -> Option<K>,
+        A: FnMut(K, Result<Option<Entry>>),
+    {
+        self.inner
+            .get_pipelined(&self.readers, ropts, window, next_key, on_answer)
     }
 
     /// Reads a prefix of `keys` as [`Db::multi_get_opt`] does, holding at most about

@@ -8,12 +8,13 @@
 //! go one of two ways:
 //!
 //! - io_uring (`read_pending_together`): each key's disk stages run as a resumable state
-//!   machine (`read.rs`'s `DiskGet`) on the caller's thread, in rounds: every key goes
-//!   as far as it can without I/O and names the block it needs next; the round's blocks
-//!   (each read once, however many keys need it) are read with one submission
-//!   (`RandomAccessFile::read_batch`), and the keys go on with them. A key is answered
-//!   within as many rounds as blocks it reads (one per level it misses the cache in). No
-//!   thread hand-off, no wakeup per read, and one doorbell per round.
+//!   machine (`read.rs`'s `DiskGet`) on the caller's thread in a `pipeline.rs`
+//!   [`Pipeline`]: every key goes as far as it can without I/O and its block read goes
+//!   out at once (a block already in flight is not read again: the key joins its
+//!   waiters); as reads complete, each block goes to the keys waiting on it, which go on
+//!   at once and submit their next reads with the next `io_uring_enter`. No round
+//!   barrier (a key is not held back by another key's slow read), no thread hand-off,
+//!   no wakeup per read, and one doorbell per loop turn.
 //! - the reader pool (`read_pending_in_pool`): workers each run the ordinary per-key disk
 //!   stages, the caller one of them meanwhile; the queue depth the disk sees is up to the
 //!   pool's size per caller. The fallback where io_uring is unavailable.
@@ -22,15 +23,13 @@
 //! unrun (the pool stopping) or a worker that panics closes its sender, and the caller's
 //! wait ends with [`Error::Closed`] for the keys it got no answer for.
 
-use super::read::{DiskGet, DiskStep, PendingKey, ReadPoint};
+use super::pipeline::Pipeline;
+use super::read::{PendingKey, ReadPoint};
+use super::stats::Counters;
 use super::{DbInner, SuperVersion};
-use crate::env::{BatchRead, IoCause, RandomAccessFile};
 use crate::expiry::Entry;
 use crate::options::ReadIo;
 use crate::options::ReadOptions;
-use crate::sst::block::Block;
-use crate::sst::format::BlockHandle;
-use crate::sst::Table;
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -331,9 +330,10 @@ impl DbInner {
         out
     }
 
-    /// Reads the pending keys on this thread, their block reads gathered in rounds and
-    /// each round's submitted together (see the module doc). A key whose disk stages
-    /// panic is left unanswered (`Error::Closed`), as a panicking pool job's would be.
+    /// Reads the pending keys on this thread through a [`Pipeline`]: every key's block
+    /// reads go out as soon as it needs them and each key goes on as soon as its block is
+    /// back (see the module doc). A key whose disk stages panic is answered
+    /// `Error::Closed`, as a panicking pool job's would be.
     #[allow(clippy::too_many_arguments)]
     fn read_pending_together<K: AsRef<[u8]>>(
         &self,
@@ -345,60 +345,90 @@ impl DbInner {
         first: bool,
         out: &mut [Slot],
     ) {
-        let mut keys_left: Vec<(usize, DiskGet<'_>, Option<Result<Block>>)> = pending
-            .iter()
-            .map(|p| {
-                (
-                    p.index,
-                    self.disk_get(keys[p.index].as_ref(), sv, at, p),
-                    None,
-                )
-            })
-            .collect();
-        while !keys_left.is_empty() {
-            let mut waiting = Vec::with_capacity(keys_left.len());
-            // The round's distinct blocks, and for each waiting key the one it needs.
-            let mut blocks: Vec<(Arc<Table>, BlockHandle)> = Vec::new();
-            let mut wants: Vec<usize> = Vec::with_capacity(keys_left.len());
-            let mut seen: std::collections::HashMap<(u64, u64), usize> = Default::default();
-            for (index, mut g, block) in keys_left.drain(..) {
-                let step = catch_unwind(AssertUnwindSafe(|| self.advance(&mut g, block)));
-                match step {
-                    Ok(Ok(DiskStep::Read(table, h))) => {
-                        let next = blocks.len();
-                        let at = *seen.entry((table.number(), h.offset)).or_insert(next);
-                        if at == next {
-                            blocks.push((table, h));
-                        }
-                        wants.push(at);
-                        waiting.push((index, g, None));
+        let mut answer = |index: usize, a: Result<Option<Entry>>| {
+            out[index] = admit(a, budget, first && index == 0);
+        };
+        let mut pipe: Pipeline<'_, usize> = Pipeline::new(self);
+        for p in &pending {
+            let g = self.disk_get(keys[p.index].as_ref(), sv, at, p);
+            pipe.add(p.index, g, &mut answer);
+        }
+        while pipe.keys_in_flight() > 0 {
+            pipe.turn(true, &mut answer);
+        }
+    }
+
+    /// Streams point reads with up to `window` keys in flight on this thread (see
+    /// [`crate::Db::get_pipelined_opt`]): each key entering takes a fresh read point and
+    /// SuperVersion, so it is answered as a [`DbInner::get`] issued when it entered
+    /// would answer it, and no long stream pins an old version. Through io_uring the
+    /// keys' disk stages run in one [`Pipeline`]; with the reader pool, windows of
+    /// [`DbInner::multi_get`] (each window one read point).
+    pub(super) fn get_pipelined<K, N, A>(
+        self: &Arc<Self>,
+        pool: &ReaderPool,
+        ropts: &ReadOptions,
+        window: usize,
+        mut next_key: N,
+        mut on_answer: A,
+    ) where
+        K: AsRef<[u8]>,
+        N: FnMut() -> Option<K>,
+        A: FnMut(K, Result<Option<Entry>>),
+    {
+        let window = window.max(1);
+        if !pool.uses_uring() {
+            loop {
+                let mut keys = Vec::with_capacity(window);
+                while keys.len() < window {
+                    match next_key() {
+                        Some(k) => keys.push(k),
+                        None => break,
                     }
-                    Ok(Ok(DiskStep::Answer(answer))) => {
-                        out[index] = admit(Ok(answer), budget, first && index == 0)
-                    }
-                    Ok(Err(e)) => out[index] = admit(Err(e), budget, first && index == 0),
-                    Err(_) => {}
+                }
+                if keys.is_empty() {
+                    return;
+                }
+                let full = keys.len() == window;
+                let answers = self.multi_get(pool, &keys, ropts);
+                for (k, a) in keys.into_iter().zip(answers) {
+                    on_answer(k, a);
+                }
+                if !full {
+                    return;
                 }
             }
-            if waiting.is_empty() {
-                break;
+        }
+        let mut pipe: Pipeline<'_, K> = Pipeline::new(self);
+        let mut ended = false;
+        loop {
+            while !ended && pipe.keys_in_flight() < window {
+                let Some(k) = next_key() else {
+                    ended = true;
+                    break;
+                };
+                let (at, sv) = match self.start_read(ropts) {
+                    Ok(view) => view,
+                    Err(e) => {
+                        Counters::add(&self.counters.gets, 1);
+                        on_answer(k, Err(e));
+                        continue;
+                    }
+                };
+                let sv: Arc<SuperVersion> = arc_swap::Guard::into_inner(sv);
+                match self.get_inline_for_batch(0, k.as_ref(), &sv, at) {
+                    Ok(answer) => on_answer(k, Ok(answer)),
+                    Err(p) => {
+                        let g = self.disk_get_owned(k.as_ref().to_vec(), sv, at, &p);
+                        pipe.add(k, g, &mut on_answer);
+                    }
+                }
             }
-            let mut read = read_blocks(&blocks);
-            // Each waiting key takes its block; keys sharing one take copies (a block is a
-            // shared buffer), the last takes the original.
-            let mut sharers = vec![0usize; blocks.len()];
-            for &b in &wants {
-                sharers[b] += 1;
+            if pipe.keys_in_flight() == 0 {
+                // The window was not full, so the stream ended.
+                return;
             }
-            for ((_, _, block), &b) in waiting.iter_mut().zip(&wants) {
-                sharers[b] -= 1;
-                *block = Some(if sharers[b] == 0 {
-                    std::mem::replace(&mut read[b], Err(Error::Closed))
-                } else {
-                    copy_result(&read[b])
-                });
-            }
-            keys_left = waiting;
+            pipe.turn(true, &mut on_answer);
         }
     }
 
@@ -454,55 +484,6 @@ impl DbInner {
     }
 }
 
-/// Reads `blocks` (data blocks of tables) as one batch; each checked, decoded and entered
-/// in the block cache.
-fn read_blocks(blocks: &[(Arc<Table>, BlockHandle)]) -> Vec<Result<Block>> {
-    let lens: Vec<Result<usize>> = blocks.iter().map(|(t, h)| t.framed_len(*h)).collect();
-    let mut reads = Vec::with_capacity(blocks.len());
-    for ((t, h), len) in blocks.iter().zip(&lens) {
-        if let Ok(len) = len {
-            reads.push(BatchRead {
-                file: t.file(),
-                offset: h.offset,
-                len: *len,
-                cause: IoCause::UserGet,
-            });
-        }
-    }
-    let mut data = RandomAccessFile::read_batch(&reads).into_iter();
-    blocks
-        .iter()
-        .zip(lens)
-        .map(|((t, h), len)| {
-            len?;
-            let framed = data.next().unwrap_or(Err(Error::Closed))?;
-            t.block_from_disk(*h, &framed)
-        })
-        .collect()
-}
-
-/// A copy of a block read's result for a second key waiting on the same block (`Error`
-/// is not `Clone`: an I/O error keeps its path and OS error code, a corruption all of
-/// its fields).
-fn copy_result(r: &Result<Block>) -> Result<Block> {
-    match r {
-        Ok(b) => Ok(b.clone()),
-        Err(Error::Io { path, source }) => Err(Error::io(
-            path.clone(),
-            match source.raw_os_error() {
-                Some(code) => std::io::Error::from_raw_os_error(code),
-                None => std::io::Error::new(source.kind(), source.to_string()),
-            },
-        )),
-        Err(Error::Corruption {
-            path,
-            offset,
-            reason,
-        }) => Err(Error::corruption(path.clone(), *offset, reason.clone())),
-        Err(e) => Err(Error::InvalidArgument(e.to_string())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -542,8 +523,8 @@ mod tests {
     }
 
     /// Many reads in flight from one thread: a batch of cold keys, each in its own block
-    /// of one level (no cache), is read in one round, the round's block reads submitted
-    /// together (one io_uring batch holding one read per key), and answered correctly.
+    /// of one level (no cache), has its block reads submitted together (one
+    /// `io_uring_enter` holding one read per key), and is answered correctly.
     #[test]
     fn a_batch_of_cold_keys_submits_its_block_reads_together() {
         if !crate::env::uring_available() {
@@ -567,20 +548,20 @@ mod tests {
         db.wait_for_background().unwrap();
         // Every 20th key: 20 records of 300 bytes span several 1 KiB blocks.
         let keys: Vec<Vec<u8>> = (0..32).map(|i| key(i * 20 + 7)).collect();
-        let before = crate::env::thread_batches();
+        let before = crate::env::thread_submissions();
         let answers = db.multi_get(&keys);
-        let after = crate::env::thread_batches();
+        let after = crate::env::thread_submissions();
         for a in &answers {
             assert_eq!(a.as_ref().unwrap().as_deref(), Some(&[b'v'; 300][..]));
         }
         assert_eq!(
-            after.batches - before.batches,
-            1,
-            "one level, no cache: the batch needs one round of reads"
+            (
+                after.submissions - before.submissions,
+                after.reads - before.reads
+            ),
+            (1, 32),
+            "one level, no cache: the 32 block reads went out with one submission"
         );
-        assert_eq!(
-            after.largest, 32,
-            "the round's 32 block reads went together"
-        );
+        assert!(after.most_in_flight >= 32);
     }
 }

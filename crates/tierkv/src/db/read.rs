@@ -37,6 +37,7 @@ use crate::version::{LevelGet, LevelHit, LevelLookup, LevelStep, Version};
 use crate::Result;
 use arc_swap::Guard;
 use bytes::Bytes;
+use std::borrow::Cow;
 use std::sync::Arc;
 
 /// A stage's verdict: `Some(answer)` ends the read, `None` goes on to the next stage.
@@ -70,10 +71,10 @@ pub(super) struct ReadPoint {
 
 /// What one read fixed before looking anywhere.
 pub(super) struct Read<'a> {
-    key: &'a [u8],
+    key: Cow<'a, [u8]>,
     /// The sequence number it reads at and the memtables and version it reads.
     seq: SeqNo,
-    sv: &'a SuperVersion,
+    sv: Pinned<'a>,
     /// The point caches, for reads of the latest state only (their entries are the newest
     /// version outside the memtables, which a snapshot may not be allowed to see).
     cache: Option<&'a Arc<Cache>>,
@@ -92,6 +93,29 @@ pub(super) struct Read<'a> {
     last: usize,
     /// The point caches remembered the key (a ghost hit or a stale pointer): it enters KV.
     warm: bool,
+}
+
+/// The SuperVersion a read holds: its caller's (a `get`, a `multi_get` batch), or its
+/// own (a key of [`DbInner::get_pipelined`], which outlives the call that started it).
+pub(super) enum Pinned<'a> {
+    Borrowed(&'a SuperVersion),
+    Owned(Arc<SuperVersion>),
+}
+
+impl std::ops::Deref for Pinned<'_> {
+    type Target = SuperVersion;
+    fn deref(&self) -> &SuperVersion {
+        match self {
+            Pinned::Borrowed(sv) => sv,
+            Pinned::Owned(sv) => sv,
+        }
+    }
+}
+
+impl Read<'_> {
+    fn key(&self) -> &[u8] {
+        &self.key
+    }
 }
 
 /// How far the stages that never touch a disk (memtables, point caches) got with a key.
@@ -176,6 +200,21 @@ impl DbInner {
         pending: &PendingKey,
     ) -> DiskGet<'a> {
         let mut r = self.read_at(key, sv, at);
+        r.hash = pending.hash;
+        r.warm = pending.warm;
+        DiskGet::new(r, pending.pointer)
+    }
+
+    /// [`DbInner::disk_get`] for a key that owns its bytes and SuperVersion (a key of a
+    /// stream, whose disk stages outlive the call that started them).
+    pub(super) fn disk_get_owned(
+        &self,
+        key: Vec<u8>,
+        sv: Arc<SuperVersion>,
+        at: ReadPoint,
+        pending: &PendingKey,
+    ) -> DiskGet<'_> {
+        let mut r = self.read_pinned(Cow::Owned(key), Pinned::Owned(sv), at);
         r.hash = pending.hash;
         r.warm = pending.warm;
         DiskGet::new(r, pending.pointer)
@@ -332,6 +371,11 @@ impl DbInner {
 
     /// One key's read at a fixed point.
     fn read_at<'a>(&'a self, key: &'a [u8], sv: &'a SuperVersion, at: ReadPoint) -> Read<'a> {
+        self.read_pinned(Cow::Borrowed(key), Pinned::Borrowed(sv), at)
+    }
+
+    /// [`DbInner::read_at`] for a key and SuperVersion the read may own.
+    fn read_pinned<'a>(&'a self, key: Cow<'a, [u8]>, sv: Pinned<'a>, at: ReadPoint) -> Read<'a> {
         let promoting = self.hot_tracker.is_some();
         let last = sv.version.num_levels() - 1;
         let split = if promoting {
@@ -359,7 +403,7 @@ impl DbInner {
     /// Stage 1: the mutable memtable, then the immutable ones, newest first.
     fn get_from_memtables(&self, r: &Read<'_>) -> Verdict {
         for mem in std::iter::once(&r.sv.mem).chain(r.sv.imms.iter()) {
-            match mem.get(r.key, r.seq) {
+            match mem.get(r.key(), r.seq) {
                 MemGet::Found(v, deadline) => {
                     Counters::add(&self.counters.get_memtable, 1);
                     if is_expired(deadline, r.now) {
@@ -367,7 +411,7 @@ impl DbInner {
                     }
                     // A hot key that is also updated often must keep its score, or it
                     // would not be retained when its older versions move down.
-                    self.record_access(r.key, v.len());
+                    self.record_access(r.key(), v.len());
                     return Some(Some(Entry {
                         value: v.to_vec(),
                         deadline,
@@ -389,13 +433,13 @@ impl DbInner {
         let Some(c) = r.cache else {
             return Inline::Levels;
         };
-        r.hash = key_hash(r.key);
-        match c.lookup_point(r.key, r.hash) {
+        r.hash = key_hash(r.key());
+        match c.lookup_point(r.key(), r.hash) {
             PointLookup::Value(v) => {
                 Counters::add(&self.counters.get_kv_cache, 1);
                 if r.promoting {
                     // Hotness must not fade because the cache answers.
-                    self.record_access(r.key, v.len());
+                    self.record_access(r.key(), v.len());
                 }
                 Inline::Answer(Some(plain(v)))
             }
@@ -437,7 +481,7 @@ impl DbInner {
     /// warm.
     fn pointer_is_stale(&self, r: &mut Read<'_>, p: BlockPtr) {
         if let Some(c) = r.cache {
-            c.forget(r.key, r.hash, p);
+            c.forget(r.key(), r.hash, p);
         }
         r.warm = true;
     }
@@ -470,13 +514,13 @@ impl DbInner {
             (true, Tier::Slow) => &self.counters.get_slow,
         };
         Counters::add(counter, 1);
-        c.upgrade_to_value(r.key, r.hash, &value, p, r.fence);
+        c.upgrade_to_value(r.key(), r.hash, &value, p, r.fence);
         // By level, not tier, as after a level hit.
         if r.promoting {
             if (p.level as usize) <= self.layout.last_fast_level {
-                self.record_access(r.key, value.len());
+                self.record_access(r.key(), value.len());
             } else {
-                self.offer_for_promotion(r.key, &value, found_seq, None, r.epoch);
+                self.offer_for_promotion(r.key(), &value, found_seq, None, r.epoch);
             }
         }
         Some(Some(plain(Vec::from(value))))
@@ -486,15 +530,15 @@ impl DbInner {
     /// the KV cache as a record of the first slow level (its table is there), unless it
     /// expires; an expired one answers "absent" (it is the slow tier's newest version).
     fn get_from_promotion_cache(&self, r: &Read<'_>) -> Verdict {
-        let rec = self.pc.get(r.key, r.seq)?;
+        let rec = self.pc.get(r.key(), r.seq)?;
         Counters::add(&self.counters.get_promotion_cache, 1);
         if is_expired(rec.deadline, r.now) {
             return Some(None);
         }
-        self.record_access(r.key, rec.value.len());
+        self.record_access(r.key(), rec.value.len());
         if let (Some(c), None) = (r.cache, rec.deadline) {
             c.admit(
-                r.key,
+                r.key(),
                 r.hash,
                 &rec.value,
                 r.split + 1,
@@ -544,18 +588,26 @@ impl DbInner {
                 level: hit.level.min(u8::MAX as usize) as u8,
                 handle: hit.block,
             };
-            c.admit(r.key, r.hash, &value, hit.level, Some(ptr), r.warm, r.fence);
+            c.admit(
+                r.key(),
+                r.hash,
+                &value,
+                hit.level,
+                Some(ptr),
+                r.warm,
+                r.fence,
+            );
         }
         // Classified by level, not by the file's tier: a spilled table of a fast level
         // lives on the slow disk but sits above the promotion cache in the read order, and
         // no compaction into the slow tier would ever drain a record cached from it.
         if r.promoting {
             if hit.level <= r.split {
-                self.record_access(r.key, value.len());
+                self.record_access(r.key(), value.len());
             } else if r.latest {
                 // Only reads of the latest state may cache: a snapshot read may have
                 // returned a version that is no longer the newest.
-                self.offer_for_promotion(r.key, &value, hit.seq, hit.deadline, r.epoch);
+                self.offer_for_promotion(r.key(), &value, hit.seq, hit.deadline, r.epoch);
             }
         }
         Some(Entry {
@@ -607,7 +659,7 @@ impl<'a> DiskGet<'a> {
         };
         match pointer {
             Some(p) if g.r.cache.is_some() => {
-                g.target = seek_key(g.r.key, MAX_SEQ);
+                g.target = seek_key(g.r.key(), MAX_SEQ);
                 g.stage = Stage::Pointer(p);
             }
             _ => g.go_to_levels(),
@@ -617,7 +669,7 @@ impl<'a> DiskGet<'a> {
 
     /// On to stage 3 (from the start, or after a stale pointer).
     fn go_to_levels(&mut self) {
-        self.target = seek_key(self.r.key, self.r.seq);
+        self.target = seek_key(self.r.key(), self.r.seq);
         self.stage = Stage::Levels {
             lookup: LevelLookup::new(0..=self.r.split),
             slow: false,

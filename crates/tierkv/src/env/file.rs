@@ -1,6 +1,6 @@
 //! File handles: positional reads (direct I/O with aligned buffers where the filesystem
-//! allows it), batches of them submitted together (`read_batch`, through `uring.rs` on
-//! Linux), and buffered appends. Every syscall is charged to the tier's device model and
+//! allows it), pipelined reads that many requests keep in flight at once
+//! ([`ReadSession`], through `uring.rs` on Linux), and buffered appends. Every syscall is charged to the tier's device model and
 //! counters.
 
 use super::{FaultOp, IoCause, TierHandle};
@@ -168,91 +168,7 @@ impl RandomAccessFile {
         }
     }
 
-    /// Reads every request of `reads` as one batch, one answer per request in order, each
-    /// as [`RandomAccessFile::read_at`] would give it: a request past its file's end, an
-    /// injected fault or a failed read fails only that request. With io_uring (Linux,
-    /// when this thread has a ring) every read is submitted at once and reaped on this
-    /// thread; otherwise they run one after another. A read io_uring fails or shortens
-    /// (EINVAL from a device refusing 512-byte alignment, an interrupted read) is read
-    /// again the ordinary way, so its answer is exactly `read_at`'s.
-    ///
-    /// Accounting is `read_at`'s per request (bytes and reads by tier and cause, the
-    /// thread's read count); a tier's device model charges the batch's requests together
-    /// (see [`super::DeviceModel::reserve`]): they were in the device's queue at once.
-    pub(crate) fn read_batch(reads: &[BatchRead<'_>]) -> Vec<Result<Vec<u8>>> {
-        let mut out: Vec<Option<Result<Vec<u8>>>> = (0..reads.len()).map(|_| None).collect();
-        let mut planned: Vec<(usize, ReadPlan)> = Vec::with_capacity(reads.len());
-        for (i, r) in reads.iter().enumerate() {
-            let plan = r
-                .file
-                .check_range(r.offset, r.len)
-                .and_then(|()| r.file.tier.fault(FaultOp::Read, &r.file.path))
-                .and_then(|()| r.file.plan(r.offset, r.len));
-            match plan {
-                Ok(p) => planned.push((i, p)),
-                Err(e) => out[i] = Some(Err(e)),
-            }
-        }
-        for (i, data) in Self::run_plans(reads, &planned) {
-            out[i] = Some(data);
-        }
-        let mut charged: Vec<(&Arc<TierHandle>, IoCause, u64)> = Vec::new();
-        for (r, o) in reads.iter().zip(&out) {
-            if let Some(Ok(_)) = o {
-                charged.push((&r.file.tier, r.cause, r.len as u64));
-            }
-        }
-        TierHandle::charge_reads(&charged);
-        THREAD_READS.with(|c| c.set(c.get() + charged.len() as u64));
-        out.into_iter()
-            .map(|o| o.unwrap_or(Err(Error::Closed)))
-            .collect()
-    }
-
-    /// The planned reads' data, through io_uring when this thread has a ring.
-    fn run_plans(
-        reads: &[BatchRead<'_>],
-        planned: &[(usize, ReadPlan)],
-    ) -> Vec<(usize, Result<Vec<u8>>)> {
-        let sync = |i: usize| {
-            let r = &reads[i];
-            (i, r.file.read_now(r.offset, r.len))
-        };
-        #[cfg(target_os = "linux")]
-        {
-            let ring_reads = planned
-                .iter()
-                .map(|(_, p)| {
-                    let buf = p.buffer();
-                    super::uring::UringRead {
-                        fd: p.fd,
-                        offset: p.start,
-                        at: p.skew(&buf),
-                        buf,
-                        len: p.span,
-                    }
-                })
-                .collect();
-            if let Ok(results) = super::uring::read_all(ring_reads) {
-                record_batch(planned.len());
-                return planned
-                    .iter()
-                    .zip(results)
-                    .map(|((i, p), res)| match res {
-                        Ok((buf, n)) if n >= p.from + reads[*i].len => {
-                            let at = p.skew(&buf) + p.from;
-                            (*i, Ok(buf[at..at + reads[*i].len].to_vec()))
-                        }
-                        // A failure, a short read, or a device that wants 4 KiB alignment.
-                        _ => sync(*i),
-                    })
-                    .collect();
-            }
-        }
-        planned.iter().map(|(i, _)| sync(*i)).collect()
-    }
-
-    /// Where and how a batched read of `len` bytes at `offset` reads: the aligned span of
+    /// Where and how a pipelined read of `len` bytes at `offset` reads: the aligned span of
     /// a direct file, or the exact range of a buffered one.
     fn plan(&self, offset: u64, len: usize) -> Result<ReadPlan> {
         use std::os::fd::AsRawFd;
@@ -340,7 +256,7 @@ impl RandomAccessFile {
 /// The one place for O_DIRECT alignment: a read of `len` bytes at `offset` widened to
 /// `align` boundaries, read into a window of an over-allocated buffer that starts at a
 /// [`MAX_DIRECT_ALIGN`] boundary (safe Rust: the aligned sub-slice is picked instead of
-/// using a custom allocator). Used by the one-at-a-time reads and the batched ones.
+/// using a custom allocator). Used by the one-at-a-time reads and the pipelined ones.
 struct DirectSpan {
     /// File offset of the span (aligned).
     start: u64,
@@ -373,18 +289,7 @@ impl DirectSpan {
     }
 }
 
-/// One request of [`RandomAccessFile::read_batch`].
-pub(crate) struct BatchRead<'a> {
-    /// The file to read.
-    pub file: &'a RandomAccessFile,
-    /// Where, and how many bytes.
-    pub offset: u64,
-    pub len: usize,
-    /// What the bytes are charged to.
-    pub cause: IoCause,
-}
-
-/// How one request of a batch reads: `span` bytes at `start` of `fd` into a buffer from
+/// How one request of a [`ReadSession`] reads: `span` bytes at `start` of `fd` into a buffer from
 /// [`ReadPlan::buffer`] at [`ReadPlan::skew`]; the requested bytes start `from` bytes into
 /// the span.
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
@@ -418,33 +323,318 @@ impl ReadPlan {
     }
 }
 
-/// Batches this thread submitted through io_uring, and the most reads one held.
+/// What keeps a file open while a pipelined read of it is in flight ([`ReadSession`]):
+/// the read's descriptor must stay valid until its completion is reaped.
+pub(crate) trait HoldsFile {
+    /// The file read.
+    fn file(&self) -> &RandomAccessFile;
+}
+
+/// One request of a [`ReadSession`] from its start to its delivery.
+struct SessionRead<H> {
+    holder: H,
+    tag: usize,
+    offset: u64,
+    len: usize,
+    cause: IoCause,
+    plan: ReadPlan,
+    /// When the tier's device model says the read is done (`None`: no model).
+    done_at: Option<std::time::Instant>,
+}
+
+/// Pipelined reads on one thread: requests start one at a time ([`ReadSession::start`])
+/// and finish as the disk completes them ([`ReadSession::turn`]), with no barrier between
+/// them, through the thread's io_uring ring while the session lives (reads run one at a
+/// time at `start` when the thread has no ring). Each request is served exactly as
+/// [`RandomAccessFile::read_at`] would serve it:
+///
+/// - a range past its file's end, an injected fault (checked once per request, at its
+///   start) or a failed read fails only that request; a read io_uring fails or shortens
+///   is read again the ordinary way;
+/// - direct reads use the file's [`DirectSpan`] alignment;
+/// - a successful read is counted (bytes and reads by tier and cause, the thread's read
+///   count) once, when it completes;
+/// - a tier's device model reserves the request's time when it starts
+///   ([`super::DeviceModel::reserve`]) and the request is delivered no earlier than
+///   that: the latencies of all requests in flight overlap, as concurrent I/Os' do.
+pub(crate) struct ReadSession<H: HoldsFile> {
+    #[cfg(target_os = "linux")]
+    ring: Option<super::uring::Session>,
+    /// Requests started and not delivered, by session id (ids are reused).
+    reads: Vec<Option<SessionRead<H>>>,
+    free: Vec<usize>,
+    /// The session id of each ring id.
+    #[cfg(target_os = "linux")]
+    by_ring_id: Vec<usize>,
+    /// Started requests waiting for room in the ring.
+    queued: std::collections::VecDeque<usize>,
+    /// Finished requests to deliver, and finished ones held until their device time.
+    ready: Vec<(usize, Result<Vec<u8>>)>,
+    delayed: Vec<(std::time::Instant, usize, Result<Vec<u8>>)>,
+    /// Requests pushed to the ring since the last submission.
+    pushed: usize,
+    #[cfg(target_os = "linux")]
+    completions: Vec<(usize, super::uring::ReadResult)>,
+}
+
+impl<H: HoldsFile> ReadSession<H> {
+    /// A session over this thread's ring (or without one).
+    pub(crate) fn new() -> ReadSession<H> {
+        ReadSession {
+            #[cfg(target_os = "linux")]
+            ring: super::uring::Session::begin(),
+            reads: Vec::new(),
+            free: Vec::new(),
+            #[cfg(target_os = "linux")]
+            by_ring_id: Vec::new(),
+            queued: Default::default(),
+            ready: Vec::new(),
+            delayed: Vec::new(),
+            pushed: 0,
+            #[cfg(target_os = "linux")]
+            completions: Vec::new(),
+        }
+    }
+
+    /// Requests started and not delivered yet.
+    pub(crate) fn in_flight(&self) -> usize {
+        self.reads.len() - self.free.len()
+    }
+
+    /// Starts a read of `len` bytes at `offset` of `holder`'s file, charged to `cause`;
+    /// [`ReadSession::turn`] delivers its outcome with `tag`. It is pushed to the ring
+    /// now and submitted by the next turn (or read right here without a ring).
+    pub(crate) fn start(&mut self, holder: H, offset: u64, len: usize, cause: IoCause, tag: usize) {
+        let file = holder.file();
+        let plan = file
+            .check_range(offset, len)
+            .and_then(|()| file.tier.fault(FaultOp::Read, &file.path))
+            .and_then(|()| file.plan(offset, len));
+        let plan = match plan {
+            Ok(p) => p,
+            Err(e) => {
+                self.ready.push((tag, Err(e)));
+                return;
+            }
+        };
+        let done_at = file
+            .tier
+            .device
+            .as_ref()
+            .map(|d| d.reserve(std::iter::once(len as u64)));
+        let id = self.free.pop().unwrap_or_else(|| {
+            self.reads.push(None);
+            self.reads.len() - 1
+        });
+        self.reads[id] = Some(SessionRead {
+            holder,
+            tag,
+            offset,
+            len,
+            cause,
+            plan,
+            done_at,
+        });
+        self.queued.push_back(id);
+        self.push_queued();
+    }
+
+    /// Delivers `tag` failed with `e` at the next turn (a request that could not even be
+    /// started, e.g. its length could not be known).
+    pub(crate) fn fail(&mut self, tag: usize, e: Error) {
+        self.ready.push((tag, Err(e)));
+    }
+
+    /// Pushes queued requests while the ring has room; without a ring (or once it
+    /// broke) reads them on this thread.
+    fn push_queued(&mut self) {
+        while let Some(&id) = self.queued.front() {
+            #[cfg(target_os = "linux")]
+            if let Some(ring) = self.ring.as_mut() {
+                if ring.has_room() {
+                    let Some(r) = self.reads[id].as_ref() else {
+                        self.queued.pop_front();
+                        continue;
+                    };
+                    let buf = r.plan.buffer();
+                    let read = super::uring::UringRead {
+                        fd: r.plan.fd,
+                        offset: r.plan.start,
+                        at: r.plan.skew(&buf),
+                        buf,
+                        len: r.plan.span,
+                    };
+                    self.queued.pop_front();
+                    match ring.push(read) {
+                        Ok(ring_id) => {
+                            if self.by_ring_id.len() <= ring_id {
+                                self.by_ring_id.resize(ring_id + 1, usize::MAX);
+                            }
+                            self.by_ring_id[ring_id] = id;
+                            self.pushed += 1;
+                        }
+                        Err(_) => self.read_sync(id),
+                    }
+                    continue;
+                }
+                if ring.outstanding() > 0 {
+                    // Full: the rest wait for completions.
+                    return;
+                }
+                // No room and nothing outstanding: the ring broke.
+            }
+            self.queued.pop_front();
+            self.read_sync(id);
+        }
+    }
+
+    /// Reads request `id` the ordinary way, on this thread.
+    fn read_sync(&mut self, id: usize) {
+        let Some(r) = self.reads[id].as_ref() else {
+            return;
+        };
+        let data = r.holder.file().read_now(r.offset, r.len);
+        self.finish(id, data);
+    }
+
+    /// Request `id` finished with `data`: counted if it succeeded, then delivered now or
+    /// held until its device time.
+    fn finish(&mut self, id: usize, data: Result<Vec<u8>>) {
+        let Some(r) = self.reads[id].take() else {
+            return;
+        };
+        self.free.push(id);
+        if data.is_ok() {
+            let file = r.holder.file();
+            file.tier
+                .stats
+                .record_read(file.tier.tier, r.cause, r.len as u64);
+            THREAD_READS.with(|c| c.set(c.get() + 1));
+        }
+        match r.done_at {
+            Some(at) if at > std::time::Instant::now() => self.delayed.push((at, r.tag, data)),
+            _ => self.ready.push((r.tag, data)),
+        }
+    }
+
+    /// One turn: submits every request pushed since the last turn and what waited for
+    /// room (one `io_uring_enter`), then delivers into `out` (tag, bytes or error) every
+    /// request finished by now. `wait`: when nothing is finished, wait until something is
+    /// (a completion, or the device time of a finished request), if anything is in
+    /// flight.
+    pub(crate) fn turn(&mut self, wait: bool, out: &mut Vec<(usize, Result<Vec<u8>>)>) {
+        self.push_queued();
+        #[cfg(target_os = "linux")]
+        {
+            let outstanding = self.ring.as_ref().map_or(0, |r| r.outstanding());
+            let must_wait = wait && self.ready.is_empty() && self.due_now() == 0;
+            let in_flight = self.in_flight();
+            // Wait in the kernel only when no finished request is merely held for its
+            // device time (then sleep until that time instead, below).
+            let kernel_wait = must_wait && self.delayed.is_empty();
+            if let Some(ring) = self.ring.as_mut() {
+                if self.pushed > 0 || kernel_wait || outstanding > 0 {
+                    record_submission(self.pushed, outstanding - self.pushed, in_flight);
+                    self.pushed = 0;
+                    let mut done = std::mem::take(&mut self.completions);
+                    ring.submit_and_reap(kernel_wait, &mut done);
+                    for (ring_id, res) in done.drain(..) {
+                        let Some(&id) = self.by_ring_id.get(ring_id) else {
+                            continue;
+                        };
+                        self.complete(id, res);
+                    }
+                    self.completions = done;
+                }
+            }
+            // Completions made room: push what waited (submitted by the next turn).
+            self.push_queued();
+        }
+        if wait && self.ready.is_empty() && self.due_now() == 0 {
+            if let Some(at) = self.delayed.iter().map(|d| d.0).min() {
+                let now = std::time::Instant::now();
+                if at > now {
+                    std::thread::sleep(at - now);
+                }
+            }
+        }
+        let now = std::time::Instant::now();
+        let mut i = 0;
+        while i < self.delayed.len() {
+            if self.delayed[i].0 <= now {
+                let (_, tag, data) = self.delayed.swap_remove(i);
+                self.ready.push((tag, data));
+            } else {
+                i += 1;
+            }
+        }
+        out.append(&mut self.ready);
+    }
+
+    /// Held requests whose device time has come.
+    fn due_now(&self) -> usize {
+        let now = std::time::Instant::now();
+        self.delayed.iter().filter(|d| d.0 <= now).count()
+    }
+
+    /// A ring completion of request `id`: its bytes, or (a failure, a short read, or a
+    /// device that wants 4 KiB alignment) the ordinary read's answer.
+    #[cfg(target_os = "linux")]
+    fn complete(&mut self, id: usize, res: super::uring::ReadResult) {
+        let Some(r) = self.reads[id].as_ref() else {
+            return;
+        };
+        match res {
+            Ok((buf, n)) if n >= r.plan.from + r.len => {
+                let at = r.plan.skew(&buf) + r.plan.from;
+                let data = buf[at..at + r.len].to_vec();
+                self.finish(id, Ok(data));
+            }
+            _ => self.read_sync(id),
+        }
+    }
+}
+
+/// What this thread's pipelined reads ([`ReadSession`]) submitted through io_uring.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct ThreadBatches {
-    pub batches: u64,
-    pub largest: usize,
+pub(crate) struct ThreadSubmissions {
+    /// Turns that submitted new reads.
+    pub submissions: u64,
+    /// Of those, the ones made while earlier reads were still outstanding (none under a
+    /// round barrier, which waits for every read of a round before the next).
+    pub while_outstanding: u64,
+    /// Reads submitted.
+    pub reads: u64,
+    /// The most requests in flight at a submission.
+    pub most_in_flight: usize,
 }
 
 thread_local! {
-    static THREAD_BATCHES: std::cell::Cell<ThreadBatches> =
-        const { std::cell::Cell::new(ThreadBatches { batches: 0, largest: 0 }) };
+    static THREAD_SUBMISSIONS: std::cell::Cell<ThreadSubmissions> =
+        const { std::cell::Cell::new(ThreadSubmissions {
+            submissions: 0, while_outstanding: 0, reads: 0, most_in_flight: 0 }) };
 }
 
-#[cfg_attr(not(target_os = "linux"), allow(dead_code))]
-fn record_batch(reads: usize) {
-    THREAD_BATCHES.with(|c| {
-        let mut b = c.get();
-        b.batches += 1;
-        b.largest = b.largest.max(reads);
-        c.set(b);
+#[cfg(target_os = "linux")]
+fn record_submission(new: usize, earlier: usize, in_flight: usize) {
+    if new == 0 {
+        return;
+    }
+    THREAD_SUBMISSIONS.with(|c| {
+        let mut s = c.get();
+        s.submissions += 1;
+        s.while_outstanding += u64::from(earlier > 0);
+        s.reads += new as u64;
+        s.most_in_flight = s.most_in_flight.max(in_flight);
+        c.set(s);
     });
 }
 
-/// What the calling thread submitted through io_uring so far (tests: a batch's reads
-/// went to the kernel together).
+/// What the calling thread's pipelined reads submitted so far (tests: reads went to the
+/// kernel while others were in flight, and how many at most).
 #[allow(dead_code)]
-pub(crate) fn thread_batches() -> ThreadBatches {
-    THREAD_BATCHES.with(|c| c.get())
+pub(crate) fn thread_submissions() -> ThreadSubmissions {
+    THREAD_SUBMISSIONS.with(|c| c.get())
 }
 
 /// Appends are buffered up to this many bytes before one `write` syscall.

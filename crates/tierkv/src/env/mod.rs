@@ -18,8 +18,8 @@ mod uring;
 pub use device::{DeviceModel, DeviceProfile};
 pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
 #[cfg(test)]
-pub(crate) use file::thread_batches;
-pub(crate) use file::{thread_read_count, BatchRead, RandomAccessFile, WritableFile};
+pub(crate) use file::thread_submissions;
+pub(crate) use file::{thread_read_count, HoldsFile, RandomAccessFile, ReadSession, WritableFile};
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};
 
 use crate::{Error, Result};
@@ -96,36 +96,6 @@ impl TierHandle {
             d.charge(bytes);
         }
         self.stats.record_read(self.tier, cause, bytes);
-    }
-
-    /// Charges reads issued together (one batch, possibly on both tiers): each tier's
-    /// device model places them in its queue at once and the caller sleeps until the last
-    /// is done, instead of the sum of their times; then the counters, per read.
-    pub(crate) fn charge_reads(reads: &[(&Arc<TierHandle>, IoCause, u64)]) {
-        let mut done_at: Option<std::time::Instant> = None;
-        for (i, (tier, _, _)) in reads.iter().enumerate() {
-            // Each tier once, at its first read of the batch.
-            if reads[..i].iter().any(|(t, _, _)| Arc::ptr_eq(t, tier)) {
-                continue;
-            }
-            if let Some(d) = &tier.device {
-                let mine = reads
-                    .iter()
-                    .filter(|(t, _, _)| Arc::ptr_eq(t, tier))
-                    .map(|(_, _, bytes)| *bytes);
-                let at = d.reserve(mine);
-                done_at = Some(done_at.map_or(at, |d| d.max(at)));
-            }
-        }
-        if let Some(at) = done_at {
-            let now = std::time::Instant::now();
-            if at > now {
-                std::thread::sleep(at - now);
-            }
-        }
-        for (tier, cause, bytes) in reads {
-            tier.stats.record_read(tier.tier, *cause, *bytes);
-        }
     }
 
     pub(crate) fn charge_write(&self, cause: IoCause, bytes: u64) {

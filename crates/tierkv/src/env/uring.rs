@@ -1,9 +1,8 @@
 //! Positional reads through io_uring: the one module of the read path with `unsafe`. It
-//! owns a ring per thread (created on the thread's first use) and two ways to use it: a
+//! owns a ring per thread (created on the thread's first use) and the way to use it: a
 //! [`Session`], which holds the thread's ring for one caller that pushes reads, submits
 //! them and reaps completions as they come (the pipelined reads of `file.rs`'s
-//! `ReadSession`), and [`read_all`], one batch submitted and reaped in full (built on a
-//! session). What to read, alignment, accounting, the device model and fault injection
+//! `ReadSession`). What to read, alignment, accounting, the device model and fault injection
 //! are `file.rs`'s business.
 //!
 //! Crate: `io-uring` (tokio-rs), the maintained low-level binding: it exposes the rings and
@@ -185,10 +184,8 @@ impl Session {
                 return;
             };
             let queued = ring.submission().len();
-            let must_wait = wait
-                && out.len() == start
-                && self.outstanding > 0
-                && ring.completion().is_empty();
+            let must_wait =
+                wait && out.len() == start && self.outstanding > 0 && ring.completion().is_empty();
             if queued > 0 || must_wait {
                 match ring.submit_and_wait(usize::from(must_wait)) {
                     Ok(_) => {}
@@ -284,62 +281,62 @@ impl Drop for Session {
     }
 }
 
-/// Runs every read of `reads` and returns, in order, each one's buffer and bytes read (or
-/// its error). `Err(reads)`, untouched, when this thread has no ring. The ring is kept as
-/// full as it allows (up to [`RING_ENTRIES`] reads outstanding).
-pub(crate) fn read_all(reads: Vec<UringRead>) -> Result<Vec<ReadResult>, Vec<UringRead>> {
-    let Some(mut session) = Session::begin() else {
-        return Err(reads);
-    };
-    let n = reads.len();
-    let mut results: Vec<Option<ReadResult>> = (0..n).map(|_| None).collect();
-    // Which read of the batch an outstanding id is.
-    let mut index_of: Vec<usize> = Vec::new();
-    let mut done = Vec::new();
-    let mut next = reads.into_iter().enumerate().peekable();
-    loop {
-        while session.has_room() {
-            let Some((i, read)) = next.next() else {
-                break;
-            };
-            match session.push(read) {
-                Ok(id) => {
-                    if index_of.len() <= id {
-                        index_of.resize(id + 1, usize::MAX);
-                    }
-                    index_of[id] = i;
-                }
-                Err(_) => results[i] = Some(Err(io::Error::other("io_uring refused the read"))),
-            }
-        }
-        if session.outstanding() == 0 && next.peek().is_none() {
-            break;
-        }
-        if session.outstanding() == 0 && !session.has_room() {
-            // The ring broke: what is left fails (the caller reads it another way).
-            for (i, _) in next.by_ref() {
-                results[i] = Some(Err(io::Error::other("io_uring failed")));
-            }
-            break;
-        }
-        session.submit_and_reap(true, &mut done);
-        for (id, res) in done.drain(..) {
-            if let Some(&i) = index_of.get(id) {
-                results[i] = Some(res);
-            }
-        }
-    }
-    Ok(results
-        .into_iter()
-        .map(|r| r.unwrap_or_else(|| Err(io::Error::other("io_uring failed"))))
-        .collect())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::io::Write;
     use std::os::fd::AsRawFd;
+
+    /// Test helper: runs every read of `reads` and returns, in order, each one's buffer and bytes read (or
+    /// its error). `Err(reads)`, untouched, when this thread has no ring. The ring is kept as
+    /// full as it allows (up to [`RING_ENTRIES`] reads outstanding).
+    fn read_all(reads: Vec<UringRead>) -> Result<Vec<ReadResult>, Vec<UringRead>> {
+        let Some(mut session) = Session::begin() else {
+            return Err(reads);
+        };
+        let n = reads.len();
+        let mut results: Vec<Option<ReadResult>> = (0..n).map(|_| None).collect();
+        // Which read of the batch an outstanding id is.
+        let mut index_of: Vec<usize> = Vec::new();
+        let mut done = Vec::new();
+        let mut next = reads.into_iter().enumerate().peekable();
+        loop {
+            while session.has_room() {
+                let Some((i, read)) = next.next() else {
+                    break;
+                };
+                match session.push(read) {
+                    Ok(id) => {
+                        if index_of.len() <= id {
+                            index_of.resize(id + 1, usize::MAX);
+                        }
+                        index_of[id] = i;
+                    }
+                    Err(_) => results[i] = Some(Err(io::Error::other("io_uring refused the read"))),
+                }
+            }
+            if session.outstanding() == 0 && next.peek().is_none() {
+                break;
+            }
+            if session.outstanding() == 0 && !session.has_room() {
+                // The ring broke: what is left fails (the caller reads it another way).
+                for (i, _) in next.by_ref() {
+                    results[i] = Some(Err(io::Error::other("io_uring failed")));
+                }
+                break;
+            }
+            session.submit_and_reap(true, &mut done);
+            for (id, res) in done.drain(..) {
+                if let Some(&i) = index_of.get(id) {
+                    results[i] = Some(res);
+                }
+            }
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(io::Error::other("io_uring failed"))))
+            .collect())
+    }
 
     fn data_file(len: u32) -> (std::fs::File, Vec<u8>) {
         let mut f = tempfile::tempfile().unwrap();
@@ -419,14 +416,16 @@ mod tests {
         let mut offsets = std::collections::HashMap::new();
         let mut out = Vec::new();
         let mut seen = 0;
-        let mut check = |out: &mut Vec<(usize, ReadResult)>, offsets: &std::collections::HashMap<usize, usize>| {
-            for (id, res) in out.drain(..) {
-                let (buf, n) = res.unwrap();
-                let at = offsets[&id];
-                assert_eq!((n, &buf[..]), (8, &data[at..at + 8]));
-                seen += 1;
-            }
-        };
+        let mut check =
+            |out: &mut Vec<(usize, ReadResult)>,
+             offsets: &std::collections::HashMap<usize, usize>| {
+                for (id, res) in out.drain(..) {
+                    let (buf, n) = res.unwrap();
+                    let at = offsets[&id];
+                    assert_eq!((n, &buf[..]), (8, &data[at..at + 8]));
+                    seen += 1;
+                }
+            };
         for i in 0..400u64 {
             while !s.has_room() {
                 s.submit_and_reap(true, &mut out);
@@ -451,7 +450,10 @@ mod tests {
         let full = (0..RING_ENTRIES as u64).all(|i| s.push(read(i)).is_ok());
         assert!(full && s.push(read(0)).is_err(), "push past the cap");
         drop(s);
-        assert!(Session::begin().is_some(), "the ring is back after the session");
+        assert!(
+            Session::begin().is_some(),
+            "the ring is back after the session"
+        );
     }
 
     /// Unwinding with reads outstanding reaps them before their buffers go (the session's
