@@ -668,3 +668,342 @@ fn read_faults_under_concurrent_writes_and_compactions_fail_only_their_keys_with
         }
     });
 }
+
+// ---- The streaming get (`Db::get_pipelined`) ----
+
+/// A stream of `keys` through `get_pipelined_opt` with `window`: every key's answer (in
+/// entry order), checking that each key is answered exactly once and that never more
+/// than `window` keys are unanswered. `between(i)` runs in `next_key` before key `i`
+/// enters (it may write keys that are not in flight).
+fn stream(
+    db: &Db,
+    ropts: &ReadOptions,
+    window: usize,
+    keys: &[Vec<u8>],
+    mut between: impl FnMut(usize),
+) -> Vec<tierkv::Result<Option<Vec<u8>>>> {
+    let answers: std::cell::RefCell<Vec<Option<tierkv::Result<Option<Vec<u8>>>>>> =
+        std::cell::RefCell::new((0..keys.len()).map(|_| None).collect());
+    let entered = std::cell::Cell::new(0usize);
+    let unanswered = std::cell::Cell::new(0usize);
+    let most = std::cell::Cell::new(0usize);
+    db.get_pipelined_opt(
+        ropts,
+        window,
+        || {
+            let i = entered.get();
+            if i == keys.len() {
+                return None;
+            }
+            between(i);
+            entered.set(i + 1);
+            unanswered.set(unanswered.get() + 1);
+            most.set(most.get().max(unanswered.get()));
+            Some(Keyed(i, keys[i].clone()))
+        },
+        |Keyed(i, k), answer| {
+            assert_eq!(k, keys[i]);
+            unanswered.set(unanswered.get() - 1);
+            let slot = &mut answers.borrow_mut()[i];
+            assert!(slot.is_none(), "key {i} answered twice");
+            *slot = Some(answer.map(|e| e.map(|e| e.value)));
+        },
+    );
+    assert_eq!(entered.get(), keys.len(), "the stream took every key");
+    assert!(
+        most.get() <= window.max(1),
+        "{} keys in flight with a window of {window}",
+        most.get()
+    );
+    answers
+        .into_inner()
+        .into_iter()
+        .enumerate()
+        .map(|(i, a)| a.unwrap_or_else(|| panic!("key {i} never answered")))
+        .collect()
+}
+
+/// A stream key carries its position (the answer names it back).
+impl AsRef<[u8]> for Keyed {
+    fn as_ref(&self) -> &[u8] {
+        &self.1
+    }
+}
+struct Keyed(usize, Vec<u8>);
+
+/// The streaming get against a BTreeMap model on a two-tier store with promotion (keys
+/// in memtables, both tiers, point caches and the promotion cache) under random puts,
+/// deletes, flushes and compactions between streams: every key is answered exactly once,
+/// as the model holds it when the key entered (writes made by the stream's own callback
+/// between keys are seen by the keys after them: a fresh read point per key), repeated
+/// keys included; at a snapshot, as the snapshot's model; never more than the window in
+/// flight.
+fn stream_model_run(read_io: ReadIo, seed: u64) {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = Options {
+        read_parallelism: 4,
+        read_io,
+        ..two_tier_options(slow.path(), 192 * 1024, true)
+    };
+    let db = Db::open(fast.path(), opts).unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let space = 3000;
+    let mut model = Model::new();
+    for i in 0..space {
+        if i % 3 != 2 {
+            db.put(key(i), value(i, 0)).unwrap();
+            model.insert(key(i), value(i, 0));
+        }
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let gets_before = db.stats().gets;
+    let mut streamed = 0u64;
+    for round in 0..120u64 {
+        for _ in 0..rng.gen_range(0..30) {
+            let i = rng.gen_range(0..space);
+            if rng.gen_bool(0.25) {
+                db.delete(key(i)).unwrap();
+                model.remove(&key(i));
+            } else {
+                db.put(key(i), value(i, round + 1)).unwrap();
+                model.insert(key(i), value(i, round + 1));
+            }
+        }
+        match rng.gen_range(0..12) {
+            0 => db.flush().unwrap(),
+            1 => db.compact_range(None, None).unwrap(),
+            _ => {}
+        }
+        let window = [1, 2, 8, 32, 64][rng.gen_range(0..5)];
+        let len = rng.gen_range(1..120);
+        let mut keys: Vec<Vec<u8>> = (0..len)
+            .map(|_| {
+                if rng.gen_bool(0.3) {
+                    key(rng.gen_range(0..60))
+                } else {
+                    key(rng.gen_range(0..space + 200))
+                }
+            })
+            .collect();
+        keys.push(keys[0].clone());
+        // Writes between keys, of keys outside the stream (so none is in flight): each
+        // key is expected as the model holds it when it enters.
+        let repeat = keys.len() - 1;
+        let mut expected: Vec<Option<Vec<u8>>> = Vec::new();
+        let snap = db.snapshot();
+        let snap_model = model.clone();
+        let answers = {
+            let model = std::cell::RefCell::new(&mut model);
+            let expected = std::cell::RefCell::new(&mut expected);
+            let mut writes = StdRng::seed_from_u64(seed ^ round);
+            stream(&db, &ReadOptions::new(), window, &keys, |i| {
+                let mut m = model.borrow_mut();
+                if i == repeat {
+                    // The repeated key itself is rewritten just before its second entry,
+                    // while its first may still be in flight: the first answers the old
+                    // version (its read point is its entry), the second the new one.
+                    let v = value(7, 10_000 + round);
+                    db.put(&keys[i], &v).unwrap();
+                    m.insert(keys[i].clone(), v);
+                } else if writes.gen_bool(0.1) {
+                    let outside = key(space + 1000 + writes.gen_range(0..50));
+                    db.put(&outside, value(0, round)).unwrap();
+                    m.insert(outside, value(0, round));
+                }
+                expected.borrow_mut().push(m.get(&keys[i]).cloned());
+            })
+        };
+        for (i, (k, a)) in keys.iter().zip(answers).enumerate() {
+            let a = a.unwrap_or_else(|e| panic!("{k:?} failed: {e}"));
+            assert_eq!(
+                a, expected[i],
+                "round {round}: stream answer of key {i} {k:?}"
+            );
+        }
+        streamed += keys.len() as u64;
+        // The same keys at the snapshot taken before the stream's writes.
+        let ropts = ReadOptions {
+            snapshot: Some(snap.seq()),
+            ..ReadOptions::new()
+        };
+        for (k, a) in keys.iter().zip(stream(&db, &ropts, window, &keys, |_| {})) {
+            assert_eq!(a.unwrap().as_ref(), snap_model.get(k), "snapshot {k:?}");
+        }
+        streamed += keys.len() as u64;
+        // The outside keys the stream wrote are readable afterwards.
+        let outside: Vec<Vec<u8>> = (0..50).map(|j| key(space + 1000 + j)).collect();
+        for (k, a) in outside
+            .iter()
+            .zip(stream(&db, &ReadOptions::new(), 4, &outside, |_| {}))
+        {
+            assert_eq!(a.unwrap().as_ref(), model.get(k), "outside key {k:?}");
+        }
+        streamed += outside.len() as u64;
+    }
+    assert_eq!(
+        db.stats().gets - gets_before,
+        streamed,
+        "each streamed key counts as one get"
+    );
+    let s = db.stats().get_sources;
+    assert!(s.slow > 0 && s.fast > 0, "both tiers read: {s:?}");
+}
+
+#[test]
+fn a_stream_equals_the_model_through_io_uring() {
+    stream_model_run(URING, 21);
+}
+
+#[test]
+fn a_stream_equals_the_model_on_the_reader_pool() {
+    stream_model_run(ReadIo::Threads, 22);
+}
+
+/// Injected read faults in a stream (invariant 3): a key fails exactly when `get` of it
+/// fails (it needs a failing file), with an I/O error, and the others are answered
+/// correctly; the stream ends (no hang).
+#[test]
+fn injected_read_errors_fail_exactly_the_streamed_keys_that_read_the_failing_files() {
+    within(Duration::from_secs(120), || {
+        let dir = tempfile::tempdir().unwrap();
+        let faults = FaultInjector::new();
+        let opts = Options {
+            cache_size: 0,
+            fault_injector: Some(faults.clone()),
+            read_io: URING,
+            ..tiny_options()
+        };
+        let db = Db::open(dir.path(), opts).unwrap();
+        let n = 3000u64;
+        for i in 0..n {
+            db.put(key(i), value(i, 0)).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.wait_for_background().unwrap();
+        let mut tables: Vec<String> = std::fs::read_dir(db.tier_dir(Tier::Fast))
+            .unwrap()
+            .filter_map(|e| e.ok()?.file_name().into_string().ok())
+            .filter(|name| name.ends_with(".sst"))
+            .collect();
+        tables.sort();
+        assert!(tables.len() >= 4, "too few tables: {tables:?}");
+        for failing in [&tables[1], &tables[tables.len() / 2]] {
+            faults.add(FaultRule {
+                tier: None,
+                op: FaultOp::Read,
+                name_contains: Some(failing.clone()),
+                error: FaultError::Io,
+                trigger: Trigger::After(0),
+            });
+        }
+        let all: Vec<Vec<u8>> = (0..n + 100).map(key).collect();
+        let failing: Vec<bool> = all.iter().map(|k| db.get(k).is_err()).collect();
+        assert!(failing.iter().any(|f| *f) && !failing.iter().all(|f| *f));
+        let mut rng = StdRng::seed_from_u64(12);
+        let picks: Vec<usize> = (0..2000).map(|_| rng.gen_range(0..all.len())).collect();
+        let keys: Vec<Vec<u8>> = picks.iter().map(|&p| all[p].clone()).collect();
+        let mut failures = 0;
+        for (&p, a) in picks
+            .iter()
+            .zip(stream(&db, &ReadOptions::new(), 16, &keys, |_| {}))
+        {
+            match a {
+                Err(e) => {
+                    assert!(failing[p], "key {p} failed but needs no failing file: {e}");
+                    assert!(matches!(e, Error::Io { .. }), "key {p}: {e}");
+                    failures += 1;
+                }
+                Ok(v) => {
+                    assert!(!failing[p], "key {p} answered although its file fails");
+                    assert_eq!(v, ((p as u64) < n).then(|| value(p as u64, 0)), "key {p}");
+                }
+            }
+        }
+        assert!(failures > 0, "no streamed key met a failing file");
+    });
+}
+
+/// No round barrier (the point of the pipeline): with the slow tier's device model
+/// adding 150 ms to every read, a key on the fast tier that enters after a key on the
+/// slow tier is answered first, without waiting for the slow key's read. Under rounds
+/// (every read of a round reaped before any key goes on) the two answers would come
+/// together, in entry order.
+#[test]
+fn a_key_whose_block_is_quick_is_answered_before_another_keys_slow_read_completes() {
+    within(Duration::from_secs(120), || {
+        let fast = tempfile::tempdir().unwrap();
+        let slow = tempfile::tempdir().unwrap();
+        let base = Options {
+            cache_size: 0,
+            read_io: URING,
+            ..two_tier_options(slow.path(), 64 * 1024, false)
+        };
+        let n = 3000u64;
+        {
+            let db = Db::open(fast.path(), base.clone()).unwrap();
+            for i in 0..n {
+                db.put(key(i), value(i, 0)).unwrap();
+            }
+            db.compact_range(None, None).unwrap();
+            db.wait_for_background().unwrap();
+            db.close().unwrap();
+        }
+        let mut opts = base;
+        if let Some(s) = opts.slow.as_mut() {
+            s.device = tierkv::DeviceProfile {
+                iops: None,
+                bandwidth: None,
+                latency_us: 150_000,
+            };
+        }
+        let db = Db::open(fast.path(), opts).unwrap();
+        // A fresh version of one key, flushed: it is read from the fast tier.
+        let quick = key(5);
+        db.put(&quick, b"fresh").unwrap();
+        db.flush().unwrap();
+        db.wait_for_background().unwrap();
+        // A key whose read reaches the slow tier (tables opened by this first get).
+        let slow_key = (100..n)
+            .step_by(97)
+            .map(key)
+            .find(|k| {
+                let before = db.stats().get_sources.slow;
+                db.get(k).unwrap();
+                db.stats().get_sources.slow > before
+            })
+            .expect("some key lives on the slow tier");
+        let before = db.stats().get_sources;
+        assert_eq!(db.get(&quick).unwrap().as_deref(), Some(&b"fresh"[..]));
+        assert!(
+            db.stats().get_sources.fast > before.fast,
+            "the quick key is on the fast tier"
+        );
+        let keys = vec![slow_key.clone(), quick.clone()];
+        let start = Instant::now();
+        let mut order = Vec::new();
+        let mut next = keys.into_iter();
+        db.get_pipelined(
+            2,
+            || next.next(),
+            |k, a| {
+                assert!(a.unwrap().is_some());
+                order.push((k, start.elapsed()));
+            },
+        );
+        assert_eq!(order.len(), 2);
+        assert_eq!(
+            order[0].0, quick,
+            "the quick key is answered first: {order:?}"
+        );
+        assert!(
+            order[1].1 >= Duration::from_millis(150),
+            "the slow key waited for its device time: {order:?}"
+        );
+        assert!(
+            order[0].1 < order[1].1,
+            "the quick key did not wait for the slow read: {order:?}"
+        );
+    });
+}

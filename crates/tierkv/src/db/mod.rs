@@ -282,7 +282,8 @@ impl Db {
     /// keys' table reads run on the calling thread with no round barrier: a key is
     /// answered, or reads its next block, as soon as its block is back, and its slot goes
     /// to the next key. Never more than `window` keys (at least 1) are unanswered. With
-    /// the reader pool, keys go in windows of [`Db::multi_get_opt`] (each window one read
+    /// the reader pool, the keys that need the disk go in windows of up to `window`, read
+    /// in parallel on the pool as [`Db::multi_get`]'s are (each key still at its own read
     /// point). Each key counts as one get, as with [`Db::get`].
     ///
     /// The callbacks run on the calling thread, never at the same time. While the stream

@@ -362,8 +362,8 @@ impl DbInner {
     /// [`crate::Db::get_pipelined_opt`]): each key entering takes a fresh read point and
     /// SuperVersion, so it is answered as a [`DbInner::get`] issued when it entered
     /// would answer it, and no long stream pins an old version. Through io_uring the
-    /// keys' disk stages run in one [`Pipeline`]; with the reader pool, windows of
-    /// [`DbInner::multi_get`] (each window one read point).
+    /// keys' disk stages run in one [`Pipeline`]; with the reader pool, in windows of
+    /// up to `window` keys read together on the pool.
     pub(super) fn get_pipelined<K, N, A>(
         self: &Arc<Self>,
         pool: &ReaderPool,
@@ -378,26 +378,7 @@ impl DbInner {
     {
         let window = window.max(1);
         if !pool.uses_uring() {
-            loop {
-                let mut keys = Vec::with_capacity(window);
-                while keys.len() < window {
-                    match next_key() {
-                        Some(k) => keys.push(k),
-                        None => break,
-                    }
-                }
-                if keys.is_empty() {
-                    return;
-                }
-                let full = keys.len() == window;
-                let answers = self.multi_get(pool, &keys, ropts);
-                for (k, a) in keys.into_iter().zip(answers) {
-                    on_answer(k, a);
-                }
-                if !full {
-                    return;
-                }
-            }
+            return self.get_windows_in_pool(pool, ropts, window, next_key, on_answer);
         }
         let mut pipe: Pipeline<'_, K> = Pipeline::new(self);
         let mut ended = false;
@@ -429,6 +410,89 @@ impl DbInner {
                 return;
             }
             pipe.turn(true, &mut on_answer);
+        }
+    }
+
+    /// [`DbInner::get_pipelined`] on the reader pool: keys enter (each with its own read
+    /// point, its inline stages run at once) until `window` of them need the disk, then
+    /// those are read together on the pool and the next window starts.
+    fn get_windows_in_pool<K, N, A>(
+        self: &Arc<Self>,
+        pool: &ReaderPool,
+        ropts: &ReadOptions,
+        window: usize,
+        mut next_key: N,
+        mut on_answer: A,
+    ) where
+        K: AsRef<[u8]>,
+        N: FnMut() -> Option<K>,
+        A: FnMut(K, Result<Option<Entry>>),
+    {
+        let mut ended = false;
+        while !ended {
+            let mut waiting: Vec<(K, Arc<SuperVersion>, ReadPoint, PendingKey)> = Vec::new();
+            while waiting.len() < window {
+                let Some(k) = next_key() else {
+                    ended = true;
+                    break;
+                };
+                let (at, sv) = match self.start_read(ropts) {
+                    Ok(view) => view,
+                    Err(e) => {
+                        Counters::add(&self.counters.gets, 1);
+                        on_answer(k, Err(e));
+                        continue;
+                    }
+                };
+                let sv: Arc<SuperVersion> = arc_swap::Guard::into_inner(sv);
+                match self.get_inline_for_batch(waiting.len(), k.as_ref(), &sv, at) {
+                    Ok(answer) => on_answer(k, Ok(answer)),
+                    Err(p) => waiting.push((k, sv, at, p)),
+                }
+            }
+            let queue = if waiting.len() > 1 {
+                pool.sender()
+            } else {
+                None
+            };
+            let Some(queue) = queue else {
+                for (k, sv, at, p) in waiting {
+                    let answer = self.get_pending(k.as_ref(), &sv, at, &p);
+                    on_answer(k, answer);
+                }
+                continue;
+            };
+            let (answers, rx) = mpsc::channel::<(usize, Result<Option<Entry>>)>();
+            let mut slots: Vec<Option<K>> = Vec::with_capacity(waiting.len());
+            let mut queued = 0usize;
+            for (i, (k, sv, at, p)) in waiting.into_iter().enumerate() {
+                let db = self.clone();
+                let key = k.as_ref().to_vec();
+                slots.push(Some(k));
+                let answers = answers.clone();
+                let job: Job = Box::new(move || {
+                    let answer = db.get_pending(&key, &sv, at, &p);
+                    let _ = answers.send((i, answer));
+                });
+                if queue.send(job).is_ok() {
+                    queued += 1;
+                }
+            }
+            drop(answers);
+            for _ in 0..queued {
+                match rx.recv() {
+                    Ok((i, answer)) => {
+                        if let Some(k) = slots.get_mut(i).and_then(Option::take) {
+                            on_answer(k, answer);
+                        }
+                    }
+                    Err(mpsc::RecvError) => break,
+                }
+            }
+            // A job the pool dropped unrun (it stopped) or that panicked.
+            for k in slots.into_iter().flatten() {
+                on_answer(k, Err(Error::Closed));
+            }
         }
     }
 
@@ -563,5 +627,55 @@ mod tests {
             "one level, no cache: the 32 block reads went out with one submission"
         );
         assert!(after.most_in_flight >= 32);
+    }
+
+    /// No round barrier, counted: a stream of cold keys (one block read each, no cache)
+    /// with a window of 8 submits new reads while earlier ones are still outstanding (a
+    /// round barrier reaps every read before the next submission, so it never does), and
+    /// never has more than 8 reads in flight.
+    #[test]
+    fn a_stream_submits_new_reads_while_earlier_ones_are_in_flight() {
+        if !crate::env::uring_available() {
+            eprintln!("io_uring unavailable here; nothing to test");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::Options {
+            cache_size: 0,
+            block_size: 1024,
+            block_records: None,
+            read_io: ReadIo::Uring,
+            ..crate::Options::default()
+        };
+        let db = crate::Db::open(dir.path(), opts).unwrap();
+        let key = |i: u64| format!("key{i:06}").into_bytes();
+        for i in 0..4000u64 {
+            db.put(key(i), vec![b'v'; 300]).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.wait_for_background().unwrap();
+        let mut keys = (0..150u64).map(|i| key(i * 20 + 3));
+        let before = crate::env::thread_submissions();
+        let mut answered = 0;
+        db.get_pipelined(
+            8,
+            || keys.next(),
+            |_, a| {
+                assert_eq!(a.unwrap().as_deref(), Some(&[b'v'; 300][..]));
+                answered += 1;
+            },
+        );
+        let after = crate::env::thread_submissions();
+        assert_eq!(answered, 150);
+        assert_eq!(after.reads - before.reads, 150, "one block read per key");
+        assert!(
+            after.while_outstanding > before.while_outstanding,
+            "every submission waited for the reads before it: a round barrier"
+        );
+        assert!(
+            after.most_in_flight <= 8,
+            "{} reads in flight",
+            after.most_in_flight
+        );
     }
 }
