@@ -18,10 +18,10 @@ use crate::keyfile::KeyFiles;
 use crate::report;
 use crate::results::{BenchResults, PhaseResult, RunMeasure, SystemResult, TimelinePoint};
 use crate::scale::Config;
-use crate::store::{Counters, Store, TierDirs, TierkvStore};
+use crate::store::{Counters, Store, StreamGet, TierDirs, TierkvStore};
 use crate::systems::System;
 use crate::trace::Trace;
-use crate::workload::{OpKind, OpPlan, ValueSource};
+use crate::workload::{Op, OpKind, OpPlan, ValueSource};
 
 /// Records per write batch in the load phase.
 const LOAD_BATCH: usize = 128;
@@ -357,35 +357,52 @@ impl WorkerOut {
     }
 }
 
-/// Issues the gathered gets of one client thread as one batched read; each counts with the
-/// batch's latency (the time its answer took to arrive).
-fn flush_gets(sh: &Shared, keys: &mut Vec<Vec<u8>>, out: &mut WorkerOut) -> Result<()> {
-    if keys.is_empty() {
-        return Ok(());
-    }
+/// Runs one operation of the plan and counts it (latency from now to its end).
+fn run_one(sh: &Shared, op: &Op, key: &[u8], out: &mut WorkerOut) -> Result<()> {
     let t = Instant::now();
-    let found = if keys.len() == 1 {
-        vec![sh.store.get(&keys[0])?]
-    } else {
-        sh.store.multi_get(keys)?
+    let found = match op.kind {
+        OpKind::Read => Some(sh.store.get(key)?),
+        OpKind::Update | OpKind::Insert => {
+            let value = sh.values.value(op.id, op.index, op.len as usize);
+            if op.ttl_secs > 0 {
+                sh.store.put_with_ttl(key, value, op.ttl_secs)?;
+            } else {
+                sh.store.put(key, value)?;
+            }
+            None
+        }
+        OpKind::Delete => {
+            sh.store.delete(key)?;
+            None
+        }
+        OpKind::Scan => {
+            sh.store.scan(key, op.len as usize)?;
+            None
+        }
+        OpKind::ReadModifyWrite => {
+            let len = sh.plan.load_value_size(op.id) as usize;
+            Some(
+                sh.store
+                    .read_modify_write(key, sh.values.value(op.id, op.index, len))?,
+            )
+        }
     };
-    let nanos = (t.elapsed().as_nanos() as u64).max(1);
-    for f in found {
-        out.hist.saturating_record(nanos);
-        out.tally(Some(f));
-        sh.complete_one();
+    out.hist
+        .saturating_record((t.elapsed().as_nanos() as u64).max(1));
+    if !matches!(op.kind, OpKind::Read | OpKind::Scan) {
+        out.writes += 1;
     }
-    keys.clear();
+    out.tally(found);
+    sh.complete_one();
     Ok(())
 }
 
 /// One client thread: takes chunks of the plan until none is left and runs their
-/// operations in order. With `--batch N` above 1, up to N gets of the thread's stream
-/// (across its chunks) wait and go out as one batched read; a write of a waiting get's key,
-/// or a scan, issues them first. Every get answers what it would have answered in order
-/// (only writes of its own key change that), and every other operation sees the effects
-/// of the thread's earlier ones.
+/// operations in order. With `--batch N` above 1, see [`stream_worker`].
 fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
+    if batch > 1 {
+        return stream_worker(sh, batch);
+    }
     let mut out = WorkerOut {
         hist: new_hist(),
         reads_found: 0,
@@ -394,7 +411,6 @@ fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
     };
     let mut ops = Vec::new();
     let mut key = Vec::new();
-    let mut gets: Vec<Vec<u8>> = Vec::with_capacity(batch);
     let chunks = sh.plan.chunks();
     while !sh.abort.load(Relaxed) {
         let c = sh.next_chunk.fetch_add(1, Relaxed);
@@ -404,59 +420,107 @@ fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
         sh.plan.chunk_ops(c, &mut ops);
         for op in &ops {
             sh.plan.key(op.id, &mut key);
-            if batch > 1 && op.kind == OpKind::Read {
-                gets.push(key.clone());
-                if gets.len() >= batch {
-                    flush_gets(sh, &mut gets, &mut out)?;
-                }
-                continue;
-            }
-            // A write of another key cannot change what a waiting get answers, so the gets
-            // keep waiting (as F2's driver keeps reads pending while upserts go ahead); one
-            // of the same key, or a scan, issues them first.
-            if op.kind == OpKind::Scan || gets.contains(&key) {
-                flush_gets(sh, &mut gets, &mut out)?;
-            }
-            let t = Instant::now();
-            let found = match op.kind {
-                OpKind::Read => Some(sh.store.get(&key)?),
-                OpKind::Update | OpKind::Insert => {
-                    let value = sh.values.value(op.id, op.index, op.len as usize);
-                    if op.ttl_secs > 0 {
-                        sh.store.put_with_ttl(&key, value, op.ttl_secs)?;
-                    } else {
-                        sh.store.put(&key, value)?;
-                    }
-                    None
-                }
-                OpKind::Delete => {
-                    sh.store.delete(&key)?;
-                    None
-                }
-                OpKind::Scan => {
-                    sh.store.scan(&key, op.len as usize)?;
-                    None
-                }
-                OpKind::ReadModifyWrite => {
-                    let len = sh.plan.load_value_size(op.id) as usize;
-                    Some(
-                        sh.store
-                            .read_modify_write(&key, sh.values.value(op.id, op.index, len))?,
-                    )
-                }
-            };
-            out.hist
-                .saturating_record((t.elapsed().as_nanos() as u64).max(1));
-            if !matches!(op.kind, OpKind::Read | OpKind::Scan) {
-                out.writes += 1;
-            }
-            out.tally(found);
-            sh.complete_one();
+            run_one(sh, op, &key, &mut out)?;
         }
     }
-    // Gets still waiting when the plan ran out (or the run aborted) go out now.
-    flush_gets(sh, &mut gets, &mut out)?;
     Ok(out)
+}
+
+/// A client thread with `--batch N`: its gets go through the store's streaming read
+/// ([`Store::get_stream`]) with up to N in flight, while its other operations run inline
+/// as they come: a write of a key with no get in flight goes ahead (it cannot change what
+/// those gets answer, as F2's driver keeps reads pending while upserts go ahead); a write
+/// of a key in flight, or a scan, waits until the stream drained. So every get answers
+/// what it would have answered in order, and every other operation sees the effects of
+/// the thread's earlier ones. A get's latency runs from its entry to its answer.
+fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
+    let out = std::cell::RefCell::new(WorkerOut {
+        hist: new_hist(),
+        reads_found: 0,
+        reads_missing: 0,
+        writes: 0,
+    });
+    // Keys of the gets in flight (a key may be in flight more than once).
+    let in_flight: std::cell::RefCell<HashMap<Vec<u8>, usize>> = Default::default();
+    let failed: std::cell::RefCell<Option<BenchError>> = Default::default();
+    let mut ops: Vec<Op> = Vec::new();
+    let mut pos = 0;
+    let chunks = sh.plan.chunks();
+    // An operation that waits for the stream to drain.
+    let mut held: Option<(Op, Vec<u8>)> = None;
+    loop {
+        if let Some((op, key)) = held.take() {
+            run_one(sh, &op, &key, &mut out.borrow_mut())?;
+        }
+        let mut exhausted = false;
+        let mut next = || -> Option<StreamGet> {
+            loop {
+                if failed.borrow().is_some() {
+                    return None;
+                }
+                if pos == ops.len() {
+                    let c = sh.next_chunk.fetch_add(1, Relaxed);
+                    if sh.abort.load(Relaxed) || c >= chunks {
+                        exhausted = true;
+                        return None;
+                    }
+                    sh.plan.chunk_ops(c, &mut ops);
+                    pos = 0;
+                    continue;
+                }
+                let op = ops[pos];
+                pos += 1;
+                let mut key = Vec::new();
+                sh.plan.key(op.id, &mut key);
+                if op.kind == OpKind::Read {
+                    *in_flight.borrow_mut().entry(key.clone()).or_insert(0) += 1;
+                    return Some(StreamGet {
+                        key,
+                        entered: Instant::now(),
+                    });
+                }
+                if op.kind == OpKind::Scan || in_flight.borrow().contains_key(&key) {
+                    held = Some((op, key));
+                    return None;
+                }
+                if let Err(e) = run_one(sh, &op, &key, &mut out.borrow_mut()) {
+                    *failed.borrow_mut() = Some(e);
+                    return None;
+                }
+            }
+        };
+        let mut done = |g: StreamGet, found: Result<bool>| {
+            {
+                let mut f = in_flight.borrow_mut();
+                if let Some(n) = f.get_mut(&g.key) {
+                    *n -= 1;
+                    if *n == 0 {
+                        f.remove(&g.key);
+                    }
+                }
+            }
+            match found {
+                Ok(found) => {
+                    let mut out = out.borrow_mut();
+                    out.hist
+                        .saturating_record((g.entered.elapsed().as_nanos() as u64).max(1));
+                    out.tally(Some(found));
+                    sh.complete_one();
+                }
+                Err(e) => {
+                    failed.borrow_mut().get_or_insert(e);
+                }
+            }
+        };
+        sh.store.get_stream(window, &mut next, &mut done);
+        if let Some(e) = failed.borrow_mut().take() {
+            return Err(e);
+        }
+        if exhausted && held.is_none() {
+            break;
+        }
+    }
+    Ok(out.into_inner())
 }
 
 /// Runs the plan against one open store.
@@ -672,16 +736,40 @@ mod tests {
         fd: AtomicU64,
         sd: AtomicU64,
         written: AtomicU64,
-        /// Batched reads issued, and the keys they carried.
-        multi_gets: AtomicU64,
-        multi_get_keys: AtomicU64,
+        /// Streams run, the gets they carried, and the most gets in flight at once.
+        streams: AtomicU64,
+        streamed: AtomicU64,
+        most_in_flight: AtomicU64,
     }
 
     impl Store for MemStore {
-        fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<bool>> {
-            self.multi_gets.fetch_add(1, Relaxed);
-            self.multi_get_keys.fetch_add(keys.len() as u64, Relaxed);
-            keys.iter().map(|k| self.get(k)).collect()
+        /// A stream that keeps gets in flight until its window is full and answers the
+        /// newest first, each read only when answered: a worker that let a write of an
+        /// in-flight key go ahead, or lost or repeated a get, would change the counts.
+        fn get_stream(
+            &self,
+            window: usize,
+            next: &mut dyn FnMut() -> Option<StreamGet>,
+            done: &mut dyn FnMut(StreamGet, Result<bool>),
+        ) {
+            self.streams.fetch_add(1, Relaxed);
+            let mut waiting: Vec<StreamGet> = Vec::new();
+            let mut ended = false;
+            loop {
+                while !ended && waiting.len() < window {
+                    match next() {
+                        Some(g) => waiting.push(g),
+                        None => ended = true,
+                    }
+                }
+                self.most_in_flight.fetch_max(waiting.len() as u64, Relaxed);
+                let Some(g) = waiting.pop() else {
+                    return;
+                };
+                self.streamed.fetch_add(1, Relaxed);
+                let found = self.get(&g.key);
+                done(g, found);
+            }
         }
         fn get(&self, key: &[u8]) -> Result<bool> {
             let found = self.map.lock().unwrap().contains_key(key);
@@ -914,14 +1002,14 @@ mod tests {
 
     #[test]
     fn batched_gets_do_the_same_operations() {
-        // --batch only changes how gets are issued: one thread's stream, batched or not,
-        // leaves the same final state and finds the same records; gets do go out in
-        // batches of up to N, and never past a write of their key (the final state or the
-        // found counts would differ if a get were reordered around a write to its key:
-        // reads of inserted keys would miss). Writes of other keys do not end a batch, so
-        // in a and f (half writes) batches still fill up.
+        // --batch only changes how gets are issued: one thread's stream, pipelined or not,
+        // leaves the same final state and finds the same records; up to N gets are in
+        // flight (and the window fills), never past a write of their key (the final state
+        // or the found counts would differ if a get were reordered around a write to its
+        // key: reads of inserted keys would miss). Writes of other keys go ahead inline,
+        // so in a and f (half writes) the window still fills up.
         for w in ["a", "d", "f", "e"] {
-            let runs: Vec<(MemStore, SystemResult)> = [1usize, 8]
+            let runs: Vec<(MemStore, SystemResult, u64)> = [1usize, 8]
                 .iter()
                 .map(|&batch| {
                     let mut cfg = config(w);
@@ -937,7 +1025,14 @@ mod tests {
                     )
                     .unwrap();
                     let values = ValueSource::new(cfg.seed, plan.max_value_size() as usize);
-                    load_and_run(&cfg, &plan, &values)
+                    let mut ops = Vec::new();
+                    let mut gets = 0u64;
+                    for c in 0..plan.chunks() {
+                        plan.chunk_ops(c, &mut ops);
+                        gets += ops.iter().filter(|op| op.kind == OpKind::Read).count() as u64;
+                    }
+                    let (store, result) = load_and_run(&cfg, &plan, &values);
+                    (store, result, gets)
                 })
                 .collect();
             let (plain, batched) = (&runs[0], &runs[1]);
@@ -953,24 +1048,23 @@ mod tests {
                 "{w}"
             );
             assert_eq!(
-                plain.0.multi_gets.load(Relaxed),
+                plain.0.streams.load(Relaxed),
                 0,
-                "{w}: batch 1 never batches"
+                "{w}: batch 1 never streams"
             );
-            let (calls, keys) = (
-                batched.0.multi_gets.load(Relaxed),
-                batched.0.multi_get_keys.load(Relaxed),
+            let (streamed, most) = (
+                batched.0.streamed.load(Relaxed),
+                batched.0.most_in_flight.load(Relaxed),
             );
             match w {
-                // Scans and inserts only: no gets to batch in e.
-                "e" => assert_eq!(calls, 0, "{w}"),
+                // Scans and inserts only: no gets to stream in e.
+                "e" => assert_eq!(streamed, 0, "{w}"),
                 _ => {
-                    assert!(calls > 0, "{w}");
-                    assert!(keys <= calls * 8, "{w}: at most 8 keys per batch");
-                    assert!(
-                        keys > calls * 5,
-                        "{w}: batches hold several gets ({keys}/{calls})"
+                    assert_eq!(
+                        streamed, batched.2,
+                        "{w}: every get went through the stream, once"
                     );
+                    assert_eq!(most, 8, "{w}: up to 8 gets in flight, never more");
                 }
             }
         }
@@ -982,8 +1076,8 @@ mod tests {
         let (store, r) = load_and_run(&cfg, &plan, &values);
         assert_eq!(r.ops, 5000);
         assert_eq!(r.reads_found, 5000);
-        // Every get but a thread's last few went out in a batch.
-        let batched = store.multi_get_keys.load(Relaxed);
-        assert!((4500..=5000).contains(&batched), "{batched}");
+        // Every get went through a stream.
+        assert_eq!(store.streamed.load(Relaxed), 5000);
+        assert!(store.most_in_flight.load(Relaxed) <= 16);
     }
 }

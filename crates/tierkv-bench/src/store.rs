@@ -221,6 +221,21 @@ impl Counters {
     }
 }
 
+/// One get of a stream ([`Store::get_stream`]): its key and when it entered (its latency
+/// runs from then to its answer).
+pub struct StreamGet {
+    /// The key read.
+    pub key: Vec<u8>,
+    /// When the get entered the stream.
+    pub entered: std::time::Instant,
+}
+
+impl AsRef<[u8]> for StreamGet {
+    fn as_ref(&self) -> &[u8] {
+        &self.key
+    }
+}
+
 /// What the runner needs from a store. Implementations are shared by the client threads.
 pub trait Store: Send + Sync {
     /// Point read; true when the key was found.
@@ -230,6 +245,50 @@ pub trait Store: Send + Sync {
     /// flight together; this default reads them one by one.
     fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<bool>> {
         keys.iter().map(|k| self.get(k)).collect()
+    }
+    /// Streams point reads (`--batch N`): keys come from `next` whenever fewer than
+    /// `window` are unanswered (`None` ends the stream), and each answer (true when found)
+    /// goes to `done` with its get; returns once every get taken was answered. Engines
+    /// with a streaming read keep up to `window` gets in flight continuously; this
+    /// default takes up to `window` gets and reads them with one [`Store::multi_get`],
+    /// then the next window (each read when its window goes out, not when it entered).
+    fn get_stream(
+        &self,
+        window: usize,
+        next: &mut dyn FnMut() -> Option<StreamGet>,
+        done: &mut dyn FnMut(StreamGet, Result<bool>),
+    ) {
+        loop {
+            let mut gets = Vec::with_capacity(window);
+            while gets.len() < window.max(1) {
+                match next() {
+                    Some(g) => gets.push(g),
+                    None => break,
+                }
+            }
+            if gets.is_empty() {
+                return;
+            }
+            let full = gets.len() >= window.max(1);
+            let keys: Vec<Vec<u8>> = gets.iter().map(|g| g.key.clone()).collect();
+            match self.multi_get(&keys) {
+                Ok(found) => {
+                    for (g, f) in gets.into_iter().zip(found) {
+                        done(g, Ok(f));
+                    }
+                }
+                Err(e) => {
+                    // The window failed as one read: each get gets the error.
+                    let msg = e.to_string();
+                    for g in gets {
+                        done(g, Err(BenchError::engine("batched read", msg.clone())));
+                    }
+                }
+            }
+            if !full {
+                return;
+            }
+        }
     }
     /// Write one record.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
@@ -367,6 +426,17 @@ impl Store for TierkvStore {
             .get(key)
             .map(|v| v.is_some())
             .map_err(|e| self.err(e))
+    }
+
+    fn get_stream(
+        &self,
+        window: usize,
+        next: &mut dyn FnMut() -> Option<StreamGet>,
+        done: &mut dyn FnMut(StreamGet, Result<bool>),
+    ) {
+        self.db.get_pipelined(window, next, |g, answer| {
+            done(g, answer.map(|v| v.is_some()).map_err(|e| self.err(e)))
+        });
     }
 
     fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<bool>> {
