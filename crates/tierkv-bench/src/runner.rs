@@ -740,6 +740,17 @@ mod tests {
         streams: AtomicU64,
         streamed: AtomicU64,
         most_in_flight: AtomicU64,
+        /// Keys of the gets waiting in a stream, and writes made to one of them meanwhile.
+        waiting: Mutex<Vec<Vec<u8>>>,
+        writes_to_waiting: AtomicU64,
+    }
+
+    impl MemStore {
+        fn note_write(&self, key: &[u8]) {
+            if self.waiting.lock().unwrap().iter().any(|k| k == key) {
+                self.writes_to_waiting.fetch_add(1, Relaxed);
+            }
+        }
     }
 
     impl Store for MemStore {
@@ -758,7 +769,10 @@ mod tests {
             loop {
                 while !ended && waiting.len() < window {
                     match next() {
-                        Some(g) => waiting.push(g),
+                        Some(g) => {
+                            self.waiting.lock().unwrap().push(g.key.clone());
+                            waiting.push(g);
+                        }
                         None => ended = true,
                     }
                 }
@@ -767,6 +781,12 @@ mod tests {
                     return;
                 };
                 self.streamed.fetch_add(1, Relaxed);
+                {
+                    let mut w = self.waiting.lock().unwrap();
+                    if let Some(at) = w.iter().position(|k| *k == g.key) {
+                        w.swap_remove(at);
+                    }
+                }
                 let found = self.get(&g.key);
                 done(g, found);
             }
@@ -780,6 +800,7 @@ mod tests {
             Ok(found)
         }
         fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
+            self.note_write(key);
             self.written.fetch_add(value.len() as u64, Relaxed);
             self.map
                 .lock()
@@ -788,6 +809,7 @@ mod tests {
             Ok(())
         }
         fn delete(&self, key: &[u8]) -> Result<()> {
+            self.note_write(key);
             self.map.lock().unwrap().remove(key);
             Ok(())
         }
@@ -1065,6 +1087,11 @@ mod tests {
                         "{w}: every get went through the stream, once"
                     );
                     assert_eq!(most, 8, "{w}: up to 8 gets in flight, never more");
+                    assert_eq!(
+                        batched.0.writes_to_waiting.load(Relaxed),
+                        0,
+                        "{w}: a write of a key with a get in flight went ahead of the get"
+                    );
                 }
             }
         }
