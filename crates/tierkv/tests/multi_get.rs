@@ -682,7 +682,8 @@ fn stream(
     keys: &[Vec<u8>],
     mut between: impl FnMut(usize),
 ) -> Vec<tierkv::Result<Option<Vec<u8>>>> {
-    let answers: std::cell::RefCell<Vec<Option<tierkv::Result<Option<Vec<u8>>>>>> =
+    type Answer = tierkv::Result<Option<Vec<u8>>>;
+    let answers: std::cell::RefCell<Vec<Option<Answer>>> =
         std::cell::RefCell::new((0..keys.len()).map(|_| None).collect());
     let entered = std::cell::Cell::new(0usize);
     let unanswered = std::cell::Cell::new(0usize);
