@@ -65,13 +65,13 @@ pub struct BenchArgs {
     /// paper].
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Gets in flight per client thread: each thread gathers up to N gets of its operation
-    /// stream and issues them as one batched read (tierkv's `Db::multi_get`, whose reader
-    /// pool reads their blocks in parallel), as F2's driver keeps many reads outstanding per
-    /// thread. A write or read-modify-write of a waiting get's key, or a scan, issues the
-    /// batch first (writes of other keys go ahead), so operations on one key keep their
-    /// order. Each get of a batch is recorded with the batch's latency [default: 1, one get
-    /// at a time].
+    /// Gets in flight per client thread: each thread streams its gets with up to N in
+    /// flight continuously (tierkv's `Db::get_pipelined`; other engines read windows of N
+    /// with one batched read), as F2's driver keeps many reads outstanding per thread.
+    /// Writes of keys with no get in flight run inline as they come; a write or
+    /// read-modify-write of an in-flight get's key, or a scan, waits until the gets in
+    /// flight are answered, so operations on one key keep their order. Each get's latency
+    /// runs from its entry to its answer [default: 1, one get at a time].
     #[arg(long)]
     pub batch: Option<usize>,
     /// Fast-disk budget (e.g. 64MiB, 1GiB) [default: the scale's: 4MiB for smoke, 32MiB for
