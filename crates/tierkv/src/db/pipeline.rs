@@ -91,7 +91,13 @@ impl<'a, T> Pipeline<'a, T> {
     /// block has come back (see the module doc). `wait`: if none has, wait for one.
     pub(super) fn turn(&mut self, wait: bool, on_answer: &mut OnAnswer<'_, T>) {
         let mut done = std::mem::take(&mut self.done);
-        self.io.turn(wait && self.keys_in_flight() > 0, &mut done);
+        let waiting = wait && self.keys_in_flight() > 0;
+        self.io.turn(waiting, &mut done);
+        if waiting && done.is_empty() && self.io.in_flight() == 0 {
+            // A waiting turn delivers something whenever a read is in flight: keys still
+            // waiting now wait on nothing (a bug). They fail rather than hang.
+            self.orphans(on_answer);
+        }
         for (b, data) in done.drain(..) {
             let Some(read) = self.blocks.get_mut(b).and_then(Option::take) else {
                 continue;
@@ -118,6 +124,18 @@ impl<'a, T> Pipeline<'a, T> {
             }
         }
         self.done = done;
+    }
+
+    /// Answers every waiting key `Error::Closed` and forgets every block read.
+    fn orphans(&mut self, on_answer: &mut OnAnswer<'_, T>) {
+        tracing::error!("pipelined reads: keys waiting on no read; failing them");
+        self.blocks.clear();
+        self.free_blocks.clear();
+        self.by_block.clear();
+        self.free_keys.clear();
+        for w in std::mem::take(&mut self.keys).into_iter().flatten() {
+            on_answer(w.tag, Err(Error::Closed));
+        }
     }
 
     /// Advances a key with `block` (the result of the read it waited for, if any).

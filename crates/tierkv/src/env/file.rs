@@ -396,9 +396,9 @@ impl<H: HoldsFile> ReadSession<H> {
         }
     }
 
-    /// Requests started and not delivered yet.
+    /// Requests started and not delivered yet (reading, or finished and held).
     pub(crate) fn in_flight(&self) -> usize {
-        self.reads.len() - self.free.len()
+        self.reads.len() - self.free.len() + self.ready.len() + self.delayed.len()
     }
 
     /// Starts a read of `len` bytes at `offset` of `holder`'s file, charged to `cause`;
@@ -534,7 +534,7 @@ impl<H: HoldsFile> ReadSession<H> {
             let kernel_wait = must_wait && self.delayed.is_empty();
             if let Some(ring) = self.ring.as_mut() {
                 if self.pushed > 0 || kernel_wait || outstanding > 0 {
-                    record_submission(self.pushed, outstanding - self.pushed, in_flight);
+                    record_submission(self.pushed, in_flight - self.pushed, in_flight);
                     self.pushed = 0;
                     let mut done = std::mem::take(&mut self.completions);
                     ring.submit_and_reap(kernel_wait, &mut done);
@@ -600,8 +600,9 @@ impl<H: HoldsFile> ReadSession<H> {
 pub(crate) struct ThreadSubmissions {
     /// Turns that submitted new reads.
     pub submissions: u64,
-    /// Of those, the ones made while earlier reads were still outstanding (none under a
-    /// round barrier, which waits for every read of a round before the next).
+    /// Of those, the ones made while earlier requests were still in flight (reading, or
+    /// held for their device time): none under a round barrier, which delivers every read
+    /// of a round before submitting the next.
     pub while_outstanding: u64,
     /// Reads submitted.
     pub reads: u64,
