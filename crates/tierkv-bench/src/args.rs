@@ -122,9 +122,9 @@ pub struct BenchArgs {
     #[arg(long)]
     pub no_last_level_filters: bool,
     /// How tierkv's batched reads (`--batch`) keep their block reads in flight
-    /// (`Options::read_io`): auto, uring (the client thread submits each round's reads
-    /// together through io_uring) or threads (the reader pool) [default: the engine's,
-    /// auto].
+    /// (`Options::read_io`): auto, uring (the client thread keeps its gets' block reads in
+    /// flight through io_uring, each get going on as its block completes) or threads (the
+    /// reader pool) [default: the engine's, auto].
     #[arg(long, value_name = "IO")]
     pub read_io: Option<String>,
     /// Seconds per timeline point [default: the scale's: 0.5 for smoke, 1 otherwise].

@@ -222,7 +222,8 @@ pub struct CompactionOptions {
     pub overlap_score_victim: bool,
 }
 
-/// How a [`crate::Db::multi_get`] batch reads the blocks its keys need.
+/// How a [`crate::Db::multi_get`] batch (and a [`crate::Db::get_pipelined`] stream) reads
+/// the blocks its keys need.
 ///
 /// The default is [`ReadIo::Auto`]. On the F2 workload (docs/BENCHMARKS.md, F2 section,
 /// YCSB C, 2 client threads, `--batch 32`) on a quiet machine the io_uring path did
@@ -230,14 +231,16 @@ pub struct CompactionOptions {
 /// resident size (the `tierkv` binary, mimalloc: the pool's run peaked at 331 MiB).
 /// On a machine whose cores are oversubscribed the pool did better (0.69-0.85x for io_uring
 /// in two pairs at load 16-37): its 16 runnable workers win a larger share of the CPU, and
-/// an io_uring round waits for its slowest read. [`ReadIo::Threads`] is the choice there.
+/// an io_uring round then waited for its slowest read (those measurements predate the
+/// completion-driven pipeline, which has no rounds). [`ReadIo::Threads`] is the choice
+/// there.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum ReadIo {
     /// io_uring when the kernel allows it (tried at open), else [`ReadIo::Threads`].
     #[default]
     Auto,
-    /// io_uring (Linux only): the calling thread submits every block read of a round of
-    /// the batch at once and reaps them itself. Opening fails if no ring can be set up
+    /// io_uring (Linux only): the calling thread keeps its keys' block reads in flight
+    /// and reaps them itself, each key going on as soon as its block completes. Opening fails if no ring can be set up
     /// (seccomp, an old kernel, a memlock limit).
     Uring,
     /// The reader pool ([`Options::read_parallelism`] threads): each key's reads run on a
