@@ -610,6 +610,57 @@ mod tests {
         assert_ne!(System::TierkvSemi.load_class(), System::Tierkv.load_class());
     }
 
+    /// tierkv's `get_stream` (`Db::get_pipelined`): every get of a stream answered exactly
+    /// once, found exactly when its key was loaded, with at most the window in flight.
+    #[test]
+    fn tierkv_streams_gets_with_a_window_and_answers_each_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cfg = Config::from_args(&crate::args::BenchArgs {
+            scale: "smoke".into(),
+            out: tmp.path().to_path_buf(),
+            no_progress: true,
+            ..Default::default()
+        })
+        .unwrap();
+        let dirs = TierDirs::for_name(&cfg, "stream");
+        let store = TierkvStore::open(&cfg, System::Tierkv, &dirs, false).unwrap();
+        let key = |i: u64| format!("user{i:08}").into_bytes();
+        for i in 0..2000 {
+            store.put(&key(i), &[7u8; 100]).unwrap();
+        }
+        store.db.flush().unwrap();
+        store.db.compact_range(None, None).unwrap();
+        let ids: Vec<u64> = (0..3000).step_by(7).collect();
+        let mut next_id = ids.iter();
+        let mut answered = std::collections::HashMap::new();
+        let mut most = 0usize;
+        let unanswered_cell = std::cell::Cell::new(0usize);
+        store.get_stream(
+            8,
+            &mut || {
+                let &i = next_id.next()?;
+                unanswered_cell.set(unanswered_cell.get() + 1);
+                most = most.max(unanswered_cell.get());
+                Some(StreamGet {
+                    key: key(i),
+                    entered: std::time::Instant::now(),
+                })
+            },
+            &mut |g, found| {
+                unanswered_cell.set(unanswered_cell.get() - 1);
+                let n = answered.entry(g.key).or_insert((0, false));
+                n.0 += 1;
+                n.1 = found.unwrap();
+            },
+        );
+        assert_eq!(unanswered_cell.get(), 0, "every get answered");
+        assert!(most <= 8, "{most} gets in flight with a window of 8");
+        assert_eq!(answered.len(), ids.len());
+        for i in ids {
+            assert_eq!(answered[&key(i)], (1, i < 2000), "key {i}");
+        }
+    }
+
     #[test]
     fn counter_deltas() {
         let a = Counters {
