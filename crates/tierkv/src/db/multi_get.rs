@@ -684,4 +684,43 @@ mod tests {
             after.most_in_flight
         );
     }
+
+    /// A block already in flight is not read twice: ten keys of a stream needing one
+    /// cold block (the same key ten times, no cache) share one read, and each is answered.
+    #[test]
+    fn keys_needing_a_block_in_flight_join_its_read() {
+        if !crate::env::uring_available() {
+            eprintln!("io_uring unavailable here; nothing to test");
+            return;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::Options {
+            cache_size: 0,
+            block_size: 1024,
+            block_records: None,
+            read_io: ReadIo::Uring,
+            ..crate::Options::default()
+        };
+        let db = crate::Db::open(dir.path(), opts).unwrap();
+        let key = |i: u64| format!("key{i:06}").into_bytes();
+        for i in 0..2000u64 {
+            db.put(key(i), vec![b'v'; 300]).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.wait_for_background().unwrap();
+        let mut keys = std::iter::repeat_n(key(501), 10);
+        let before = crate::env::thread_submissions();
+        let mut answered = 0;
+        db.get_pipelined(
+            16,
+            || keys.next(),
+            |_, a| {
+                assert_eq!(a.unwrap().as_deref(), Some(&[b'v'; 300][..]));
+                answered += 1;
+            },
+        );
+        let after = crate::env::thread_submissions();
+        assert_eq!(answered, 10);
+        assert_eq!(after.reads - before.reads, 1, "one read for the ten keys");
+    }
 }
