@@ -68,10 +68,11 @@ pub struct BenchArgs {
     /// Gets in flight per client thread: each thread streams its gets with up to N in
     /// flight continuously (tierkv's `Db::get_pipelined`; other engines read windows of N
     /// with one batched read), as F2's driver keeps many reads outstanding per thread.
-    /// Writes of keys with no get in flight run inline as they come; a write or
-    /// read-modify-write of an in-flight get's key, or a scan, waits until the gets in
-    /// flight are answered, so operations on one key keep their order. Each get's latency
-    /// runs from its entry to its answer [default: 1, one get at a time].
+    /// A read-modify-write streams its read ahead and runs when it is answered. Writes of
+    /// keys with no operation in flight run inline as they come; a write of an in-flight
+    /// key, an operation on a key whose read-modify-write is in flight, or a scan, waits
+    /// until the stream drained, so operations on one key keep their order. A streamed
+    /// operation's latency runs from its entry to its end [default: 1, one at a time].
     #[arg(long)]
     pub batch: Option<usize>,
     /// Fast-disk budget (e.g. 64MiB, 1GiB) [default: the scale's: 4MiB for smoke, 32MiB for

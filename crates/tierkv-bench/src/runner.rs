@@ -359,7 +359,12 @@ impl WorkerOut {
 
 /// Runs one operation of the plan and counts it (latency from now to its end).
 fn run_one(sh: &Shared, op: &Op, key: &[u8], out: &mut WorkerOut) -> Result<()> {
-    let t = Instant::now();
+    run_one_since(sh, op, key, out, Instant::now())
+}
+
+/// [`run_one`], its latency counted from `t` (when it entered a stream, for an operation
+/// whose read went ahead).
+fn run_one_since(sh: &Shared, op: &Op, key: &[u8], out: &mut WorkerOut, t: Instant) -> Result<()> {
     let found = match op.kind {
         OpKind::Read => Some(sh.store.get(key)?),
         OpKind::Update | OpKind::Insert => {
@@ -430,9 +435,12 @@ fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
 /// ([`Store::get_stream`]) with up to N in flight, while its other operations run inline
 /// as they come: a write of a key with no get in flight goes ahead (it cannot change what
 /// those gets answer, as F2's driver keeps reads pending while upserts go ahead); a write
-/// of a key in flight, or a scan, waits until the stream drained. So every get answers
-/// what it would have answered in order, and every other operation sees the effects of
-/// the thread's earlier ones. A get's latency runs from its entry to its answer.
+/// of a key in flight, or a scan, waits until the stream drained. A read-modify-write
+/// (YCSB F) enters the stream too: its key is read ahead (bringing the record's block into
+/// memory) and the atomic read-modify-write runs when that read is answered; until then a
+/// get or write of its key waits for the drain. So every get answers what it would have
+/// answered in order, and every other operation sees the effects of the thread's earlier
+/// ones. A streamed operation's latency runs from its entry to its end.
 fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
     let out = std::cell::RefCell::new(WorkerOut {
         hist: new_hist(),
@@ -442,6 +450,9 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
     });
     // Keys of the gets in flight (a key may be in flight more than once).
     let in_flight: std::cell::RefCell<HashMap<Vec<u8>, usize>> = Default::default();
+    // Keys of the read-modify-writes in flight (a subset of `in_flight`'s): a get of one
+    // waits too, as it must see the write.
+    let rmw_in_flight: std::cell::RefCell<HashMap<Vec<u8>, usize>> = Default::default();
     let failed: std::cell::RefCell<Option<BenchError>> = Default::default();
     let mut ops: Vec<Op> = Vec::new();
     let mut pos = 0;
@@ -472,16 +483,31 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
                 pos += 1;
                 let mut key = Vec::new();
                 sh.plan.key(op.id, &mut key);
-                if op.kind == OpKind::Read {
-                    *in_flight.borrow_mut().entry(key.clone()).or_insert(0) += 1;
+                let waits_for_drain = match op.kind {
+                    OpKind::Scan => true,
+                    OpKind::Read => rmw_in_flight.borrow().contains_key(&key),
+                    _ => in_flight.borrow().contains_key(&key),
+                };
+                if waits_for_drain {
+                    if matches!(op.kind, OpKind::Read | OpKind::ReadModifyWrite) {
+                        // Streamed by the next stream, once this one drained.
+                        pos -= 1;
+                    } else {
+                        held = Some((op, key));
+                    }
+                    return None;
+                }
+                if matches!(op.kind, OpKind::Read | OpKind::ReadModifyWrite) {
+                    enter(&in_flight, &key);
+                    let then = (op.kind == OpKind::ReadModifyWrite).then_some(op);
+                    if then.is_some() {
+                        enter(&rmw_in_flight, &key);
+                    }
                     return Some(StreamGet {
                         key,
                         entered: Instant::now(),
+                        then,
                     });
-                }
-                if op.kind == OpKind::Scan || in_flight.borrow().contains_key(&key) {
-                    held = Some((op, key));
-                    return None;
                 }
                 if let Err(e) = run_one(sh, &op, &key, &mut out.borrow_mut()) {
                     *failed.borrow_mut() = Some(e);
@@ -490,17 +516,22 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
             }
         };
         let mut done = |g: StreamGet, found: Result<bool>| {
-            {
-                let mut f = in_flight.borrow_mut();
-                if let Some(n) = f.get_mut(&g.key) {
-                    *n -= 1;
-                    if *n == 0 {
-                        f.remove(&g.key);
-                    }
+            // The read-modify-write runs before its key leaves the in-flight sets, while
+            // every later operation of its key is still held back.
+            let found = match (g.then, found) {
+                (Some(op), Ok(_)) => {
+                    run_one_since(sh, &op, &g.key, &mut out.borrow_mut(), g.entered).map(|()| None)
                 }
+                (_, found) => found.map(Some),
+            };
+            leave(&in_flight, &g.key);
+            if g.then.is_some() {
+                leave(&rmw_in_flight, &g.key);
             }
             match found {
-                Ok(found) => {
+                // Recorded by `run_one_since`.
+                Ok(None) => {}
+                Ok(Some(found)) => {
                     let mut out = out.borrow_mut();
                     out.hist
                         .saturating_record((g.entered.elapsed().as_nanos() as u64).max(1));
@@ -521,6 +552,22 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
         }
     }
     Ok(out.into_inner())
+}
+
+/// Counts one more operation of `key` in flight.
+fn enter(set: &std::cell::RefCell<HashMap<Vec<u8>, usize>>, key: &[u8]) {
+    *set.borrow_mut().entry(key.to_vec()).or_insert(0) += 1;
+}
+
+/// Counts one operation of `key` fewer in flight.
+fn leave(set: &std::cell::RefCell<HashMap<Vec<u8>, usize>>, key: &[u8]) {
+    let mut set = set.borrow_mut();
+    if let Some(n) = set.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            set.remove(key);
+        }
+    }
 }
 
 /// Runs the plan against one open store.
@@ -1051,7 +1098,11 @@ mod tests {
                     let mut gets = 0u64;
                     for c in 0..plan.chunks() {
                         plan.chunk_ops(c, &mut ops);
-                        gets += ops.iter().filter(|op| op.kind == OpKind::Read).count() as u64;
+                        // Read-modify-writes stream their reads too.
+                        gets += ops
+                            .iter()
+                            .filter(|op| matches!(op.kind, OpKind::Read | OpKind::ReadModifyWrite))
+                            .count() as u64;
                     }
                     let (store, result) = load_and_run(&cfg, &plan, &values);
                     (store, result, gets)
@@ -1084,7 +1135,7 @@ mod tests {
                 _ => {
                     assert_eq!(
                         streamed, batched.2,
-                        "{w}: every get went through the stream, once"
+                        "{w}: every get and read-modify-write went through the stream, once"
                     );
                     assert_eq!(most, 8, "{w}: up to 8 gets in flight, never more");
                     assert_eq!(

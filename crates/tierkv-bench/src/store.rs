@@ -228,6 +228,10 @@ pub struct StreamGet {
     pub key: Vec<u8>,
     /// When the get entered the stream.
     pub entered: std::time::Instant,
+    /// The operation this read goes ahead of, run when it is answered: a read-modify-write
+    /// whose read streams first (bringing the record's block into memory), so its atomic
+    /// read-modify-write runs without waiting on the disk. `None` for a plain get.
+    pub then: Option<crate::workload::Op>,
 }
 
 impl AsRef<[u8]> for StreamGet {
@@ -644,6 +648,7 @@ mod tests {
                 Some(StreamGet {
                     key: key(i),
                     entered: std::time::Instant::now(),
+                    then: None,
                 })
             },
             &mut |g, found| {
