@@ -90,6 +90,14 @@ impl FileMeta {
         self.info.size
     }
 
+    /// Live bytes: the file less its garbage (a semi-sorted table's dirty blocks and
+    /// earlier generations' metadata, recorded in the manifest; a sorted table has none).
+    /// Level sizes count these, so garbage alone never makes a level overflow into the next
+    /// (the garbage is bounded by the semi-sorted rewrite rule instead).
+    pub fn valid_bytes(&self) -> u64 {
+        self.info.size.saturating_sub(self.info.garbage_bytes)
+    }
+
     /// True once a compaction has removed this file from the current version.
     pub fn is_obsolete(&self) -> bool {
         self.obsolete.load(Relaxed)
@@ -185,9 +193,17 @@ impl Version {
         self.levels.len()
     }
 
-    /// Total bytes of a level.
+    /// Total file bytes of a level (what it occupies on disk, garbage included).
     pub fn level_bytes(&self, level: usize) -> u64 {
         self.levels[level].iter().map(|f| f.size()).sum()
+    }
+
+    /// A level's size as level targets measure it: its files' live bytes
+    /// ([`FileMeta::valid_bytes`]; equal to [`Version::level_bytes`] on a level of sorted
+    /// tables). Compaction scores, retention's "far over target" and the stats' per-level
+    /// size against target use this; disk budgets use file bytes.
+    pub fn level_valid_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.valid_bytes()).sum()
     }
 
     /// Total bytes of table files on a tier.
