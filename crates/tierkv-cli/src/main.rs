@@ -423,11 +423,12 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
             s.slow_tier_space_amp
         )?;
     }
-    // "live" is what the target is compared with: the size less semi-sorted garbage.
+    // "sized" is what the target is compared with: the size less semi-sorted tables'
+    // garbage and key lists.
     writeln!(
         out,
         "  {:<6} {:<5} {:>6} {:>11} {:>11} {:>11}",
-        "level", "tier", "files", "size", "live", "target"
+        "level", "tier", "files", "size", "sized", "target"
     )?;
     for l in &s.levels {
         writeln!(
@@ -437,7 +438,7 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
             l.tier.name(),
             l.files,
             human(l.bytes),
-            human(l.valid_bytes),
+            human(l.sized_bytes),
             if l.level == 0 {
                 "-".to_string() // L0 is triggered by its file count
             } else {

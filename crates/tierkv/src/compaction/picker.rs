@@ -1,5 +1,5 @@
-//! Choosing the next compaction: the level whose size (live bytes: a semi-sorted table's
-//! garbage does not count, see [`level_scores`]) most exceeds its target (L0 also by file
+//! Choosing the next compaction: the level whose size (a semi-sorted table's garbage and
+//! key list do not count, see [`level_scores`]) most exceeds its target (L0 also by file
 //! count), then within it the file with the least overlapping bytes in the next level per
 //! byte of its own (RocksDB's "min overlapping ratio"), skipping files already claimed. On a
 //! slow level, while the slow tier's space amplification exceeds
@@ -38,10 +38,13 @@ use std::sync::Arc;
 /// Per-level pressure: bytes over target, and for L0 also its file count against twice
 /// the trigger. >= 1 needs work.
 ///
-/// A level's bytes are its files' live bytes ([`Version::level_valid_bytes`]): the garbage
-/// a semi-sorted table carries (dirty blocks, earlier generations' metadata) is not data
-/// the next level needs, and compacting it down would rewrite live records to drop it. It
-/// is bounded where it arises instead: a merge rewrites a table whole once it would be
+/// A level's bytes are [`Version::level_sized_bytes`]: a semi-sorted table counts its live
+/// bytes less its key list. The garbage it carries (dirty blocks, earlier generations'
+/// metadata) is not data the next level needs, and compacting it down would rewrite live
+/// records to drop it; the key list (about 10 B per key with small hashed keys) is a
+/// per-generation copy of the keys a sorted table does not carry, and counting it filled a
+/// semi-sorted level with a tenth less data than a sorted one. Garbage is bounded where it
+/// arises instead: a merge rewrites a table whole once it would be
 /// more than half garbage (`super::semi_plan`), and past [`DIRTY_VICTIM_SPACE_AMP`] a slow
 /// level's victim is its dirtiest file. (Counting file bytes made garbage alone overflow
 /// the slow levels into compactions the sorted tier never runs: docs/BENCHMARKS.md.)
@@ -56,7 +59,7 @@ pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
     (0..v.num_levels() - 1)
         .map(|level| {
             let by_bytes =
-                v.level_valid_bytes(level) as f64 / v.layout.targets[level].max(1) as f64;
+                v.level_sized_bytes(level) as f64 / v.layout.targets[level].max(1) as f64;
             if level == 0 {
                 let max_files = 2 * opts.level0_compaction_trigger;
                 by_bytes.max(v.levels[0].len() as f64 / max_files as f64)

@@ -847,6 +847,7 @@ fn meta_on(
             num_deletions: 0,
             expiry: Default::default(),
             garbage_bytes: 0,
+            key_list_bytes: 0,
         },
         env.clone(),
     ))
@@ -896,9 +897,10 @@ fn dirtiest_slow_file_is_the_victim_under_space_pressure() {
     assert_eq!(pick(3000), 2);
 }
 
-/// Slow levels are sized by live bytes: a level whose semi-sorted tables carry garbage
-/// (dirty blocks, old metadata) past twice its target, but whose live bytes are under it,
-/// is not compacted into the next level; once its live bytes pass the target it is.
+/// Slow levels are sized by live bytes less key lists: a level whose semi-sorted tables
+/// carry garbage (dirty blocks, old metadata) past twice its target, but whose live bytes
+/// are under it, is not compacted into the next level; once its live bytes pass the
+/// target it is. A table's key list (recorded in the manifest) does not count either.
 /// (Counting file bytes compacted garbage down, rewriting live records the sorted tier
 /// never rewrites: docs/BENCHMARKS.md, semi-sorted slow tier.)
 #[test]
@@ -941,7 +943,7 @@ fn slow_levels_are_sized_by_live_bytes_not_garbage() {
     // 6000 file bytes (twice the target), 1500 live: not over.
     let v = version(1500);
     assert_eq!(v.level_bytes(3), 6000);
-    assert_eq!(v.level_valid_bytes(3), 1500);
+    assert_eq!(v.level_sized_bytes(3), 1500);
     let scores = super::picker::level_scores(&v, &opts);
     assert!(scores[3] < 1.0, "L3 scored {} on garbage", scores[3]);
     assert!(
@@ -953,9 +955,19 @@ fn slow_levels_are_sized_by_live_bytes_not_garbage() {
     let c = super::picker::pick(&v, &opts, None, &[]).expect("L3 is over by live bytes");
     c.release();
     assert_eq!((c.level, c.output_level), (3, 4));
-    // Sorted tables (no garbage) count whole, as before.
+    // Sorted tables (no garbage, no key list) count whole, as before.
     let v = version(0);
-    assert_eq!(v.level_valid_bytes(3), v.level_bytes(3));
+    assert_eq!(v.level_sized_bytes(3), v.level_bytes(3));
+    // A semi-sorted table's key list does not count either: 6000 bytes with no garbage
+    // but 1200-byte key lists size as 2400.
+    let mut v = version(0);
+    for f in v.levels[3].iter_mut() {
+        let mut info = f.info.clone();
+        info.key_list_bytes = 1200;
+        *f = Arc::new(FileMeta::new(info, env.clone()));
+    }
+    assert_eq!(v.level_sized_bytes(3), 2400);
+    assert!(super::picker::pick(&v, &opts, None, &[]).is_none());
 }
 
 /// With levels sized by live bytes, garbage is bounded where it arises: merges keep

@@ -119,9 +119,10 @@ pub struct LevelStats {
     pub files: usize,
     /// Total file bytes (disk space, a semi-sorted table's garbage included).
     pub bytes: u64,
-    /// Live bytes: `bytes` less the garbage of semi-sorted tables (equal to `bytes` on a
-    /// level of sorted tables). This, not `bytes`, is what is compared with the target.
-    pub valid_bytes: u64,
+    /// The bytes compared with the target: `bytes` less the garbage and the key lists of
+    /// semi-sorted tables (`FileMeta::sized_bytes`; equal to `bytes` on a level of sorted
+    /// tables).
+    pub sized_bytes: u64,
     /// Target bytes (0 for L0, which is triggered by file count).
     pub target_bytes: u64,
     /// Bytes compactions out of this level (into the next, or kept on it by retention and
@@ -370,7 +371,7 @@ impl DbInner {
                 tier: self.layout.tiers[l],
                 files: v.levels[l].len(),
                 bytes: v.level_bytes(l),
-                valid_bytes: v.level_valid_bytes(l),
+                sized_bytes: v.level_sized_bytes(l),
                 target_bytes: self.layout.targets[l],
                 compaction_read_bytes: self.counters.compaction_level_read[l].load(Relaxed),
                 compaction_write_bytes: self.counters.compaction_level_written[l].load(Relaxed),

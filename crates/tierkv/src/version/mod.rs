@@ -92,10 +92,17 @@ impl FileMeta {
 
     /// Live bytes: the file less its garbage (a semi-sorted table's dirty blocks and
     /// earlier generations' metadata, recorded in the manifest; a sorted table has none).
-    /// Level sizes count these, so garbage alone never makes a level overflow into the next
-    /// (the garbage is bounded by the semi-sorted rewrite rule instead).
     pub fn valid_bytes(&self) -> u64 {
         self.info.size.saturating_sub(self.info.garbage_bytes)
+    }
+
+    /// The bytes level sizes count: the live bytes less a semi-sorted table's key list
+    /// (both recorded in the manifest), i.e. about what a sorted table of the same records
+    /// would take; a sorted table counts whole. So garbage alone never makes a level
+    /// overflow into the next (the semi-sorted rewrite rule bounds it instead), and a
+    /// semi-sorted level holds as much data at its target as a sorted one.
+    pub fn sized_bytes(&self) -> u64 {
+        self.valid_bytes().saturating_sub(self.info.key_list_bytes)
     }
 
     /// True once a compaction has removed this file from the current version.
@@ -198,12 +205,12 @@ impl Version {
         self.levels[level].iter().map(|f| f.size()).sum()
     }
 
-    /// A level's size as level targets measure it: its files' live bytes
-    /// ([`FileMeta::valid_bytes`]; equal to [`Version::level_bytes`] on a level of sorted
+    /// A level's size as level targets measure it ([`FileMeta::sized_bytes`]: live bytes
+    /// less semi-sorted key lists; equal to [`Version::level_bytes`] on a level of sorted
     /// tables). Compaction scores, retention's "far over target" and the stats' per-level
     /// size against target use this; disk budgets use file bytes.
-    pub fn level_valid_bytes(&self, level: usize) -> u64 {
-        self.levels[level].iter().map(|f| f.valid_bytes()).sum()
+    pub fn level_sized_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.sized_bytes()).sum()
     }
 
     /// Total bytes of table files on a tier.
