@@ -423,19 +423,22 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
             s.slow_tier_space_amp
         )?;
     }
+    // "sized" is what the target is compared with: the size less semi-sorted tables'
+    // garbage and key lists.
     writeln!(
         out,
-        "  {:<6} {:<5} {:>6} {:>11} {:>11}",
-        "level", "tier", "files", "size", "target"
+        "  {:<6} {:<5} {:>6} {:>11} {:>11} {:>11}",
+        "level", "tier", "files", "size", "sized", "target"
     )?;
     for l in &s.levels {
         writeln!(
             out,
-            "  L{:<5} {:<5} {:>6} {:>11} {:>11}",
+            "  L{:<5} {:<5} {:>6} {:>11} {:>11} {:>11}",
             l.level,
             l.tier.name(),
             l.files,
             human(l.bytes),
+            human(l.sized_bytes),
             if l.level == 0 {
                 "-".to_string() // L0 is triggered by its file count
             } else {

@@ -265,11 +265,12 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> tierkv::Result<String>
                 for l in &stats.levels {
                     let _ = writeln!(
                         o,
-                        "level{}:tier={},files={},bytes={},target={},compaction_read={},compaction_write={}",
+                        "level{}:tier={},files={},bytes={},sized_bytes={},target={},compaction_read={},compaction_write={}",
                         l.level,
                         l.tier.name(),
                         l.files,
                         l.bytes,
+                        l.sized_bytes,
                         l.target_bytes,
                         l.compaction_read_bytes,
                         l.compaction_write_bytes

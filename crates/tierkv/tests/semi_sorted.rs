@@ -77,9 +77,24 @@ fn merges_append_generations_and_reads_stay_right() {
         max_amp < 2.5,
         "slow-tier space amplification reached {max_amp}"
     );
+    // Slow levels are sized without garbage and key lists (`FileMeta::sized_bytes`, from
+    // the manifest, so the same after a reopen).
+    let sized = |db: &Db| -> (u64, u64) {
+        db.stats()
+            .levels
+            .iter()
+            .filter(|l| l.tier.name() == "slow")
+            .fold((0, 0), |(b, z), l| (b + l.bytes, z + l.sized_bytes))
+    };
+    let (bytes, before) = sized(&db);
+    assert!(
+        before < bytes - db.stats().slow_tier_dirty_bytes,
+        "key lists counted: {before} of {bytes}"
+    );
     check(&db, &model);
     drop(db);
     let db = Db::open(dir.path(), semi_options(slow.path())).unwrap();
+    assert_eq!(sized(&db).1, before, "sized bytes changed over a reopen");
     check(&db, &model);
 }
 

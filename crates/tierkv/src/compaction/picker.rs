@@ -1,4 +1,5 @@
-//! Choosing the next compaction: the level whose size most exceeds its target (L0 by file
+//! Choosing the next compaction: the level whose size (a semi-sorted table's garbage and
+//! key list do not count, see [`level_scores`]) most exceeds its target (L0 also by file
 //! count), then within it the file with the least overlapping bytes in the next level per
 //! byte of its own (RocksDB's "min overlapping ratio"), skipping files already claimed. On a
 //! slow level, while the slow tier's space amplification exceeds
@@ -37,6 +38,17 @@ use std::sync::Arc;
 /// Per-level pressure: bytes over target, and for L0 also its file count against twice
 /// the trigger. >= 1 needs work.
 ///
+/// A level's bytes are [`Version::level_sized_bytes`]: a semi-sorted table counts its live
+/// bytes less its key list. The garbage it carries (dirty blocks, earlier generations'
+/// metadata) is not data the next level needs, and compacting it down would rewrite live
+/// records to drop it; the key list (about 10 B per key with small hashed keys) is a
+/// per-generation copy of the keys a sorted table does not carry, and counting it filled a
+/// semi-sorted level with a tenth less data than a sorted one. Garbage is bounded where it
+/// arises instead: a merge rewrites a table whole once it would be
+/// more than half garbage (`super::semi_plan`), and past [`DIRTY_VICTIM_SPACE_AMP`] a slow
+/// level's victim is its dirtiest file. (Counting file bytes made garbage alone overflow
+/// the slow levels into compactions the sorted tier never runs: docs/BENCHMARKS.md.)
+///
 /// L0 goes by bytes because an L0 compaction rewrites the L1 files it overlaps (usually
 /// all of L1, since every flush spans the key space), whatever L0 holds: what pays for it
 /// is the bytes moved. A flush drops the versions its memtable shadows, so under skewed
@@ -46,7 +58,8 @@ use std::sync::Arc;
 pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
     (0..v.num_levels() - 1)
         .map(|level| {
-            let by_bytes = v.level_bytes(level) as f64 / v.layout.targets[level].max(1) as f64;
+            let by_bytes =
+                v.level_sized_bytes(level) as f64 / v.layout.targets[level].max(1) as f64;
             if level == 0 {
                 let max_files = 2 * opts.level0_compaction_trigger;
                 by_bytes.max(v.levels[0].len() as f64 / max_files as f64)
@@ -363,8 +376,10 @@ fn pick_level(
         if claimed(&overlap) || !range_free(v, running, level, std::slice::from_ref(f), &overlap) {
             continue;
         }
-        let overlap_bytes: u64 = overlap.iter().map(|o| o.size()).sum();
-        let mut ratio = overlap_bytes as f64 / f.size().max(1) as f64;
+        // Live bytes on both sides: what the merge moves down and what it merges with
+        // (garbage in a semi-sorted table below is dropped or kept, never merged).
+        let overlap_bytes: u64 = overlap.iter().map(|o| o.valid_bytes()).sum();
+        let mut ratio = overlap_bytes as f64 / f.valid_bytes().max(1) as f64;
         if dirtiest_first {
             // Most garbage first; the overlap ratio (below 1e6) breaks ties.
             ratio = ratio.min(1e6) - 1e6 * f.info.garbage_bytes as f64;
@@ -472,7 +487,8 @@ fn pick_boundary(
             }
         }
         let cold: u64 = (from..=to).map(cold_of).sum();
-        let overlap_bytes: u64 = overlap.iter().map(|o| o.size()).sum();
+        // The slow files' live bytes, as level sizes count them (see `level_scores`).
+        let overlap_bytes: u64 = overlap.iter().map(|o| o.valid_bytes()).sum();
         let score = cold as f64 / (bytes + overlap_bytes).max(1) as f64;
         candidates.push(Batch {
             from,

@@ -134,6 +134,7 @@ mod tests {
                 num_deletions: 0,
                 expiry: Default::default(),
                 garbage_bytes: 0,
+                key_list_bytes: 0,
             },
             env.clone(),
         ))

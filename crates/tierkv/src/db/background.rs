@@ -123,13 +123,13 @@ fn retention_saturated(
     level: usize,
 ) -> bool {
     st.retention_saturated_at
-        .is_some_and(|at| v.level_bytes(level) <= at + inner.opts.target_file_size)
+        .is_some_and(|at| v.level_sized_bytes(level) <= at + inner.opts.target_file_size)
         && !far_over_target(v, level)
 }
 
-/// The level holds more than 1.5 times its target.
+/// The level holds more than 1.5 times its target (live bytes, as the picker sizes levels).
 fn far_over_target(v: &crate::version::Version, level: usize) -> bool {
-    v.level_bytes(level) > v.layout.targets[level] / 2 * 3
+    v.level_sized_bytes(level) > v.layout.targets[level] / 2 * 3
 }
 
 /// Picks the next compaction, hot-aware at the fast-to-slow boundary when promoting.
@@ -454,7 +454,7 @@ pub(crate) fn run_compaction(
         // picking it again before it grows would only rewrite it.
         let fast_in: u64 = c.inputs.iter().map(|f| f.size()).sum();
         st.retention_saturated_at =
-            (stayed * 10 >= fast_in * 9).then(|| st.versions.current().level_bytes(c.level));
+            (stayed * 10 >= fast_in * 9).then(|| st.versions.current().level_sized_bytes(c.level));
     }
     drop(st);
     if !trivial {
@@ -507,6 +507,7 @@ fn log_compaction(
         reason = c.reason,
         trivial,
         level_bytes = v.level_bytes(c.level),
+        level_sized_bytes = v.level_sized_bytes(c.level),
         level_target = v.layout.targets[c.level],
         fast_tier_bytes = v.tier_bytes(Tier::Fast),
         input_files = c.inputs.len(),

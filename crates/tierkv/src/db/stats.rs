@@ -117,8 +117,12 @@ pub struct LevelStats {
     pub tier: Tier,
     /// Number of files.
     pub files: usize,
-    /// Total bytes.
+    /// Total file bytes (disk space, a semi-sorted table's garbage included).
     pub bytes: u64,
+    /// The bytes compared with the target: `bytes` less the garbage and the key lists of
+    /// semi-sorted tables (`FileMeta::sized_bytes`; equal to `bytes` on a level of sorted
+    /// tables).
+    pub sized_bytes: u64,
     /// Target bytes (0 for L0, which is triggered by file count).
     pub target_bytes: u64,
     /// Bytes compactions out of this level (into the next, or kept on it by retention and
@@ -367,6 +371,7 @@ impl DbInner {
                 tier: self.layout.tiers[l],
                 files: v.levels[l].len(),
                 bytes: v.level_bytes(l),
+                sized_bytes: v.level_sized_bytes(l),
                 target_bytes: self.layout.targets[l],
                 compaction_read_bytes: self.counters.compaction_level_read[l].load(Relaxed),
                 compaction_write_bytes: self.counters.compaction_level_written[l].load(Relaxed),

@@ -330,6 +330,7 @@ impl TableBuilder {
             props: self.props,
             blocks: self.writes,
             garbage_bytes: 0,
+            key_list_bytes: 0,
         })
     }
 }

@@ -100,6 +100,9 @@ pub struct TableInfo {
     pub blocks: BlockWrites,
     /// Bytes of dirty blocks it holds (a semi-sorted table's garbage; 0 for a sorted one).
     pub garbage_bytes: u64,
+    /// Bytes of its last generation's key list, trailer included (a semi-sorted table's
+    /// copy of its valid keys, which a sorted table does not carry; 0 for a sorted one).
+    pub key_list_bytes: u64,
 }
 
 /// Data blocks a builder wrote: encoded from entries, or copied verbatim from another

@@ -21,6 +21,9 @@ const TAG_FILE_EXPIRY: u64 = 6;
 /// The dirty-block bytes of the (semi-sorted) file added just before (only written when
 /// it has some): what the slow tier's space amplification counts.
 const TAG_FILE_GARBAGE: u64 = 7;
+/// The key-list bytes of the (semi-sorted) file added just before (only written when
+/// non-zero): what level sizes leave out besides the garbage.
+const TAG_FILE_KEY_LIST: u64 = 8;
 
 /// A table's expiring records, as its properties record them: how many, and the range of
 /// their deadlines (milliseconds since the UNIX epoch). All zero: none (also what a table
@@ -79,6 +82,9 @@ pub struct NewFile {
     pub expiry: FileExpiry,
     /// Bytes of dirty blocks inside it (a semi-sorted table's garbage; 0 otherwise).
     pub garbage_bytes: u64,
+    /// Bytes of its last generation's key list (a semi-sorted table's; 0 otherwise, and 0
+    /// when a manifest written before it was recorded names the file).
+    pub key_list_bytes: u64,
 }
 
 impl NewFile {
@@ -101,6 +107,7 @@ impl NewFile {
                 max_deadline: info.props.max_deadline,
             },
             garbage_bytes: info.garbage_bytes,
+            key_list_bytes: info.key_list_bytes,
         }
     }
 }
@@ -160,6 +167,10 @@ impl VersionEdit {
                 put_varint64(&mut out, TAG_FILE_GARBAGE);
                 put_varint64(&mut out, f.garbage_bytes);
             }
+            if f.key_list_bytes > 0 {
+                put_varint64(&mut out, TAG_FILE_KEY_LIST);
+                put_varint64(&mut out, f.key_list_bytes);
+            }
         }
         out
     }
@@ -213,6 +224,7 @@ impl VersionEdit {
                         num_deletions: varint(&mut src, "deletions")?,
                         expiry: FileExpiry::default(),
                         garbage_bytes: 0,
+                        key_list_bytes: 0,
                     });
                 }
                 TAG_FILE_EXPIRY => {
@@ -234,6 +246,14 @@ impl VersionEdit {
                         .last_mut()
                         .ok_or_else(|| bad("garbage record before any new file"))?;
                     f.garbage_bytes = bytes;
+                }
+                TAG_FILE_KEY_LIST => {
+                    let bytes = varint(&mut src, "key list bytes")?;
+                    let f = edit
+                        .added
+                        .last_mut()
+                        .ok_or_else(|| bad("key list record before any new file"))?;
+                    f.key_list_bytes = bytes;
                 }
                 t => return Err(bad(&format!("unknown tag {t}"))),
             }
@@ -269,6 +289,7 @@ mod tests {
                     max_deadline: 1_700_000_100_000,
                 },
                 garbage_bytes: 4096,
+                key_list_bytes: 2048,
             }],
         }
     }

@@ -90,6 +90,21 @@ impl FileMeta {
         self.info.size
     }
 
+    /// Live bytes: the file less its garbage (a semi-sorted table's dirty blocks and
+    /// earlier generations' metadata, recorded in the manifest; a sorted table has none).
+    pub fn valid_bytes(&self) -> u64 {
+        self.info.size.saturating_sub(self.info.garbage_bytes)
+    }
+
+    /// The bytes level sizes count: the live bytes less a semi-sorted table's key list
+    /// (both recorded in the manifest), i.e. about what a sorted table of the same records
+    /// would take; a sorted table counts whole. So garbage alone never makes a level
+    /// overflow into the next (the semi-sorted rewrite rule bounds it instead), and a
+    /// semi-sorted level holds as much data at its target as a sorted one.
+    pub fn sized_bytes(&self) -> u64 {
+        self.valid_bytes().saturating_sub(self.info.key_list_bytes)
+    }
+
     /// True once a compaction has removed this file from the current version.
     pub fn is_obsolete(&self) -> bool {
         self.obsolete.load(Relaxed)
@@ -185,9 +200,17 @@ impl Version {
         self.levels.len()
     }
 
-    /// Total bytes of a level.
+    /// Total file bytes of a level (what it occupies on disk, garbage included).
     pub fn level_bytes(&self, level: usize) -> u64 {
         self.levels[level].iter().map(|f| f.size()).sum()
+    }
+
+    /// A level's size as level targets measure it ([`FileMeta::sized_bytes`]: live bytes
+    /// less semi-sorted key lists; equal to [`Version::level_bytes`] on a level of sorted
+    /// tables). Compaction scores, retention's "far over target" and the stats' per-level
+    /// size against target use this; disk budgets use file bytes.
+    pub fn level_sized_bytes(&self, level: usize) -> u64 {
+        self.levels[level].iter().map(|f| f.sized_bytes()).sum()
     }
 
     /// Total bytes of table files on a tier.

@@ -399,6 +399,7 @@ impl GenerationWriter {
             props,
             blocks: self.writes,
             garbage_bytes,
+            key_list_bytes: key_list.size + BLOCK_TRAILER_LEN as u64,
         })
     }
 }
