@@ -225,8 +225,8 @@ pub struct CompactionOptions {
 /// How a [`crate::Db::multi_get`] batch (and a [`crate::Db::get_pipelined`] stream) reads
 /// the blocks its keys need.
 ///
-/// The default is [`ReadIo::Auto`]. On the F2 workload (docs/BENCHMARKS-LOG.md, F2 before pipelined reads,
-/// YCSB C, 2 client threads, `--batch 32`) on a quiet machine the io_uring path did
+/// The default is [`ReadIo::Auto`]. On the F2 workload (docs/BENCHMARKS-LOG.md, "F2 side
+/// by side before pipelined reads": YCSB C, 2 client threads, `--batch 32`) on a quiet machine the io_uring path did
 /// 1.28-1.50x the pool's operations per second at a third of its CPU, with half the peak
 /// resident size (the `tierkv` binary, mimalloc: the pool's run peaked at 331 MiB).
 /// On a machine whose cores are oversubscribed the pool did better (0.69-0.85x for io_uring
