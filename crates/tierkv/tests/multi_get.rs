@@ -354,43 +354,58 @@ fn injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files_throug
     injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files_with(URING);
 }
 
+/// Keys `0..FAILING_STORE_KEYS` are in [`store_with_failing_tables`]'s store.
+const FAILING_STORE_KEYS: u64 = 3000;
+
+/// A store of [`FAILING_STORE_KEYS`] keys compacted into several tables, no block cache,
+/// whose second and middle tables fail every read (injected I/O errors, cleared through
+/// the returned injector); returns it with 100 more keys than it holds and, per key,
+/// whether a `get` of it fails (it needs a failing file).
+fn store_with_failing_tables(
+    dir: &std::path::Path,
+    read_io: ReadIo,
+) -> (Db, Arc<FaultInjector>, Vec<Vec<u8>>, Vec<bool>) {
+    let faults = FaultInjector::new();
+    let opts = Options {
+        // No block cache: every table read goes to the file.
+        cache_size: 0,
+        fault_injector: Some(faults.clone()),
+        read_io,
+        ..tiny_options()
+    };
+    let db = Db::open(dir, opts).unwrap();
+    let n = FAILING_STORE_KEYS;
+    for i in 0..n {
+        db.put(key(i), value(i, 0)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    db.wait_for_background().unwrap();
+    let mut tables: Vec<String> = std::fs::read_dir(db.tier_dir(Tier::Fast))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".sst"))
+        .collect();
+    tables.sort();
+    assert!(tables.len() >= 4, "too few tables: {tables:?}");
+    for failing in [&tables[1], &tables[tables.len() / 2]] {
+        faults.add(FaultRule {
+            tier: None,
+            op: FaultOp::Read,
+            name_contains: Some(failing.clone()),
+            error: FaultError::Io,
+            trigger: Trigger::After(0),
+        });
+    }
+    let all: Vec<Vec<u8>> = (0..n + 100).map(key).collect();
+    let failing: Vec<bool> = all.iter().map(|k| db.get(k).is_err()).collect();
+    (db, faults, all, failing)
+}
+
 fn injected_read_errors_fail_exactly_the_keys_that_need_the_failing_files_with(read_io: ReadIo) {
     within(Duration::from_secs(120), move || {
         let dir = tempfile::tempdir().unwrap();
-        let faults = FaultInjector::new();
-        let opts = Options {
-            // No block cache: every table read goes to the file.
-            cache_size: 0,
-            fault_injector: Some(faults.clone()),
-            read_io,
-            ..tiny_options()
-        };
-        let db = Db::open(dir.path(), opts).unwrap();
-        let n = 3000u64;
-        for i in 0..n {
-            db.put(key(i), value(i, 0)).unwrap();
-        }
-        db.compact_range(None, None).unwrap();
-        db.wait_for_background().unwrap();
-        let mut tables: Vec<String> = std::fs::read_dir(db.tier_dir(Tier::Fast))
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|name| name.ends_with(".sst"))
-            .collect();
-        tables.sort();
-        assert!(tables.len() >= 4, "too few tables: {tables:?}");
-        for failing in [&tables[1], &tables[tables.len() / 2]] {
-            faults.add(FaultRule {
-                tier: None,
-                op: FaultOp::Read,
-                name_contains: Some(failing.clone()),
-                error: FaultError::Io,
-                trigger: Trigger::After(0),
-            });
-        }
-        // Which keys need the failing files: those `get` cannot read.
-        let all: Vec<Vec<u8>> = (0..n + 100).map(key).collect();
-        let failing: Vec<bool> = all.iter().map(|k| db.get(k).is_err()).collect();
+        let (db, faults, all, failing) = store_with_failing_tables(dir.path(), read_io);
+        let n = FAILING_STORE_KEYS;
         let failed = failing.iter().filter(|f| **f).count();
         assert!(
             failed > 0 && failed < all.len() / 2,
@@ -869,38 +884,8 @@ fn a_stream_equals_the_model_on_the_reader_pool() {
 fn injected_read_errors_fail_exactly_the_streamed_keys_that_read_the_failing_files() {
     within(Duration::from_secs(120), || {
         let dir = tempfile::tempdir().unwrap();
-        let faults = FaultInjector::new();
-        let opts = Options {
-            cache_size: 0,
-            fault_injector: Some(faults.clone()),
-            read_io: URING,
-            ..tiny_options()
-        };
-        let db = Db::open(dir.path(), opts).unwrap();
-        let n = 3000u64;
-        for i in 0..n {
-            db.put(key(i), value(i, 0)).unwrap();
-        }
-        db.compact_range(None, None).unwrap();
-        db.wait_for_background().unwrap();
-        let mut tables: Vec<String> = std::fs::read_dir(db.tier_dir(Tier::Fast))
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|name| name.ends_with(".sst"))
-            .collect();
-        tables.sort();
-        assert!(tables.len() >= 4, "too few tables: {tables:?}");
-        for failing in [&tables[1], &tables[tables.len() / 2]] {
-            faults.add(FaultRule {
-                tier: None,
-                op: FaultOp::Read,
-                name_contains: Some(failing.clone()),
-                error: FaultError::Io,
-                trigger: Trigger::After(0),
-            });
-        }
-        let all: Vec<Vec<u8>> = (0..n + 100).map(key).collect();
-        let failing: Vec<bool> = all.iter().map(|k| db.get(k).is_err()).collect();
+        let (db, _faults, all, failing) = store_with_failing_tables(dir.path(), URING);
+        let n = FAILING_STORE_KEYS;
         assert!(failing.iter().any(|f| *f) && !failing.iter().all(|f| *f));
         let mut rng = StdRng::seed_from_u64(12);
         let picks: Vec<usize> = (0..2000).map(|_| rng.gen_range(0..all.len())).collect();

@@ -553,6 +553,37 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    /// The key of record `i` in [`cold_store`].
+    fn key(i: u64) -> Vec<u8> {
+        format!("key{i:06}").into_bytes()
+    }
+
+    /// A store of `n` records of 300 bytes compacted into 1 KiB blocks, with no block
+    /// cache and io_uring reads on a fast tier of `device`, so every get of a record reads
+    /// its block from disk; `None` (after saying why) where io_uring is unavailable.
+    fn cold_store(n: u64, device: crate::DeviceProfile) -> Option<(tempfile::TempDir, crate::Db)> {
+        if !crate::env::uring_available() {
+            eprintln!("io_uring unavailable here; nothing to test");
+            return None;
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let opts = crate::Options {
+            cache_size: 0,
+            block_size: 1024,
+            block_records: None,
+            read_io: ReadIo::Uring,
+            fast_device: device,
+            ..crate::Options::default()
+        };
+        let db = crate::Db::open(dir.path(), opts).unwrap();
+        for i in 0..n {
+            db.put(key(i), vec![b'v'; 300]).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        db.wait_for_background().unwrap();
+        Some((dir, db))
+    }
+
     /// No hang: a job that panics drops its answer's sender (the waiter's `recv` fails
     /// instead of blocking), and the worker survives to run the next job.
     #[test]
@@ -591,25 +622,9 @@ mod tests {
     /// `io_uring_enter` holding one read per key), and is answered correctly.
     #[test]
     fn a_batch_of_cold_keys_submits_its_block_reads_together() {
-        if !crate::env::uring_available() {
-            eprintln!("io_uring unavailable here; nothing to test");
+        let Some((_dir, db)) = cold_store(2000, crate::DeviceProfile::none()) else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let opts = crate::Options {
-            cache_size: 0,
-            block_size: 1024,
-            block_records: None,
-            read_io: ReadIo::Uring,
-            ..crate::Options::default()
         };
-        let db = crate::Db::open(dir.path(), opts).unwrap();
-        let key = |i: u64| format!("key{i:06}").into_bytes();
-        for i in 0..2000u64 {
-            db.put(key(i), vec![b'v'; 300]).unwrap();
-        }
-        db.compact_range(None, None).unwrap();
-        db.wait_for_background().unwrap();
         // Every 20th key: 20 records of 300 bytes span several 1 KiB blocks.
         let keys: Vec<Vec<u8>> = (0..32).map(|i| key(i * 20 + 7)).collect();
         let before = crate::env::thread_submissions();
@@ -636,30 +651,14 @@ mod tests {
     /// the reads' completions, so the result does not hang on how fast this disk is.
     #[test]
     fn a_stream_submits_new_reads_while_earlier_ones_are_in_flight() {
-        if !crate::env::uring_available() {
-            eprintln!("io_uring unavailable here; nothing to test");
-            return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let opts = crate::Options {
-            cache_size: 0,
-            block_size: 1024,
-            block_records: None,
-            read_io: ReadIo::Uring,
-            fast_device: crate::DeviceProfile {
-                iops: Some(2000),
-                bandwidth: None,
-                latency_us: 1000,
-            },
-            ..crate::Options::default()
+        let device = crate::DeviceProfile {
+            iops: Some(2000),
+            bandwidth: None,
+            latency_us: 1000,
         };
-        let db = crate::Db::open(dir.path(), opts).unwrap();
-        let key = |i: u64| format!("key{i:06}").into_bytes();
-        for i in 0..4000u64 {
-            db.put(key(i), vec![b'v'; 300]).unwrap();
-        }
-        db.compact_range(None, None).unwrap();
-        db.wait_for_background().unwrap();
+        let Some((_dir, db)) = cold_store(4000, device) else {
+            return;
+        };
         let mut keys = (0..150u64).map(|i| key(i * 20 + 3));
         let before = crate::env::thread_submissions();
         let mut answered = 0;
@@ -689,25 +688,9 @@ mod tests {
     /// cold block (the same key ten times, no cache) share one read, and each is answered.
     #[test]
     fn keys_needing_a_block_in_flight_join_its_read() {
-        if !crate::env::uring_available() {
-            eprintln!("io_uring unavailable here; nothing to test");
+        let Some((_dir, db)) = cold_store(2000, crate::DeviceProfile::none()) else {
             return;
-        }
-        let dir = tempfile::tempdir().unwrap();
-        let opts = crate::Options {
-            cache_size: 0,
-            block_size: 1024,
-            block_records: None,
-            read_io: ReadIo::Uring,
-            ..crate::Options::default()
         };
-        let db = crate::Db::open(dir.path(), opts).unwrap();
-        let key = |i: u64| format!("key{i:06}").into_bytes();
-        for i in 0..2000u64 {
-            db.put(key(i), vec![b'v'; 300]).unwrap();
-        }
-        db.compact_range(None, None).unwrap();
-        db.wait_for_background().unwrap();
         let mut keys = std::iter::repeat_n(key(501), 10);
         let before = crate::env::thread_submissions();
         let mut answered = 0;
