@@ -175,6 +175,13 @@ impl Budget {
     }
 }
 
+/// A streamed key after [`DbInner::enter_streamed_key`]: answered, or waiting for the
+/// disk at its read point.
+enum Entered<K> {
+    Answered(K, Result<Option<Entry>>),
+    Pending(K, Arc<SuperVersion>, ReadPoint, PendingKey),
+}
+
 /// One key's place in a wave.
 enum Slot {
     /// Not answered: its job never ran (the pool stopped) or panicked.
@@ -388,18 +395,9 @@ impl DbInner {
                     ended = true;
                     break;
                 };
-                let (at, sv) = match self.start_read(ropts) {
-                    Ok(view) => view,
-                    Err(e) => {
-                        Counters::add(&self.counters.gets, 1);
-                        on_answer(k, Err(e));
-                        continue;
-                    }
-                };
-                let sv: Arc<SuperVersion> = arc_swap::Guard::into_inner(sv);
-                match self.get_inline_for_batch(0, k.as_ref(), &sv, at) {
-                    Ok(answer) => on_answer(k, Ok(answer)),
-                    Err(p) => {
+                match self.enter_streamed_key(ropts, 0, k) {
+                    Entered::Answered(k, answer) => on_answer(k, answer),
+                    Entered::Pending(k, sv, at, p) => {
                         let g = self.disk_get_owned(k.as_ref().to_vec(), sv, at, &p);
                         pipe.add(k, g, &mut on_answer);
                     }
@@ -410,6 +408,28 @@ impl DbInner {
                 return;
             }
             pipe.turn(true, &mut on_answer);
+        }
+    }
+
+    /// A key entering a stream: its own read point, then its stages that need no I/O
+    /// (`index`: its place among the keys waiting for the disk).
+    fn enter_streamed_key<K: AsRef<[u8]>>(
+        &self,
+        ropts: &ReadOptions,
+        index: usize,
+        k: K,
+    ) -> Entered<K> {
+        let (at, sv) = match self.start_read(ropts) {
+            Ok(view) => view,
+            Err(e) => {
+                Counters::add(&self.counters.gets, 1);
+                return Entered::Answered(k, Err(e));
+            }
+        };
+        let sv: Arc<SuperVersion> = arc_swap::Guard::into_inner(sv);
+        match self.get_inline_for_batch(index, k.as_ref(), &sv, at) {
+            Ok(answer) => Entered::Answered(k, Ok(answer)),
+            Err(p) => Entered::Pending(k, sv, at, p),
         }
     }
 
@@ -436,18 +456,9 @@ impl DbInner {
                     ended = true;
                     break;
                 };
-                let (at, sv) = match self.start_read(ropts) {
-                    Ok(view) => view,
-                    Err(e) => {
-                        Counters::add(&self.counters.gets, 1);
-                        on_answer(k, Err(e));
-                        continue;
-                    }
-                };
-                let sv: Arc<SuperVersion> = arc_swap::Guard::into_inner(sv);
-                match self.get_inline_for_batch(waiting.len(), k.as_ref(), &sv, at) {
-                    Ok(answer) => on_answer(k, Ok(answer)),
-                    Err(p) => waiting.push((k, sv, at, p)),
+                match self.enter_streamed_key(ropts, waiting.len(), k) {
+                    Entered::Answered(k, answer) => on_answer(k, answer),
+                    Entered::Pending(k, sv, at, p) => waiting.push((k, sv, at, p)),
                 }
             }
             let queue = if waiting.len() > 1 {
