@@ -434,13 +434,16 @@ fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
 /// A client thread with `--batch N`: its gets go through the store's streaming read
 /// ([`Store::get_stream`]) with up to N in flight, while its other operations run inline
 /// as they come: a write of a key with no get in flight goes ahead (it cannot change what
-/// those gets answer, as F2's driver keeps reads pending while upserts go ahead); a write
-/// of a key in flight, or a scan, waits until the stream drained. A read-modify-write
-/// (YCSB F) enters the stream too: its key is read ahead (bringing the record's block into
-/// memory) and the atomic read-modify-write runs when that read is answered; until then a
-/// get or write of its key waits for the drain. So every get answers what it would have
-/// answered in order, and every other operation sees the effects of the thread's earlier
-/// ones. A streamed operation's latency runs from its entry to its end.
+/// those gets answer, as F2's driver keeps reads pending while upserts go ahead), and so
+/// does a write of a key in flight when the store reads each get at its entry
+/// ([`Store::stream_reads_at_entry`]: the get answers the state before the write); with
+/// any other store such a write, and always a scan, waits until the stream drained. A
+/// read-modify-write (YCSB F) enters the stream too: its key is read ahead (bringing the
+/// record's block into memory) and the atomic read-modify-write runs when that read is
+/// answered; until then a get or write of its key waits for the drain. So every get
+/// answers what it would have answered in order, and every other operation sees the
+/// effects of the thread's earlier ones. A streamed operation's latency runs from its
+/// entry to its end.
 fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
     let out = std::cell::RefCell::new(WorkerOut {
         hist: new_hist(),
@@ -459,7 +462,11 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
     let chunks = sh.plan.chunks();
     // An operation that waits for the stream to drain.
     let mut held: Option<(Op, Vec<u8>)> = None;
+    let reads_at_entry = sh.store.stream_reads_at_entry();
+    // Plain writes not yet committed, committed together as one batch.
+    let grouped = std::cell::RefCell::new(GroupedWrites::default());
     loop {
+        grouped.borrow_mut().commit(sh, &mut out.borrow_mut())?;
         if let Some((op, key)) = held.take() {
             run_one(sh, &op, &key, &mut out.borrow_mut())?;
         }
@@ -473,6 +480,10 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
                     let c = sh.next_chunk.fetch_add(1, Relaxed);
                     if sh.abort.load(Relaxed) || c >= chunks {
                         exhausted = true;
+                        // The stream drains next: its writes need not wait for that.
+                        if let Err(e) = grouped.borrow_mut().commit(sh, &mut out.borrow_mut()) {
+                            *failed.borrow_mut() = Some(e);
+                        }
                         return None;
                     }
                     sh.plan.chunk_ops(c, &mut ops);
@@ -486,8 +497,31 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
                 let waits_for_drain = match op.kind {
                     OpKind::Scan => true,
                     OpKind::Read => rmw_in_flight.borrow().contains_key(&key),
+                    _ if reads_at_entry => rmw_in_flight.borrow().contains_key(&key),
                     _ => in_flight.borrow().contains_key(&key),
                 };
+                let joins = !waits_for_drain && GroupedWrites::takes(&op);
+                {
+                    let mut grouped = grouped.borrow_mut();
+                    // An operation of a key written, a scan or an operation that waits
+                    // runs after the writes before it; a full or old group commits before
+                    // anything else.
+                    let commit = grouped.is_due(window)
+                        || (!joins
+                            && (waits_for_drain
+                                || op.kind == OpKind::Scan
+                                || grouped.keys.contains(&key)));
+                    if commit {
+                        if let Err(e) = grouped.commit(sh, &mut out.borrow_mut()) {
+                            *failed.borrow_mut() = Some(e);
+                            return None;
+                        }
+                    }
+                    if joins {
+                        grouped.add(sh, op, key);
+                        continue;
+                    }
+                }
                 if waits_for_drain {
                     if matches!(op.kind, OpKind::Read | OpKind::ReadModifyWrite) {
                         // Streamed by the next stream, once this one drained.
@@ -552,6 +586,69 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
         }
     }
     Ok(out.into_inner())
+}
+
+/// A stream's plain writes (updates and inserts without a TTL), held back so that several
+/// go to the store as one atomic batch: one group commit, one WAL record, instead of one
+/// each, as a client pipelining its writes gets. A write counts as done (its latency ends)
+/// when its batch commits. They commit before any later operation of a key they write
+/// runs (so it sees them), before a scan or an operation that waits for the drain, when
+/// `window` of them wait, when the oldest has waited [`GROUPED_WRITE_WAIT`], and before
+/// the stream drains. Operations of other keys go ahead meanwhile: what they answer does
+/// not depend on the writes.
+#[derive(Default)]
+struct GroupedWrites {
+    records: Vec<(Vec<u8>, Vec<u8>)>,
+    /// The keys of `records`.
+    keys: std::collections::HashSet<Vec<u8>>,
+    /// When each write entered, for its latency.
+    entered: Vec<Instant>,
+}
+
+/// The longest a grouped write waits for others to join it.
+const GROUPED_WRITE_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
+
+impl GroupedWrites {
+    /// Whether `op` may join a group: a plain write. (A key written twice in one group is
+    /// fine: the batch applies in order, and no other operation of the key runs until the
+    /// batch committed.)
+    fn takes(op: &Op) -> bool {
+        matches!(op.kind, OpKind::Update | OpKind::Insert) && op.ttl_secs == 0
+    }
+
+    /// Whether the group must commit before it takes another write: `window` writes wait,
+    /// or the oldest has waited [`GROUPED_WRITE_WAIT`].
+    fn is_due(&self, window: usize) -> bool {
+        self.records.len() >= window
+            || self
+                .entered
+                .first()
+                .is_some_and(|t| t.elapsed() >= GROUPED_WRITE_WAIT)
+    }
+
+    fn add(&mut self, sh: &Shared, op: Op, key: Vec<u8>) {
+        let value = sh.values.value(op.id, op.index, op.len as usize).to_vec();
+        self.keys.insert(key.clone());
+        self.records.push((key, value));
+        self.entered.push(Instant::now());
+    }
+
+    /// Writes the group as one batch and counts each of its writes.
+    fn commit(&mut self, sh: &Shared, out: &mut WorkerOut) -> Result<()> {
+        if self.records.is_empty() {
+            return Ok(());
+        }
+        sh.store.write_batch(&self.records)?;
+        self.records.clear();
+        self.keys.clear();
+        for t in self.entered.drain(..) {
+            out.hist
+                .saturating_record((t.elapsed().as_nanos() as u64).max(1));
+            out.writes += 1;
+            sh.complete_one();
+        }
+        Ok(())
+    }
 }
 
 /// Counts one more operation of `key` in flight.
@@ -790,6 +887,12 @@ mod tests {
         /// Keys of the gets waiting in a stream, and writes made to one of them meanwhile.
         waiting: Mutex<Vec<Vec<u8>>>,
         writes_to_waiting: AtomicU64,
+        /// Read each streamed get when it enters (as tierkv's stream does) instead of when
+        /// it is answered.
+        reads_at_entry: bool,
+        /// Batches written (reset after the load) and the records they held.
+        batches: AtomicU64,
+        batched: AtomicU64,
     }
 
     impl MemStore {
@@ -802,8 +905,9 @@ mod tests {
 
     impl Store for MemStore {
         /// A stream that keeps gets in flight until its window is full and answers the
-        /// newest first, each read only when answered: a worker that let a write of an
-        /// in-flight key go ahead, or lost or repeated a get, would change the counts.
+        /// newest first, each read only when answered (or, with `reads_at_entry`, when it
+        /// entered): a worker that let a write of an in-flight key go ahead of a get that
+        /// reads late, or lost or repeated a get, would change the counts.
         fn get_stream(
             &self,
             window: usize,
@@ -811,20 +915,21 @@ mod tests {
             done: &mut dyn FnMut(StreamGet, Result<bool>),
         ) {
             self.streams.fetch_add(1, Relaxed);
-            let mut waiting: Vec<StreamGet> = Vec::new();
+            let mut waiting: Vec<(StreamGet, Option<Result<bool>>)> = Vec::new();
             let mut ended = false;
             loop {
                 while !ended && waiting.len() < window {
                     match next() {
                         Some(g) => {
                             self.waiting.lock().unwrap().push(g.key.clone());
-                            waiting.push(g);
+                            let read = self.reads_at_entry.then(|| self.get(&g.key));
+                            waiting.push((g, read));
                         }
                         None => ended = true,
                     }
                 }
                 self.most_in_flight.fetch_max(waiting.len() as u64, Relaxed);
-                let Some(g) = waiting.pop() else {
+                let Some((g, read)) = waiting.pop() else {
                     return;
                 };
                 self.streamed.fetch_add(1, Relaxed);
@@ -834,9 +939,12 @@ mod tests {
                         w.swap_remove(at);
                     }
                 }
-                let found = self.get(&g.key);
+                let found = read.unwrap_or_else(|| self.get(&g.key));
                 done(g, found);
             }
+        }
+        fn stream_reads_at_entry(&self) -> bool {
+            self.reads_at_entry
         }
         fn get(&self, key: &[u8]) -> Result<bool> {
             let found = self.map.lock().unwrap().contains_key(key);
@@ -870,6 +978,8 @@ mod tests {
                 .count())
         }
         fn write_batch(&self, records: &[(Vec<u8>, Vec<u8>)]) -> Result<()> {
+            self.batches.fetch_add(1, Relaxed);
+            self.batched.fetch_add(records.len() as u64, Relaxed);
             for (k, v) in records {
                 self.put(k, v)?;
             }
@@ -912,8 +1022,18 @@ mod tests {
 
     /// Loads the plan's records into a fresh in-memory store and runs its operations.
     fn load_and_run(cfg: &Config, plan: &OpPlan, values: &ValueSource) -> (MemStore, SystemResult) {
-        let store = MemStore::default();
+        load_and_run_in(MemStore::default(), cfg, plan, values)
+    }
+
+    fn load_and_run_in(
+        store: MemStore,
+        cfg: &Config,
+        plan: &OpPlan,
+        values: &ValueSource,
+    ) -> (MemStore, SystemResult) {
         load_records(&store, plan, values, &ProgressBar::hidden()).unwrap();
+        store.batches.store(0, Relaxed);
+        store.batched.store(0, Relaxed);
         let r = run_phase(cfg, plan, values, &store, System::Tierkv, &Ui::new(false)).unwrap();
         (store, r)
     }
@@ -1076,8 +1196,17 @@ mod tests {
         // flight (and the window fills), never past a write of their key (the final state
         // or the found counts would differ if a get were reordered around a write to its
         // key: reads of inserted keys would miss). Writes of other keys go ahead inline,
-        // so in a and f (half writes) the window still fills up.
-        for w in ["a", "d", "f", "e"] {
+        // so in a and f (half writes) the window still fills up. With a store that reads a
+        // get when it enters, writes of its key go ahead too, and still change nothing.
+        for (w, reads_at_entry) in [
+            ("a", false),
+            ("d", false),
+            ("f", false),
+            ("e", false),
+            ("a", true),
+            ("d", true),
+            ("f", true),
+        ] {
             let runs: Vec<(MemStore, SystemResult, u64)> = [1usize, 8]
                 .iter()
                 .map(|&batch| {
@@ -1104,7 +1233,11 @@ mod tests {
                             .filter(|op| matches!(op.kind, OpKind::Read | OpKind::ReadModifyWrite))
                             .count() as u64;
                     }
-                    let (store, result) = load_and_run(&cfg, &plan, &values);
+                    let store = MemStore {
+                        reads_at_entry,
+                        ..Default::default()
+                    };
+                    let (store, result) = load_and_run_in(store, &cfg, &plan, &values);
                     (store, result, gets)
                 })
                 .collect();
@@ -1138,11 +1271,25 @@ mod tests {
                         "{w}: every get and read-modify-write went through the stream, once"
                     );
                     assert_eq!(most, 8, "{w}: up to 8 gets in flight, never more");
-                    assert_eq!(
-                        batched.0.writes_to_waiting.load(Relaxed),
-                        0,
-                        "{w}: a write of a key with a get in flight went ahead of the get"
+                    let went_ahead = batched.0.writes_to_waiting.load(Relaxed);
+                    if !reads_at_entry {
+                        assert_eq!(
+                            went_ahead, 0,
+                            "{w}: a write of a key with a get in flight went ahead of the get"
+                        );
+                    } else if w == "a" {
+                        assert!(went_ahead > 0, "{w}: writes of keys in flight wait");
+                    }
+                    // Plain writes went out in groups (f has none: its writes are
+                    // read-modify-writes); one at a time, none did.
+                    let (batches, records) = (
+                        batched.0.batches.load(Relaxed),
+                        batched.0.batched.load(Relaxed),
                     );
+                    assert_eq!(plain.0.batches.load(Relaxed), 0, "{w}");
+                    if w != "f" {
+                        assert!(batches * 2 < records, "{w}: {batches} batches of {records}");
+                    }
                 }
             }
         }

@@ -294,6 +294,12 @@ pub trait Store: Send + Sync {
             }
         }
     }
+    /// Whether [`Store::get_stream`] reads each get at the moment it entered (its own read
+    /// point), so a write made while the get is in flight cannot change its answer. The
+    /// default stream reads a window when it goes out, so it does not.
+    fn stream_reads_at_entry(&self) -> bool {
+        false
+    }
     /// Write one record.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
     /// Write one record that expires `ttl_secs` seconds from now (a trace write with a
@@ -441,6 +447,11 @@ impl Store for TierkvStore {
         self.db.get_pipelined(window, next, |g, answer| {
             done(g, answer.map(|v| v.is_some()).map_err(|e| self.err(e)))
         });
+    }
+
+    /// `Db::get_pipelined` gives each key a fresh read point when it enters.
+    fn stream_reads_at_entry(&self) -> bool {
+        true
     }
 
     fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<bool>> {

@@ -207,3 +207,181 @@ fn concurrent_transfers_conserve_the_total() {
     assert!(!applied);
     assert_eq!(db.stats().puts, before, "a refused batch wrote something");
 }
+
+/// Optimistic writes whose reads were made elsewhere (`Db::latest_sequence` before a
+/// batched read, then `Db::write_many_if_unchanged`): 4 threads increment skewed counters
+/// in groups of 16 while 2 others increment the same counters with `Db::rmw` and write
+/// filler that forces flushes and compactions; a declined write is read again and retried.
+/// Invariant 1 for read-modify-write: every counter ends at exactly the increments applied
+/// to it (a write applied over a newer version would lose one), also after a reopen.
+#[test]
+fn grouped_optimistic_increments_never_lose_an_update() {
+    const COUNTERS: u64 = 32;
+    const ROUNDS: u64 = 150;
+    const GROUP: u64 = 16;
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = common::two_tier_options(slow.path(), 192 * 1024, true);
+    let db = Arc::new(Db::open(fast.path(), opts.clone()).unwrap());
+    let applied: Arc<Vec<AtomicU64>> = Arc::new((0..COUNTERS).map(|_| AtomicU64::new(0)).collect());
+    let declined = AtomicU64::new(0);
+    std::thread::scope(|s| {
+        for t in 0..4u64 {
+            let (db, applied, declined) = (db.clone(), applied.clone(), &declined);
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(100 + t);
+                for _ in 0..ROUNDS {
+                    // Distinct keys within a group (a key twice would decline by rule).
+                    let mut keys: Vec<u64> = Vec::new();
+                    while keys.len() < GROUP as usize / 2 {
+                        let k = if rng.gen_bool(0.5) {
+                            rng.gen_range(0..4)
+                        } else {
+                            rng.gen_range(0..COUNTERS)
+                        };
+                        if !keys.contains(&k) {
+                            keys.push(k);
+                        }
+                    }
+                    while !keys.is_empty() {
+                        let since = db.latest_sequence();
+                        let names: Vec<Vec<u8>> = keys.iter().map(|&k| counter_key(k)).collect();
+                        let olds = db.multi_get(&names);
+                        let writes = names
+                            .iter()
+                            .zip(olds)
+                            .map(|(name, old)| {
+                                let mut batch = tierkv::WriteBatch::new();
+                                batch.put(name, incr(old.unwrap().as_deref()).unwrap());
+                                tierkv::ConditionalWrite {
+                                    batch,
+                                    keys: vec![name.clone()],
+                                    since,
+                                }
+                            })
+                            .collect();
+                        let outcomes = db
+                            .write_many_if_unchanged(writes, &tierkv::WriteOptions::default())
+                            .unwrap();
+                        let mut retry = Vec::new();
+                        for (&k, outcome) in keys.iter().zip(outcomes) {
+                            if outcome.unwrap() {
+                                applied[k as usize].fetch_add(1, Ordering::Relaxed);
+                            } else {
+                                declined.fetch_add(1, Ordering::Relaxed);
+                                retry.push(k);
+                            }
+                        }
+                        keys = retry;
+                    }
+                }
+            });
+        }
+        for t in 0..2u64 {
+            let (db, applied) = (db.clone(), applied.clone());
+            s.spawn(move || {
+                let mut rng = StdRng::seed_from_u64(200 + t);
+                for i in 0..ROUNDS * GROUP / 2 {
+                    let k = rng.gen_range(0..4);
+                    db.rmw(counter_key(k), incr).unwrap();
+                    applied[k as usize].fetch_add(1, Ordering::Relaxed);
+                    let filler = format!("filler{:06}", (t * 10_000 + i) % 4000);
+                    db.put(filler.as_bytes(), [b'f'; 300]).unwrap();
+                }
+            });
+        }
+    });
+    let check = |db: &Db| {
+        for k in 0..COUNTERS {
+            let got = parse(db.get(counter_key(k)).unwrap().as_deref());
+            assert_eq!(
+                got,
+                applied[k as usize].load(Ordering::Relaxed),
+                "counter {k}"
+            );
+        }
+    };
+    check(&db);
+    let s = db.stats();
+    assert!(s.flushes > 0 && s.compactions > 0, "{s:?}");
+    assert!(
+        declined.load(Ordering::Relaxed) > 0,
+        "racing writers never made an optimistic write decline"
+    );
+    drop(db);
+    check(&Db::open(fast.path(), opts).unwrap());
+}
+
+/// When `Db::write_if_unchanged` applies and when it declines: unchanged keys apply; a
+/// newer write of a key, an earlier write of the same call to the key, or a write after
+/// `since` that was flushed (the memtables no longer hold every newer write) decline; an
+/// empty batch applies.
+#[test]
+fn optimistic_write_declines_exactly_when_it_cannot_be_sure() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tierkv::Options::default()).unwrap();
+    let wo = tierkv::WriteOptions::default();
+    let put = |k: &str, v: &str| {
+        let mut b = tierkv::WriteBatch::new();
+        b.put(k, v);
+        b
+    };
+    db.put("a", "1").unwrap();
+    let since = db.latest_sequence();
+    assert!(db
+        .write_if_unchanged(put("a", "2"), &[b"a"], since, &wo)
+        .unwrap());
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&b"2"[..]));
+    // "a" changed after `since` (by the write above).
+    assert!(!db
+        .write_if_unchanged(put("a", "3"), &[b"a"], since, &wo)
+        .unwrap());
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&b"2"[..]));
+    // Another key's write does not matter.
+    let since = db.latest_sequence();
+    db.put("b", "x").unwrap();
+    assert!(db
+        .write_if_unchanged(put("a", "4"), &[b"a"], since, &wo)
+        .unwrap());
+    // In one call: the second write of "a" declines, a write of "c" applies.
+    let since = db.latest_sequence();
+    let w = |b, k: &str| tierkv::ConditionalWrite {
+        batch: b,
+        keys: vec![k.as_bytes().to_vec()],
+        since,
+    };
+    let outcomes = db
+        .write_many_if_unchanged(
+            vec![
+                w(put("a", "5"), "a"),
+                w(put("a", "6"), "a"),
+                w(tierkv::WriteBatch::new(), "a"),
+                w(put("c", "7"), "c"),
+            ],
+            &wo,
+        )
+        .unwrap();
+    let outcomes: Vec<bool> = outcomes.into_iter().map(|o| o.unwrap()).collect();
+    assert_eq!(outcomes, [true, false, true, true]);
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&b"5"[..]));
+    // A flush of nothing newer than `since` changes nothing; a write after `since` that
+    // was flushed since makes it decline although "a" did not change.
+    let since = db.latest_sequence();
+    db.flush().unwrap();
+    db.put("d", "y").unwrap();
+    assert!(db
+        .write_if_unchanged(put("a", "7"), &[b"a"], since, &wo)
+        .unwrap());
+    let since = db.latest_sequence();
+    db.put("d", "z").unwrap();
+    db.flush().unwrap();
+    db.put("e", "z").unwrap();
+    assert!(!db
+        .write_if_unchanged(put("a", "8"), &[b"a"], since, &wo)
+        .unwrap());
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&b"7"[..]));
+    assert!(db
+        .write_if_unchanged(put("a", "8"), &[b"a"], db.latest_sequence(), &wo)
+        .unwrap());
+    assert_eq!(db.get("a").unwrap().as_deref(), Some(&b"8"[..]));
+}

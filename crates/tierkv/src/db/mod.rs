@@ -27,7 +27,7 @@ mod write;
 pub use iterator::DbIterator;
 pub use stats::{CacheStats, DbStats, GetSources, LevelStats};
 pub use stored_tiers::StoredTiers;
-pub use write::Update;
+pub use write::{ConditionalWrite, Update};
 
 use crate::batch::WriteBatch;
 use crate::env::{Env, IoCause, Tier};
@@ -406,6 +406,49 @@ impl Db {
     /// Applies a batch atomically with options.
     pub fn write_opt(&self, batch: WriteBatch, wopts: &WriteOptions) -> Result<()> {
         self.inner.write(batch, wopts.sync)
+    }
+
+    /// The sequence number of the latest write visible to reads: a read that starts after
+    /// this call sees every write up to it. Taken before reading some keys, it is the
+    /// `since` of an optimistic write that depends on what was read
+    /// ([`Db::write_if_unchanged`]).
+    pub fn latest_sequence(&self) -> u64 {
+        self.inner.visible_seq.load(Ordering::Acquire)
+    }
+
+    /// An optimistic read-modify-write whose read was made some other way (a pipelined
+    /// get, a batch of gets): applies `batch` atomically only if none of `keys` was written
+    /// after sequence `since` ([`Db::latest_sequence`], taken before `keys` were read), so
+    /// that what was read is still their latest state. Returns whether it applied; when
+    /// it did not, read again and retry. It may also decline when it can no longer tell
+    /// (`since` is older than every write still in memory: a memtable was flushed since),
+    /// which a retry resolves. Atomic with respect to every other write, like
+    /// [`Db::update_many`].
+    pub fn write_if_unchanged(
+        &self,
+        batch: WriteBatch,
+        keys: &[&[u8]],
+        since: u64,
+        wopts: &WriteOptions,
+    ) -> Result<bool> {
+        let keys = keys.iter().map(|k| k.to_vec()).collect();
+        let mut outcomes = self
+            .inner
+            .write_many_if_unchanged(vec![ConditionalWrite { batch, keys, since }], wopts.sync)?;
+        outcomes.pop().unwrap_or(Ok(true))
+    }
+
+    /// Several [`Db::write_if_unchanged`] writes, queued together so that they share group
+    /// commits (one WAL record for as many as a group takes) instead of one each. Each
+    /// applies or not on its own, in order: a write also declines when an earlier write
+    /// of the same call that applied wrote one of its keys. Returns one outcome per write;
+    /// the outer error is an invalid write (nothing was queued).
+    pub fn write_many_if_unchanged(
+        &self,
+        writes: Vec<ConditionalWrite>,
+        wopts: &WriteOptions,
+    ) -> Result<Vec<Result<bool>>> {
+        self.inner.write_many_if_unchanged(writes, wopts.sync)
     }
 
     /// Atomically replaces the value of `key` with `f(current value)`; `f` returning `None`

@@ -44,6 +44,18 @@ pub(crate) struct PendingWrite {
     result: Mutex<Option<Result<bool, Arc<Error>>>>,
 }
 
+/// A write that applies only if none of `keys` was written after sequence number
+/// `since` (see [`crate::Db::write_if_unchanged`]).
+#[derive(Clone, Debug)]
+pub struct ConditionalWrite {
+    /// What to write, atomically.
+    pub batch: WriteBatch,
+    /// The keys whose state the write depends on.
+    pub keys: Vec<Vec<u8>>,
+    /// A [`crate::Db::latest_sequence`] taken before those keys were read.
+    pub since: u64,
+}
+
 /// What a read-modify-write does with the value it read (see [`crate::Db::update`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Update {
@@ -165,57 +177,103 @@ impl DbInner {
         condition: Option<(Vec<Vec<u8>>, SeqNo)>,
     ) -> Result<bool> {
         self.validate(&batch)?;
+        let mut results = self.write_queued(vec![(batch, condition)], sync)?;
+        results.pop().unwrap_or(Ok(true))
+    }
+
+    /// Several optimistic writes (see [`crate::Db::write_many_if_unchanged`]), queued
+    /// together so that they commit in as few groups as the group limits allow.
+    pub(crate) fn write_many_if_unchanged(
+        &self,
+        writes: Vec<ConditionalWrite>,
+        sync: bool,
+    ) -> Result<Vec<Result<bool>>> {
+        for w in &writes {
+            self.validate(&w.batch)?;
+        }
+        self.write_queued(
+            writes
+                .into_iter()
+                .map(|w| (w.batch, Some((w.keys, w.since))))
+                .collect(),
+            sync,
+        )
+    }
+
+    /// Queues `writes` one after another and returns each one's outcome (applied, dropped
+    /// by its condition, or the error of its group). The writer whose write reaches the
+    /// head of the queue leads: it commits a group that starts there and hands the results
+    /// out; a caller with several writes keeps leading until all of its own are done.
+    fn write_queued(
+        &self,
+        writes: Vec<(WriteBatch, Option<(Vec<Vec<u8>>, SeqNo)>)>,
+        sync: bool,
+    ) -> Result<Vec<Result<bool>>> {
         if self.shutting_down.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
-        if batch.is_empty() {
-            return Ok(true);
+        // An empty batch applies at once, whatever its condition.
+        let mut outcomes: Vec<Option<Result<bool>>> = Vec::with_capacity(writes.len());
+        let mut mine: Vec<(usize, Arc<PendingWrite>)> = Vec::with_capacity(writes.len());
+        for (i, (batch, condition)) in writes.into_iter().enumerate() {
+            if batch.is_empty() {
+                outcomes.push(Some(Ok(true)));
+                continue;
+            }
+            outcomes.push(None);
+            let w = PendingWrite {
+                batch: Mutex::new(Some(batch)),
+                sync,
+                condition,
+                result: Mutex::new(None),
+            };
+            mine.push((i, Arc::new(w)));
         }
-        let me = Arc::new(PendingWrite {
-            batch: Mutex::new(Some(batch)),
-            sync,
-            condition,
-            result: Mutex::new(None),
-        });
+        let mut next = 0; // mine[..next] have outcomes
         let mut queue = self.writers.lock();
-        queue.push_back(me.clone());
-        loop {
+        queue.extend(mine.iter().map(|(_, w)| w.clone()));
+        while let Some((slot, me)) = mine.get(next) {
             if let Some(r) = me.result.lock().take() {
-                return r.map_err(Error::Background);
+                outcomes[*slot] = Some(r.map_err(Error::Background));
+                next += 1;
+                continue;
             }
-            if Arc::ptr_eq(&queue[0], &me) {
-                break;
+            if !Arc::ptr_eq(&queue[0], me) {
+                self.writers_cv.wait(&mut queue);
+                continue;
             }
-            self.writers_cv.wait(&mut queue);
-        }
-        drop(queue);
-        // Leader: commit a group that starts with this write, in a memtable with room for
-        // at least this write (so memtables stay within write_buffer_size: invariant 4).
-        let guard = self.write_lock.lock();
-        let charge = me.batch.lock().as_ref().map_or(0, MemTable::batch_charge);
-        let outcome = self
-            .make_room_for_write(false, charge)
-            .and_then(|_| self.commit_group());
-        drop(guard);
-        let (group_len, result) = match outcome {
-            Ok(g) => (g.len, Ok(g.applied)),
-            Err(e) => (1, Err(e)),
-        };
-        let mut queue = self.writers.lock();
-        for (i, w) in queue.drain(..group_len).enumerate().skip(1) {
-            *w.result.lock() = Some(match &result {
-                Ok(applied) => Ok(applied[i]),
-                Err(e) => Err(e.clone()),
+            drop(queue);
+            // Leader: commit a group that starts with this write, in a memtable with room
+            // for at least this write (so memtables stay within write_buffer_size:
+            // invariant 4).
+            let guard = self.write_lock.lock();
+            let charge = me.batch.lock().as_ref().map_or(0, MemTable::batch_charge);
+            let outcome = self
+                .make_room_for_write(false, charge)
+                .and_then(|_| self.commit_group());
+            drop(guard);
+            let (group_len, result) = match outcome {
+                Ok(g) => (g.len, Ok(g.applied)),
+                Err(e) => (1, Err(e)),
+            };
+            queue = self.writers.lock();
+            for (i, w) in queue.drain(..group_len).enumerate().skip(1) {
+                *w.result.lock() = Some(match &result {
+                    Ok(applied) => Ok(applied[i]),
+                    Err(e) => Err(e.clone()),
+                });
+            }
+            self.writers_cv.notify_all();
+            outcomes[*slot] = Some(match result {
+                Ok(applied) => Ok(applied[0]),
+                // An error of this write alone (e.g. both tiers full) comes back as itself;
+                // one shared with the group is the store's background error.
+                Err(e) => Err(Arc::try_unwrap(e).unwrap_or_else(Error::Background)),
             });
+            next += 1;
         }
-        self.writers_cv.notify_all();
         drop(queue);
-        match result {
-            Ok(applied) => Ok(applied[0]),
-            // An error of this write alone (e.g. both tiers full) comes back as itself;
-            // one shared with the group is the store's background error.
-            Err(e) => Err(Arc::try_unwrap(e).unwrap_or_else(Error::Background)),
-        }
+        Ok(outcomes.into_iter().flatten().collect())
     }
 
     /// Writes the queue's head group to the WAL and the memtable. Called by the leader
