@@ -29,6 +29,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// A write's condition: the keys it read and the sequence number it read at.
+type Condition = (Vec<Vec<u8>>, SeqNo);
+
 /// Upper bound of a commit group's encoded size.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
@@ -38,7 +41,7 @@ pub(crate) struct PendingWrite {
     sync: bool,
     /// For a read-modify-write: the keys it read and the sequence number it read at. The
     /// write applies only if no newer version of any of those keys exists.
-    condition: Option<(Vec<Vec<u8>>, SeqNo)>,
+    condition: Option<Condition>,
     /// `Some` once the group holding this write has committed (or failed): `Ok(true)`
     /// applied, `Ok(false)` dropped because its condition failed.
     result: Mutex<Option<Result<bool, Arc<Error>>>>,
@@ -174,7 +177,7 @@ impl DbInner {
         &self,
         batch: WriteBatch,
         sync: bool,
-        condition: Option<(Vec<Vec<u8>>, SeqNo)>,
+        condition: Option<Condition>,
     ) -> Result<bool> {
         self.validate(&batch)?;
         let mut results = self.write_queued(vec![(batch, condition)], sync)?;
@@ -206,7 +209,7 @@ impl DbInner {
     /// out; a caller with several writes keeps leading until all of its own are done.
     fn write_queued(
         &self,
-        writes: Vec<(WriteBatch, Option<(Vec<Vec<u8>>, SeqNo)>)>,
+        writes: Vec<(WriteBatch, Option<Condition>)>,
         sync: bool,
     ) -> Result<Vec<Result<bool>>> {
         if self.shutting_down.load(Ordering::Acquire) {
