@@ -18,7 +18,7 @@ use crate::keyfile::KeyFiles;
 use crate::report;
 use crate::results::{BenchResults, PhaseResult, RunMeasure, SystemResult, TimelinePoint};
 use crate::scale::Config;
-use crate::store::{Counters, Store, StreamGet, TierDirs, TierkvStore};
+use crate::store::{Counters, GroupWrite, Store, StreamGet, TierDirs, TierkvStore};
 use crate::systems::System;
 use crate::trace::Trace;
 use crate::workload::{Op, OpKind, OpPlan, ValueSource};
@@ -466,7 +466,6 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
     // Plain writes not yet committed, committed together as one batch.
     let grouped = std::cell::RefCell::new(GroupedWrites::default());
     loop {
-        grouped.borrow_mut().commit(sh, &mut out.borrow_mut())?;
         if let Some((op, key)) = held.take() {
             run_one(sh, &op, &key, &mut out.borrow_mut())?;
         }
@@ -507,10 +506,8 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
                     // runs after the writes before it; a full or old group commits before
                     // anything else.
                     let commit = grouped.is_due(window)
-                        || (!joins
-                            && (waits_for_drain
-                                || op.kind == OpKind::Scan
-                                || grouped.keys.contains(&key)));
+                        || (!joins && (waits_for_drain || op.kind == OpKind::Scan))
+                        || grouped.must_commit_before(&key, joins);
                     if commit {
                         if let Err(e) = grouped.commit(sh, &mut out.borrow_mut()) {
                             *failed.borrow_mut() = Some(e);
@@ -537,10 +534,14 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
                     if then.is_some() {
                         enter(&rmw_in_flight, &key);
                     }
+                    // Taken before the read enters, so the write can tell whether the
+                    // key changed after the read.
+                    let token = then.and_then(|_| sh.store.read_token());
                     return Some(StreamGet {
                         key,
                         entered: Instant::now(),
                         then,
+                        token,
                     });
                 }
                 if let Err(e) = run_one(sh, &op, &key, &mut out.borrow_mut()) {
@@ -552,11 +553,16 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
         let mut done = |g: StreamGet, found: Result<bool>| {
             // The read-modify-write runs before its key leaves the in-flight sets, while
             // every later operation of its key is still held back.
-            let found = match (g.then, found) {
-                (Some(op), Ok(_)) => {
+            let found = match (g.then, g.token, found) {
+                // Its write joins the group; counted when the group commits.
+                (Some(op), Some(token), Ok(found)) => {
+                    grouped.borrow_mut().add_rmw(sh, &g, &op, token, found);
+                    Ok(None)
+                }
+                (Some(op), None, Ok(_)) => {
                     run_one_since(sh, &op, &g.key, &mut out.borrow_mut(), g.entered).map(|()| None)
                 }
-                (_, found) => found.map(Some),
+                (_, _, found) => found.map(Some),
             };
             leave(&in_flight, &g.key);
             if g.then.is_some() {
@@ -581,6 +587,8 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
         if let Some(e) = failed.borrow_mut().take() {
             return Err(e);
         }
+        // Read-modify-writes answered while the stream drained.
+        grouped.borrow_mut().commit(sh, &mut out.borrow_mut())?;
         if exhausted && held.is_none() {
             break;
         }
@@ -588,65 +596,118 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
     Ok(out.into_inner())
 }
 
-/// A stream's plain writes (updates and inserts without a TTL), held back so that several
-/// go to the store as one atomic batch: one group commit, one WAL record, instead of one
-/// each, as a client pipelining its writes gets. A write counts as done (its latency ends)
-/// when its batch commits. They commit before any later operation of a key they write
-/// runs (so it sees them), before a scan or an operation that waits for the drain, when
-/// `window` of them wait, when the oldest has waited [`GROUPED_WRITE_WAIT`], and before
+/// A stream's writes, held back so that several go to the store together
+/// ([`Store::write_group`]: one group commit, one WAL record, instead of one each), as a
+/// client pipelining its writes gets: plain writes (updates and inserts without a TTL),
+/// and the writes of read-modify-writes whose read was answered (each applies only if its
+/// key was not written since its read; one that declines runs again as a plain
+/// read-modify-write). A write counts as done (its latency ends) when its group commits.
+/// The group commits, in order, before any later operation of a key it writes runs (so it
+/// sees the writes), before a scan or an operation that waits for the drain, when
+/// `window` writes wait, when the oldest has waited [`GROUPED_WRITE_WAIT`], and before
 /// the stream drains. Operations of other keys go ahead meanwhile: what they answer does
 /// not depend on the writes.
 #[derive(Default)]
 struct GroupedWrites {
-    records: Vec<(Vec<u8>, Vec<u8>)>,
-    /// The keys of `records`.
+    entries: Vec<GroupWrite>,
+    /// Per write, in order: when it entered and, for a read-modify-write, its entry and
+    /// whether its read found the key.
+    writes: Vec<(Instant, Option<(usize, bool)>)>,
+    /// The keys written by plain writes, and by read-modify-writes.
     keys: std::collections::HashSet<Vec<u8>>,
-    /// When each write entered, for its latency.
-    entered: Vec<Instant>,
+    rmw_keys: std::collections::HashSet<Vec<u8>>,
 }
 
 /// The longest a grouped write waits for others to join it.
 const GROUPED_WRITE_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
 
 impl GroupedWrites {
-    /// Whether `op` may join a group: a plain write. (A key written twice in one group is
-    /// fine: the batch applies in order, and no other operation of the key runs until the
-    /// batch committed.)
+    /// Whether `op` may join a group as a plain write. (A key written twice in one group
+    /// is fine: the group applies in order, and no other operation of the key runs until
+    /// it committed.)
     fn takes(op: &Op) -> bool {
         matches!(op.kind, OpKind::Update | OpKind::Insert) && op.ttl_secs == 0
+    }
+
+    /// Whether an operation of `key` must wait for the group to commit: `joins` (a plain
+    /// write joining the group) need not, unless a read-modify-write of the group writes
+    /// the key (it might decline and run again, after the plain write).
+    fn must_commit_before(&self, key: &[u8], joins: bool) -> bool {
+        self.rmw_keys.contains(key) || (!joins && self.keys.contains(key))
     }
 
     /// Whether the group must commit before it takes another write: `window` writes wait,
     /// or the oldest has waited [`GROUPED_WRITE_WAIT`].
     fn is_due(&self, window: usize) -> bool {
-        self.records.len() >= window
+        self.writes.len() >= window
             || self
-                .entered
+                .writes
                 .first()
-                .is_some_and(|t| t.elapsed() >= GROUPED_WRITE_WAIT)
+                .is_some_and(|(t, _)| t.elapsed() >= GROUPED_WRITE_WAIT)
     }
 
     fn add(&mut self, sh: &Shared, op: Op, key: Vec<u8>) {
         let value = sh.values.value(op.id, op.index, op.len as usize).to_vec();
         self.keys.insert(key.clone());
-        self.records.push((key, value));
-        self.entered.push(Instant::now());
+        match self.entries.last_mut() {
+            Some(GroupWrite::Records(records)) => records.push((key, value)),
+            _ => self.entries.push(GroupWrite::Records(vec![(key, value)])),
+        }
+        self.writes.push((Instant::now(), None));
     }
 
-    /// Writes the group as one batch and counts each of its writes.
+    /// A read-modify-write whose read (taken after `token`) answered `found`.
+    fn add_rmw(&mut self, sh: &Shared, g: &StreamGet, op: &Op, token: u64, found: bool) {
+        let len = sh.plan.load_value_size(op.id) as usize;
+        let value = sh.values.value(op.id, op.index, len).to_vec();
+        self.rmw_keys.insert(g.key.clone());
+        self.writes
+            .push((g.entered, Some((self.entries.len(), found))));
+        self.entries.push(GroupWrite::IfUnchanged {
+            key: g.key.clone(),
+            value,
+            token,
+        });
+    }
+
+    /// Writes the group and counts each of its writes.
     fn commit(&mut self, sh: &Shared, out: &mut WorkerOut) -> Result<()> {
-        if self.records.is_empty() {
+        if self.entries.is_empty() {
             return Ok(());
         }
-        sh.store.write_batch(&self.records)?;
-        self.records.clear();
-        self.keys.clear();
-        for t in self.entered.drain(..) {
+        let applied = sh.store.write_group(&self.entries)?;
+        if applied.len() != self.entries.len() {
+            return Err(BenchError::engine(
+                "write group",
+                format!(
+                    "{} outcomes for {} writes",
+                    applied.len(),
+                    self.entries.len()
+                ),
+            ));
+        }
+        for (entered, rmw) in self.writes.drain(..) {
+            let found =
+                match rmw.map(|(entry, found)| (&self.entries[entry], applied[entry], found)) {
+                    None => None,
+                    Some((_, true, found)) => Some(found),
+                    // Its key changed since the read (another thread wrote it): read and write
+                    // again, atomically.
+                    Some((GroupWrite::IfUnchanged { key, value, .. }, false, _)) => {
+                        Some(sh.store.read_modify_write(key, value)?)
+                    }
+                    // (A read-modify-write's entry is always conditional.)
+                    Some((GroupWrite::Records(_), false, _)) => None,
+                };
             out.hist
-                .saturating_record((t.elapsed().as_nanos() as u64).max(1));
+                .saturating_record((entered.elapsed().as_nanos() as u64).max(1));
             out.writes += 1;
+            out.tally(found);
             sh.complete_one();
         }
+        self.entries.clear();
+        self.keys.clear();
+        self.rmw_keys.clear();
         Ok(())
     }
 }
@@ -890,9 +951,12 @@ mod tests {
         /// Read each streamed get when it enters (as tierkv's stream does) instead of when
         /// it is answered.
         reads_at_entry: bool,
-        /// Batches written (reset after the load) and the records they held.
+        /// Batches and groups written (reset after the load) and the writes they held.
         batches: AtomicU64,
         batched: AtomicU64,
+        /// Writes so far, and the last write of each key.
+        seq: AtomicU64,
+        written_at: Mutex<HashMap<Vec<u8>, u64>>,
     }
 
     impl MemStore {
@@ -946,6 +1010,35 @@ mod tests {
         fn stream_reads_at_entry(&self) -> bool {
             self.reads_at_entry
         }
+        /// With `reads_at_entry`: the number of writes so far, and a conditional write
+        /// applies only if its key's last write came no later.
+        fn read_token(&self) -> Option<u64> {
+            self.reads_at_entry.then(|| self.seq.load(Relaxed))
+        }
+        fn write_group(&self, group: &[GroupWrite]) -> Result<Vec<bool>> {
+            self.batches.fetch_add(1, Relaxed);
+            group
+                .iter()
+                .map(|w| match w {
+                    GroupWrite::Records(records) => {
+                        self.batched.fetch_add(records.len() as u64, Relaxed);
+                        for (k, v) in records {
+                            self.put(k, v)?;
+                        }
+                        Ok(true)
+                    }
+                    GroupWrite::IfUnchanged { key, value, token } => {
+                        self.batched.fetch_add(1, Relaxed);
+                        let last = self.written_at.lock().unwrap().get(key).copied();
+                        if last.is_some_and(|at| at > *token) {
+                            return Ok(false);
+                        }
+                        self.put(key, value)?;
+                        Ok(true)
+                    }
+                })
+                .collect()
+        }
         fn get(&self, key: &[u8]) -> Result<bool> {
             let found = self.map.lock().unwrap().contains_key(key);
             if found {
@@ -956,6 +1049,8 @@ mod tests {
         }
         fn put(&self, key: &[u8], value: &[u8]) -> Result<()> {
             self.note_write(key);
+            let at = self.seq.fetch_add(1, Relaxed) + 1;
+            self.written_at.lock().unwrap().insert(key.to_vec(), at);
             self.written.fetch_add(value.len() as u64, Relaxed);
             self.map
                 .lock()
@@ -1280,14 +1375,14 @@ mod tests {
                     } else if w == "a" {
                         assert!(went_ahead > 0, "{w}: writes of keys in flight wait");
                     }
-                    // Plain writes went out in groups (f has none: its writes are
-                    // read-modify-writes); one at a time, none did.
+                    // Plain writes went out in groups, and so did f's read-modify-writes
+                    // with a store that takes read tokens; one at a time, none did.
                     let (batches, records) = (
                         batched.0.batches.load(Relaxed),
                         batched.0.batched.load(Relaxed),
                     );
                     assert_eq!(plain.0.batches.load(Relaxed), 0, "{w}");
-                    if w != "f" {
+                    if w != "f" || reads_at_entry {
                         assert!(batches * 2 < records, "{w}: {batches} batches of {records}");
                     }
                 }

@@ -232,6 +232,25 @@ pub struct StreamGet {
     /// whose read streams first (bringing the record's block into memory), so its atomic
     /// read-modify-write runs without waiting on the disk. `None` for a plain get.
     pub then: Option<crate::workload::Op>,
+    /// For a read-modify-write: [`Store::read_token`] taken before its read entered.
+    pub token: Option<u64>,
+}
+
+/// One entry of a stream's group of writes ([`Store::write_group`]).
+#[derive(Clone, Debug)]
+pub enum GroupWrite {
+    /// Plain writes, applied as one atomic batch.
+    Records(Vec<(Vec<u8>, Vec<u8>)>),
+    /// A read-modify-write's write: applies only if `key` was not written after `token`
+    /// (when its read was taken).
+    IfUnchanged {
+        /// The key read and written.
+        key: Vec<u8>,
+        /// Its new value.
+        value: Vec<u8>,
+        /// [`Store::read_token`] from before the read.
+        token: u64,
+    },
 }
 
 impl AsRef<[u8]> for StreamGet {
@@ -299,6 +318,27 @@ pub trait Store: Send + Sync {
     /// default stream reads a window when it goes out, so it does not.
     fn stream_reads_at_entry(&self) -> bool {
         false
+    }
+    /// For a read-modify-write whose read streams ahead: a token taken before the read
+    /// enters, with which [`Store::write_group`] applies its write only if the key was not
+    /// written since. `None` (this default): the store has no such write, and the
+    /// read-modify-write runs atomically ([`Store::read_modify_write`]) when its read is
+    /// answered.
+    fn read_token(&self) -> Option<u64> {
+        None
+    }
+    /// Writes a stream's group of writes in order, in as few commits as the store can;
+    /// returns per entry whether it applied (plain records always do, when no error).
+    /// This default writes each batch of records with [`Store::write_batch`] and declines
+    /// every conditional write (the runner then runs it as a read-modify-write).
+    fn write_group(&self, group: &[GroupWrite]) -> Result<Vec<bool>> {
+        group
+            .iter()
+            .map(|w| match w {
+                GroupWrite::Records(records) => self.write_batch(records).map(|()| true),
+                GroupWrite::IfUnchanged { .. } => Ok(false),
+            })
+            .collect()
     }
     /// Write one record.
     fn put(&self, key: &[u8], value: &[u8]) -> Result<()>;
@@ -452,6 +492,47 @@ impl Store for TierkvStore {
     /// `Db::get_pipelined` gives each key a fresh read point when it enters.
     fn stream_reads_at_entry(&self) -> bool {
         true
+    }
+
+    fn read_token(&self) -> Option<u64> {
+        Some(self.db.latest_sequence())
+    }
+
+    /// One `Db::write_many_if_unchanged`: the group's writes queue together and share
+    /// group commits.
+    fn write_group(&self, group: &[GroupWrite]) -> Result<Vec<bool>> {
+        let writes = group
+            .iter()
+            .map(|w| {
+                let mut batch = tierkv::WriteBatch::new();
+                match w {
+                    GroupWrite::Records(records) => {
+                        for (k, v) in records {
+                            batch.put(k, v);
+                        }
+                        tierkv::ConditionalWrite {
+                            batch,
+                            keys: Vec::new(),
+                            since: 0,
+                        }
+                    }
+                    GroupWrite::IfUnchanged { key, value, token } => {
+                        batch.put(key, value);
+                        tierkv::ConditionalWrite {
+                            batch,
+                            keys: vec![key.clone()],
+                            since: *token,
+                        }
+                    }
+                }
+            })
+            .collect();
+        self.db
+            .write_many_if_unchanged(writes, &tierkv::WriteOptions::default())
+            .map_err(|e| self.err(e))?
+            .into_iter()
+            .map(|outcome| outcome.map_err(|e| self.err(e)))
+            .collect()
     }
 
     fn multi_get(&self, keys: &[Vec<u8>]) -> Result<Vec<bool>> {
@@ -660,6 +741,7 @@ mod tests {
                     key: key(i),
                     entered: std::time::Instant::now(),
                     then: None,
+                    token: None,
                 })
             },
             &mut |g, found| {

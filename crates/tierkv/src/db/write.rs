@@ -53,7 +53,7 @@ pub(crate) struct PendingWrite {
 pub struct ConditionalWrite {
     /// What to write, atomically.
     pub batch: WriteBatch,
-    /// The keys whose state the write depends on.
+    /// The keys whose state the write depends on (none: it applies unconditionally).
     pub keys: Vec<Vec<u8>>,
     /// A [`crate::Db::latest_sequence`] taken before those keys were read.
     pub since: u64,
@@ -197,7 +197,10 @@ impl DbInner {
         self.write_queued(
             writes
                 .into_iter()
-                .map(|w| (w.batch, Some((w.keys, w.since))))
+                .map(|w| {
+                    let condition = (!w.keys.is_empty()).then_some((w.keys, w.since));
+                    (w.batch, condition)
+                })
                 .collect(),
             sync,
         )
