@@ -65,14 +65,18 @@ pub struct BenchArgs {
     /// paper].
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Gets in flight per client thread: each thread streams its gets with up to N in
-    /// flight continuously (tierkv's `Db::get_pipelined`; other engines read windows of N
-    /// with one batched read), as F2's driver keeps many reads outstanding per thread.
-    /// A read-modify-write streams its read ahead and runs when it is answered. Writes of
-    /// keys with no operation in flight run inline as they come; a write of an in-flight
-    /// key, an operation on a key whose read-modify-write is in flight, or a scan, waits
-    /// until the stream drained, so operations on one key keep their order. A streamed
-    /// operation's latency runs from its entry to its end [default: 1, one at a time].
+    /// Operations in flight per client thread, as an asynchronous client (or F2's driver,
+    /// which keeps many reads outstanding per thread) has them: each thread streams its
+    /// gets with up to N in flight continuously (tierkv's `Db::get_pipelined`, each get
+    /// read as of its entry; other engines read windows of N with one batched read), and
+    /// holds up to N writes to commit them together (one group commit: plain writes as
+    /// one batch; on tierkv a read-modify-write, whose read streams ahead, writes
+    /// optimistically with `Db::write_many_if_unchanged` once its read is answered). An
+    /// operation on a key with a write held waits for the group to commit, one on a key
+    /// whose read-modify-write is in flight (or, on engines that read late, a write of a
+    /// key being read) and a scan wait until the stream drained, so operations on one key
+    /// keep their order. An operation's latency runs from its entry to its end (a write's
+    /// to its group's commit) [default: 1, one at a time].
     #[arg(long)]
     pub batch: Option<usize>,
     /// Fast-disk budget (e.g. 64MiB, 1GiB) [default: the scale's: 4MiB for smoke, 32MiB for
