@@ -432,18 +432,21 @@ fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
 }
 
 /// A client thread with `--batch N`: its gets go through the store's streaming read
-/// ([`Store::get_stream`]) with up to N in flight, while its other operations run inline
-/// as they come: a write of a key with no get in flight goes ahead (it cannot change what
-/// those gets answer, as F2's driver keeps reads pending while upserts go ahead), and so
-/// does a write of a key in flight when the store reads each get at its entry
+/// ([`Store::get_stream`]) with up to N in flight, its plain writes go to a group of up to
+/// N committed together ([`GroupedWrites`]), and its other operations run inline as they
+/// come. A write of a key with no get in flight goes ahead (it cannot change what those
+/// gets answer, as F2's driver keeps reads pending while upserts go ahead), and so does a
+/// write of a key in flight when the store reads each get at its entry
 /// ([`Store::stream_reads_at_entry`]: the get answers the state before the write); with
 /// any other store such a write, and always a scan, waits until the stream drained. A
 /// read-modify-write (YCSB F) enters the stream too: its key is read ahead (bringing the
-/// record's block into memory) and the atomic read-modify-write runs when that read is
-/// answered; until then a get or write of its key waits for the drain. So every get
-/// answers what it would have answered in order, and every other operation sees the
-/// effects of the thread's earlier ones. A streamed operation's latency runs from its
-/// entry to its end.
+/// record's block into memory), and when that read is answered its write joins the group
+/// conditioned on the key being unchanged since the read (with a store that has read
+/// tokens), or the atomic read-modify-write runs; until then a get or write of its key
+/// waits for the drain. So every get answers what it would have answered in order, and
+/// every other operation sees the effects of the thread's earlier ones. A streamed
+/// operation's latency runs from its entry to its end (a grouped write's to its group's
+/// commit).
 fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
     let out = std::cell::RefCell::new(WorkerOut {
         hist: new_hist(),
@@ -463,7 +466,7 @@ fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
     // An operation that waits for the stream to drain.
     let mut held: Option<(Op, Vec<u8>)> = None;
     let reads_at_entry = sh.store.stream_reads_at_entry();
-    // Plain writes not yet committed, committed together as one batch.
+    // Writes not yet committed, committed together.
     let grouped = std::cell::RefCell::new(GroupedWrites::default());
     loop {
         if let Some((op, key)) = held.take() {
