@@ -37,6 +37,14 @@ fn incr(old: Option<&[u8]>) -> Option<Vec<u8>> {
     Some(v)
 }
 
+/// Every counter holds exactly the increments applied to it.
+fn check_counters(db: &Db, applied: &[AtomicU64]) {
+    for (k, applied) in applied.iter().enumerate() {
+        let got = parse(db.get(counter_key(k as u64)).unwrap().as_deref());
+        assert_eq!(got, applied.load(Ordering::Relaxed), "counter {k}");
+    }
+}
+
 #[test]
 fn concurrent_increments_never_lose_an_update() {
     const THREADS: u64 = 8;
@@ -74,16 +82,7 @@ fn concurrent_increments_never_lose_an_update() {
             });
         }
     });
-    let check = |db: &Db| {
-        for k in 0..COUNTERS {
-            let got = parse(db.get(counter_key(k)).unwrap().as_deref());
-            assert_eq!(
-                got,
-                applied[k as usize].load(Ordering::Relaxed),
-                "counter {k}"
-            );
-        }
-    };
+    let check = |db: &Db| check_counters(db, &applied);
     check(&db);
     let s = db.stats();
     assert_eq!(s.rmws, THREADS * PER_THREAD);
@@ -291,16 +290,7 @@ fn grouped_optimistic_increments_never_lose_an_update() {
             });
         }
     });
-    let check = |db: &Db| {
-        for k in 0..COUNTERS {
-            let got = parse(db.get(counter_key(k)).unwrap().as_deref());
-            assert_eq!(
-                got,
-                applied[k as usize].load(Ordering::Relaxed),
-                "counter {k}"
-            );
-        }
-    };
+    let check = |db: &Db| check_counters(db, &applied);
     check(&db);
     let s = db.stats();
     assert!(s.flushes > 0 && s.compactions > 0, "{s:?}");
