@@ -380,12 +380,7 @@ fn store_with_failing_tables(
     }
     db.compact_range(None, None).unwrap();
     db.wait_for_background().unwrap();
-    let mut tables: Vec<String> = std::fs::read_dir(db.tier_dir(Tier::Fast))
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|name| name.ends_with(".sst"))
-        .collect();
-    tables.sort();
+    let tables = fast_tables(&db);
     assert!(tables.len() >= 4, "too few tables: {tables:?}");
     for failing in [&tables[1], &tables[tables.len() / 2]] {
         faults.add(FaultRule {
@@ -581,12 +576,7 @@ fn read_faults_under_concurrent_writes_and_compactions_fail_only_their_keys_with
         // in key order) never take these files as inputs.
         db.compact_range(None, None).unwrap();
         db.wait_for_background().unwrap();
-        let mut tables: Vec<String> = std::fs::read_dir(db.tier_dir(Tier::Fast))
-            .unwrap()
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|name| name.ends_with(".sst"))
-            .collect();
-        tables.sort();
+        let tables = fast_tables(&db);
         assert!(tables.len() >= 4, "too few tables: {tables:?}");
         for failing in [&tables[0], &tables[tables.len() - 2]] {
             faults.add(FaultRule {
@@ -992,4 +982,15 @@ fn a_key_whose_block_is_quick_is_answered_before_another_keys_slow_read_complete
             "the quick key did not wait for the slow read: {order:?}"
         );
     });
+}
+
+/// The fast tier's table files, by name (so in creation order).
+fn fast_tables(db: &Db) -> Vec<String> {
+    let mut tables: Vec<String> = std::fs::read_dir(db.tier_dir(Tier::Fast))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|name| name.ends_with(".sst"))
+        .collect();
+    tables.sort();
+    tables
 }
