@@ -30,6 +30,10 @@ pub(crate) struct Maint {
     /// Flush count when the last eviction ended: a new one needs new data, so limits
     /// that cannot be met do not make the background spin.
     flushes_at_eviction: u64,
+    /// Counter period (`Clock::epoch`) when the last eviction started: with auto-tuning an
+    /// eviction is due once a later period begins, whether or not a limit is passed (see
+    /// [`Ralt::retune_due`]).
+    tuned_epoch: u64,
     pub(super) eviction: Option<Eviction>,
     /// Per level, the largest key of the last file compacted (round-robin picking).
     compact_ptr: Vec<Option<Vec<u8>>>,
@@ -58,6 +62,7 @@ impl Maint {
             },
             flushes: 1,
             flushes_at_eviction: 0,
+            tuned_epoch: s.clock.epoch,
             eviction: None,
             compact_ptr: vec![None; MAX_LEVEL + 1],
             admission: Admission::default(),
@@ -317,7 +322,22 @@ impl Ralt {
                 || v.record_bytes() > m.th.phys_limit
                 || self
                     .file_memory_limit()
-                    .is_some_and(|l| v.memory_bytes() > l))
+                    .is_some_and(|l| v.memory_bytes() > l)
+                || self.retune_due(m))
+    }
+
+    /// With auto-tuning, an eviction (which is where Algorithm 1 sets both limits and
+    /// the hot threshold) is due once per counter period even below the limits. The
+    /// paper's RALT writes every access, so its files reach the physical limit and evict
+    /// (and retune) again and again; with the admission stage and the hot stage they hold
+    /// a fraction of that and may never reach the initial limits (50% of the fast levels
+    /// for the hot set), so no threshold was ever set: every key seen twice counted as
+    /// hot and was retained on the fast tier, up to half of it, and the cross-tier
+    /// compaction overlapped more of the slow tier per byte demoted (docs/BENCHMARKS.md,
+    /// "Cross-tier step bisected"). Once a period is enough: the stability counters
+    /// Algorithm 1 measures change only when one ends.
+    fn retune_due(&self, m: &Maint) -> bool {
+        self.opts.auto_tune && self.front.lock().clock.epoch > m.tuned_epoch
     }
 
     /// True when the run files' filters and indexes and the hot stage together pass what
@@ -634,6 +654,7 @@ impl Ralt {
     fn start_eviction(&self, m: &mut Maint, v: &Version) -> Result<()> {
         let clock = self.front.lock().clock;
         let (t, e) = (clock.tick, clock.epoch);
+        m.tuned_epoch = e;
         let auto = self.opts.auto_tune;
         let files: Vec<&Arc<RunFile>> = v.files().map(|(_, f)| f).collect();
         let est_h: u64 = files.iter().map(|f| f.info.hotrap_bytes).sum();
