@@ -6,7 +6,9 @@
 //! tierkv's in-engine device model cannot throttle RocksDB: run both under
 //! `scripts/tiers.sh` (kernel-enforced limits, `--slow-device none --fast-dir --slow-dir`)
 //! for a fair side-by-side. RocksDB does not split I/O by tier, so per-tier bytes are
-//! reported as unavailable; its FD hit rate comes from its per-level get tickers.
+//! reported as unavailable; its FD hit rate comes from its per-level get tickers. Its
+//! `engine_stats` say where each level's live tables are (fast or slow directory) and the
+//! fast directory's peak bytes at the runner's samples, to check the placement.
 
 use rocksdb::statistics::Ticker;
 use rocksdb::{
@@ -14,10 +16,44 @@ use rocksdb::{
     WriteBatch, DB,
 };
 
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
 use crate::error::{BenchError, Result};
 use crate::scale::Config;
 use crate::store::{Counters, Store, TierDirs};
 use crate::systems::System;
+
+/// `rocksdb-tiered`'s sizes: L1's target and the fast `db_paths` entry's target size.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct TieredLayout {
+    /// `max_bytes_for_level_base`: the enlarged L1 that fills the fast disk next to L0.
+    l1_target: u64,
+    /// The fast path's `target_size`. It only steers placement (RocksDB does not enforce
+    /// it): `LevelCompactionBuilder::GetPathId` walks the levels from L0, estimating L0 as
+    /// large as L1, and puts a level on the first path whose target still holds it after
+    /// the levels before it. So L1 lands on the fast path only if that target covers L0's
+    /// estimate plus L1's target, twice `l1_target`, even though L0 really holds about four
+    /// memtables (with `budget less the WALs` as the target, L1 went to the slow disk:
+    /// docs/BENCHMARKS.md, "Against RocksDB (YCSB A)").
+    fast_path_target: u64,
+}
+
+impl TieredLayout {
+    fn new(cfg: &Config) -> TieredLayout {
+        // The WALs of RocksDB's memtables (max_write_buffer_number, 2) share the fast
+        // disk, as tierkv's share its budget (`Options::fast_tier_reserve`).
+        let tables = cfg.fd_budget.saturating_sub(2 * cfg.write_buffer_size);
+        // L0 holds up to the compaction trigger's four flushed memtables.
+        let l0_share = 4 * cfg.write_buffer_size;
+        // One enlarged L1 fills the rest of the fast disk: RocksDB-fat.
+        let l1_target = tables.saturating_sub(l0_share).max(cfg.level_base);
+        TieredLayout {
+            l1_target,
+            fast_path_target: l1_target.saturating_mul(2),
+        }
+    }
+}
 
 /// A RocksDB store under test.
 pub struct RocksStore {
@@ -25,6 +61,11 @@ pub struct RocksStore {
     db: DB,
     opts: Options,
     tiered: bool,
+    /// The fast directory, to tell which files live there.
+    fast_dir: PathBuf,
+    /// The most bytes the fast directory held (every file: tables, WALs, manifest, `LOG`)
+    /// at any `counters` call since the open, i.e. at the runner's samples.
+    fast_dir_peak: AtomicU64,
     // Keeps the block cache alive as long as the store.
     _cache: Cache,
 }
@@ -54,15 +95,11 @@ impl RocksStore {
         opts.set_max_bytes_for_level_multiplier(10.0);
         // db_paths places levels by their static targets; dynamic level sizing would move them.
         opts.set_level_compaction_dynamic_level_bytes(false);
-        let l0_share = 4 * cfg.write_buffer_size;
         if tiered {
-            // The WALs of RocksDB's memtables (max_write_buffer_number, 2) share the fast
-            // disk, as tierkv's share its budget (`Options::fast_tier_reserve`).
-            let tables = cfg.fd_budget.saturating_sub(2 * cfg.write_buffer_size);
-            // One enlarged L1 fills the fast disk next to L0: RocksDB-fat.
-            opts.set_max_bytes_for_level_base(tables.saturating_sub(l0_share).max(cfg.level_base));
+            let layout = TieredLayout::new(cfg);
+            opts.set_max_bytes_for_level_base(layout.l1_target);
             let paths = [
-                DBPath::new(&dirs.fast, tables).map_err(err)?,
+                DBPath::new(&dirs.fast, layout.fast_path_target).map_err(err)?,
                 DBPath::new(&dirs.slow, u64::MAX / 4).map_err(err)?,
             ];
             opts.set_db_paths(&paths);
@@ -83,6 +120,8 @@ impl RocksStore {
             db,
             opts,
             tiered,
+            fast_dir: dirs.fast.clone(),
+            fast_dir_peak: AtomicU64::new(0),
             _cache: cache,
         })
     }
@@ -154,6 +193,9 @@ impl Store for RocksStore {
     }
 
     fn counters(&self) -> Counters {
+        if let Some(b) = dir_bytes(&self.fast_dir) {
+            self.fast_dir_peak.fetch_max(b, Relaxed);
+        }
         let t = |k| self.opts.get_ticker_count(k);
         let upper = t(Ticker::MemtableHit) + t(Ticker::GetHitL0) + t(Ticker::GetHitL1);
         let deep = t(Ticker::GetHitL2AndUp);
@@ -191,12 +233,137 @@ impl Store for RocksStore {
 
     fn engine_stats(&self) -> serde_json::Value {
         let stats = self.db.property_value("rocksdb.stats").ok().flatten();
-        serde_json::json!({ "rocksdb.stats": stats })
+        // Where each level's live tables are: the fast directory or the slow one (RocksDB
+        // names them relative to their `db_paths` entry).
+        let mut levels: Vec<[u64; 4]> = Vec::new();
+        for f in self.db.live_files().unwrap_or_default() {
+            let level = usize::try_from(f.level).unwrap_or(0);
+            if levels.len() <= level {
+                levels.resize(level + 1, [0; 4]);
+            }
+            let on_fast = self.fast_dir.join(f.name.trim_start_matches('/')).exists();
+            let at = if on_fast { 0 } else { 2 };
+            levels[level][at] += 1;
+            levels[level][at + 1] += f.size as u64;
+        }
+        let placement: Vec<_> = levels
+            .iter()
+            .enumerate()
+            .map(|(level, [ff, fb, sf, sb])| {
+                serde_json::json!({
+                    "level": level,
+                    "fast_files": ff,
+                    "fast_bytes": fb,
+                    "slow_files": sf,
+                    "slow_bytes": sb,
+                })
+            })
+            .collect();
+        serde_json::json!({
+            "rocksdb.stats": stats,
+            "placement": placement,
+            "fast_dir_bytes": dir_bytes(&self.fast_dir),
+            "fast_dir_peak_bytes": self.fast_dir_peak.load(Relaxed),
+        })
     }
 
     fn close(self: Box<Self>) -> Result<()> {
         // Dropping the handle closes RocksDB (it flushes nothing unsynced we rely on).
         drop(self);
         Ok(())
+    }
+}
+
+/// Bytes of the regular files in `dir` (not recursive: RocksDB keeps its files flat), or
+/// `None` when it cannot be listed.
+fn dir_bytes(dir: &Path) -> Option<u64> {
+    let mut total = 0;
+    for e in std::fs::read_dir(dir).ok()? {
+        // A file deleted between the listing and the stat counts as gone.
+        if let Ok(m) = e.ok()?.metadata() {
+            if m.is_file() {
+                total += m.len();
+            }
+        }
+    }
+    Some(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// RocksDB's `LevelCompactionBuilder::GetPathId` (db/compaction/compaction_picker_level.cc,
+    /// static level sizes): the path a level's compaction outputs go to.
+    fn rocksdb_path_id(targets: &[u64], level_base: u64, multiplier: u64, level: usize) -> usize {
+        let mut p = 0;
+        let mut left = targets[0];
+        // L0 is estimated as large as L1.
+        let mut level_size = level_base;
+        let mut cur = 0;
+        while p < targets.len() - 1 {
+            if level_size <= left {
+                if cur == level {
+                    return p;
+                }
+                left -= level_size;
+                if cur > 0 {
+                    level_size *= multiplier;
+                }
+                cur += 1;
+                continue;
+            }
+            p += 1;
+            left = targets[p];
+        }
+        p
+    }
+
+    /// The peer's claim: `rocksdb-tiered` keeps L0 and L1 on the fast disk and everything
+    /// deeper on the slow one, with L1 sized to the fast-tier budget less the WALs and L0.
+    #[test]
+    fn tiered_layout_places_l0_and_l1_on_the_fast_path() {
+        let config = |scale: &str, budget: Option<u64>| {
+            let a = crate::args::BenchArgs {
+                scale: scale.into(),
+                out: "o".into(),
+                fd_budget: budget,
+                memory_budget: budget,
+                ..Default::default()
+            };
+            Config::from_args(&a).unwrap()
+        };
+        // The presets and issue 20's F2 setup (one 43.2 MB budget for memory and fast disk).
+        let configs = [
+            config("smoke", None),
+            config("small", None),
+            config("paper", None),
+            config("small", Some(43_200_000)),
+        ];
+        for cfg in &configs {
+            let l = TieredLayout::new(cfg);
+            let wb = cfg.write_buffer_size;
+            // The fast path's target covers L0's estimate (one L1) plus L1's target.
+            assert!(l.fast_path_target >= 2 * l.l1_target, "{l:?}");
+            // L1's target is the budget less two WALs and four L0 tables.
+            assert_eq!(
+                l.l1_target,
+                cfg.fd_budget.saturating_sub(6 * wb).max(cfg.level_base),
+                "{l:?}"
+            );
+            let targets = [l.fast_path_target, u64::MAX / 4];
+            for (level, path) in [(0, 0), (1, 0), (2, 1), (3, 1)] {
+                assert_eq!(
+                    rocksdb_path_id(&targets, l.l1_target, 10, level),
+                    path,
+                    "level {level} of {l:?}"
+                );
+            }
+        }
+        // The old target (budget less the WALs) sent L1 to the slow path: the check can fail.
+        let cfg = &configs[1];
+        let l = TieredLayout::new(cfg);
+        let old = [cfg.fd_budget - 2 * cfg.write_buffer_size, u64::MAX / 4];
+        assert_eq!(rocksdb_path_id(&old, l.l1_target, 10, 1), 1);
     }
 }
