@@ -121,6 +121,10 @@ pub struct BenchArgs {
     /// by size only) [default: the engine's, 48].
     #[arg(long)]
     pub block_records: Option<usize>,
+    /// Largest data block of the semi-sorted tables of every tierkv system
+    /// (`CompactionOptions::semi_block_size`), e.g. 16KiB [default: the engine's, 4 KiB].
+    #[arg(long, value_parser = parse_size)]
+    pub semi_block_size: Option<u64>,
     /// No bloom filters on the deepest level of every tierkv system
     /// (`Options::last_level_filters = false`: less memory per key, one data-block read
     /// for a lookup of a key stored nowhere).

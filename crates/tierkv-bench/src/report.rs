@@ -220,6 +220,12 @@ pub fn markdown(res: &BenchResults) -> String {
     if c.read_io != tierkv::Options::default().read_io.name() {
         let _ = writeln!(s, "- tierkv batched reads: read_io {}", c.read_io);
     }
+    if let Some(b) = c.semi_block_size {
+        let _ = writeln!(
+            s,
+            "- tierkv semi-sorted tables: data blocks of at most {b} bytes"
+        );
+    }
     if c.block_records.is_some() || !c.last_level_filters {
         let _ = writeln!(
             s,

@@ -158,6 +158,8 @@ pub struct Config {
     pub level_base: u64,
     /// Records per data block of tierkv systems (`None`: the engine's default).
     pub block_records: Option<usize>,
+    /// Largest semi-sorted data block of tierkv systems (`None`: the engine's default).
+    pub semi_block_size: Option<usize>,
     /// Bloom filters on tierkv's deepest level.
     pub last_level_filters: bool,
     /// tierkv's read path for batches (`Options::read_io`: auto, uring or threads).
@@ -350,6 +352,9 @@ impl Config {
             target_file_size,
             level_base,
             block_records: a.block_records,
+            semi_block_size: a
+                .semi_block_size
+                .map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
             last_level_filters: !a.no_last_level_filters,
             read_io,
             interval,

@@ -422,13 +422,18 @@ pub fn tierkv_options(
         // that a system with the semi-sorted slow tier loads its own in that format (its
         // `load_class`): loaded as sorted tables, its run would spend its merges
         // converting them.
-        compaction: if loading {
-            tierkv::CompactionOptions {
-                slow_tier_format: system.compaction().slow_tier_format,
-                ..Default::default()
+        compaction: tierkv::CompactionOptions {
+            semi_block_size: cfg
+                .semi_block_size
+                .unwrap_or(tierkv::CompactionOptions::default().semi_block_size),
+            ..if loading {
+                tierkv::CompactionOptions {
+                    slow_tier_format: system.compaction().slow_tier_format,
+                    ..Default::default()
+                }
+            } else {
+                system.compaction()
             }
-        } else {
-            system.compaction()
         },
         ..Default::default()
     }

@@ -220,6 +220,14 @@ pub struct CompactionOptions {
     /// tables' in-memory indexes) among up to 8 candidate files drawn at random, instead
     /// of the smallest overlap-to-size ratio (default false).
     pub overlap_score_victim: bool,
+    /// Largest data block of a semi-sorted table (default 4 KiB, HyperDB's page-sized
+    /// blocks; `Options::block_size` when that is smaller, and `block_records` still cuts).
+    /// A merge into a semi-sorted table rewrites every block an input key lands in, so the
+    /// bytes a demoted record costs there grow with the block it lands in: with 1 KiB
+    /// records, 4 KiB blocks cut the slow tier's writes by ~40% against 16 KiB ones
+    /// (docs/BENCHMARKS.md, "Semi-sorted block size"). Sorted tables are rewritten whole
+    /// either way and keep `block_size`.
+    pub semi_block_size: usize,
 }
 
 /// How a [`crate::Db::multi_get`] batch (and a [`crate::Db::get_pipelined`] stream) reads
@@ -302,6 +310,7 @@ impl Default for CompactionOptions {
             slow_tier_format: SlowTierFormat::Sorted,
             preemptive_pushdown: false,
             overlap_score_victim: false,
+            semi_block_size: 4 * KIB,
         }
     }
 }
@@ -396,6 +405,12 @@ impl Options {
             return bad(format!(
                 "block_size {} is outside 256 B..64 MiB",
                 self.block_size
+            ));
+        }
+        if !(256..=64 * MIB).contains(&self.compaction.semi_block_size) {
+            return bad(format!(
+                "compaction.semi_block_size {} is outside 256 B..64 MiB",
+                self.compaction.semi_block_size
             ));
         }
         if self.block_restart_interval == 0 {
@@ -566,6 +581,14 @@ impl Options {
             bloom_bits_per_key: self.bloom_bits_per_key as usize,
             compression: self.compression,
         }
+    }
+
+    /// The format of semi-sorted tables: [`Options::table_options`] with data blocks of at
+    /// most `compaction.semi_block_size`.
+    pub(crate) fn semi_table_options(&self) -> TableOptions {
+        let mut o = self.table_options();
+        o.block_size = o.block_size.min(self.compaction.semi_block_size);
+        o
     }
 }
 

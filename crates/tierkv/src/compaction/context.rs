@@ -41,6 +41,8 @@ pub struct JobContext<'a> {
     pub tables: &'a Arc<TableCache>,
     /// Table format options.
     pub table_options: TableOptions,
+    /// Format of semi-sorted tables (smaller data blocks: `Options::semi_table_options`).
+    pub semi_table_options: TableOptions,
     /// Filters on tables written to the deepest level holding data
     /// (`Options::last_level_filters`).
     pub last_level_filters: bool,

@@ -114,6 +114,7 @@ impl Store {
             env: &self.env,
             tables: &self.tables,
             table_options: table_options(true),
+            semi_table_options: table_options(true),
             last_level_filters: true,
             target_file_size: 4096,
             smallest_snapshot: snapshot,

@@ -129,7 +129,7 @@ impl SemiOutputs {
             .reopen_writable(meta.tier, &name, meta.size(), IoCause::Compaction)?;
         let writer = GenerationWriter::continuing(
             file,
-            ctx.table_options,
+            ctx.semi_table_options,
             meta.size(),
             std::mem::take(prior),
             dirty,
@@ -188,7 +188,7 @@ impl SemiOutputs {
                 &table_file_name(number),
                 IoCause::Compaction,
             )?;
-            self.fresh = Some((GenerationWriter::new(file, ctx.table_options), number));
+            self.fresh = Some((GenerationWriter::new(file, ctx.semi_table_options), number));
         }
         if let Some((w, _)) = self.fresh.as_mut() {
             w.add(ikey, value)?;

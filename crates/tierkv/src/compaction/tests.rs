@@ -176,6 +176,8 @@ struct Case {
     version: Version,
     compaction: Compaction,
     table_options: TableOptions,
+    /// Format of semi-sorted outputs (the table format unless a test changes it).
+    semi_table_options: TableOptions,
     target_file_size: u64,
     smallest_snapshot: u64,
     tracker: Option<HotTracker>,
@@ -351,6 +353,7 @@ fn make_case_with(seed: u64, semi: bool) -> Case {
         version,
         compaction,
         table_options,
+        semi_table_options: table_options,
         target_file_size: rng.gen_range(2048..40_000),
         smallest_snapshot,
         tracker,
@@ -384,6 +387,7 @@ fn run_case(
         env: &case.env,
         tables: &case.tables,
         table_options: case.table_options,
+        semi_table_options: case.semi_table_options,
         last_level_filters: true,
         target_file_size: case.target_file_size,
         smallest_snapshot: case.smallest_snapshot,
@@ -562,6 +566,49 @@ fn semi_sorted_merges_leave_readers_what_a_sorted_merge_leaves() {
     assert!(garbage > 0);
 }
 
+/// `CompactionOptions::semi_block_size`: a semi-sorted merge cuts the blocks it writes at
+/// the semi-sorted format's block size, not the table format's (so a later merge dirties
+/// smaller blocks), and what readers see does not change with it.
+#[test]
+fn semi_sorted_merges_cut_blocks_at_the_semi_block_size() {
+    let (mut wide_blocks, mut narrow_blocks, mut cases) = (0usize, 0usize, 0);
+    for seed in 0..60 {
+        let mut case = make_case_with(seed, true);
+        if case.table_options.block_size < 1024 || case.table_options.block_records.is_some() {
+            continue;
+        }
+        cases += 1;
+        let blocks = |case: &Case, out: &JobOutput| -> usize {
+            out.edit
+                .added
+                .iter()
+                .filter(|f| f.level == case.compaction.output_level)
+                .map(|f| {
+                    let meta = FileMeta::new(f.clone(), case.env.clone());
+                    let t = case.tables.get(&meta, IoCause::Check).unwrap();
+                    t.block_bounds().unwrap().len()
+                })
+                .sum()
+        };
+        let (wide, want) = run_case(&case, false, true, 200_000);
+        wide_blocks += blocks(&case, &wide);
+        // The same case afresh (same seed, same draws), its merge cutting smaller blocks.
+        case = make_case_with(seed, true);
+        case.semi_table_options.block_size = 256;
+        let (narrow, got) = run_case(&case, false, true, 200_000);
+        narrow_blocks += blocks(&case, &narrow);
+        assert!(
+            visible(&got, case.smallest_snapshot) == visible(&want, case.smallest_snapshot),
+            "seed {seed}: visible versions differ with smaller semi-sorted blocks"
+        );
+    }
+    assert!(cases >= 5, "{cases} cases with blocks of 1 KiB or more");
+    assert!(
+        narrow_blocks > 2 * wide_blocks,
+        "256-byte semi-sorted blocks: {narrow_blocks} blocks written, against {wide_blocks} at the table's block size"
+    );
+}
+
 /// A merge into semi-sorted tables reads its inputs once (no pass over the sorted inputs
 /// before the merge to find the dirty blocks) and leaves clean blocks of the tables it
 /// continues unread: the compaction's fast-tier reads (the inputs) stay within the
@@ -679,6 +726,7 @@ fn small_tables_case(target_file_size: u64, dense: std::ops::Range<u32>, sparse:
         },
         version,
         table_options,
+        semi_table_options: table_options,
         target_file_size,
         smallest_snapshot: seq,
         tracker: None,
@@ -1041,6 +1089,7 @@ fn appended_tables_are_rewritten_whole_before_half_is_garbage() {
                 pushdown: None,
             },
             table_options,
+            semi_table_options: table_options,
             target_file_size: 1 << 20,
             smallest_snapshot: seq,
             tracker: None,
@@ -1291,6 +1340,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
             env: &env,
             tables: &tables,
             table_options: opts,
+            semi_table_options: opts,
             last_level_filters: true,
             target_file_size: 1 << 20,
             smallest_snapshot: 1000,

@@ -402,6 +402,7 @@ pub(crate) fn run_compaction(
         env: &inner.env,
         tables: &inner.tables,
         table_options: inner.opts.table_options(),
+        semi_table_options: inner.opts.semi_table_options(),
         last_level_filters: inner.opts.last_level_filters,
         target_file_size: inner.opts.target_file_size,
         smallest_snapshot: inner.smallest_snapshot(),
