@@ -4,20 +4,15 @@
 //! 2 usage or runtime error (including a store `check` cannot open for another reason than
 //! corruption). Read-only commands (`get`, `scan`, `stats`, `check`) never create a store.
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
+mod alloc;
 mod store_args;
 
 use clap::{Parser, Subcommand};
 use std::io::Write;
 use std::process::ExitCode;
 use store_args::StoreArgs;
-
-/// mimalloc instead of glibc's malloc: glibc keeps freed memory in per-thread arenas that
-/// `malloc_trim` does not give back (a 4M-record load left ~85 MiB resident after the store
-/// closed, with 45 KiB of it live), and its small allocations cost more CPU per get.
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 #[derive(Parser)]
 #[command(
@@ -253,6 +248,7 @@ fn serve(args: ServeArgs) -> CliResult {
 
 fn main() -> ExitCode {
     use std::io::IsTerminal;
+    alloc::setup();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
