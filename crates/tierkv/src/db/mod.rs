@@ -104,8 +104,9 @@ pub(crate) struct DbInner {
     /// Signals finished background work (stalled writers, `flush`, `compact_range`).
     pub done_cv: Condvar,
     pub sv: ArcSwap<SuperVersion>,
+    /// Writers waiting to commit, in order; the head leads the next group. Waiters park
+    /// (`write.rs`): no condition variable, each is unparked by the leader concerning it.
     pub writers: Mutex<VecDeque<Arc<write::PendingWrite>>>,
-    pub writers_cv: Condvar,
     pub write_lock: Mutex<()>,
     pub wal: Mutex<Wal>,
     pub visible_seq: AtomicU64,

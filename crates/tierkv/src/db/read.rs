@@ -95,11 +95,13 @@ pub(super) struct Read<'a> {
     warm: bool,
 }
 
-/// The SuperVersion a read holds: its caller's (a `get`, a `multi_get` batch), or its
-/// own (a key of [`DbInner::get_pipelined`], which outlives the call that started it).
+/// The SuperVersion a read holds: its caller's (a `get`, a `multi_get` batch), or one
+/// shared by the keys of one thread's [`DbInner::get_pipelined`] stream that entered
+/// while it was current (a key's disk stages outlive the call that started them; an `Rc`
+/// of the stream's pin costs no atomic reference count per key).
 pub(super) enum Pinned<'a> {
     Borrowed(&'a SuperVersion),
-    Owned(Arc<SuperVersion>),
+    Shared(std::rc::Rc<Arc<SuperVersion>>),
 }
 
 impl std::ops::Deref for Pinned<'_> {
@@ -107,7 +109,7 @@ impl std::ops::Deref for Pinned<'_> {
     fn deref(&self) -> &SuperVersion {
         match self {
             Pinned::Borrowed(sv) => sv,
-            Pinned::Owned(sv) => sv,
+            Pinned::Shared(sv) => sv,
         }
     }
 }
@@ -205,16 +207,17 @@ impl DbInner {
         DiskGet::new(r, pending.pointer)
     }
 
-    /// [`DbInner::disk_get`] for a key that owns its bytes and SuperVersion (a key of a
-    /// stream, whose disk stages outlive the call that started them).
+    /// [`DbInner::disk_get`] for a key that owns its bytes and a share of its stream's
+    /// SuperVersion (a key of a stream, whose disk stages outlive the call that started
+    /// them).
     pub(super) fn disk_get_owned(
         &self,
         key: Vec<u8>,
-        sv: Arc<SuperVersion>,
+        sv: std::rc::Rc<Arc<SuperVersion>>,
         at: ReadPoint,
         pending: &PendingKey,
     ) -> DiskGet<'_> {
-        let mut r = self.read_pinned(Cow::Owned(key), Pinned::Owned(sv), at);
+        let mut r = self.read_pinned(Cow::Owned(key), Pinned::Shared(sv), at);
         r.hash = pending.hash;
         r.warm = pending.warm;
         DiskGet::new(r, pending.pointer)
@@ -362,6 +365,47 @@ impl DbInner {
             },
             sv,
         ))
+    }
+
+    /// [`DbInner::start_read`] for the next key of a stream: the same read point and
+    /// SuperVersion as `last` (the stream's previous key's) when nothing they consist of
+    /// changed since, else fresh ones (and `last` becomes them). Either way the key gets
+    /// exactly what `start_read` would give it now: the fence, the epoch, the sequence
+    /// number and the SuperVersion are loaded in `start_read`'s order and compared with
+    /// `last`'s; only if all are equal is `last` reused (sharing its pin, so a key costs
+    /// no reference count on the SuperVersion shared by every thread). The time of the
+    /// read is always taken anew.
+    pub(super) fn start_streamed_read(
+        &self,
+        ropts: &ReadOptions,
+        last: &mut Option<(ReadPoint, std::rc::Rc<Arc<SuperVersion>>)>,
+    ) -> Result<(ReadPoint, std::rc::Rc<Arc<SuperVersion>>)> {
+        if let Some((at, sv)) = last.as_ref() {
+            let latest = ropts.snapshot.is_none();
+            let fence = self
+                .point_cache(latest)
+                .map_or(0, |c: &Arc<Cache>| c.fence());
+            let epoch = self.pc.read_epoch();
+            let seq = ropts
+                .snapshot
+                .unwrap_or_else(|| self.visible_seq.load(std::sync::atomic::Ordering::Acquire));
+            if at.latest == latest
+                && at.fence == fence
+                && at.epoch == epoch
+                && at.seq == seq
+                && Arc::ptr_eq(&self.sv.load(), sv)
+            {
+                let at = ReadPoint {
+                    now: self.opts.clock.now_ms(),
+                    ..*at
+                };
+                return Ok((at, sv.clone()));
+            }
+        }
+        let (at, sv) = self.start_read(ropts)?;
+        let sv = std::rc::Rc::new(Guard::into_inner(sv));
+        *last = Some((at, sv.clone()));
+        Ok((at, sv))
     }
 
     /// The point caches a read may use: only a read of the latest state.
