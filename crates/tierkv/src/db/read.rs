@@ -722,3 +722,57 @@ impl<'a> DiskGet<'a> {
         self.pointer_table = None;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{Db, Options, ReadOptions};
+    use std::rc::Rc;
+    use std::sync::Arc;
+
+    /// A stream's keys share a read point only while it is what `start_read` would give
+    /// them (`DbInner::start_streamed_read`): the same sequence number and SuperVersion
+    /// while nothing changed; a write moves the sequence number (a key entering after it
+    /// must see it: read-your-writes), a flush installs a new SuperVersion, and each
+    /// key entering after either gets the new one. A snapshot read keeps its sequence.
+    #[test]
+    fn a_stream_shares_its_read_point_only_while_nothing_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        db.put(b"k", b"v1").unwrap();
+        let inner = &db.inner;
+        let latest = ReadOptions::new();
+        let mut last = None;
+        let (a1, sv1) = inner.start_streamed_read(&latest, &mut last).unwrap();
+        let (a2, sv2) = inner.start_streamed_read(&latest, &mut last).unwrap();
+        assert!(Rc::ptr_eq(&sv1, &sv2), "nothing changed: the pin is shared");
+        assert_eq!(a1.seq, a2.seq);
+
+        db.put(b"k", b"v2").unwrap();
+        let (a3, sv3) = inner.start_streamed_read(&latest, &mut last).unwrap();
+        assert_eq!(a3.seq, a1.seq + 1, "a key entering after a write reads it");
+        assert!(!Rc::ptr_eq(&sv1, &sv3), "a new read point takes a new pin");
+        let (a4, sv4) = inner.start_streamed_read(&latest, &mut last).unwrap();
+        assert!(Rc::ptr_eq(&sv3, &sv4) && a4.seq == a3.seq);
+
+        db.flush().unwrap();
+        let (a5, sv5) = inner.start_streamed_read(&latest, &mut last).unwrap();
+        assert_eq!(a5.seq, a3.seq, "a flush writes nothing new");
+        assert!(
+            !Arc::ptr_eq(&sv4, &sv5),
+            "a key entering after a flush reads the SuperVersion it installed"
+        );
+        assert!(Arc::ptr_eq(&inner.sv.load(), &sv5));
+
+        let snap = db.snapshot();
+        let at_snap = ReadOptions {
+            snapshot: Some(snap.seq()),
+            ..ReadOptions::new()
+        };
+        let mut last = None;
+        let (s1, _) = inner.start_streamed_read(&at_snap, &mut last).unwrap();
+        db.put(b"k", b"v3").unwrap();
+        let (s2, _) = inner.start_streamed_read(&at_snap, &mut last).unwrap();
+        assert_eq!((s1.seq, s2.seq), (snap.seq(), snap.seq()));
+        assert!(!s1.latest && !s2.latest);
+    }
+}
