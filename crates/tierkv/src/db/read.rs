@@ -456,10 +456,7 @@ impl DbInner {
                     // A hot key that is also updated often must keep its score, or it
                     // would not be retained when its older versions move down.
                     self.record_access(r.key(), v.len());
-                    return Some(Some(Entry {
-                        value: v.to_vec(),
-                        deadline,
-                    }));
+                    return Some(Some(Entry { value: v, deadline }));
                 }
                 MemGet::Deleted => {
                     Counters::add(&self.counters.get_memtable, 1);
