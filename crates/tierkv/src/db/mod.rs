@@ -276,8 +276,10 @@ impl Db {
     /// SuperVersion, time of expiry; or the snapshot's sequence number): it is answered
     /// exactly as a [`Db::get_entry_opt`] issued at that moment would answer it. Writes
     /// made between two keys entering (by the callbacks or other threads) are seen by the
-    /// later key, and a long stream never pins an old version. An error is that key's
-    /// answer only.
+    /// later key, and a long stream never pins an old version. (Keys entering while
+    /// nothing changed share one read point: the same one, as the sequence number, the
+    /// SuperVersion and the cache fences are compared each time, with only the time
+    /// taken anew.) An error is that key's answer only.
     ///
     /// **In flight.** With [`Options::read_io`](crate::Options::read_io) on io_uring, the
     /// keys' table reads run on the calling thread with no round barrier: a key is
