@@ -225,15 +225,9 @@ mod tests {
         m.add(5, ValueKind::Value, b"k", b"v5");
         m.add(2, ValueKind::Value, b"j", b"j2");
         assert_eq!(m.get(b"k", 0), MemGet::NotFound);
-        assert_eq!(
-            m.get(b"k", 1),
-            MemGet::Found(b"v1".to_vec(), None)
-        );
+        assert_eq!(m.get(b"k", 1), MemGet::Found(b"v1".to_vec(), None));
         assert_eq!(m.get(b"k", 4), MemGet::Deleted);
-        assert_eq!(
-            m.get(b"k", 9),
-            MemGet::Found(b"v5".to_vec(), None)
-        );
+        assert_eq!(m.get(b"k", 9), MemGet::Found(b"v5".to_vec(), None));
         assert_eq!(m.get(b"ka", 9), MemGet::NotFound);
         assert_eq!(m.get(b"", 9), MemGet::NotFound);
         assert!(m.contains_user_key(b"j"));
@@ -246,10 +240,7 @@ mod tests {
             b"k",
             &crate::expiry::encode_expiring(42, b"v7"),
         );
-        assert_eq!(
-            m.get(b"k", 9),
-            MemGet::Found(b"v7".to_vec(), Some(42))
-        );
+        assert_eq!(m.get(b"k", 9), MemGet::Found(b"v7".to_vec(), Some(42)));
     }
 
     #[test]

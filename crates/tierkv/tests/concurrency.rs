@@ -216,7 +216,10 @@ fn every_queued_writer_gets_its_outcome_and_no_write_is_lost() {
             .expect("a writer never got its outcome (parked forever?) or panicked");
     }
     let stats = db.stats();
-    assert_eq!(stats.write_batches, writes, "every queued write committed once");
+    assert_eq!(
+        stats.write_batches, writes,
+        "every queued write committed once"
+    );
     assert!(stats.write_groups < writes, "writes never shared a group");
     // Each thread wrote its keys with increasing versions: a key holds the version of its
     // thread's last write of it, which is at most ROUNDS, and the last round wrote one.
