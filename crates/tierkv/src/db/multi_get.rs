@@ -24,7 +24,7 @@
 //! wait ends with [`Error::Closed`] for the keys it got no answer for.
 
 use super::pipeline::Pipeline;
-use super::read::{PendingKey, ReadPoint};
+use super::read::{PendingKey, ReadPoint, StreamPin};
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
 use crate::expiry::Entry;
@@ -33,7 +33,6 @@ use crate::options::ReadOptions;
 use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::rc::Rc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
 use std::sync::mpsc;
 use std::sync::Arc;
@@ -180,12 +179,12 @@ impl Budget {
 /// disk at its read point.
 enum Entered<K> {
     Answered(K, Result<Option<Entry>>),
-    Pending(K, Rc<Arc<SuperVersion>>, ReadPoint, PendingKey),
+    Pending(K, StreamPin, ReadPoint, PendingKey),
 }
 
 /// The read point and SuperVersion of a stream's last key, shared by the next keys while
 /// they are unchanged ([`DbInner::start_streamed_read`]).
-type StreamPoint = Option<(ReadPoint, Rc<Arc<SuperVersion>>)>;
+type StreamPoint = Option<(ReadPoint, StreamPin)>;
 
 /// One key's place in a wave.
 enum Slot {

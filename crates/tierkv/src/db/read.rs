@@ -101,8 +101,17 @@ pub(super) struct Read<'a> {
 /// of the stream's pin costs no atomic reference count per key).
 pub(super) enum Pinned<'a> {
     Borrowed(&'a SuperVersion),
-    Shared(std::rc::Rc<Arc<SuperVersion>>),
+    Shared(StreamPin),
 }
+
+/// One thread's share of a pinned SuperVersion: the `Arc` is the pin (taken once per
+/// read point), the `Rc` counts the stream's keys holding it without an atomic
+/// operation (an `Rc<SuperVersion>` cannot be made from the `ArcSwap`'s `Arc`).
+#[allow(
+    clippy::redundant_allocation,
+    reason = "the Rc is the cheap per-key count over the Arc pin (see above)"
+)]
+pub(super) type StreamPin = std::rc::Rc<Arc<SuperVersion>>;
 
 impl std::ops::Deref for Pinned<'_> {
     type Target = SuperVersion;
@@ -213,7 +222,7 @@ impl DbInner {
     pub(super) fn disk_get_owned(
         &self,
         key: Vec<u8>,
-        sv: std::rc::Rc<Arc<SuperVersion>>,
+        sv: StreamPin,
         at: ReadPoint,
         pending: &PendingKey,
     ) -> DiskGet<'_> {
@@ -378,8 +387,8 @@ impl DbInner {
     pub(super) fn start_streamed_read(
         &self,
         ropts: &ReadOptions,
-        last: &mut Option<(ReadPoint, std::rc::Rc<Arc<SuperVersion>>)>,
-    ) -> Result<(ReadPoint, std::rc::Rc<Arc<SuperVersion>>)> {
+        last: &mut Option<(ReadPoint, StreamPin)>,
+    ) -> Result<(ReadPoint, StreamPin)> {
         if let Some((at, sv)) = last.as_ref() {
             let latest = ropts.snapshot.is_none();
             let fence = self
