@@ -21,9 +21,11 @@ const ENTRY_OVERHEAD: usize = 128;
 /// What a memtable knows about a key at a snapshot.
 #[derive(Debug, PartialEq, Eq)]
 pub enum MemGet {
-    /// The newest visible version is a value: the value, and its deadline if it expires
-    /// (whether it has expired is the reader's decision: it knows the time).
-    Found(Bytes, Option<u64>),
+    /// The newest visible version is a value: a copy of the value (a reader returns a
+    /// copy anyway; cloning the shared buffer would cost an atomic reference count on a
+    /// hot record's buffer, shared by every reading thread), and its deadline if it
+    /// expires (whether it has expired is the reader's decision: it knows the time).
+    Found(Vec<u8>, Option<u64>),
     /// The newest visible version is a deletion.
     Deleted,
     /// No visible version here: look in older data.
@@ -89,12 +91,12 @@ impl MemTable {
         };
         match parse_internal_key(entry.key().encoded()) {
             Some(p) if p.user_key == key => match p.kind {
-                ValueKind::Value => MemGet::Found(entry.value().clone(), None),
+                ValueKind::Value => MemGet::Found(entry.value().to_vec(), None),
                 ValueKind::Expiring => {
                     let stored = entry.value();
                     match crate::expiry::split_stored(p.kind, stored) {
                         Some((_, deadline)) => {
-                            MemGet::Found(stored.slice(crate::expiry::DEADLINE_LEN..), deadline)
+                            MemGet::Found(stored[crate::expiry::DEADLINE_LEN..].to_vec(), deadline)
                         }
                         None => MemGet::Deleted,
                     }
@@ -116,7 +118,7 @@ impl MemTable {
 
     /// True when any version of `key` is here.
     pub fn contains_user_key(&self, key: &[u8]) -> bool {
-        !matches!(self.get(key, crate::key::MAX_SEQ), MemGet::NotFound)
+        self.latest_seq(key).is_some()
     }
 
     /// Bytes of memory used, approximately.
@@ -223,15 +225,9 @@ mod tests {
         m.add(5, ValueKind::Value, b"k", b"v5");
         m.add(2, ValueKind::Value, b"j", b"j2");
         assert_eq!(m.get(b"k", 0), MemGet::NotFound);
-        assert_eq!(
-            m.get(b"k", 1),
-            MemGet::Found(Bytes::from_static(b"v1"), None)
-        );
+        assert_eq!(m.get(b"k", 1), MemGet::Found(b"v1".to_vec(), None));
         assert_eq!(m.get(b"k", 4), MemGet::Deleted);
-        assert_eq!(
-            m.get(b"k", 9),
-            MemGet::Found(Bytes::from_static(b"v5"), None)
-        );
+        assert_eq!(m.get(b"k", 9), MemGet::Found(b"v5".to_vec(), None));
         assert_eq!(m.get(b"ka", 9), MemGet::NotFound);
         assert_eq!(m.get(b"", 9), MemGet::NotFound);
         assert!(m.contains_user_key(b"j"));
@@ -244,10 +240,7 @@ mod tests {
             b"k",
             &crate::expiry::encode_expiring(42, b"v7"),
         );
-        assert_eq!(
-            m.get(b"k", 9),
-            MemGet::Found(Bytes::from_static(b"v7"), Some(42))
-        );
+        assert_eq!(m.get(b"k", 9), MemGet::Found(b"v7".to_vec(), Some(42)));
     }
 
     #[test]

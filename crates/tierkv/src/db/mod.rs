@@ -104,8 +104,9 @@ pub(crate) struct DbInner {
     /// Signals finished background work (stalled writers, `flush`, `compact_range`).
     pub done_cv: Condvar,
     pub sv: ArcSwap<SuperVersion>,
+    /// Writers waiting to commit, in order; the head leads the next group. Waiters park
+    /// (`write.rs`): no condition variable, each is unparked by the leader concerning it.
     pub writers: Mutex<VecDeque<Arc<write::PendingWrite>>>,
-    pub writers_cv: Condvar,
     pub write_lock: Mutex<()>,
     pub wal: Mutex<Wal>,
     pub visible_seq: AtomicU64,
@@ -275,8 +276,10 @@ impl Db {
     /// SuperVersion, time of expiry; or the snapshot's sequence number): it is answered
     /// exactly as a [`Db::get_entry_opt`] issued at that moment would answer it. Writes
     /// made between two keys entering (by the callbacks or other threads) are seen by the
-    /// later key, and a long stream never pins an old version. An error is that key's
-    /// answer only.
+    /// later key, and a long stream never pins an old version. (Keys entering while
+    /// nothing changed share one read point: the same one, as the sequence number, the
+    /// SuperVersion and the cache fences are compared each time, with only the time
+    /// taken anew.) An error is that key's answer only.
     ///
     /// **In flight.** With [`Options::read_io`](crate::Options::read_io) on io_uring, the
     /// keys' table reads run on the calling thread with no round barrier: a key is

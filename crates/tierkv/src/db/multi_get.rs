@@ -24,7 +24,7 @@
 //! wait ends with [`Error::Closed`] for the keys it got no answer for.
 
 use super::pipeline::Pipeline;
-use super::read::{PendingKey, ReadPoint};
+use super::read::{PendingKey, ReadPoint, StreamPin};
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
 use crate::expiry::Entry;
@@ -179,8 +179,12 @@ impl Budget {
 /// disk at its read point.
 enum Entered<K> {
     Answered(K, Result<Option<Entry>>),
-    Pending(K, Arc<SuperVersion>, ReadPoint, PendingKey),
+    Pending(K, StreamPin, ReadPoint, PendingKey),
 }
+
+/// The read point and SuperVersion of a stream's last key, shared by the next keys while
+/// they are unchanged ([`DbInner::start_streamed_read`]).
+type StreamPoint = Option<(ReadPoint, StreamPin)>;
 
 /// One key's place in a wave.
 enum Slot {
@@ -388,6 +392,7 @@ impl DbInner {
             return self.get_windows_in_pool(pool, ropts, window, next_key, on_answer);
         }
         let mut pipe: Pipeline<'_, K> = Pipeline::new(self);
+        let mut point: StreamPoint = None;
         let mut ended = false;
         loop {
             while !ended && pipe.keys_in_flight() < window {
@@ -395,7 +400,7 @@ impl DbInner {
                     ended = true;
                     break;
                 };
-                match self.enter_streamed_key(ropts, 0, k) {
+                match self.enter_streamed_key(ropts, 0, k, &mut point) {
                     Entered::Answered(k, answer) => on_answer(k, answer),
                     Entered::Pending(k, sv, at, p) => {
                         let g = self.disk_get_owned(k.as_ref().to_vec(), sv, at, &p);
@@ -411,22 +416,23 @@ impl DbInner {
         }
     }
 
-    /// A key entering a stream: its own read point, then its stages that need no I/O
-    /// (`index`: its place among the keys waiting for the disk).
+    /// A key entering a stream: the read point a get issued now would take (shared with
+    /// the stream's previous key while unchanged: `point`), then its stages that need no
+    /// I/O (`index`: its place among the keys waiting for the disk).
     fn enter_streamed_key<K: AsRef<[u8]>>(
         &self,
         ropts: &ReadOptions,
         index: usize,
         k: K,
+        point: &mut StreamPoint,
     ) -> Entered<K> {
-        let (at, sv) = match self.start_read(ropts) {
+        let (at, sv) = match self.start_streamed_read(ropts, point) {
             Ok(view) => view,
             Err(e) => {
                 Counters::add(&self.counters.gets, 1);
                 return Entered::Answered(k, Err(e));
             }
         };
-        let sv: Arc<SuperVersion> = arc_swap::Guard::into_inner(sv);
         match self.get_inline_for_batch(index, k.as_ref(), &sv, at) {
             Ok(answer) => Entered::Answered(k, Ok(answer)),
             Err(p) => Entered::Pending(k, sv, at, p),
@@ -449,6 +455,7 @@ impl DbInner {
         A: FnMut(K, Result<Option<Entry>>),
     {
         let mut ended = false;
+        let mut point: StreamPoint = None;
         while !ended {
             let mut waiting: Vec<(K, Arc<SuperVersion>, ReadPoint, PendingKey)> = Vec::new();
             while waiting.len() < window {
@@ -456,9 +463,10 @@ impl DbInner {
                     ended = true;
                     break;
                 };
-                match self.enter_streamed_key(ropts, waiting.len(), k) {
+                match self.enter_streamed_key(ropts, waiting.len(), k, &mut point) {
                     Entered::Answered(k, answer) => on_answer(k, answer),
-                    Entered::Pending(k, sv, at, p) => waiting.push((k, sv, at, p)),
+                    // The pool's jobs run on other threads: each takes its own `Arc`.
+                    Entered::Pending(k, sv, at, p) => waiting.push((k, Arc::clone(&sv), at, p)),
                 }
             }
             let queue = if waiting.len() > 1 {

@@ -279,7 +279,6 @@ fn open_inner(
         done_cv: Condvar::new(),
         sv: ArcSwap::from_pointee(sv),
         writers: Mutex::new(VecDeque::new()),
-        writers_cv: Condvar::new(),
         write_lock: Mutex::new(()),
         wal: Mutex::new(Wal {
             writer: LogWriter::new(wal_file),

@@ -41,12 +41,41 @@ struct Waiting<'a, T> {
     g: DiskGet<'a>,
 }
 
-/// A block read in flight and the keys waiting for it.
+/// A block read in flight and the keys waiting for it: `first`, then `more` (empty, so
+/// unallocated, unless keys share the block).
 struct BlockRead {
     table: Arc<Table>,
     handle: BlockHandle,
-    waiters: Vec<usize>,
+    first: usize,
+    more: Vec<usize>,
 }
+
+/// Hashes a block's (table number, offset) for [`Pipeline`]'s map of reads in flight:
+/// one multiply per word (the map holds at most a window of this thread's own keys, so
+/// a keyed hash's flooding resistance buys nothing here, and SipHash was a visible
+/// share of a pipelined key's CPU).
+#[derive(Default, Clone, Copy)]
+struct BlockIdHasher(u64);
+
+impl std::hash::Hasher for BlockIdHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.write_u64(u64::from(*b));
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        // Fibonacci hashing; the rotation moves the product's well-mixed high bits down
+        // to where the table takes its bucket index.
+        self.0 = (self.0 ^ n)
+            .wrapping_mul(0x9e37_79b9_7f4a_7c15)
+            .rotate_left(26);
+    }
+}
+
+type BlockIds = HashMap<(u64, u64), usize, std::hash::BuildHasherDefault<BlockIdHasher>>;
 
 /// The keys of one thread's pipelined reads and their block reads in flight.
 pub(super) struct Pipeline<'a, T> {
@@ -57,7 +86,7 @@ pub(super) struct Pipeline<'a, T> {
     blocks: Vec<Option<BlockRead>>,
     free_blocks: Vec<usize>,
     /// The in-flight read of each block, by (table number, offset).
-    by_block: HashMap<(u64, u64), usize>,
+    by_block: BlockIds,
     done: Vec<(usize, Result<Vec<u8>>)>,
 }
 
@@ -71,7 +100,7 @@ impl<'a, T> Pipeline<'a, T> {
             free_keys: Vec::new(),
             blocks: Vec::new(),
             free_blocks: Vec::new(),
-            by_block: HashMap::new(),
+            by_block: BlockIds::default(),
             done: Vec::new(),
         }
     }
@@ -107,8 +136,9 @@ impl<'a, T> Pipeline<'a, T> {
                 .remove(&(read.table.number(), read.handle.offset));
             let block = data.and_then(|framed| read.table.block_from_disk(read.handle, &framed));
             let mut block = Some(block);
-            let last = read.waiters.len().saturating_sub(1);
-            for (i, k) in read.waiters.into_iter().enumerate() {
+            let last = read.more.len();
+            let waiters = std::iter::once(read.first).chain(read.more);
+            for (i, k) in waiters.enumerate() {
                 let Some(w) = self.keys.get_mut(k).and_then(Option::take) else {
                     continue;
                 };
@@ -173,7 +203,7 @@ impl<'a, T> Pipeline<'a, T> {
             .get(&id)
             .and_then(|&b| self.blocks[b].as_mut())
         {
-            read.waiters.push(k);
+            read.more.push(k);
             return;
         }
         let b = match self.free_blocks.pop() {
@@ -188,7 +218,8 @@ impl<'a, T> Pipeline<'a, T> {
         self.blocks[b] = Some(BlockRead {
             table: table.clone(),
             handle: h,
-            waiters: vec![k],
+            first: k,
+            more: Vec::new(),
         });
         match len {
             Ok(len) => self.io.start(table, h.offset, len, IoCause::UserGet, b),

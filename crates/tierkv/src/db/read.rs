@@ -95,19 +95,30 @@ pub(super) struct Read<'a> {
     warm: bool,
 }
 
-/// The SuperVersion a read holds: its caller's (a `get`, a `multi_get` batch), or its
-/// own (a key of [`DbInner::get_pipelined`], which outlives the call that started it).
+/// The SuperVersion a read holds: its caller's (a `get`, a `multi_get` batch), or one
+/// shared by the keys of one thread's [`DbInner::get_pipelined`] stream that entered
+/// while it was current (a key's disk stages outlive the call that started them; an `Rc`
+/// of the stream's pin costs no atomic reference count per key).
 pub(super) enum Pinned<'a> {
     Borrowed(&'a SuperVersion),
-    Owned(Arc<SuperVersion>),
+    Shared(StreamPin),
 }
+
+/// One thread's share of a pinned SuperVersion: the `Arc` is the pin (taken once per
+/// read point), the `Rc` counts the stream's keys holding it without an atomic
+/// operation (an `Rc<SuperVersion>` cannot be made from the `ArcSwap`'s `Arc`).
+#[allow(
+    clippy::redundant_allocation,
+    reason = "the Rc is the cheap per-key count over the Arc pin (see above)"
+)]
+pub(super) type StreamPin = std::rc::Rc<Arc<SuperVersion>>;
 
 impl std::ops::Deref for Pinned<'_> {
     type Target = SuperVersion;
     fn deref(&self) -> &SuperVersion {
         match self {
             Pinned::Borrowed(sv) => sv,
-            Pinned::Owned(sv) => sv,
+            Pinned::Shared(sv) => sv,
         }
     }
 }
@@ -205,16 +216,17 @@ impl DbInner {
         DiskGet::new(r, pending.pointer)
     }
 
-    /// [`DbInner::disk_get`] for a key that owns its bytes and SuperVersion (a key of a
-    /// stream, whose disk stages outlive the call that started them).
+    /// [`DbInner::disk_get`] for a key that owns its bytes and a share of its stream's
+    /// SuperVersion (a key of a stream, whose disk stages outlive the call that started
+    /// them).
     pub(super) fn disk_get_owned(
         &self,
         key: Vec<u8>,
-        sv: Arc<SuperVersion>,
+        sv: StreamPin,
         at: ReadPoint,
         pending: &PendingKey,
     ) -> DiskGet<'_> {
-        let mut r = self.read_pinned(Cow::Owned(key), Pinned::Owned(sv), at);
+        let mut r = self.read_pinned(Cow::Owned(key), Pinned::Shared(sv), at);
         r.hash = pending.hash;
         r.warm = pending.warm;
         DiskGet::new(r, pending.pointer)
@@ -364,6 +376,47 @@ impl DbInner {
         ))
     }
 
+    /// [`DbInner::start_read`] for the next key of a stream: the same read point and
+    /// SuperVersion as `last` (the stream's previous key's) when nothing they consist of
+    /// changed since, else fresh ones (and `last` becomes them). Either way the key gets
+    /// exactly what `start_read` would give it now: the fence, the epoch, the sequence
+    /// number and the SuperVersion are loaded in `start_read`'s order and compared with
+    /// `last`'s; only if all are equal is `last` reused (sharing its pin, so a key costs
+    /// no reference count on the SuperVersion shared by every thread). The time of the
+    /// read is always taken anew.
+    pub(super) fn start_streamed_read(
+        &self,
+        ropts: &ReadOptions,
+        last: &mut Option<(ReadPoint, StreamPin)>,
+    ) -> Result<(ReadPoint, StreamPin)> {
+        if let Some((at, sv)) = last.as_ref() {
+            let latest = ropts.snapshot.is_none();
+            let fence = self
+                .point_cache(latest)
+                .map_or(0, |c: &Arc<Cache>| c.fence());
+            let epoch = self.pc.read_epoch();
+            let seq = ropts
+                .snapshot
+                .unwrap_or_else(|| self.visible_seq.load(std::sync::atomic::Ordering::Acquire));
+            if at.latest == latest
+                && at.fence == fence
+                && at.epoch == epoch
+                && at.seq == seq
+                && Arc::ptr_eq(&self.sv.load(), sv)
+            {
+                let at = ReadPoint {
+                    now: self.opts.clock.now_ms(),
+                    ..*at
+                };
+                return Ok((at, sv.clone()));
+            }
+        }
+        let (at, sv) = self.start_read(ropts)?;
+        let sv = std::rc::Rc::new(Guard::into_inner(sv));
+        *last = Some((at, sv.clone()));
+        Ok((at, sv))
+    }
+
     /// The point caches a read may use: only a read of the latest state.
     fn point_cache(&self, latest: bool) -> Option<&Arc<Cache>> {
         self.tables.cache().filter(|c| latest && c.point_enabled())
@@ -412,10 +465,7 @@ impl DbInner {
                     // A hot key that is also updated often must keep its score, or it
                     // would not be retained when its older versions move down.
                     self.record_access(r.key(), v.len());
-                    return Some(Some(Entry {
-                        value: v.to_vec(),
-                        deadline,
-                    }));
+                    return Some(Some(Entry { value: v, deadline }));
                 }
                 MemGet::Deleted => {
                     Counters::add(&self.counters.get_memtable, 1);
@@ -676,5 +726,59 @@ impl<'a> DiskGet<'a> {
         };
         self.touched = false;
         self.pointer_table = None;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Db, Options, ReadOptions};
+    use std::rc::Rc;
+    use std::sync::Arc;
+
+    /// A stream's keys share a read point only while it is what `start_read` would give
+    /// them (`DbInner::start_streamed_read`): the same sequence number and SuperVersion
+    /// while nothing changed; a write moves the sequence number (a key entering after it
+    /// must see it: read-your-writes), a flush installs a new SuperVersion, and each
+    /// key entering after either gets the new one. A snapshot read keeps its sequence.
+    #[test]
+    fn a_stream_shares_its_read_point_only_while_nothing_changed() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), Options::default()).unwrap();
+        db.put(b"k", b"v1").unwrap();
+        let inner = &db.inner;
+        let latest = ReadOptions::new();
+        let mut last = None;
+        let (a1, sv1) = inner.start_streamed_read(&latest, &mut last).unwrap();
+        let (a2, sv2) = inner.start_streamed_read(&latest, &mut last).unwrap();
+        assert!(Rc::ptr_eq(&sv1, &sv2), "nothing changed: the pin is shared");
+        assert_eq!(a1.seq, a2.seq);
+
+        db.put(b"k", b"v2").unwrap();
+        let (a3, sv3) = inner.start_streamed_read(&latest, &mut last).unwrap();
+        assert_eq!(a3.seq, a1.seq + 1, "a key entering after a write reads it");
+        assert!(!Rc::ptr_eq(&sv1, &sv3), "a new read point takes a new pin");
+        let (a4, sv4) = inner.start_streamed_read(&latest, &mut last).unwrap();
+        assert!(Rc::ptr_eq(&sv3, &sv4) && a4.seq == a3.seq);
+
+        db.flush().unwrap();
+        let (a5, sv5) = inner.start_streamed_read(&latest, &mut last).unwrap();
+        assert_eq!(a5.seq, a3.seq, "a flush writes nothing new");
+        assert!(
+            !Arc::ptr_eq(&sv4, &sv5),
+            "a key entering after a flush reads the SuperVersion it installed"
+        );
+        assert!(Arc::ptr_eq(&inner.sv.load(), &sv5));
+
+        let snap = db.snapshot();
+        let at_snap = ReadOptions {
+            snapshot: Some(snap.seq()),
+            ..ReadOptions::new()
+        };
+        let mut last = None;
+        let (s1, _) = inner.start_streamed_read(&at_snap, &mut last).unwrap();
+        db.put(b"k", b"v3").unwrap();
+        let (s2, _) = inner.start_streamed_read(&at_snap, &mut last).unwrap();
+        assert_eq!((s1.seq, s2.seq), (snap.seq(), snap.seq()));
+        assert!(!s1.latest && !s2.latest);
     }
 }

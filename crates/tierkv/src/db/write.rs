@@ -45,6 +45,10 @@ pub(crate) struct PendingWrite {
     /// `Some` once the group holding this write has committed (or failed): `Ok(true)`
     /// applied, `Ok(false)` dropped because its condition failed.
     result: Mutex<Option<Result<bool, Arc<Error>>>>,
+    /// The thread that queued the write: it parks while the write waits, and is unparked
+    /// when the write gets its result or reaches the head of the queue (so a commit wakes
+    /// only the writers it concerns, not every waiting writer).
+    waiter: std::thread::Thread,
 }
 
 /// A write that applies only if none of `keys` was written after sequence number
@@ -232,20 +236,27 @@ impl DbInner {
                 sync,
                 condition,
                 result: Mutex::new(None),
+                waiter: std::thread::current(),
             };
             mine.push((i, Arc::new(w)));
         }
         let mut next = 0; // mine[..next] have outcomes
-        let mut queue = self.writers.lock();
-        queue.extend(mine.iter().map(|(_, w)| w.clone()));
+        self.writers
+            .lock()
+            .extend(mine.iter().map(|(_, w)| w.clone()));
         while let Some((slot, me)) = mine.get(next) {
+            let queue = self.writers.lock();
             if let Some(r) = me.result.lock().take() {
                 outcomes[*slot] = Some(r.map_err(Error::Background));
                 next += 1;
                 continue;
             }
             if !Arc::ptr_eq(&queue[0], me) {
-                self.writers_cv.wait(&mut queue);
+                drop(queue);
+                // Until the leader answering this write, or making it the head, unparks
+                // this thread (a token left by an earlier unpark, or a spurious return,
+                // only costs one more look at the queue).
+                std::thread::park();
                 continue;
             }
             drop(queue);
@@ -262,14 +273,33 @@ impl DbInner {
                 Ok(g) => (g.len, Ok(g.applied)),
                 Err(e) => (1, Err(e)),
             };
-            queue = self.writers.lock();
-            for (i, w) in queue.drain(..group_len).enumerate().skip(1) {
-                *w.result.lock() = Some(match &result {
-                    Ok(applied) => Ok(applied[i]),
-                    Err(e) => Err(e.clone()),
-                });
+            let mut wake: Vec<std::thread::Thread> = Vec::new();
+            {
+                let mut queue = self.writers.lock();
+                let me_id = me.waiter.id();
+                for (i, w) in queue.drain(..group_len).enumerate().skip(1) {
+                    *w.result.lock() = Some(match &result {
+                        Ok(applied) => Ok(applied[i]),
+                        Err(e) => Err(e.clone()),
+                    });
+                    let id = w.waiter.id();
+                    if id != me_id && wake.last().is_none_or(|t| t.id() != id) {
+                        wake.push(w.waiter.clone());
+                    }
+                }
+                // The next head leads the next group (it may be this thread's own next
+                // write: it then leads at once, without parking).
+                if let Some(head) = queue.front() {
+                    let id = head.waiter.id();
+                    if id != me_id && !wake.iter().any(|t| t.id() == id) {
+                        wake.push(head.waiter.clone());
+                    }
+                }
             }
-            self.writers_cv.notify_all();
+            // Unparked outside the queue's lock, which each of them takes next.
+            for t in wake {
+                t.unpark();
+            }
             outcomes[*slot] = Some(match result {
                 Ok(applied) => Ok(applied[0]),
                 // An error of this write alone (e.g. both tiers full) comes back as itself;
@@ -278,7 +308,6 @@ impl DbInner {
             });
             next += 1;
         }
-        drop(queue);
         Ok(outcomes.into_iter().flatten().collect())
     }
 

@@ -304,12 +304,29 @@ struct ReadPlan {
 
 #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
 impl ReadPlan {
-    /// A fresh buffer for the read.
-    fn buffer(&self) -> Vec<u8> {
+    /// The bytes a buffer for the read needs.
+    fn buffer_len(&self) -> usize {
         if self.direct {
-            vec![0u8; self.span as usize + MAX_DIRECT_ALIGN]
+            self.span as usize + MAX_DIRECT_ALIGN
         } else {
-            vec![0u8; self.span as usize]
+            self.span as usize
+        }
+    }
+
+    /// A buffer for the read: `spare` (a finished read's buffer, whatever it holds: the
+    /// read overwrites the window it delivers) if there is one, grown as needed, or a
+    /// fresh one. Reusing buffers spares a zeroed allocation of a block plus the
+    /// alignment slack per read.
+    fn buffer(&self, spare: Option<Vec<u8>>) -> Vec<u8> {
+        let need = self.buffer_len();
+        match spare {
+            Some(mut buf) => {
+                if buf.len() < need {
+                    buf.resize(need, 0);
+                }
+                buf
+            }
+            None => vec![0u8; need],
         }
     }
 
@@ -375,7 +392,16 @@ pub(crate) struct ReadSession<H: HoldsFile> {
     pushed: usize,
     #[cfg(target_os = "linux")]
     completions: Vec<(usize, super::uring::ReadResult)>,
+    /// Buffers of reads the ring finished, for the next reads (at most
+    /// [`SPARE_BUFFERS`]).
+    #[cfg(target_os = "linux")]
+    spare: Vec<Vec<u8>>,
 }
+
+/// Most finished reads' buffers a [`ReadSession`] keeps for reuse: about one stream
+/// window's worth of reads in flight.
+#[cfg(target_os = "linux")]
+const SPARE_BUFFERS: usize = 128;
 
 impl<H: HoldsFile> ReadSession<H> {
     /// A session over this thread's ring (or without one).
@@ -393,6 +419,8 @@ impl<H: HoldsFile> ReadSession<H> {
             pushed: 0,
             #[cfg(target_os = "linux")]
             completions: Vec::new(),
+            #[cfg(target_os = "linux")]
+            spare: Vec::new(),
         }
     }
 
@@ -456,7 +484,7 @@ impl<H: HoldsFile> ReadSession<H> {
                         self.queued.pop_front();
                         continue;
                     };
-                    let buf = r.plan.buffer();
+                    let buf = r.plan.buffer(self.spare.pop());
                     let read = super::uring::UringRead {
                         fd: r.plan.fd,
                         offset: r.plan.start,
@@ -588,6 +616,9 @@ impl<H: HoldsFile> ReadSession<H> {
             Ok((buf, n)) if n >= r.plan.from + r.len => {
                 let at = r.plan.skew(&buf) + r.plan.from;
                 let data = buf[at..at + r.len].to_vec();
+                if self.spare.len() < SPARE_BUFFERS {
+                    self.spare.push(buf);
+                }
                 self.finish(id, Ok(data));
             }
             _ => self.read_sync(id),

@@ -456,7 +456,7 @@ impl Table {
     /// hold the first entry `>= target` (an internal key).
     fn seek_index(&self, idx: &mut BlockIter, target: &[u8]) -> Result<()> {
         let r = if self.user_key_index {
-            idx.seek_by(user_key(target), |a, b| a.cmp(b))
+            idx.seek_by(user_key(target), crate::key::compare_user_keys)
         } else {
             idx.seek(target)
         };
