@@ -422,18 +422,19 @@ pub fn tierkv_options(
         // that a system with the semi-sorted slow tier loads its own in that format (its
         // `load_class`): loaded as sorted tables, its run would spend its merges
         // converting them.
-        compaction: tierkv::CompactionOptions {
-            semi_block_size: cfg
-                .semi_block_size
-                .unwrap_or(tierkv::CompactionOptions::default().semi_block_size),
-            ..if loading {
+        compaction: {
+            let mut c = if loading {
                 tierkv::CompactionOptions {
                     slow_tier_format: system.compaction().slow_tier_format,
                     ..Default::default()
                 }
             } else {
                 system.compaction()
+            };
+            if let Some(b) = cfg.semi_block_size {
+                c.semi_block_size = b;
             }
+            c
         },
         ..Default::default()
     }
