@@ -122,7 +122,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub block_records: Option<usize>,
     /// Largest data block of the semi-sorted tables of every tierkv system
-    /// (`CompactionOptions::semi_block_size`), e.g. 16KiB [default: the engine's, 4 KiB].
+    /// (`CompactionOptions::semi_block_size`), e.g. 4KiB [default: the engine's, 2 KiB].
     #[arg(long, value_parser = parse_size)]
     pub semi_block_size: Option<u64>,
     /// No bloom filters on the deepest level of every tierkv system

@@ -220,13 +220,13 @@ pub struct CompactionOptions {
     /// tables' in-memory indexes) among up to 8 candidate files drawn at random, instead
     /// of the smallest overlap-to-size ratio (default false).
     pub overlap_score_victim: bool,
-    /// Largest data block of a semi-sorted table (default 4 KiB, HyperDB's page-sized
-    /// blocks; `Options::block_size` when that is smaller, and `block_records` still cuts).
-    /// A merge into a semi-sorted table rewrites every block an input key lands in, so the
-    /// bytes a demoted record costs there grow with the block it lands in: with 1 KiB
-    /// records, 4 KiB blocks cut the slow tier's writes by ~40% against 16 KiB ones
-    /// (docs/BENCHMARKS.md, "Semi-sorted block size"). Sorted tables are rewritten whole
-    /// either way and keep `block_size`.
+    /// Largest data block of a semi-sorted table (default 2 KiB; `Options::block_size`
+    /// when that is smaller, and `block_records` still cuts). A merge into a semi-sorted
+    /// table rewrites every block an input key lands in, so the bytes a demoted record
+    /// costs there grow with the block it lands in: with 1 KiB records the slow tier's
+    /// writes per user byte were about 2.4 / 1.2 / 0.9 / 0.7 with 16 / 4 / 2 / 1 KiB blocks,
+    /// while the block index grows the other way (docs/BENCHMARKS.md, "Semi-sorted block
+    /// size"). Sorted tables are rewritten whole either way and keep `block_size`.
     pub semi_block_size: usize,
 }
 
@@ -310,7 +310,7 @@ impl Default for CompactionOptions {
             slow_tier_format: SlowTierFormat::Sorted,
             preemptive_pushdown: false,
             overlap_score_victim: false,
-            semi_block_size: 4 * KIB,
+            semi_block_size: 2 * KIB,
         }
     }
 }
