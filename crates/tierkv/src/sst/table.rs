@@ -67,6 +67,8 @@ pub struct Table {
     /// sequential reader never reads other generations' blocks or garbage it then reads
     /// again.
     runs: Vec<(u64, u64)>,
+    /// Bytes opening the table read (footer and metadata).
+    open_bytes: u64,
 }
 
 impl Table {
@@ -115,6 +117,7 @@ impl Table {
                 data_end: s.data_end,
                 semi: Some((s.footer, s.summary)),
                 runs: Vec::new(),
+                open_bytes: tail_len as u64 + s.read_bytes,
                 file,
             };
             t.runs = key_order_runs(&t.block_handles()?);
@@ -140,9 +143,11 @@ impl Table {
         // it, so opening reads each byte once.
         let tail_start = size - tail_len as u64;
         let tail_meta = &tail[..tail_len - FOOTER_LEN];
+        let mut open_bytes = tail_len as u64;
         let meta = if meta_start >= tail_start {
             tail_meta[(meta_start - tail_start) as usize..].to_vec()
         } else {
+            open_bytes += tail_start - meta_start;
             let mut m = file.read_at(meta_start, (tail_start - meta_start) as usize, cause)?;
             m.extend_from_slice(tail_meta);
             m
@@ -178,6 +183,7 @@ impl Table {
             data_end: meta_start,
             semi: None,
             runs: Vec::new(),
+            open_bytes,
             file,
         })
     }
@@ -241,6 +247,12 @@ impl Table {
             .as_ref()
             .map(|(footer, _)| semi::read_generation(&self.file, footer, cause))
             .transpose()
+    }
+
+    /// Bytes opening the table read from disk: its footer and the metadata it keeps
+    /// (filter, properties, index), not a semi-sorted table's key list or block list.
+    pub fn open_read_bytes(&self) -> u64 {
+        self.open_bytes
     }
 
     /// The file's path.

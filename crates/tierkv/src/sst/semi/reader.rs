@@ -53,6 +53,8 @@ pub struct SemiOpen {
     pub footer: SemiFooter,
     /// Valid and dirty blocks and bytes.
     pub summary: SemiSummary,
+    /// Bytes read after the footer (the metadata).
+    pub read_bytes: u64,
 }
 
 fn corrupt(file: &RandomAccessFile, offset: u64, reason: impl Into<String>) -> Error {
@@ -108,6 +110,7 @@ pub fn open(file: &RandomAccessFile, size: u64, tail: &[u8], cause: IoCause) -> 
         data_end,
         footer,
         summary,
+        read_bytes: meta.len() as u64,
     })
 }
 
