@@ -26,7 +26,7 @@ mod reader;
 mod verify;
 mod writer;
 
-pub use layout::{BlockStats, SemiBlock, SemiFooter, SEMI_FOOTER_LEN, SEMI_MAGIC};
+pub use layout::{BlockStats, SemiBlock, SemiFooter, SEMI_FOOTER_LEN, SEMI_MAGIC, SEMI_VERSION};
 pub use reader::{has_semi_magic, open, read_generation, SemiOpen, SemiSummary};
 pub use verify::verify;
 pub use writer::{GenerationWriter, PriorGeneration};
