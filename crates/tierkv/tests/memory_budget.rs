@@ -201,19 +201,29 @@ fn last_level_filters_off_drops_only_the_deepest_levels_filters() {
             let read_all = |db: &Db| {
                 for k in 0..KEYS {
                     let want = (k % 2 == 0).then(|| value(k, 0));
-                    assert_eq!(db.get(k.to_be_bytes()).unwrap(), want, "{format:?}: key {k}");
+                    assert_eq!(
+                        db.get(k.to_be_bytes()).unwrap(),
+                        want,
+                        "{format:?}: key {k}"
+                    );
                 }
             };
             read_all(&db);
             let s = db.stats();
-            assert!(s.slow_tier_bytes > 0, "{format:?}: nothing on the slow tier");
+            assert!(
+                s.slow_tier_bytes > 0,
+                "{format:?}: nothing on the slow tier"
+            );
             bytes_after_compaction.push(filter_bytes(&db));
             db.put(1u64.to_be_bytes(), value(1, 0)).unwrap();
             db.flush().unwrap();
             // The get opens the new L0 table (the table cache may have closed others).
             assert_eq!(db.get(1u64.to_be_bytes()).unwrap(), Some(value(1, 0)));
             if !filters {
-                assert!(filter_bytes(&db) > 0, "{format:?}: the flushed L0 table has a filter");
+                assert!(
+                    filter_bytes(&db) > 0,
+                    "{format:?}: the flushed L0 table has a filter"
+                );
             }
             db.delete(1u64.to_be_bytes()).unwrap();
             db.flush().unwrap();

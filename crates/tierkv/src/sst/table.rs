@@ -238,9 +238,7 @@ impl Table {
     /// A semi-sorted table's valid and dirty blocks, from its block index read from disk
     /// (`None`: a sorted table).
     pub fn semi_summary(&self, cause: IoCause) -> Result<Option<SemiSummary>> {
-        Ok(self
-            .semi_generation(cause)?
-            .map(|g| SemiSummary::of(&g)))
+        Ok(self.semi_generation(cause)?.map(|g| SemiSummary::of(&g)))
     }
 
     /// Reads a semi-sorted table's current generation back from disk (block index, key

@@ -270,7 +270,9 @@ pub fn check_lookup_index(lookup: Bytes, valid: &[SemiBlock]) -> Result<(), Stri
         let sep = it.key();
         let below_next = valid.get(i + 1).is_none_or(|n| sep < n.first_user_key());
         if sep < b.last_user_key() || !below_next {
-            return Err(format!("lookup index entry {i} does not separate its block"));
+            return Err(format!(
+                "lookup index entry {i} does not separate its block"
+            ));
         }
         it.next().map_err(|e| format!("lookup index: {e}"))?;
     }

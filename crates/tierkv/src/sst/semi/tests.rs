@@ -534,10 +534,17 @@ fn verify_catches_a_lookup_index_that_disagrees_with_the_block_index() {
     let swapped = b.finish();
     assert_eq!(bytes[end], 0, "stored uncompressed (TableOptions::default)");
     let (framed, _) = crate::sst::format::frame_block(&swapped, crate::Compression::None);
-    assert_eq!(framed.len(), end + BLOCK_TRAILER_LEN - at, "same length: layout holds");
+    assert_eq!(
+        framed.len(),
+        end + BLOCK_TRAILER_LEN - at,
+        "same length: layout holds"
+    );
     bytes[at..end + BLOCK_TRAILER_LEN].copy_from_slice(&framed);
     std::fs::write(&path, &bytes).unwrap();
     let t = open(&env, "000001.sst", info.file_size).unwrap();
     let e = t.verify(IoCause::Check).unwrap_err();
-    assert!(e.is_corruption() && e.to_string().contains("lookup index"), "{e}");
+    assert!(
+        e.is_corruption() && e.to_string().contains("lookup index"),
+        "{e}"
+    );
 }
