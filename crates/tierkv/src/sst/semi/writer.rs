@@ -2,9 +2,9 @@
 //! between user keys and around the clean blocks carried over, so that valid blocks'
 //! ranges never overlap), then the key list, the block index, the filter over every valid
 //! user key, the properties, the lookup index and the (version-2) footer; synced before
-//! `finish` returns. A first
-//! generation starts an empty file; a later one continues a file holding the previous
-//! generation's bytes (`super` explains how the file gets there). Owns the write side only.
+//! `finish` returns. A first generation starts an empty file; a later one continues a file
+//! holding the previous generation's bytes (`super` explains how the file gets there).
+//! Owns the write side only.
 
 use super::layout::{encode_index, lookup_index, BlockStats, SemiBlock, SemiFooter};
 use crate::env::WritableFile;
