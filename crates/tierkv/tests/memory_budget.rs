@@ -171,46 +171,72 @@ fn table_memory_limit_bounds_open_tables() {
     assert!(db.stats().memory.tables.bytes > 0);
 }
 
-/// `Options::last_level_filters = false` drops the filters of the deepest level only: after
-/// a full compaction the open tables hold no filter bytes (with filters on they do), a
-/// flush afterwards writes an L0 table with its filter, and every read answers as with
-/// filters (present keys found, absent keys None, on both tiers).
+/// `Options::last_level_filters = false` drops the filters of the deepest level only, with
+/// either slow-tier format (semi-sorted tables follow the sorted tables' rule): after a full
+/// compaction the open tables hold no filter bytes (with filters on they do), a flush
+/// afterwards writes an L0 table with its filter, and every read answers as with filters
+/// (present keys found, absent keys None, on both tiers).
 #[test]
 fn last_level_filters_off_drops_only_the_deepest_levels_filters() {
     let filter_bytes = |db: &Db| db.stats().memory.table_filter_bytes;
-    let mut bytes_after_compaction = Vec::new();
-    for filters in [true, false] {
-        let fast = tempfile::tempdir().unwrap();
-        let slow = tempfile::tempdir().unwrap();
-        let opts = tierkv::Options {
-            last_level_filters: filters,
-            block_records: Some(8),
-            ..common::two_tier_options(slow.path(), 256 * 1024, false)
-        };
-        let db = Db::open(fast.path(), opts).unwrap();
-        for k in (0..KEYS).step_by(2) {
-            db.put(k.to_be_bytes(), value(k, 0)).unwrap();
-        }
-        db.compact_range(None, None).unwrap();
-        let read_all = |db: &Db| {
-            for k in 0..KEYS {
-                let want = (k % 2 == 0).then(|| value(k, 0));
-                assert_eq!(db.get(k.to_be_bytes()).unwrap(), want, "key {k}");
+    for format in [
+        tierkv::SlowTierFormat::Sorted,
+        tierkv::SlowTierFormat::SemiSorted,
+    ] {
+        let mut bytes_after_compaction = Vec::new();
+        for filters in [true, false] {
+            let fast = tempfile::tempdir().unwrap();
+            let slow = tempfile::tempdir().unwrap();
+            let mut opts = tierkv::Options {
+                last_level_filters: filters,
+                block_records: Some(8),
+                ..common::two_tier_options(slow.path(), 256 * 1024, false)
+            };
+            opts.compaction.slow_tier_format = format;
+            let db = Db::open(fast.path(), opts).unwrap();
+            for k in (0..KEYS).step_by(2) {
+                db.put(k.to_be_bytes(), value(k, 0)).unwrap();
             }
-        };
-        read_all(&db);
-        bytes_after_compaction.push(filter_bytes(&db));
-        db.put(1u64.to_be_bytes(), value(1, 0)).unwrap();
-        db.flush().unwrap();
-        // The get opens the new L0 table (the table cache may have closed others).
-        assert_eq!(db.get(1u64.to_be_bytes()).unwrap(), Some(value(1, 0)));
-        if !filters {
-            assert!(filter_bytes(&db) > 0, "the flushed L0 table has a filter");
+            db.compact_range(None, None).unwrap();
+            let read_all = |db: &Db| {
+                for k in 0..KEYS {
+                    let want = (k % 2 == 0).then(|| value(k, 0));
+                    assert_eq!(
+                        db.get(k.to_be_bytes()).unwrap(),
+                        want,
+                        "{format:?}: key {k}"
+                    );
+                }
+            };
+            read_all(&db);
+            let s = db.stats();
+            assert!(
+                s.slow_tier_bytes > 0,
+                "{format:?}: nothing on the slow tier"
+            );
+            bytes_after_compaction.push(filter_bytes(&db));
+            db.put(1u64.to_be_bytes(), value(1, 0)).unwrap();
+            db.flush().unwrap();
+            // The get opens the new L0 table (the table cache may have closed others).
+            assert_eq!(db.get(1u64.to_be_bytes()).unwrap(), Some(value(1, 0)));
+            if !filters {
+                assert!(
+                    filter_bytes(&db) > 0,
+                    "{format:?}: the flushed L0 table has a filter"
+                );
+            }
+            db.delete(1u64.to_be_bytes()).unwrap();
+            db.flush().unwrap();
+            read_all(&db);
+            db.verify_checksums().unwrap();
         }
-        db.delete(1u64.to_be_bytes()).unwrap();
-        db.flush().unwrap();
-        read_all(&db);
+        assert!(
+            bytes_after_compaction[0] > 0,
+            "{format:?}: {bytes_after_compaction:?}"
+        );
+        assert_eq!(
+            bytes_after_compaction[1], 0,
+            "{format:?}: {bytes_after_compaction:?}"
+        );
     }
-    assert!(bytes_after_compaction[0] > 0, "{bytes_after_compaction:?}");
-    assert_eq!(bytes_after_compaction[1], 0, "{bytes_after_compaction:?}");
 }

@@ -333,7 +333,19 @@ fn model_two_tiers_small_blocks_no_last_level_filters() {
         last_level_filters: false,
         ..common::two_tier_options(slow.path(), 128 * 1024, true)
     };
-    run(310, 3000, opts);
+    run(310, 3000, opts.clone());
+    // The same with semi-sorted slow-tier tables, whose deepest level's generations are
+    // written without filters too.
+    let slow = tempfile::tempdir().unwrap();
+    let mut semi = Options {
+        slow: Some(tierkv::SlowTier {
+            dir: slow.path().to_path_buf(),
+            ..opts.slow.clone().unwrap()
+        }),
+        ..opts
+    };
+    semi.compaction.slow_tier_format = SlowTierFormat::SemiSorted;
+    run(311, 3000, semi);
 }
 
 /// The KV, KP and block caches with budgets of a few KiB, so entries churn through every

@@ -41,7 +41,9 @@ pub struct JobContext<'a> {
     pub tables: &'a Arc<TableCache>,
     /// Table format options.
     pub table_options: TableOptions,
-    /// Format of semi-sorted tables (smaller data blocks: `Options::semi_table_options`).
+    /// Format of semi-sorted tables (smaller data blocks: `Options::semi_table_options`;
+    /// outputs drop the filter on the deepest level as sorted ones do:
+    /// `job::semi_table_options_for`).
     pub semi_table_options: TableOptions,
     /// Filters on tables written to the deepest level holding data
     /// (`Options::last_level_filters`).

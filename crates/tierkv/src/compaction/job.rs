@@ -38,8 +38,26 @@ fn output_table_options(c: &Compaction, ctx: &JobContext<'_>) -> TableOptions {
 
 /// The format of new tables of `level` (see [`output_table_options`]).
 fn table_options_for(level: usize, ctx: &JobContext<'_>) -> TableOptions {
-    let mut o = ctx.table_options;
-    let deepest = ctx.version.levels[level + 1..].iter().all(|l| l.is_empty());
+    without_last_level_filter(ctx.table_options, level, ctx)
+}
+
+/// The format of semi-sorted generations written to `level` (new tables and appended
+/// generations): the same filter rule as sorted tables. Each generation rebuilds its
+/// filter from its key list, so a table appended to after data lands deeper gets one back.
+pub(super) fn semi_table_options_for(level: usize, ctx: &JobContext<'_>) -> TableOptions {
+    without_last_level_filter(ctx.semi_table_options, level, ctx)
+}
+
+fn without_last_level_filter(
+    mut o: TableOptions,
+    level: usize,
+    ctx: &JobContext<'_>,
+) -> TableOptions {
+    let deepest = ctx
+        .version
+        .levels
+        .get(level + 1..)
+        .is_none_or(|ls| ls.iter().all(|l| l.is_empty()));
     if deepest && !ctx.last_level_filters {
         o.bloom_bits_per_key = 0;
     }

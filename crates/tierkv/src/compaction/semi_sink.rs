@@ -11,6 +11,7 @@
 //! table left empty is dropped, and a table the merge never touched stays as it is.
 
 use super::context::JobContext;
+use super::job::semi_table_options_for;
 use super::semi_plan::{territory, DirtyLog, Target, TargetMode};
 use crate::env::{IoCause, Tier};
 use crate::key::user_key;
@@ -129,7 +130,7 @@ impl SemiOutputs {
             .reopen_writable(meta.tier, &name, meta.size(), IoCause::Compaction)?;
         let writer = GenerationWriter::continuing(
             file,
-            ctx.semi_table_options,
+            semi_table_options_for(lists.level, ctx),
             meta.size(),
             std::mem::take(prior),
             dirty,
@@ -188,7 +189,8 @@ impl SemiOutputs {
                 &table_file_name(number),
                 IoCause::Compaction,
             )?;
-            self.fresh = Some((GenerationWriter::new(file, ctx.semi_table_options), number));
+            let opts = semi_table_options_for(lists.level, ctx);
+            self.fresh = Some((GenerationWriter::new(file, opts), number));
         }
         if let Some((w, _)) = self.fresh.as_mut() {
             w.add(ikey, value)?;

@@ -247,6 +247,8 @@ pub struct DbStats {
     pub cache: crate::cache::AdaptiveCacheStats,
     /// Bytes of index and filter blocks held by open tables.
     pub table_memory: usize,
+    /// Table-cache misses: tables opened and the bytes their opening read, by tier.
+    pub table_opens: crate::version::TableOpenStats,
     /// Memory by component against the memory budget (or the components' own limits).
     pub memory: crate::memory::MemoryStats,
     /// Bytes in the mutable memtable.
@@ -445,6 +447,7 @@ impl DbInner {
             cache_total,
             cache,
             table_memory: self.tables.memory_usage(),
+            table_opens: self.tables.open_stats(),
             memory,
             memtable_bytes: sv.mem.approximate_size(),
             immutable_memtables: sv.imms.len(),

@@ -59,14 +59,16 @@ pub struct Table {
     cache: Option<Arc<dyn BlockCache>>,
     /// Offset where the data blocks end (the first metadata block starts).
     data_end: u64,
-    /// A semi-sorted table's footer and block summary (`None`: a sorted table).
-    semi: Option<(SemiFooter, SemiSummary)>,
+    /// A semi-sorted table's footer (`None`: a sorted table).
+    semi: Option<SemiFooter>,
     /// A semi-sorted table's runs of valid blocks that follow each other both in key
     /// order and in the file, as `(start, end)` offsets sorted by start (empty for a
     /// sorted table: its blocks are one run). Readahead stops at a run's end, so a
     /// sequential reader never reads other generations' blocks or garbage it then reads
     /// again.
     runs: Vec<(u64, u64)>,
+    /// Bytes opening the table read (footer and metadata).
+    open_bytes: u64,
 }
 
 impl Table {
@@ -108,13 +110,14 @@ impl Table {
                 number,
                 index: s.index,
                 user_key_index: true,
-                index_offset: s.footer.index.offset,
+                index_offset: s.footer.lookup.unwrap_or(s.footer.index).offset,
                 filter: s.filter,
                 props: s.props,
                 cache,
                 data_end: s.data_end,
-                semi: Some((s.footer, s.summary)),
+                semi: Some(s.footer),
                 runs: Vec::new(),
+                open_bytes: tail_len as u64 + s.read_bytes,
                 file,
             };
             t.runs = key_order_runs(&t.block_handles()?);
@@ -140,9 +143,11 @@ impl Table {
         // it, so opening reads each byte once.
         let tail_start = size - tail_len as u64;
         let tail_meta = &tail[..tail_len - FOOTER_LEN];
+        let mut open_bytes = tail_len as u64;
         let meta = if meta_start >= tail_start {
             tail_meta[(meta_start - tail_start) as usize..].to_vec()
         } else {
+            open_bytes += tail_start - meta_start;
             let mut m = file.read_at(meta_start, (tail_start - meta_start) as usize, cause)?;
             m.extend_from_slice(tail_meta);
             m
@@ -178,6 +183,7 @@ impl Table {
             data_end: meta_start,
             semi: None,
             runs: Vec::new(),
+            open_bytes,
             file,
         })
     }
@@ -229,9 +235,10 @@ impl Table {
         self.data_block(h, cause, false)
     }
 
-    /// A semi-sorted table's valid and dirty blocks (`None`: a sorted table).
-    pub fn semi_summary(&self) -> Option<SemiSummary> {
-        self.semi.map(|(_, s)| s)
+    /// A semi-sorted table's valid and dirty blocks, from its block index read from disk
+    /// (`None`: a sorted table).
+    pub fn semi_summary(&self, cause: IoCause) -> Result<Option<SemiSummary>> {
+        Ok(self.semi_generation(cause)?.map(|g| SemiSummary::of(&g)))
     }
 
     /// Reads a semi-sorted table's current generation back from disk (block index, key
@@ -239,8 +246,14 @@ impl Table {
     pub fn semi_generation(&self, cause: IoCause) -> Result<Option<PriorGeneration>> {
         self.semi
             .as_ref()
-            .map(|(footer, _)| semi::read_generation(&self.file, footer, cause))
+            .map(|footer| semi::read_generation(&self.file, footer, cause))
             .transpose()
+    }
+
+    /// Bytes opening the table read from disk: its footer and the metadata it keeps
+    /// (filter, properties, index), not a semi-sorted table's key list or block list.
+    pub fn open_read_bytes(&self) -> u64 {
+        self.open_bytes
     }
 
     /// The file's path.
@@ -523,7 +536,7 @@ impl Table {
     /// Reads every data block from disk (not the cache), checking checksums, entry
     /// structure, key order and the index; returns the number of entries.
     pub fn verify(self: &Arc<Self>, cause: IoCause) -> Result<u64> {
-        if let Some((footer, _)) = &self.semi {
+        if let Some(footer) = &self.semi {
             return semi::verify(
                 &self.file,
                 footer,

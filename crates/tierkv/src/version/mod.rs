@@ -15,7 +15,7 @@ mod table_cache;
 pub use edit::{NewFile, VersionEdit};
 pub use level_iter::LevelIterator;
 pub use set::VersionSet;
-pub use table_cache::TableCache;
+pub use table_cache::{TableCache, TableOpenStats};
 
 use crate::env::{Env, IoCause, Tier};
 use crate::key::{compare_internal, user_key, SeqNo};

@@ -8,7 +8,25 @@ use crate::cache::Cache;
 use crate::env::{Env, IoCause};
 use crate::sst::Table;
 use crate::Result;
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+
+/// Table-cache misses by tier: how many tables were opened and the bytes their opening
+/// read (footer and the metadata a reader keeps: filter, properties, index). With a
+/// table cache too small for the tables a workload touches, these reads can outweigh the
+/// data blocks gets read.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct TableOpenStats {
+    /// Tables opened on the fast tier.
+    pub fast_opens: u64,
+    /// Bytes those openings read.
+    pub fast_bytes: u64,
+    /// Tables opened on the slow tier.
+    pub slow_opens: u64,
+    /// Bytes those openings read.
+    pub slow_bytes: u64,
+}
 
 /// Weighs a table for the two bounds at once: by its index and filter bytes, but never
 /// less than `byte_limit / max_open_files`, so the byte capacity also caps the count.
@@ -37,6 +55,9 @@ pub struct TableCache {
     tables: Tables,
     byte_limit: Option<usize>,
     cache: Option<Arc<Cache>>,
+    /// Openings and their bytes, by tier (`[fast, slow]`; see [`TableOpenStats`]).
+    opens: [AtomicU64; 2],
+    open_bytes: [AtomicU64; 2],
 }
 
 impl TableCache {
@@ -94,6 +115,19 @@ impl TableCache {
             tables,
             byte_limit,
             cache,
+            opens: Default::default(),
+            open_bytes: Default::default(),
+        }
+    }
+
+    /// Tables opened so far and the bytes their opening read, by tier.
+    pub fn open_stats(&self) -> TableOpenStats {
+        let l = |a: &[AtomicU64; 2], i: usize| a[i].load(Relaxed);
+        TableOpenStats {
+            fast_opens: l(&self.opens, 0),
+            fast_bytes: l(&self.open_bytes, 0),
+            slow_opens: l(&self.opens, 1),
+            slow_bytes: l(&self.open_bytes, 1),
         }
     }
 
@@ -117,7 +151,7 @@ impl TableCache {
                 .open_random(meta.tier, &super::table_file_name(meta.number))?;
             // The manifest's size, not the file's: a semi-sorted table's file may hold a
             // crashed append's bytes past it.
-            Ok(Arc::new(Table::open_sized(
+            let t = Table::open_sized(
                 file,
                 meta.number,
                 meta.size(),
@@ -125,7 +159,11 @@ impl TableCache {
                     .clone()
                     .map(|c| c as Arc<dyn crate::sst::BlockCache>),
                 cause,
-            )?))
+            )?;
+            let tier = usize::from(meta.tier == crate::env::Tier::Slow);
+            self.opens[tier].fetch_add(1, Relaxed);
+            self.open_bytes[tier].fetch_add(t.open_read_bytes(), Relaxed);
+            Ok(Arc::new(t))
         });
         // What a KP pointer saves depends on how often gets read table metadata.
         if cause == IoCause::UserGet {

@@ -1,21 +1,33 @@
 //! The bytes a semi-sorted generation ends with: the block index (every block's handle,
-//! key range, validity and entry counts) and the fixed footer that locates the
-//! generation's filter, properties, key list and index. Owns their encoding and the checks
-//! that make a damaged index or footer read as corruption, never as wrong data; the data
-//! blocks and the key list are ordinary blocks (`super::super::block`).
+//! key range, validity and entry counts), the lookup index (version 2: what a reader keeps,
+//! one separator and handle per valid block) and the fixed footer that locates the
+//! generation's filter, properties, key list and indexes. Owns their encoding and the
+//! checks that make a damaged index or footer read as corruption, never as wrong data; the
+//! data blocks and the key list are ordinary blocks (`super::super::block`).
 
 use crate::coding::{decode_fixed32, decode_fixed64, get_varint64, masked_crc};
 use crate::coding::{put_fixed32, put_fixed64, put_varint64};
 use crate::key::{parse_internal_key, user_key};
-use crate::sst::format::{BlockHandle, BLOCK_TRAILER_LEN};
+use crate::sst::block::{Block, BlockBuilder};
+use crate::sst::format::{shortest_separator, BlockHandle, BLOCK_TRAILER_LEN};
+use crate::sst::INDEX_RESTART_INTERVAL;
+use bytes::Bytes;
 
 /// "tierkvS1" read as a little-endian u64: a semi-sorted table (sorted tables end with
 /// "tierkvT1").
 pub const SEMI_MAGIC: u64 = u64::from_le_bytes(*b"tierkvS1");
-/// Semi-sorted format version written and read.
-pub const SEMI_VERSION: u32 = 1;
-/// Fixed footer size: four handles (16 bytes each), version, checksum, magic.
-pub const SEMI_FOOTER_LEN: usize = 4 * 16 + 4 + 4 + 8;
+/// Semi-sorted format version written: 2 stores the lookup index a reader keeps, so
+/// opening a table never reads the block index (every block's first and last internal key
+/// and counts, dirty blocks too: several times the lookup index's size).
+pub const SEMI_VERSION: u32 = 2;
+/// The first version (still read): the footer has no lookup index and opening reads the
+/// block index and builds the lookup index from it.
+pub const SEMI_VERSION_1: u32 = 1;
+/// Footer size of version 2: five handles (16 bytes each), version, checksum, magic. The
+/// longest semi-sorted footer: a reader reads this many bytes before the logical end.
+pub const SEMI_FOOTER_LEN: usize = 5 * 16 + 4 + 4 + 8;
+/// Footer size of version 1: four handles, version, checksum, magic.
+pub const SEMI_FOOTER_V1_LEN: usize = 4 * 16 + 4 + 4 + 8;
 
 /// What one index entry says about a data block.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -213,6 +225,63 @@ fn check_blocks(blocks: &[SemiBlock], data_end: u64) -> Result<(), String> {
     Ok(())
 }
 
+/// The lookup index of valid blocks `valid` (in key order, ranges disjoint): one entry per
+/// block, a user-key separator `S` with `last user key <= S < next block's first user key`
+/// (the last block: its last user key) and the block's handle as varints: the same
+/// structure and separators as a sorted table's version-2 index, so a seek by user key
+/// lands on the only block that can hold it. Version 2 stores it; version 1 builds it at
+/// open.
+pub fn lookup_index(valid: &[SemiBlock]) -> Vec<u8> {
+    let mut b = BlockBuilder::new(INDEX_RESTART_INTERVAL);
+    let mut handle = Vec::with_capacity(16);
+    for (i, blk) in valid.iter().enumerate() {
+        let sep = match valid.get(i + 1) {
+            Some(next) => shortest_separator(blk.last_user_key(), next.first_user_key()),
+            None => blk.last_user_key().to_vec(),
+        };
+        handle.clear();
+        blk.handle.encode_varint(&mut handle);
+        b.add(&sep, &handle);
+    }
+    b.finish()
+}
+
+/// Checks a stored lookup index against the valid blocks of the block index: one entry per
+/// valid block, in order, with that block's handle and a separator between it and the
+/// next. `Err` names what is wrong.
+pub fn check_lookup_index(lookup: Bytes, valid: &[SemiBlock]) -> Result<(), String> {
+    let block = Block::new(lookup).map_err(|e| format!("lookup index: {e}"))?;
+    block
+        .check_restarts()
+        .map_err(|e| format!("lookup index: {e}"))?;
+    let mut it = block.iter();
+    it.seek_to_first()
+        .map_err(|e| format!("lookup index: {e}"))?;
+    for (i, b) in valid.iter().enumerate() {
+        if !it.valid() {
+            return Err(format!(
+                "lookup index has {i} entries for {} valid blocks",
+                valid.len()
+            ));
+        }
+        if BlockHandle::decode_varint(it.value()) != Some(b.handle) {
+            return Err(format!("lookup index entry {i} points at another block"));
+        }
+        let sep = it.key();
+        let below_next = valid.get(i + 1).is_none_or(|n| sep < n.first_user_key());
+        if sep < b.last_user_key() || !below_next {
+            return Err(format!(
+                "lookup index entry {i} does not separate its block"
+            ));
+        }
+        it.next().map_err(|e| format!("lookup index: {e}"))?;
+    }
+    if it.valid() {
+        return Err("lookup index lists more blocks than are valid".into());
+    }
+    Ok(())
+}
+
 /// The fixed end of a semi-sorted generation: its metadata blocks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct SemiFooter {
@@ -222,41 +291,73 @@ pub struct SemiFooter {
     pub properties: BlockHandle,
     /// The valid user keys, in order, as a block with empty values.
     pub keys: BlockHandle,
-    /// The block index ([`encode_index`]).
+    /// The block index ([`encode_index`]): every block, valid and dirty.
     pub index: BlockHandle,
+    /// The lookup index ([`lookup_index`]), version 2; `None`: a version-1 footer.
+    pub lookup: Option<BlockHandle>,
 }
 
 impl SemiFooter {
-    /// Encodes the footer (exactly [`SEMI_FOOTER_LEN`] bytes).
+    /// Its encoded length: [`SEMI_FOOTER_LEN`], or [`SEMI_FOOTER_V1_LEN`] without a
+    /// lookup index.
+    pub fn encoded_len(&self) -> usize {
+        if self.lookup.is_some() {
+            SEMI_FOOTER_LEN
+        } else {
+            SEMI_FOOTER_V1_LEN
+        }
+    }
+
+    fn handles(&self) -> impl Iterator<Item = BlockHandle> {
+        [self.filter, self.properties, self.keys, self.index]
+            .into_iter()
+            .chain(self.lookup)
+    }
+
+    /// Encodes the footer ([`SemiFooter::encoded_len`] bytes): version 2 with a lookup index,
+    /// version 1 without.
     pub fn encode(&self) -> Vec<u8> {
-        let mut out = Vec::with_capacity(SEMI_FOOTER_LEN);
-        for h in [self.filter, self.properties, self.keys, self.index] {
+        let mut out = Vec::with_capacity(self.encoded_len());
+        for h in self.handles() {
             put_fixed64(&mut out, h.offset);
             put_fixed64(&mut out, h.size);
         }
-        put_fixed32(&mut out, SEMI_VERSION);
+        let version = if self.lookup.is_some() {
+            SEMI_VERSION
+        } else {
+            SEMI_VERSION_1
+        };
+        put_fixed32(&mut out, version);
         let crc = masked_crc(&out);
         put_fixed32(&mut out, crc);
         put_fixed64(&mut out, SEMI_MAGIC);
         out
     }
 
-    /// Decodes a footer that ends at `footer_end` (the generation's logical end);
-    /// `Err` names what is wrong.
-    pub fn decode(src: &[u8], footer_end: u64) -> Result<SemiFooter, String> {
-        if src.len() != SEMI_FOOTER_LEN {
+    /// Decodes the footer at the end of `tail` (the last bytes before the generation's
+    /// logical end `footer_end`, at least the footer: its version, at a fixed distance from
+    /// the end, says how long it is); `Err` names what is wrong.
+    pub fn decode(tail: &[u8], footer_end: u64) -> Result<SemiFooter, String> {
+        if tail.len() < SEMI_FOOTER_V1_LEN {
             return Err("semi-sorted footer has the wrong length".into());
         }
-        if decode_fixed64(&src[SEMI_FOOTER_LEN - 8..]) != SEMI_MAGIC {
+        let n = tail.len();
+        if decode_fixed64(&tail[n - 8..]) != SEMI_MAGIC {
             return Err("bad semi-sorted table magic".into());
         }
-        let body = &src[..SEMI_FOOTER_LEN - 12];
-        if decode_fixed32(&src[SEMI_FOOTER_LEN - 12..]) != masked_crc(body) {
+        let version = decode_fixed32(&tail[n - 16..]);
+        let len = match version {
+            SEMI_VERSION_1 => SEMI_FOOTER_V1_LEN,
+            SEMI_VERSION => SEMI_FOOTER_LEN,
+            v => return Err(format!("unsupported semi-sorted format version {v}")),
+        };
+        let src = tail
+            .get(n.saturating_sub(len)..)
+            .filter(|s| s.len() == len)
+            .ok_or("semi-sorted footer has the wrong length")?;
+        let body = &src[..len - 12];
+        if decode_fixed32(&src[len - 12..]) != masked_crc(body) {
             return Err("semi-sorted footer checksum mismatch".into());
-        }
-        let version = decode_fixed32(&src[64..]);
-        if version != SEMI_VERSION {
-            return Err(format!("unsupported semi-sorted format version {version}"));
         }
         let h = |i: usize| BlockHandle {
             offset: decode_fixed64(&src[16 * i..]),
@@ -267,9 +368,10 @@ impl SemiFooter {
             properties: h(1),
             keys: h(2),
             index: h(3),
+            lookup: (version == SEMI_VERSION).then(|| h(4)),
         };
-        let meta_limit = footer_end.saturating_sub(SEMI_FOOTER_LEN as u64);
-        for h in [footer.filter, footer.properties, footer.keys, footer.index] {
+        let meta_limit = footer_end.saturating_sub(len as u64);
+        for h in footer.handles() {
             let end = h
                 .offset
                 .checked_add(h.size)
@@ -283,11 +385,23 @@ impl SemiFooter {
 
     /// Where the generation's metadata starts (everything before is data blocks).
     pub fn meta_start(&self) -> u64 {
-        [self.filter, self.properties, self.keys, self.index]
-            .iter()
+        self.handles()
             .filter(|h| h.size > 0)
             .map(|h| h.offset)
             .min()
             .unwrap_or(self.index.offset)
+    }
+
+    /// Where the metadata an open reads starts: the filter, properties and the index a
+    /// reader keeps (version 2: the lookup index; version 1: the block index), which come
+    /// after the key list (and in version 2 the block index) and end at the footer.
+    pub fn open_start(&self) -> u64 {
+        let kept = self.lookup.unwrap_or(self.index);
+        [self.filter, self.properties, kept]
+            .iter()
+            .filter(|h| h.size > 0)
+            .map(|h| h.offset)
+            .min()
+            .unwrap_or(kept.offset)
     }
 }

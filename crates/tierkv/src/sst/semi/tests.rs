@@ -171,7 +171,7 @@ fn first_generation_reads_back_like_the_model_and_verifies() {
     let t = open(&env, "000001.sst", info.file_size).unwrap();
     check_against(&t, &model).unwrap();
     assert_eq!(t.verify(IoCause::Check).unwrap(), model.len() as u64);
-    let s = t.semi_summary().unwrap();
+    let s = t.semi_summary(IoCause::Check).unwrap().unwrap();
     assert!(s.valid_blocks > 10 && s.dirty_blocks == 0, "{s:?}");
     assert_eq!(t.properties().num_entries, model.len() as u64);
 }
@@ -196,7 +196,7 @@ fn index_memory_matches_a_sorted_table() {
     let s = open(&env, "000001.sst", semi.file_size).unwrap();
     let f = env.open_random(Tier::Slow, "000002.sst").unwrap();
     let t = Table::open_sized(f, 8, sorted.file_size, None, IoCause::Check).unwrap();
-    assert!(t.semi_summary().is_none());
+    assert!(t.semi_summary(IoCause::Check).unwrap().is_none());
     let (a, b) = (s.memory_usage() as f64, t.memory_usage() as f64);
     assert!(a <= b * 1.05, "semi-sorted {a} bytes vs sorted {b}");
 }
@@ -223,7 +223,7 @@ fn appended_generation_keeps_clean_blocks_and_the_old_generation_readable() {
     let t2 = open(&env, "000002.sst", size).unwrap();
     check_against(&t2, &next).unwrap();
     assert_eq!(t2.verify(IoCause::Check).unwrap(), next.len() as u64);
-    let s = t2.semi_summary().unwrap();
+    let s = t2.semi_summary(IoCause::Check).unwrap().unwrap();
     assert_eq!(s.dirty_blocks, dirtied as u64);
     let t1 = open(&env, "000001.sst", info.file_size).unwrap();
     check_against(&t1, &model).unwrap();
@@ -262,7 +262,7 @@ fn appended_generation_keeps_clean_blocks_and_the_old_generation_readable() {
         it.next().unwrap();
     }
     assert_eq!(n, next3.len());
-    let s3 = t3.semi_summary().unwrap();
+    let s3 = t3.semi_summary(IoCause::Check).unwrap().unwrap();
     assert!(s3.dirty_blocks > 0);
     assert_eq!(
         reads() - before,
@@ -364,5 +364,187 @@ fn byte_flips_are_detected_or_harmless_never_wrong_data() {
     assert!(
         detected > 0 && harmless > 0,
         "{detected} detected, {harmless} harmless"
+    );
+}
+
+/// Opening a semi-sorted table reads its filter, properties and stored lookup index, not
+/// its block index (every block's first and last internal key and counts, dirty blocks
+/// too) nor its key list: about what opening a sorted table of the same entries reads.
+/// Under a tight table cache every get that misses it pays this read, so a larger one
+/// multiplied the slow-disk bytes of small-record workloads (docs/BENCHMARKS-LOG.md).
+#[test]
+fn opening_reads_no_more_metadata_than_a_sorted_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let mut model = first_entries(2000);
+    sort(&mut model);
+    let info = write_first(&env, "000001.sst", &model);
+    // A second generation: dirty blocks in the block index, none in what a reader keeps.
+    let mut new = second_entries();
+    for i in (0..2000usize).step_by(97) {
+        let u = format!("u{:06}", i * 4);
+        new.push((
+            make_internal_key(u.as_bytes(), 50_000 + i as u64, ValueKind::Value),
+            b"again".to_vec(),
+        ));
+    }
+    sort(&mut new);
+    new.dedup_by(|a, b| user_key(&a.0) == user_key(&b.0));
+    let (next, size, dirtied) = append(
+        &env,
+        ("000001.sst", info.file_size),
+        "000002.sst",
+        &model,
+        &new,
+    );
+    assert!(dirtied >= 15, "dirtied {dirtied}");
+    let f = env
+        .create_writable(Tier::Slow, "000003.sst", IoCause::Compaction)
+        .unwrap();
+    let mut b = TableBuilder::new(f, opts());
+    for (k, v) in &next {
+        b.add(k, v).unwrap();
+    }
+    let sorted = b.finish().unwrap();
+    let semi = open(&env, "000002.sst", size).unwrap();
+    check_against(&semi, &next).unwrap();
+    let f = env.open_random(Tier::Slow, "000003.sst").unwrap();
+    let t = Table::open_sized(f, 8, sorted.file_size, None, IoCause::Check).unwrap();
+    let (a, b) = (semi.open_read_bytes(), t.open_read_bytes());
+    assert!(
+        a as f64 <= b as f64 * 1.05,
+        "opening the semi-sorted table read {a} bytes, the sorted one {b}"
+    );
+    // And the reads of the open are what the stats count.
+    let reads = || {
+        env.stats()
+            .snapshot()
+            .tier(Tier::Slow)
+            .cause(IoCause::UserGet)
+            .read_bytes
+    };
+    let before = reads();
+    let f = env.open_random(Tier::Slow, "000002.sst").unwrap();
+    let again = Table::open_sized(f, 9, size, None, IoCause::UserGet).unwrap();
+    assert_eq!(reads() - before, again.open_read_bytes());
+}
+
+/// Rewrites the version-2 table `from` (of logical size `size`) as a version-1 table `to`
+/// (no stored lookup index: key list, filter, properties, block index, 80-byte footer), as
+/// a binary before version 2 wrote it. Blocks are copied framed: a trailer's checksum does
+/// not cover the block's offset.
+fn rewrite_as_version_1(dir: &std::path::Path, from: &str, size: u64, to: &str) -> u64 {
+    use crate::sst::format::{BlockHandle, BLOCK_TRAILER_LEN};
+    let bytes = std::fs::read(dir.join(from)).unwrap();
+    let bytes = &bytes[..size as usize];
+    let footer = SemiFooter::decode(&bytes[bytes.len() - SEMI_FOOTER_LEN..], size).unwrap();
+    assert!(footer.lookup.is_some(), "written as version 2");
+    let mut out = bytes[..footer.keys.offset as usize].to_vec();
+    let mut copy = |h: BlockHandle| {
+        if h.size == 0 {
+            return BlockHandle {
+                offset: out.len() as u64,
+                size: 0,
+            };
+        }
+        let at = out.len() as u64;
+        let end = (h.offset + h.size) as usize + BLOCK_TRAILER_LEN;
+        out.extend_from_slice(&bytes[h.offset as usize..end]);
+        BlockHandle {
+            offset: at,
+            size: h.size,
+        }
+    };
+    let v1 = SemiFooter {
+        keys: copy(footer.keys),
+        filter: copy(footer.filter),
+        properties: copy(footer.properties),
+        index: copy(footer.index),
+        lookup: None,
+    };
+    out.extend_from_slice(&v1.encode());
+    std::fs::write(dir.join(to), &out).unwrap();
+    out.len() as u64
+}
+
+/// Tables written before the lookup index was stored (format version 1) still open, read
+/// back exactly, verify, and take a new generation (written as version 2) that reads and
+/// verifies too.
+#[test]
+fn version_1_tables_still_read_and_take_a_version_2_generation() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let mut model = first_entries(300);
+    sort(&mut model);
+    let info = write_first(&env, "000001.sst", &model);
+    let size = rewrite_as_version_1(dir.path(), "000001.sst", info.file_size, "000002.sst");
+    let t = open(&env, "000002.sst", size).unwrap();
+    check_against(&t, &model).unwrap();
+    assert_eq!(t.verify(IoCause::Check).unwrap(), model.len() as u64);
+    let v2 = open(&env, "000001.sst", info.file_size).unwrap();
+    assert_eq!(t.block_handles().unwrap(), v2.block_handles().unwrap());
+    assert_eq!(t.index_user_keys().unwrap(), v2.index_user_keys().unwrap());
+    let (next, size2, dirtied) = append(
+        &env,
+        ("000002.sst", size),
+        "000003.sst",
+        &model,
+        &second_entries(),
+    );
+    assert!(dirtied >= 1);
+    let t3 = open(&env, "000003.sst", size2).unwrap();
+    check_against(&t3, &next).unwrap();
+    t3.verify(IoCause::Check).unwrap();
+    let s = t3.semi_summary(IoCause::Check).unwrap().unwrap();
+    assert_eq!(s.dirty_blocks, dirtied as u64);
+}
+
+/// `tierkv check` compares a version-2 table's stored lookup index with its block index:
+/// a lookup index whose separators and handles a reader would accept but that points a
+/// key range at the wrong block (here: the first two entries' handles swapped, checksum
+/// redone) is reported as corruption.
+#[test]
+fn verify_catches_a_lookup_index_that_disagrees_with_the_block_index() {
+    use crate::sst::block::{Block, BlockBuilder};
+    use crate::sst::format::BLOCK_TRAILER_LEN;
+    use crate::sst::INDEX_RESTART_INTERVAL;
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let mut model = first_entries(300);
+    sort(&mut model);
+    let info = write_first(&env, "000001.sst", &model);
+    let path = dir.path().join("000001.sst");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let footer =
+        SemiFooter::decode(&bytes[bytes.len() - SEMI_FOOTER_LEN..], info.file_size).unwrap();
+    let h = footer.lookup.unwrap();
+    let (at, end) = (h.offset as usize, (h.offset + h.size) as usize);
+    let stored = Block::new(bytes::Bytes::copy_from_slice(&bytes[at..end])).unwrap();
+    let mut entries = Vec::new();
+    let mut it = stored.iter();
+    it.seek_to_first().unwrap();
+    while it.valid() {
+        entries.push((it.key().to_vec(), it.value().to_vec()));
+        it.next().unwrap();
+    }
+    let (v0, v1) = (entries[0].1.clone(), entries[1].1.clone());
+    (entries[0].1, entries[1].1) = (v1, v0);
+    let mut b = BlockBuilder::new(INDEX_RESTART_INTERVAL);
+    entries.iter().for_each(|(k, v)| b.add(k, v));
+    let swapped = b.finish();
+    assert_eq!(bytes[end], 0, "stored uncompressed (TableOptions::default)");
+    let (framed, _) = crate::sst::format::frame_block(&swapped, crate::Compression::None);
+    assert_eq!(
+        framed.len(),
+        end + BLOCK_TRAILER_LEN - at,
+        "same length: layout holds"
+    );
+    bytes[at..end + BLOCK_TRAILER_LEN].copy_from_slice(&framed);
+    std::fs::write(&path, &bytes).unwrap();
+    let t = open(&env, "000001.sst", info.file_size).unwrap();
+    let e = t.verify(IoCause::Check).unwrap_err();
+    assert!(
+        e.is_corruption() && e.to_string().contains("lookup index"),
+        "{e}"
     );
 }

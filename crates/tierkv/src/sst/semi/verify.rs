@@ -2,10 +2,12 @@
 //! block is read from disk and checked against its index entry (checksum, restart points,
 //! entry structure, first and last key, counts), keys ascend across the valid blocks in
 //! index order and no user key spans two blocks, the key list equals the valid blocks'
-//! user keys, the filter admits every one of them, and the properties count the entries.
-//! Dirty blocks are garbage and are only bounds-checked (by the index decoder).
+//! user keys, the filter admits every one of them, the properties count the entries, and
+//! (version 2) the stored lookup index lists exactly the valid blocks, each with a
+//! separator between it and the next. Dirty blocks are garbage and are only
+//! bounds-checked (by the index decoder).
 
-use super::layout::{BlockStats, SemiFooter};
+use super::layout::{check_lookup_index, BlockStats, SemiFooter};
 use super::reader::read_generation;
 use crate::env::{IoCause, RandomAccessFile};
 use crate::key::{compare_internal, parse_internal_key, user_key, ValueKind};
@@ -24,6 +26,16 @@ pub fn verify(
 ) -> Result<u64> {
     let bad = |offset: u64, reason: String| Error::corruption(file.path(), offset, reason);
     let generation = read_generation(file, footer, cause)?;
+    if let Some(h) = footer.lookup {
+        let valid: Vec<_> = generation
+            .blocks
+            .iter()
+            .take_while(|b| b.valid)
+            .cloned()
+            .collect();
+        check_lookup_index(read_block_contents(file, h, cause)?, &valid)
+            .map_err(|e| bad(h.offset, e))?;
+    }
     let mut keys = generation.keys.iter();
     let mut prev: Option<Vec<u8>> = None;
     let mut total = BlockStats::default();

@@ -1,11 +1,12 @@
 //! Writing one generation of a semi-sorted table: new data blocks (sorted inside, cut
 //! between user keys and around the clean blocks carried over, so that valid blocks'
-//! ranges never overlap), then the key list, the filter over every valid user key, the
-//! properties, the block index and the footer; synced before `finish` returns. A first
-//! generation starts an empty file; a later one continues a file holding the previous
-//! generation's bytes (`super` explains how the file gets there). Owns the write side only.
+//! ranges never overlap), then the key list, the block index, the filter over every valid
+//! user key, the properties, the lookup index and the (version-2) footer; synced before
+//! `finish` returns. A first generation starts an empty file; a later one continues a file
+//! holding the previous generation's bytes (`super` explains how the file gets there).
+//! Owns the write side only.
 
-use super::layout::{encode_index, BlockStats, SemiBlock, SemiFooter};
+use super::layout::{encode_index, lookup_index, BlockStats, SemiBlock, SemiFooter};
 use crate::env::WritableFile;
 use crate::key::{compare_internal, parse_internal_key, user_key, InternalKey, ValueKind};
 use crate::sst::block::BlockBuilder;
@@ -337,11 +338,18 @@ impl GenerationWriter {
             return Err(self.invalid("refusing to write a generation without valid blocks"));
         };
         let (smallest, largest) = (first.first.clone(), last.last.clone());
-        // The key list first: opening a table reads the metadata after it in one read
-        // and never needs the keys (merges and verification read them).
+        // The key list and the block index first: opening a table reads the metadata after
+        // them in one read and never needs them (merges and verification read them).
         let mut kb = BlockBuilder::new(INDEX_RESTART_INTERVAL);
         keys.iter().for_each(|k| kb.add(k, b""));
         let key_list = self.write_block(&kb.finish())?;
+        let garbage_bytes = data_end.saturating_sub(valid.iter().map(|b| b.stored_len()).sum());
+        let lookup = lookup_index(&valid);
+        let valid_count = valid.len();
+        let mut all = valid;
+        all.append(&mut self.dead);
+        let index = self.write_block(&encode_index(&all))?;
+        let valid = &all[..valid_count];
         let filter = if self.opts.bloom_bits_per_key > 0 {
             let mut f = BloomBuilder::new(self.opts.bloom_bits_per_key);
             keys.iter().for_each(|k| f.add_key(k));
@@ -378,15 +386,13 @@ impl GenerationWriter {
             },
         };
         let properties = self.write_block(&props.encode())?;
-        let garbage_bytes = data_end.saturating_sub(valid.iter().map(|b| b.stored_len()).sum());
-        let mut all = valid;
-        all.append(&mut self.dead);
-        let index = self.write_block(&encode_index(&all))?;
+        let lookup = self.write_block(&lookup)?;
         let footer = SemiFooter {
             filter,
             properties,
             keys: key_list,
             index,
+            lookup: Some(lookup),
         }
         .encode();
         self.file.append(&footer)?;
