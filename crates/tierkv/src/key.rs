@@ -43,7 +43,7 @@ impl ValueKind {
 
 /// The kind byte used to build seek keys: the largest kind, so that a seek key with
 /// sequence `s` sorts before every entry of the same user key with sequence `<= s`.
-const KIND_FOR_SEEK: u8 = ValueKind::Expiring as u8;
+pub(crate) const KIND_FOR_SEEK: u8 = ValueKind::Expiring as u8;
 
 /// Packs a sequence number and kind into a trailer value.
 pub fn pack_trailer(seq: SeqNo, kind: ValueKind) -> u64 {
