@@ -3,7 +3,9 @@
 //! frozen, flushed and dropped is decided by the write path (`db::write`, `db::background`).
 
 use crate::iter::InternalIterator;
-use crate::key::{compare_internal, parse_internal_key, SeqNo, ValueKind, KIND_FOR_SEEK, TRAILER_LEN};
+use crate::key::{
+    compare_internal, parse_internal_key, SeqNo, ShortBytes, ValueKind, KIND_FOR_SEEK, TRAILER_LEN,
+};
 use crate::Result;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
@@ -18,56 +20,25 @@ use std::sync::Arc;
 /// sequence and value).
 const ENTRY_OVERHEAD: usize = 128;
 
-/// Longest encoded internal key (user key and 8-byte trailer) a [`MemKey`] holds inline:
-/// user keys up to 22 bytes. Chosen so the inline form is no larger than a `Bytes` (32
-/// bytes with the length and the enum tag).
-const INLINE_KEY: usize = 30;
-
-/// An internal key as the memtable stores it: inline in the skiplist node when short,
-/// on the heap otherwise. Inline, an insert makes one allocation fewer, a lookup builds its
-/// seek key on the stack, and each comparison of a skiplist search reads the key from
-/// the node it already loaded instead of following a pointer to a separate heap block
-/// (the search's comparisons were its cost, mostly cache misses on those blocks). Its
-/// order is [`compare_internal`], as the on-disk tables'.
+/// An internal key as the memtable stores it: inline in the skiplist node when short
+/// (encoded up to [`ShortBytes::INLINE`] bytes: user keys up to 22 bytes), on the heap
+/// otherwise. Inline, an insert makes one allocation fewer, a lookup builds its seek key
+/// on the stack, and each comparison of a skiplist search reads the key from the node it
+/// already loaded instead of following a pointer to a separate heap block (the search's
+/// comparisons were its cost, mostly cache misses on those blocks). Its order is
+/// [`compare_internal`], as the on-disk tables'.
 #[derive(Clone, Debug)]
-enum MemKey {
-    Inline { len: u8, buf: [u8; INLINE_KEY] },
-    Heap(Box<[u8]>),
-}
+struct MemKey(ShortBytes);
 
 impl MemKey {
-    /// The encoded internal key `user_key` + trailer (`trailer` already packed).
+    /// The encoded internal key `user_key` + `trailer` (already packed).
     fn with_trailer(user_key: &[u8], trailer: u64) -> Self {
-        let len = user_key.len() + TRAILER_LEN;
-        if len <= INLINE_KEY {
-            let mut buf = [0u8; INLINE_KEY];
-            buf[..user_key.len()].copy_from_slice(user_key);
-            buf[user_key.len()..len].copy_from_slice(&trailer.to_le_bytes());
-            // `len <= INLINE_KEY` (30) fits a byte.
-            MemKey::Inline {
-                len: len as u8,
-                buf,
-            }
-        } else {
-            let mut v = Vec::with_capacity(len);
-            v.extend_from_slice(user_key);
-            v.extend_from_slice(&trailer.to_le_bytes());
-            MemKey::Heap(v.into_boxed_slice())
-        }
+        MemKey(ShortBytes::concat(user_key, &trailer.to_le_bytes()))
     }
 
     /// An already encoded internal key (a seek target).
     fn from_encoded(ikey: &[u8]) -> Self {
-        if ikey.len() <= INLINE_KEY {
-            let mut buf = [0u8; INLINE_KEY];
-            buf[..ikey.len()].copy_from_slice(ikey);
-            MemKey::Inline {
-                len: ikey.len() as u8,
-                buf,
-            }
-        } else {
-            MemKey::Heap(ikey.into())
-        }
+        MemKey(ShortBytes::new(ikey))
     }
 
     /// The key to seek to for the newest version of `user_key` at or below `seq` (as
@@ -78,10 +49,7 @@ impl MemKey {
 
     #[inline]
     fn encoded(&self) -> &[u8] {
-        match self {
-            MemKey::Inline { len, buf } => &buf[..*len as usize],
-            MemKey::Heap(b) => b,
-        }
+        self.0.as_slice()
     }
 }
 
@@ -373,6 +341,7 @@ mod tests {
         let mut expected = Vec::new();
         let mut seq = 0;
         // Lengths around the inline limit (22-byte user keys are the longest inline).
+        assert_eq!(ShortBytes::INLINE, 30);
         for len in [0usize, 1, 7, 8, 9, 21, 22, 23, 24, 40] {
             for fill in [b'a', b'b'] {
                 let k = vec![fill; len];
