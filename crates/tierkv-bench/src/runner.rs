@@ -1263,6 +1263,40 @@ mod tests {
         assert!(scans.read_ios_per_op.unwrap() < 0.05);
     }
 
+    /// The stream's in-flight counts and a group's key sets, kept by key hash: a key
+    /// counted twice stays until it left twice, other keys are not counted, and the hash
+    /// spreads 8-byte keys that differ in one byte (the table would degrade, not fail,
+    /// otherwise, so the spread is checked directly).
+    #[test]
+    fn key_counts_count_each_key_until_it_left() {
+        let mut c = KeyCounts::default();
+        c.enter(b"user1");
+        c.enter(b"user1");
+        c.enter(b"user2");
+        assert!(c.contains(b"user1") && c.contains(b"user2"));
+        assert!(!c.contains(b"user3") && !c.contains(b"user"));
+        c.leave(b"user1");
+        assert!(c.contains(b"user1"), "entered twice, left once");
+        c.leave(b"user1");
+        assert!(!c.contains(b"user1"));
+        c.leave(b"user1");
+        assert!(!c.contains(b"user1"), "an extra leave does not go negative");
+        c.clear();
+        assert!(!c.contains(b"user2"));
+        let hashes: std::collections::HashSet<u64> = (0..=255u8)
+            .flat_map(|b| {
+                (0..8).map(move |i| {
+                    let mut k = [0u8; 8];
+                    k[i] = b;
+                    key_hash(&k)
+                })
+            })
+            .collect();
+        assert_eq!(hashes.len(), 255 * 8 + 1, "distinct keys, distinct hashes");
+        let low_bits: std::collections::HashSet<u64> = hashes.iter().map(|h| h & 0xff).collect();
+        assert!(low_bits.len() > 200, "low bits spread: {}", low_bits.len());
+    }
+
     #[test]
     fn replays_f2_key_files() {
         // The load phase inserts exactly the load file's keys (8 bytes, 100-byte values); the

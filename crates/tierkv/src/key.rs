@@ -309,7 +309,10 @@ mod tests {
             let v: Vec<u8> = (0..len as u8).collect();
             let s = ShortBytes::new(&v);
             assert_eq!(s.as_slice(), &v[..]);
-            assert_eq!(matches!(s, ShortBytes::Inline { .. }), len <= ShortBytes::INLINE);
+            assert_eq!(
+                matches!(s, ShortBytes::Inline { .. }),
+                len <= ShortBytes::INLINE
+            );
             let (a, b) = v.split_at(len / 2);
             assert_eq!(ShortBytes::concat(a, b).as_slice(), &v[..]);
         }

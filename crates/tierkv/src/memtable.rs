@@ -271,8 +271,8 @@ impl InternalIterator for MemTableIterator {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::key::{seek_key, InternalKey};
     use crate::key::compare_internal;
+    use crate::key::{seek_key, InternalKey};
 
     #[test]
     fn get_sees_newest_version_at_or_below_snapshot() {

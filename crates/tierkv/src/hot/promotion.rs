@@ -131,7 +131,12 @@ impl PcTable {
     pub fn records(&self) -> Vec<(Bytes, PcRecord)> {
         self.map
             .iter()
-            .map(|e| (Bytes::copy_from_slice(e.key().0.as_slice()), e.value().clone()))
+            .map(|e| {
+                (
+                    Bytes::copy_from_slice(e.key().0.as_slice()),
+                    e.value().clone(),
+                )
+            })
             .collect()
     }
 
@@ -342,7 +347,12 @@ impl<V> PromotionCache<V> {
             let in_range: Vec<(Bytes, PcRecord)> = table
                 .map
                 .range::<[u8], _>(range)
-                .map(|e| (Bytes::copy_from_slice(e.key().0.as_slice()), e.value().clone()))
+                .map(|e| {
+                    (
+                        Bytes::copy_from_slice(e.key().0.as_slice()),
+                        e.value().clone(),
+                    )
+                })
                 .collect();
             for (k, r) in in_range {
                 table.map.remove::<[u8]>(&k);
