@@ -43,7 +43,7 @@ impl ValueKind {
 
 /// The kind byte used to build seek keys: the largest kind, so that a seek key with
 /// sequence `s` sorts before every entry of the same user key with sequence `<= s`.
-const KIND_FOR_SEEK: u8 = ValueKind::Expiring as u8;
+pub(crate) const KIND_FOR_SEEK: u8 = ValueKind::Expiring as u8;
 
 /// Packs a sequence number and kind into a trailer value.
 pub fn pack_trailer(seq: SeqNo, kind: ValueKind) -> u64 {
@@ -183,6 +183,58 @@ impl PartialOrd for InternalKey {
     }
 }
 
+/// A byte string held inline when short (up to [`ShortBytes::INLINE`] bytes) and on the
+/// heap otherwise: a skiplist node holding it inline needs no second allocation, and a
+/// search comparing it reads the node's own memory instead of following a pointer to a
+/// separate heap block. The inline form is 32 bytes with its length and tag, as a `Bytes`.
+#[derive(Clone, Debug)]
+pub(crate) enum ShortBytes {
+    Inline {
+        len: u8,
+        buf: [u8; ShortBytes::INLINE],
+    },
+    Heap(Box<[u8]>),
+}
+
+impl ShortBytes {
+    /// The longest string held inline.
+    pub(crate) const INLINE: usize = 30;
+
+    /// A copy of `bytes`.
+    pub(crate) fn new(bytes: &[u8]) -> Self {
+        Self::concat(bytes, &[])
+    }
+
+    /// A copy of `a` followed by `b`.
+    pub(crate) fn concat(a: &[u8], b: &[u8]) -> Self {
+        let len = a.len() + b.len();
+        if len <= Self::INLINE {
+            let mut buf = [0u8; Self::INLINE];
+            buf[..a.len()].copy_from_slice(a);
+            buf[a.len()..len].copy_from_slice(b);
+            // `len <= INLINE` (30) fits a byte.
+            ShortBytes::Inline {
+                len: len as u8,
+                buf,
+            }
+        } else {
+            let mut v = Vec::with_capacity(len);
+            v.extend_from_slice(a);
+            v.extend_from_slice(b);
+            ShortBytes::Heap(v.into_boxed_slice())
+        }
+    }
+
+    /// The bytes.
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[u8] {
+        match self {
+            ShortBytes::Inline { len, buf } => &buf[..*len as usize],
+            ShortBytes::Heap(b) => b,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -248,6 +300,22 @@ mod tests {
         }
         let newer = make_internal_key(b"k", 6, ValueKind::Delete);
         assert_eq!(compare_internal(&newer, &seek), Ordering::Less);
+    }
+
+    #[test]
+    fn short_bytes_hold_any_length_inline_or_not() {
+        assert_eq!(std::mem::size_of::<ShortBytes>(), 32, "as small as a Bytes");
+        for len in [0usize, 1, 8, 16, 29, 30, 31, 64] {
+            let v: Vec<u8> = (0..len as u8).collect();
+            let s = ShortBytes::new(&v);
+            assert_eq!(s.as_slice(), &v[..]);
+            assert_eq!(
+                matches!(s, ShortBytes::Inline { .. }),
+                len <= ShortBytes::INLINE
+            );
+            let (a, b) = v.split_at(len / 2);
+            assert_eq!(ShortBytes::concat(a, b).as_slice(), &v[..]);
+        }
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! This is the paper's "being or having been compacted" check, made exact for keys whose
 //! range no slow file covered yet.
 
-use crate::key::SeqNo;
+use crate::key::{SeqNo, ShortBytes};
 use crate::memtable::MemTable;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
@@ -60,9 +60,43 @@ pub struct PcRecord {
 /// table is not frozen, and inserts stop once it holds twice its size (invariant 4).
 pub const MAX_FROZEN_TABLES: usize = 2;
 
+/// A promotion cache table's key: a user key held inline in the skiplist node when short
+/// (as the memtable's keys, [`ShortBytes`]), so a lookup's comparisons read the nodes they
+/// already loaded instead of following a pointer per node to a separate heap block (every
+/// get that misses the memtables searches this table). Ordered bytewise, as `[u8]`, the
+/// form lookups borrow it as.
+#[derive(Clone, Debug)]
+struct PcKey(ShortBytes);
+
+impl std::borrow::Borrow<[u8]> for PcKey {
+    fn borrow(&self) -> &[u8] {
+        self.0.as_slice()
+    }
+}
+
+impl PartialEq for PcKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.as_slice() == other.0.as_slice()
+    }
+}
+
+impl Eq for PcKey {}
+
+impl Ord for PcKey {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.as_slice().cmp(other.0.as_slice())
+    }
+}
+
+impl PartialOrd for PcKey {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
 /// One promotion cache table (mutable, then immutable while the checker works on it).
 pub struct PcTable {
-    map: SkipMap<Bytes, PcRecord>,
+    map: SkipMap<PcKey, PcRecord>,
     size: AtomicUsize,
     /// Memtables that became immutable while this table was frozen (HotRAP §3.4 steps
     /// a-c): a key any of them holds was written after the freeze and is never promoted.
@@ -97,7 +131,12 @@ impl PcTable {
     pub fn records(&self) -> Vec<(Bytes, PcRecord)> {
         self.map
             .iter()
-            .map(|e| (e.key().clone(), e.value().clone()))
+            .map(|e| {
+                (
+                    Bytes::copy_from_slice(e.key().0.as_slice()),
+                    e.value().clone(),
+                )
+            })
             .collect()
     }
 
@@ -146,7 +185,7 @@ impl PcTable {
         }
         let charge = key.len() + record.value.len() + ENTRY_OVERHEAD;
         let replaced = old.map_or(0, |e| key.len() + e.value().value.len() + ENTRY_OVERHEAD);
-        self.map.insert(Bytes::copy_from_slice(key), record);
+        self.map.insert(PcKey(ShortBytes::new(key)), record);
         self.size.fetch_add(charge, Ordering::Relaxed);
         self.size.fetch_sub(replaced, Ordering::Relaxed);
     }
@@ -308,10 +347,15 @@ impl<V> PromotionCache<V> {
             let in_range: Vec<(Bytes, PcRecord)> = table
                 .map
                 .range::<[u8], _>(range)
-                .map(|e| (e.key().clone(), e.value().clone()))
+                .map(|e| {
+                    (
+                        Bytes::copy_from_slice(e.key().0.as_slice()),
+                        e.value().clone(),
+                    )
+                })
                 .collect();
             for (k, r) in in_range {
-                table.map.remove(&k);
+                table.map.remove::<[u8]>(&k);
                 let charge = k.len() + r.value.len() + ENTRY_OVERHEAD;
                 table.size.fetch_sub(charge, Ordering::Relaxed);
                 if taken.get(&k).is_none_or(|t| t.seq < r.seq) {
