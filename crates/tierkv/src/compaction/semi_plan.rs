@@ -447,26 +447,32 @@ impl DirtyBlocks {
         })
     }
 
-    /// Where a read of block `at` ends: past the blocks after it (in key order, in the
-    /// same table) the plan expects dirtied, while each lies after the previous one in
-    /// the file within [`SPAN_GAP_MAX`], within the same run of data blocks, and the
-    /// span within [`SPAN_MAX`].
+    /// Where a read of block `at` ends: past the blocks after it in key order (in the
+    /// same table) the plan expects dirtied that lie after it in the file, taken in file
+    /// order while each starts within [`SPAN_GAP_MAX`] of the previous one's end, within
+    /// the same run of data blocks, and the span within [`SPAN_MAX`]. (After a few
+    /// generations, neighbours in key order alternate between runs appended at different
+    /// times, so the blocks are taken by offset, not in key order.)
     fn span_end(&self, at: usize) -> u64 {
         let (t, b) = &self.blocks[at];
         let start = b.handle.offset;
-        let run_end = t.data_run_end(start);
+        let limit = t.data_run_end(start).min(start.saturating_add(SPAN_MAX));
         let mut end = self.block_end(at);
         let last = (at + 1 + SPAN_LOOKAHEAD).min(self.blocks.len());
-        for j in at + 1..last {
-            let nb = &self.blocks[j].1;
-            if nb.target != b.target {
-                break;
-            }
-            if !self.likely[j] {
+        let mut later: Vec<(u64, u64)> = (at + 1..last)
+            .take_while(|&j| self.blocks[j].1.target == b.target)
+            .filter(|&j| self.likely[j] && self.blocks[j].1.handle.offset >= end)
+            .map(|j| (self.blocks[j].1.handle.offset, self.block_end(j)))
+            .filter(|&(_, e)| e <= limit)
+            .collect();
+        later.sort_unstable();
+        for (off, e) in later {
+            if off < end {
+                // Blocks do not overlap, so only a corrupt index puts one here: leave it
+                // to its own read, which reports it.
                 continue;
             }
-            let (off, e) = (nb.handle.offset, self.block_end(j));
-            if off < end || off - end > SPAN_GAP_MAX || e > run_end || e - start > SPAN_MAX {
+            if off - end > SPAN_GAP_MAX {
                 break;
             }
             end = e;
