@@ -781,6 +781,60 @@ fn small_semi_sorted_tables_join_when_a_merge_touches_them() {
     );
 }
 
+/// A merge that dirties a run of blocks lying one after another in a generation reads
+/// them together, not one read each (a slow disk's latency per read held background
+/// threads for seconds and stalled writes): its slow-tier compaction reads (block index,
+/// key list and dirty blocks, counted by the env by tier and cause) are at most one more
+/// than those of a merge that dirties a single block of the same table, and it still
+/// reads less than the table (no whole-table read) and dirties only what it overlaps.
+#[test]
+fn semi_merge_reads_a_run_of_dirty_blocks_in_one_read() {
+    let slow_compaction = |env: &Env| {
+        let s = env.stats().snapshot();
+        let c = s.tier(Tier::Slow).cause(IoCause::Compaction);
+        (c.read_ops, c.read_bytes)
+    };
+    // Input keys `dense` of table 1 (keys 100..199): slow compaction read ops and bytes,
+    // the appended table's dirty blocks, and its size before the merge.
+    let run = |dense: std::ops::Range<u32>| {
+        let case = small_tables_case(8 << 10, dense, &[]);
+        for f in case.compaction.all_inputs() {
+            case.tables.get(f, IoCause::Check).unwrap();
+        }
+        let before = case.compaction.output_inputs[0].size();
+        let (ops0, bytes0) = slow_compaction(&case.env);
+        let (out, _) = run_case(&case, false, true, 1000);
+        let (ops, bytes) = slow_compaction(&case.env);
+        let appended: Vec<&NewFile> = out
+            .edit
+            .added
+            .iter()
+            .filter(|f| f.garbage_bytes > 0)
+            .collect();
+        assert_eq!(appended.len(), 1, "one table continued");
+        let meta = FileMeta::new(appended[0].clone(), case.env.clone());
+        let t = case.tables.get(&meta, IoCause::Check).unwrap();
+        let dirty = t
+            .semi_summary(IoCause::Check)
+            .unwrap()
+            .unwrap()
+            .dirty_blocks;
+        (ops - ops0, bytes - bytes0, dirty, before)
+    };
+    let (one_ops, _, one_dirty, _) = run(150..151);
+    let (run_ops, run_bytes, run_dirty, size) = run(120..145);
+    assert_eq!(one_dirty, 1, "one key dirties one block");
+    assert!(run_dirty >= 4, "{run_dirty} blocks dirtied, want a run");
+    assert!(
+        run_ops <= one_ops + 1,
+        "{run_dirty} dirty blocks in a row took {run_ops} reads, one dirty block {one_ops}"
+    );
+    assert!(
+        run_bytes < size,
+        "read {run_bytes} bytes of a {size}-byte table"
+    );
+}
+
 /// The newest input version of every user key of the case: (seq, kind, stored value).
 fn newest_inputs(case: &Case) -> std::collections::BTreeMap<Vec<u8>, (u64, ValueKind, Vec<u8>)> {
     let mut newest = std::collections::BTreeMap::new();

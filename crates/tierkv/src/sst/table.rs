@@ -235,6 +235,40 @@ impl Table {
         self.data_block(h, cause, false)
     }
 
+    /// Where the run of data blocks holding `offset` ends: a span read with
+    /// [`Table::read_data_span`] from `offset` stays below it (a semi-sorted table's
+    /// generations keep their metadata between runs; a sorted table's one run ends where
+    /// its metadata starts).
+    pub fn data_run_end(&self, offset: u64) -> u64 {
+        self.run_end(offset)
+    }
+
+    /// Reads `len` bytes of data blocks from `offset` in one call, bypassing the block
+    /// cache: a compaction reading several blocks that lie close together in the file
+    /// ([`Table::block_in_span`] takes each out), so a slow disk sees one read, not one
+    /// per block. The span must lie within one run of data blocks.
+    pub fn read_data_span(&self, offset: u64, len: usize, cause: IoCause) -> Result<Bytes> {
+        let end = offset.checked_add(len as u64);
+        if end.is_none_or(|e| e > self.run_end(offset)) {
+            return Err(self.corrupt(offset, "block span runs past its run of data blocks"));
+        }
+        Ok(Bytes::from(self.file.read_at(offset, len, cause)?))
+    }
+
+    /// The data block at `h` out of `span`, the bytes [`Table::read_data_span`] read
+    /// from `span_offset` (checksum verified, as [`Table::read_block`] would).
+    pub fn block_in_span(&self, span: &Bytes, span_offset: u64, h: BlockHandle) -> Result<Block> {
+        let len = h.size as usize + BLOCK_TRAILER_LEN;
+        let from = h
+            .offset
+            .checked_sub(span_offset)
+            .and_then(|f| usize::try_from(f).ok())
+            .filter(|f| f.checked_add(len).is_some_and(|e| e <= span.len()))
+            .ok_or_else(|| self.corrupt(h.offset, "block lies outside the span read for it"))?;
+        let contents = unframe_block(&span[from..from + len], &self.file, h.offset)?;
+        parse_block(contents, &self.file, h.offset)
+    }
+
     /// A semi-sorted table's valid and dirty blocks, from its block index read from disk
     /// (`None`: a sorted table).
     pub fn semi_summary(&self, cause: IoCause) -> Result<Option<SemiSummary>> {
