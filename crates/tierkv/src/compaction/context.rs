@@ -43,7 +43,7 @@ pub struct JobContext<'a> {
     pub table_options: TableOptions,
     /// Format of semi-sorted tables (smaller data blocks: `Options::semi_table_options`;
     /// outputs drop the filter on the deepest level as sorted ones do:
-    /// `job::semi_table_options_for`).
+    /// `JobContext::semi_table_options_for`).
     pub semi_table_options: TableOptions,
     /// Filters on tables written to the deepest level holding data
     /// (`Options::last_level_filters`).
@@ -69,4 +69,33 @@ pub struct JobContext<'a> {
     /// The time of expiry for this job (`Options::clock`, read once at its start): a
     /// record whose deadline is at or before it has expired (`crate::expiry`).
     pub now: u64,
+}
+
+impl JobContext<'_> {
+    /// The format of new sorted tables of `level`: without a filter when the level is the
+    /// deepest holding data and `last_level_filters` is off (most point reads end there,
+    /// and they find their key: a filter only saves the read for keys stored nowhere).
+    pub(super) fn table_options_for(&self, level: usize) -> TableOptions {
+        self.without_last_level_filter(self.table_options, level)
+    }
+
+    /// The format of semi-sorted generations written to `level` (new tables and appended
+    /// generations): the same filter rule as sorted tables. Each generation rebuilds its
+    /// filter from its key list, so a table appended to after data lands deeper gets one
+    /// back.
+    pub(super) fn semi_table_options_for(&self, level: usize) -> TableOptions {
+        self.without_last_level_filter(self.semi_table_options, level)
+    }
+
+    fn without_last_level_filter(&self, mut o: TableOptions, level: usize) -> TableOptions {
+        let deepest = self
+            .version
+            .levels
+            .get(level + 1..)
+            .is_none_or(|ls| ls.iter().all(|l| l.is_empty()));
+        if deepest && !self.last_level_filters {
+            o.bloom_bits_per_key = 0;
+        }
+        o
+    }
 }

@@ -29,39 +29,9 @@ use crate::Result;
 
 pub use super::context::{HotRouting, JobContext, JobOutput};
 
-/// The format of the output level's new tables: without a filter when the level is the
-/// deepest holding data and `last_level_filters` is off (most point reads end there, and
-/// they find their key: a filter only saves the read for keys stored nowhere).
+/// The format of the output level's new tables ([`JobContext::table_options_for`]).
 fn output_table_options(c: &Compaction, ctx: &JobContext<'_>) -> TableOptions {
-    table_options_for(c.output_level, ctx)
-}
-
-/// The format of new tables of `level` (see [`output_table_options`]).
-fn table_options_for(level: usize, ctx: &JobContext<'_>) -> TableOptions {
-    without_last_level_filter(ctx.table_options, level, ctx)
-}
-
-/// The format of semi-sorted generations written to `level` (new tables and appended
-/// generations): the same filter rule as sorted tables. Each generation rebuilds its
-/// filter from its key list, so a table appended to after data lands deeper gets one back.
-pub(super) fn semi_table_options_for(level: usize, ctx: &JobContext<'_>) -> TableOptions {
-    without_last_level_filter(ctx.semi_table_options, level, ctx)
-}
-
-fn without_last_level_filter(
-    mut o: TableOptions,
-    level: usize,
-    ctx: &JobContext<'_>,
-) -> TableOptions {
-    let deepest = ctx
-        .version
-        .levels
-        .get(level + 1..)
-        .is_none_or(|ls| ls.iter().all(|l| l.is_empty()));
-    if deepest && !ctx.last_level_filters {
-        o.bloom_bits_per_key = 0;
-    }
-    o
+    ctx.table_options_for(c.output_level)
 }
 
 /// Merges the inputs of `c` into new files. On error, files written so far are deleted.
@@ -114,7 +84,7 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             deepest,
             semi,
             |level| place(ctx.version.layout.tiers[level]),
-            |level| table_options_for(level, ctx),
+            |level| ctx.table_options_for(level),
         )?);
     }
     let mut semi_read = None;

@@ -11,7 +11,6 @@
 //! table left empty is dropped, and a table the merge never touched stays as it is.
 
 use super::context::JobContext;
-use super::job::semi_table_options_for;
 use super::semi_plan::{territory, DirtyLog, Target, TargetMode};
 use crate::env::{IoCause, Tier};
 use crate::key::user_key;
@@ -130,7 +129,7 @@ impl SemiOutputs {
             .reopen_writable(meta.tier, &name, meta.size(), IoCause::Compaction)?;
         let writer = GenerationWriter::continuing(
             file,
-            semi_table_options_for(lists.level, ctx),
+            ctx.semi_table_options_for(lists.level),
             meta.size(),
             std::mem::take(prior),
             dirty,
@@ -189,7 +188,7 @@ impl SemiOutputs {
                 &table_file_name(number),
                 IoCause::Compaction,
             )?;
-            let opts = semi_table_options_for(lists.level, ctx);
+            let opts = ctx.semi_table_options_for(lists.level);
             self.fresh = Some((GenerationWriter::new(file, opts), number));
         }
         if let Some((w, _)) = self.fresh.as_mut() {
