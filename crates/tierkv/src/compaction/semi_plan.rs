@@ -456,7 +456,7 @@ impl DirtyBlocks {
     fn span_end(&self, at: usize) -> u64 {
         let (t, b) = &self.blocks[at];
         let start = b.handle.offset;
-        let limit = t.data_run_end(start).min(start.saturating_add(SPAN_MAX));
+        let limit = t.run_end(start).min(start.saturating_add(SPAN_MAX));
         let mut end = self.block_end(at);
         let last = (at + 1 + SPAN_LOOKAHEAD).min(self.blocks.len());
         let mut later: Vec<(u64, u64)> = (at + 1..last)

@@ -188,9 +188,11 @@ impl Table {
         })
     }
 
-    /// Where the run of blocks holding `offset` ends (see `runs`): the end of the data
-    /// blocks for a sorted table.
-    fn run_end(&self, offset: u64) -> u64 {
+    /// Where the run of data blocks holding `offset` ends (see `runs`): a span read with
+    /// [`Table::read_data_span`] from `offset` stays below it (a semi-sorted table's
+    /// generations keep their metadata between runs; a sorted table's one run ends where
+    /// its metadata starts).
+    pub fn run_end(&self, offset: u64) -> u64 {
         let i = self.runs.partition_point(|r| r.0 <= offset);
         match i.checked_sub(1).map(|i| self.runs[i]) {
             Some((_, end)) if offset < end => end,
@@ -233,14 +235,6 @@ impl Table {
     /// cache (a compaction reading the blocks it rewrites).
     pub fn read_block(&self, h: BlockHandle, cause: IoCause) -> Result<Block> {
         self.data_block(h, cause, false)
-    }
-
-    /// Where the run of data blocks holding `offset` ends: a span read with
-    /// [`Table::read_data_span`] from `offset` stays below it (a semi-sorted table's
-    /// generations keep their metadata between runs; a sorted table's one run ends where
-    /// its metadata starts).
-    pub fn data_run_end(&self, offset: u64) -> u64 {
-        self.run_end(offset)
     }
 
     /// Reads `len` bytes of data blocks from `offset` in one call, bypassing the block
