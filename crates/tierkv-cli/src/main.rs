@@ -536,6 +536,15 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
             )?;
         }
     }
+    let t = &s.table_opens;
+    writeln!(
+        out,
+        "  table opens (table cache misses): fast {} ({} read), slow {} ({} read)",
+        t.fast_opens,
+        human(t.fast_bytes),
+        t.slow_opens,
+        human(t.slow_bytes)
+    )?;
     let c = &s.cache;
     writeln!(
         out,

@@ -144,6 +144,10 @@ fn stats_prints_human_sizes_a_key_estimate_and_what_is_cumulative() {
         out.contains("this process (counted since the store was opened"),
         "{out}"
     );
+    assert!(
+        out.contains("table opens (table cache misses): fast "),
+        "{out}"
+    );
     let store_part = out.split("this process").next().unwrap();
     assert!(
         store_part.contains("L0"),

@@ -335,6 +335,13 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> tierkv::Result<String>
                 let _ = writeln!(o, "block_cache_misses:{}", b.misses);
                 let _ = writeln!(o, "block_cache_hit_rate:{:.4}", b.hit_rate());
                 let _ = writeln!(o, "promotion_cache_bytes:{}", stats.promotion.cache_bytes);
+                // Table-cache misses: opening a table reads its footer, filter, properties
+                // and index from disk.
+                let t = &stats.table_opens;
+                let _ = writeln!(o, "table_opens_fast:{}", t.fast_opens);
+                let _ = writeln!(o, "table_open_bytes_fast:{}", t.fast_bytes);
+                let _ = writeln!(o, "table_opens_slow:{}", t.slow_opens);
+                let _ = writeln!(o, "table_open_bytes_slow:{}", t.slow_bytes);
             }
             "keyspace" => {
                 // tierkv keeps no key count: DBSIZE and this section count keys with a full

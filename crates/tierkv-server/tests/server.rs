@@ -471,6 +471,7 @@ fn info_config_command_client() {
         "fd_hit_rate:",
         "used_memory:",
         "cache_capacity:",
+        "table_opens_slow:",
         "keys_approximate:1",
         "db0:keys=1",
     ] {
