@@ -31,8 +31,9 @@ const READAHEAD: usize = 1 << 20;
 /// generation's valid blocks): on the slow disks modelled (gp3: 3000 IOPS, 125 MiB/s) one
 /// more read costs about as much time as 40 KiB more bytes.
 const SPAN_GAP: u64 = 32 << 10;
-/// ... and reads gaps of at most 1/SPAN_WASTE of the bytes the window needs, in all (the
-/// smallest gaps first), so a window reads at most 1.5 times what it needs.
+/// The gaps a semi-sorted table's readahead window reads through come to at most
+/// 1/`SPAN_WASTE` of the bytes it needs (the smallest gaps first), so a window reads at
+/// most 1.5 times what it needs.
 const SPAN_WASTE: u64 = 2;
 
 /// A user iterator reading a table's data blocks one after another from disk starts
@@ -72,9 +73,9 @@ pub struct Table {
     semi: Option<SemiFooter>,
     /// A semi-sorted table's runs of valid blocks that follow each other both in key
     /// order and in the file, as `(start, end)` offsets sorted by start (empty for a
-    /// sorted table: its blocks are one run). Readahead stops at a run's end, so a
-    /// sequential reader never reads other generations' blocks or garbage it then reads
-    /// again.
+    /// sorted table: its blocks are one run). A span read with `read_data_span` (a
+    /// merge's dirty blocks) stays within one; readahead follows the key order across
+    /// them instead (`readahead_spans`).
     runs: Vec<(u64, u64)>,
     /// Bytes opening the table read (footer and metadata).
     open_bytes: u64,
@@ -213,8 +214,9 @@ impl Table {
     /// by offset; `ahead` is a cursor over this table's index at `h`'s entry. A sorted
     /// table: one span from `h` of `window` bytes (at least the block, at most to the end
     /// of the data blocks). A semi-sorted table: the blocks from `h` on in key order whose
-    /// stored bytes fit in `window` (at least `h`), grouped by file position, blocks at
-    /// most [`SPAN_GAP`] apart in one span. No I/O.
+    /// stored bytes fit in `window` (at least `h`), grouped by file position: blocks at
+    /// most [`SPAN_GAP`] apart share a span while the gaps read stay within
+    /// [`SPAN_WASTE`]'s share. No I/O.
     fn readahead_spans(
         &self,
         h: BlockHandle,
@@ -247,7 +249,7 @@ impl Table {
         let needed: u64 = blocks.iter().map(|b| b.1 - b.0).sum();
         blocks.sort_unstable();
         // Which gaps between blocks adjacent in the file to read through: the smallest
-        // first, each at most SPAN_GAP, all together at most SPAN_WASTE of the bytes
+        // first, each at most SPAN_GAP, all together at most 1/SPAN_WASTE of the bytes
         // needed (a gap may hold blocks a later window needs, read again then).
         let mut gaps: Vec<(u64, usize)> = blocks
             .windows(2)
@@ -763,7 +765,7 @@ fn key_order_runs(handles: &[BlockHandle]) -> Vec<(u64, u64)> {
 /// stopped at the end of each file-contiguous run would restart at every jump (one short
 /// read per run). Its window instead follows the blocks the reader needs next: the next
 /// blocks in key order (from the in-memory index) up to the window's size, grouped by
-/// file position into spans (blocks at most [`SPAN_GAP`] apart share a span), read with
+/// file position into spans (blocks close together share one, [`SPAN_GAP`]), read with
 /// several in flight ([`read_spans`]).
 #[derive(Default)]
 struct Readahead {
