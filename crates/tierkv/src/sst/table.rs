@@ -40,6 +40,11 @@ const SPAN_WASTE: u64 = 2;
 /// reading ahead after this many consecutive block reads (a seek followed by a step or
 /// two reads no more than it needs).
 const SCAN_READAHEAD_AFTER: u32 = 2;
+/// The same for a semi-sorted table: its blocks are an eighth of a sorted table's (2 KiB
+/// by default, `CompactionOptions::semi_block_size`), so a scan that steps into a second
+/// block almost always goes on, and a first window (64 KiB) costs about what the two
+/// plain block reads before a sorted table's does.
+const SEMI_SCAN_READAHEAD_AFTER: u32 = 1;
 /// Its first readahead window; each next one doubles, up to [`SCAN_READAHEAD_MAX`].
 const SCAN_READAHEAD_MIN: usize = 64 << 10;
 /// Its largest readahead window.
@@ -278,6 +283,15 @@ impl Table {
             .into_iter()
             .map(|(start, end)| (start, (end - start) as usize))
             .collect())
+    }
+
+    /// Consecutive blocks a user iterator reads from disk before it reads ahead.
+    fn scan_readahead_after(&self) -> u32 {
+        if self.semi.is_some() {
+            SEMI_SCAN_READAHEAD_AFTER
+        } else {
+            SCAN_READAHEAD_AFTER
+        }
     }
 
     /// The handles of the data blocks a reader sees, in key order (a semi-sorted table's
@@ -901,7 +915,8 @@ fn read_spans(table: &Table, spans: &[(u64, usize)], cause: IoCause) -> Result<V
 /// scan often reads a block or two after a seek, which whole windows would waste; a long
 /// one reads block after block of a table, each a read call of its own without this
 /// (record-sized blocks make that one call per few records). After
-/// [`SCAN_READAHEAD_AFTER`] consecutive blocks read from disk in key order (each the next
+/// [`SCAN_READAHEAD_AFTER`] ([`SEMI_SCAN_READAHEAD_AFTER`] for a semi-sorted table's
+/// small blocks) consecutive blocks read from disk in key order (each the next
 /// one in the file, or the iterator's next block: a semi-sorted table's key order jumps
 /// between generations), the next read takes a window of [`SCAN_READAHEAD_MIN`] bytes of
 /// the blocks that follow (see [`Readahead`]), doubling per window up to
@@ -957,7 +972,7 @@ impl ScanReadahead {
             self.window
                 .framed_block_within(table, h, ahead, cause, 0)?
                 .1
-        } else if in_order && self.run >= SCAN_READAHEAD_AFTER {
+        } else if in_order && self.run >= table.scan_readahead_after() {
             let size = self.size;
             self.size = (self.size * 2).min(SCAN_READAHEAD_MAX);
             self.window
