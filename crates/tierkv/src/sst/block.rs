@@ -195,6 +195,7 @@ struct EntryHeader {
 /// Cursor over one block. Errors are structural problems in the entries (the block's
 /// checksum was fine, so they mean a bug or a forged file): the cursor becomes invalid and
 /// the reason is returned for the caller to wrap with the file and offset.
+#[derive(Clone)]
 pub struct BlockIter {
     block: Block,
     /// Offset of the current entry (`restarts_offset` when invalid).

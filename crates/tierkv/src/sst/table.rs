@@ -14,7 +14,7 @@ use super::format::{
 use super::properties::TableProperties;
 use super::semi::{self, PriorGeneration, SemiFooter, SemiSummary, SEMI_FOOTER_LEN};
 use super::BlockCache;
-use crate::env::{IoCause, RandomAccessFile};
+use crate::env::{HoldsFile, IoCause, RandomAccessFile, ReadSession};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, user_key};
 use crate::{Error, Result};
@@ -26,10 +26,25 @@ use std::sync::Arc;
 /// disk sees few large reads instead of one small read per block.
 const READAHEAD: usize = 1 << 20;
 
+/// A semi-sorted table's readahead reads blocks it needs that lie at most this far apart
+/// in the file in one span, gap included (the dirty blocks and old metadata between one
+/// generation's valid blocks): on the slow disks modelled (gp3: 3000 IOPS, 125 MiB/s) one
+/// more read costs about as much time as 40 KiB more bytes.
+const SPAN_GAP: u64 = 32 << 10;
+/// The gaps a semi-sorted table's readahead window reads through come to at most
+/// 1/`SPAN_WASTE` of the bytes it needs (the smallest gaps first), so a window reads at
+/// most 1.5 times what it needs.
+const SPAN_WASTE: u64 = 2;
+
 /// A user iterator reading a table's data blocks one after another from disk starts
 /// reading ahead after this many consecutive block reads (a seek followed by a step or
 /// two reads no more than it needs).
 const SCAN_READAHEAD_AFTER: u32 = 2;
+/// The same for a semi-sorted table: its blocks are an eighth of a sorted table's (2 KiB
+/// by default, `CompactionOptions::semi_block_size`), so a scan that steps into a second
+/// block almost always goes on, and a first window (64 KiB) costs about what the two
+/// plain block reads before a sorted table's does.
+const SEMI_SCAN_READAHEAD_AFTER: u32 = 1;
 /// Its first readahead window; each next one doubles, up to [`SCAN_READAHEAD_MAX`].
 const SCAN_READAHEAD_MIN: usize = 64 << 10;
 /// Its largest readahead window.
@@ -63,9 +78,9 @@ pub struct Table {
     semi: Option<SemiFooter>,
     /// A semi-sorted table's runs of valid blocks that follow each other both in key
     /// order and in the file, as `(start, end)` offsets sorted by start (empty for a
-    /// sorted table: its blocks are one run). Readahead stops at a run's end, so a
-    /// sequential reader never reads other generations' blocks or garbage it then reads
-    /// again.
+    /// sorted table: its blocks are one run). A span read with `read_data_span` (a
+    /// merge's dirty blocks) stays within one; readahead follows the key order across
+    /// them instead (`readahead_spans`).
     runs: Vec<(u64, u64)>,
     /// Bytes opening the table read (footer and metadata).
     open_bytes: u64,
@@ -197,6 +212,85 @@ impl Table {
         match i.checked_sub(1).map(|i| self.runs[i]) {
             Some((_, end)) if offset < end => end,
             _ => self.data_end,
+        }
+    }
+
+    /// The spans a readahead window from the block at `h` reads, as `(offset, len)` sorted
+    /// by offset; `ahead` is a cursor over this table's index at `h`'s entry. A sorted
+    /// table: one span from `h` of `window` bytes (at least the block, at most to the end
+    /// of the data blocks). A semi-sorted table: the blocks from `h` on in key order whose
+    /// stored bytes fit in `window` (at least `h`), grouped by file position: blocks at
+    /// most [`SPAN_GAP`] apart share a span while the gaps read stay within
+    /// [`SPAN_WASTE`]'s share. No I/O.
+    fn readahead_spans(
+        &self,
+        h: BlockHandle,
+        ahead: &BlockIter,
+        window: usize,
+    ) -> Result<Vec<(u64, usize)>> {
+        let len = self.framed_len(h)? as u64;
+        if self.semi.is_none() {
+            let want = (self.run_end(h.offset).saturating_sub(h.offset))
+                .min(window as u64)
+                .max(len);
+            return Ok(vec![(h.offset, want as usize)]);
+        }
+        let mut blocks = vec![(h.offset, h.offset + len)];
+        let mut budget = (window as u64).saturating_sub(len);
+        let mut it = ahead.clone();
+        while budget > 0 && it.valid() {
+            it.next().map_err(|e| self.index_error(e))?;
+            if !it.valid() {
+                break;
+            }
+            let n = self.decode_handle(it.value())?;
+            let n_len = self.framed_len(n)? as u64;
+            if n_len > budget {
+                break;
+            }
+            budget -= n_len;
+            blocks.push((n.offset, n.offset + n_len));
+        }
+        let needed: u64 = blocks.iter().map(|b| b.1 - b.0).sum();
+        blocks.sort_unstable();
+        // Which gaps between blocks adjacent in the file to read through: the smallest
+        // first, each at most SPAN_GAP, all together at most 1/SPAN_WASTE of the bytes
+        // needed (a gap may hold blocks a later window needs, read again then).
+        let mut gaps: Vec<(u64, usize)> = blocks
+            .windows(2)
+            .enumerate()
+            .map(|(i, w)| (w[1].0.saturating_sub(w[0].1), i))
+            .filter(|&(gap, _)| gap <= SPAN_GAP)
+            .collect();
+        gaps.sort_unstable();
+        let mut join = vec![false; blocks.len()];
+        let mut waste = needed / SPAN_WASTE;
+        for (gap, i) in gaps {
+            if gap > waste {
+                break;
+            }
+            waste -= gap;
+            join[i] = true;
+        }
+        let mut spans: Vec<(u64, u64)> = Vec::new();
+        for (i, &(start, end)) in blocks.iter().enumerate() {
+            match spans.last_mut() {
+                Some(last) if i > 0 && join[i - 1] => last.1 = last.1.max(end),
+                _ => spans.push((start, end)),
+            }
+        }
+        Ok(spans
+            .into_iter()
+            .map(|(start, end)| (start, (end - start) as usize))
+            .collect())
+    }
+
+    /// Consecutive blocks a user iterator reads from disk before it reads ahead.
+    fn scan_readahead_after(&self) -> u32 {
+        if self.semi.is_some() {
+            SEMI_SCAN_READAHEAD_AFTER
+        } else {
+            SCAN_READAHEAD_AFTER
         }
     }
 
@@ -589,7 +683,7 @@ impl Table {
                 return Err(self.index_error("data blocks are not contiguous"));
             }
             expected_offset = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
-            let block = ra.block(self, h, cause)?;
+            let block = ra.block(self, h, &idx, cause)?;
             block
                 .check_restarts()
                 .map_err(|e| self.corrupt(h.offset, e))?;
@@ -678,23 +772,48 @@ fn key_order_runs(handles: &[BlockHandle]) -> Vec<(u64, u64)> {
     runs
 }
 
-/// A window of the file read in one I/O, from which consecutive blocks are sliced (up to
-/// the end of the run of blocks it starts in: `Table::runs`).
+/// The reads that fill a readahead window: one or more spans of the file, each one I/O,
+/// from which blocks are sliced. A sorted table's window is one span from the block read
+/// onwards (its blocks lie in the file in key order). A semi-sorted table's blocks do
+/// not: after merges its key order jumps between appended generations, so a window that
+/// stopped at the end of each file-contiguous run would restart at every jump (one short
+/// read per run). Its window instead follows the blocks the reader needs next: the next
+/// blocks in key order (from the in-memory index) up to the window's size, grouped by
+/// file position into spans (blocks close together share one, [`SPAN_GAP`]), read with
+/// several in flight ([`read_spans`]).
 #[derive(Default)]
 struct Readahead {
-    offset: u64,
-    buf: Bytes,
+    /// The spans read, as `(offset, bytes)`, sorted by offset and disjoint.
+    spans: Vec<(u64, Bytes)>,
 }
 
 impl Readahead {
-    fn block(&mut self, table: &Table, h: BlockHandle, cause: IoCause) -> Result<Block> {
-        Ok(self.framed_block(table, h, cause)?.1)
+    /// The block at `h`; `ahead` is the index cursor at `h`'s entry (the blocks after it
+    /// in key order are the ones a window reads).
+    fn block(
+        &mut self,
+        table: &Table,
+        h: BlockHandle,
+        ahead: &BlockIter,
+        cause: IoCause,
+    ) -> Result<Block> {
+        Ok(self.framed_block(table, h, ahead, cause)?.1)
+    }
+
+    /// The span holding the whole block at `h`, if any.
+    fn span_of(&self, h: BlockHandle) -> Option<usize> {
+        let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+        let i = self
+            .spans
+            .partition_point(|s| s.0 <= h.offset)
+            .checked_sub(1)?;
+        let (offset, buf) = &self.spans[i];
+        (end <= offset + buf.len() as u64).then_some(i)
     }
 
     /// True when the window holds the whole block at `h`.
     fn covers(&self, h: BlockHandle) -> bool {
-        let end = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
-        h.offset >= self.offset && end <= self.offset + self.buf.len() as u64
+        self.span_of(h).is_some()
     }
 
     /// The block at `h` as stored (contents and trailer, checksum verified) and decoded.
@@ -702,55 +821,114 @@ impl Readahead {
         &mut self,
         table: &Table,
         h: BlockHandle,
+        ahead: &BlockIter,
         cause: IoCause,
     ) -> Result<(Bytes, Block)> {
-        self.framed_block_within(table, h, cause, READAHEAD)
+        self.framed_block_within(table, h, ahead, cause, READAHEAD)
     }
 
-    /// [`Readahead::framed_block`], reading a window of `window` bytes (at least the
-    /// block, at most to the end of the data blocks) when the block is not in the current
-    /// one.
+    /// [`Readahead::framed_block`], reading a new window of about `window` bytes
+    /// ([`Table::readahead_spans`]: at least the block) when the block is not in the
+    /// current one.
     fn framed_block_within(
         &mut self,
         table: &Table,
         h: BlockHandle,
+        ahead: &BlockIter,
         cause: IoCause,
         window: usize,
     ) -> Result<(Bytes, Block)> {
         let len = h.size as usize + BLOCK_TRAILER_LEN;
         if !self.covers(h) {
-            let want = (table.run_end(h.offset).saturating_sub(h.offset))
-                .min(window as u64)
-                .max(len as u64) as usize;
-            self.buf = Bytes::from(table.file.read_at(h.offset, want, cause)?);
-            self.offset = h.offset;
+            let spans = table.readahead_spans(h, ahead, window)?;
+            self.spans = read_spans(table, &spans, cause)?;
         }
-        let from = (h.offset - self.offset) as usize;
-        let framed = self
-            .buf
-            .get(from..from + len)
-            .ok_or_else(|| table.corrupt(h.offset, "block runs past the end of the data blocks"))?;
+        let outside = || table.corrupt(h.offset, "block runs past the end of the data blocks");
+        let (offset, buf) = &self.spans[self.span_of(h).ok_or_else(outside)?];
+        let from = (h.offset - offset) as usize;
+        let framed = buf.get(from..from + len).ok_or_else(outside)?;
         let contents = unframe_block(framed, &table.file, h.offset)?;
         let block = parse_block(contents, &table.file, h.offset)?;
-        Ok((self.buf.slice(from..from + len), block))
+        Ok((buf.slice(from..from + len), block))
     }
+}
+
+/// A table's file as a [`ReadSession`] holder (the table outlives the session).
+struct SpanFile<'a>(&'a RandomAccessFile);
+
+impl HoldsFile for SpanFile<'_> {
+    fn file(&self) -> &RandomAccessFile {
+        self.0
+    }
+}
+
+/// Reads `spans` (`(offset, len)`, from [`Table::readahead_spans`]) of `table`'s file, one
+/// I/O each: one span as a plain read, several through a [`ReadSession`] with all of them
+/// in flight at once (their latencies overlap; a thread without an io_uring ring reads
+/// them one after another). Every read is counted as a plain read is.
+fn read_spans(table: &Table, spans: &[(u64, usize)], cause: IoCause) -> Result<Vec<(u64, Bytes)>> {
+    if let [(offset, len)] = spans {
+        return Ok(vec![(
+            *offset,
+            Bytes::from(table.file.read_at(*offset, *len, cause)?),
+        )]);
+    }
+    let mut session: ReadSession<SpanFile<'_>> = ReadSession::new();
+    for (tag, &(offset, len)) in spans.iter().enumerate() {
+        session.start(SpanFile(&table.file), offset, len, cause, tag);
+    }
+    let mut read: Vec<Option<Bytes>> = vec![None; spans.len()];
+    let mut failed = None;
+    let mut left = spans.len();
+    let mut done = Vec::new();
+    while left > 0 {
+        session.turn(true, &mut done);
+        if done.is_empty() && session.in_flight() == 0 {
+            // Cannot happen (every started read is delivered once); never spin on it.
+            break;
+        }
+        for (tag, r) in done.drain(..) {
+            left -= 1;
+            match r {
+                Ok(bytes) => read[tag] = Some(Bytes::from(bytes)),
+                Err(e) => {
+                    failed.get_or_insert(e);
+                }
+            }
+        }
+    }
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    spans
+        .iter()
+        .zip(read)
+        .map(|(&(offset, _), bytes)| {
+            bytes
+                .map(|b| (offset, b))
+                .ok_or_else(|| table.corrupt(offset, "a readahead read was never delivered"))
+        })
+        .collect()
 }
 
 /// Readahead for a user iterator (`IoCause::UserScan`): adaptive, unlike compaction's. A
 /// scan often reads a block or two after a seek, which whole windows would waste; a long
 /// one reads block after block of a table, each a read call of its own without this
 /// (record-sized blocks make that one call per few records). After
-/// [`SCAN_READAHEAD_AFTER`] consecutive blocks read from disk one after the other, the
-/// next read takes a window of [`SCAN_READAHEAD_MIN`] bytes, doubling per window up to
+/// [`SCAN_READAHEAD_AFTER`] ([`SEMI_SCAN_READAHEAD_AFTER`] for a semi-sorted table's
+/// small blocks) consecutive blocks read from disk in key order (each the next
+/// one in the file, or the iterator's next block: a semi-sorted table's key order jumps
+/// between generations), the next read takes a window of [`SCAN_READAHEAD_MIN`] bytes of
+/// the blocks that follow (see [`Readahead`]), doubling per window up to
 /// [`SCAN_READAHEAD_MAX`], and the following blocks are sliced from it. Blocks in the block
 /// cache are taken from there and do not break the run; a block elsewhere (a seek, a step
 /// backwards) starts over. Blocks sliced from a window enter the block cache as a plain
 /// read's would (when the iterator fills it).
 struct ScanReadahead {
     window: Readahead,
-    /// Where the block read last ends (the next block in order starts there).
+    /// Where the block read last ends (the next block in the file starts there).
     next_offset: u64,
-    /// Consecutive blocks read from disk, each starting where the one before ended.
+    /// Consecutive blocks read from disk in key order.
     run: u32,
     /// The next window's size.
     size: usize,
@@ -766,14 +944,20 @@ impl ScanReadahead {
         }
     }
 
+    /// The block at `h`; `ahead` is the index cursor at its entry, `stepped` says the
+    /// iterator reached it by stepping forward from the block before.
     fn block(
         &mut self,
         table: &Table,
         h: BlockHandle,
+        ahead: &BlockIter,
+        stepped: bool,
         cause: IoCause,
         fill_cache: bool,
     ) -> Result<Block> {
-        let in_order = h.offset == self.next_offset;
+        // A sorted table's next block in key order is the next in the file, so for it
+        // `stepped` adds nothing; a semi-sorted table's may lie anywhere.
+        let in_order = h.offset == self.next_offset || stepped;
         self.next_offset = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
         if let Some(cache) = &table.cache {
             if let Some(b) = cache.get_block(table.number, h.offset) {
@@ -785,11 +969,15 @@ impl ScanReadahead {
         }
         let from_window = self.window.covers(h);
         let block = if from_window {
-            self.window.framed_block_within(table, h, cause, 0)?.1
-        } else if in_order && self.run >= SCAN_READAHEAD_AFTER {
+            self.window
+                .framed_block_within(table, h, ahead, cause, 0)?
+                .1
+        } else if in_order && self.run >= table.scan_readahead_after() {
             let size = self.size;
             self.size = (self.size * 2).min(SCAN_READAHEAD_MAX);
-            self.window.framed_block_within(table, h, cause, size)?.1
+            self.window
+                .framed_block_within(table, h, ahead, cause, size)?
+                .1
         } else {
             if in_order {
                 self.run += 1;
@@ -867,7 +1055,9 @@ impl DataBlocks {
             return Ok(None);
         }
         let h = self.table.decode_handle(self.index.value())?;
-        let (framed, block) = self.readahead.framed_block(&self.table, h, self.cause)?;
+        let (framed, block) =
+            self.readahead
+                .framed_block(&self.table, h, &self.index, self.cause)?;
         // From the block itself: a version-2 index holds a separator, not the last key.
         let mut it = block.iter();
         it.seek_to_last()
@@ -929,16 +1119,24 @@ impl TableIterator {
         Ok(())
     }
 
-    /// Loads the block the index cursor points at (or clears it when the index is done).
-    fn load_block(&mut self) -> Result<()> {
+    /// Loads the block the index cursor points at (or clears it when the index is done);
+    /// `stepped`: the cursor just stepped forward from the block loaded before.
+    fn load_block(&mut self, stepped: bool) -> Result<()> {
         if !self.index.valid() {
             self.data = None;
             return Ok(());
         }
         let h = self.table.decode_handle(self.index.value())?;
         let block = match (self.readahead.as_mut(), self.scan_readahead.as_mut()) {
-            (Some(ra), _) => ra.block(&self.table, h, self.cause)?,
-            (None, Some(sra)) => sra.block(&self.table, h, self.cause, self.fill_cache)?,
+            (Some(ra), _) => ra.block(&self.table, h, &self.index, self.cause)?,
+            (None, Some(sra)) => sra.block(
+                &self.table,
+                h,
+                &self.index,
+                stepped,
+                self.cause,
+                self.fill_cache,
+            )?,
             (None, None) => self.table.data_block(h, self.cause, self.fill_cache)?,
         };
         self.data_offset = h.offset;
@@ -949,7 +1147,7 @@ impl TableIterator {
     fn skip_forward(&mut self) -> Result<()> {
         while self.data.as_ref().is_some_and(|d| !d.valid()) {
             self.index.next().map_err(|e| self.table.index_error(e))?;
-            self.load_block()?;
+            self.load_block(true)?;
             if let Some(d) = self.data.as_mut() {
                 let r = d.seek_to_first();
                 r.map_err(|e| self.data_error(e))?;
@@ -961,7 +1159,7 @@ impl TableIterator {
     fn skip_backward(&mut self) -> Result<()> {
         while self.data.as_ref().is_some_and(|d| !d.valid()) {
             self.index.prev().map_err(|e| self.table.index_error(e))?;
-            self.load_block()?;
+            self.load_block(false)?;
             if let Some(d) = self.data.as_mut() {
                 let r = d.seek_to_last();
                 r.map_err(|e| self.data_error(e))?;
@@ -999,7 +1197,7 @@ impl InternalIterator for TableIterator {
         self.index
             .seek_to_first()
             .map_err(|e| self.table.index_error(e))?;
-        self.load_block()?;
+        self.load_block(false)?;
         self.on_data(true, |d| d.seek_to_first())
     }
 
@@ -1007,13 +1205,13 @@ impl InternalIterator for TableIterator {
         self.index
             .seek_to_last()
             .map_err(|e| self.table.index_error(e))?;
-        self.load_block()?;
+        self.load_block(false)?;
         self.on_data(false, |d| d.seek_to_last())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.table.seek_index(&mut self.index, target)?;
-        self.load_block()?;
+        self.load_block(false)?;
         self.on_data(true, |d| d.seek(target))?;
         // An index whose keys disagree with its blocks can land before the target.
         if self.valid() && compare_internal(self.key(), target).is_lt() {

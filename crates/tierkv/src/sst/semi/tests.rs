@@ -244,8 +244,8 @@ fn appended_generation_keeps_clean_blocks_and_the_old_generation_readable() {
     check_against(&t3, &next3).unwrap();
     t3.verify(IoCause::Check).unwrap();
     // A compaction reading it whole in key order jumps between generations; its
-    // readahead stops where a run of blocks following each other in both orders ends,
-    // so it reads each valid block once and no garbage.
+    // readahead follows the blocks it needs next, reading through small gaps between
+    // them (dirty blocks, old metadata) up to half the bytes it needs.
     let reads = || {
         env.stats()
             .snapshot()
@@ -264,10 +264,10 @@ fn appended_generation_keeps_clean_blocks_and_the_old_generation_readable() {
     assert_eq!(n, next3.len());
     let s3 = t3.semi_summary(IoCause::Check).unwrap().unwrap();
     assert!(s3.dirty_blocks > 0);
-    assert_eq!(
-        reads() - before,
-        s3.valid_bytes,
-        "bytes read by a whole-table scan"
+    let read = reads() - before;
+    assert!(
+        (s3.valid_bytes..=s3.valid_bytes * 3 / 2).contains(&read),
+        "{read} bytes read by a whole-table scan of {s3:?}"
     );
 }
 
@@ -547,4 +547,211 @@ fn verify_catches_a_lookup_index_that_disagrees_with_the_block_index() {
         e.is_corruption() && e.to_string().contains("lookup index"),
         "{e}"
     );
+}
+
+/// A table of many appended generations: eight merges each update scattered keys, so its
+/// valid blocks in key order jump between generations at dozens of places (each jump ends
+/// a run of blocks contiguous in the file). Builds it and returns the table, its model and
+/// the number of such runs.
+fn many_generations(env: &Env) -> (Arc<Table>, Entries, usize) {
+    let mut model = first_entries(1500);
+    sort(&mut model);
+    let info = write_first(env, "000001.sst", &model);
+    let (mut name, mut size) = ("000001.sst".to_string(), info.file_size);
+    for g in 0..8usize {
+        let mut new = Entries::new();
+        for i in (g * 7..1500).step_by(97) {
+            let u = format!("u{:06}", i * 4);
+            new.push((
+                make_internal_key(
+                    u.as_bytes(),
+                    100_000 + (g * 10_000 + i) as u64,
+                    ValueKind::Value,
+                ),
+                format!("gen{g}").into_bytes(),
+            ));
+        }
+        sort(&mut new);
+        let to = format!("{:06}.sst", g + 2);
+        let (next, next_size, dirtied) = append(env, (&name, size), &to, &model, &new);
+        assert!(dirtied >= 10, "generation {g} dirtied {dirtied} blocks");
+        (model, name, size) = (next, to, next_size);
+    }
+    let t = open(env, &name, size).unwrap();
+    let handles = t.block_handles().unwrap();
+    let runs = 1 + handles
+        .windows(2)
+        .filter(|w| {
+            w[0].offset + w[0].size + crate::sst::format::BLOCK_TRAILER_LEN as u64 != w[1].offset
+        })
+        .count();
+    (t, model, runs)
+}
+
+/// Reads ahead across runs: a user scan over a table of many appended generations
+/// follows the blocks it needs next, not the file, so it issues a few reads per window
+/// (one per generation's cluster of blocks), not one per run of file-contiguous blocks;
+/// it yields exactly the model, in order, from the first key and from a seek.
+#[test]
+fn scans_over_many_appended_generations_read_ahead_across_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let (t, model, runs) = many_generations(&env);
+    let summary = t.semi_summary(IoCause::Check).unwrap().unwrap();
+    assert!(runs >= 100, "only {runs} runs");
+    let scan_ops = || {
+        env.stats()
+            .snapshot()
+            .tier(Tier::Slow)
+            .cause(IoCause::UserScan)
+    };
+    let before = scan_ops();
+    let thread_before = crate::env::thread_read_count();
+    let mut it = t.iter(IoCause::UserScan, false);
+    it.seek_to_first().unwrap();
+    for (k, v) in &model {
+        assert!(it.valid(), "scan ended early");
+        assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+        it.next().unwrap();
+    }
+    assert!(!it.valid(), "scan yields more than the model");
+    let after = scan_ops();
+    let ops = after.read_ops - before.read_ops;
+    assert_eq!(crate::env::thread_read_count() - thread_before, ops);
+    // One plain read, then windows of 64, 128, 256, 256 ... KiB of needed blocks, each
+    // at most one read per generation (nine) and in practice two or three.
+    let windows = 2 + summary.valid_bytes.div_ceil(256 << 10);
+    let bound = 1 + windows * 9;
+    assert!(
+        ops <= bound && ops * 4 <= runs as u64,
+        "a scan over {runs} runs made {ops} reads (bound {bound})"
+    );
+    // Gaps read with the blocks are bounded: a window reads at most 1.5 times the bytes
+    // it needs.
+    let bytes = after.read_bytes - before.read_bytes;
+    assert!(
+        bytes <= summary.valid_bytes * 3 / 2,
+        "read {bytes} bytes for {summary:?}"
+    );
+
+    // From a seek in the middle: ordered, equal to the model.
+    let from = model.len() / 3;
+    let mut it = t.iter(IoCause::UserScan, false);
+    it.seek(&model[from].0).unwrap();
+    for (k, v) in &model[from..] {
+        assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+        it.next().unwrap();
+    }
+    assert!(!it.valid());
+}
+
+/// A compaction reading a table of many appended generations (its table iterator and
+/// its block cursor) reads 1 MiB windows of the blocks it needs next across runs: a few
+/// reads in all, not one per run, every block once, in key order.
+#[test]
+fn compaction_reads_of_many_generations_read_ahead_across_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let (t, model, runs) = many_generations(&env);
+    let summary = t.semi_summary(IoCause::Check).unwrap().unwrap();
+    let reads = || {
+        env.stats()
+            .snapshot()
+            .tier(Tier::Slow)
+            .cause(IoCause::Compaction)
+    };
+    let before = reads();
+    let mut it = t.iter(IoCause::Compaction, false);
+    it.seek_to_first().unwrap();
+    for (k, _) in &model {
+        assert_eq!(it.key(), &k[..]);
+        it.next().unwrap();
+    }
+    assert!(!it.valid());
+    let mid = reads();
+    let mut blocks = t.data_blocks(IoCause::Compaction);
+    let mut n = 0;
+    let mut prev: Option<Vec<u8>> = None;
+    while let Some(b) = blocks.next_block().unwrap() {
+        assert!(prev
+            .as_deref()
+            .is_none_or(|p| compare_internal(p, b.last_key()).is_lt()));
+        prev = Some(b.last_key().to_vec());
+        n += 1;
+    }
+    assert_eq!(n, summary.valid_blocks);
+    let after = reads();
+    let bound = summary.valid_bytes.div_ceil(1 << 20) * 9;
+    for (ops, bytes) in [
+        (
+            mid.read_ops - before.read_ops,
+            mid.read_bytes - before.read_bytes,
+        ),
+        (
+            after.read_ops - mid.read_ops,
+            after.read_bytes - mid.read_bytes,
+        ),
+    ] {
+        assert!(ops <= bound, "{ops} reads over {runs} runs (bound {bound})");
+        assert!(bytes >= summary.valid_bytes);
+        assert!(
+            bytes <= summary.valid_bytes * 3 / 2,
+            "{bytes} bytes, {summary:?}"
+        );
+    }
+}
+
+/// A read failing anywhere in a readahead window over many generations (its first span,
+/// or one of several in flight) fails the scan or the compaction read with an error; what
+/// either yielded before is a prefix of the model, never wrong data, and nothing panics.
+#[test]
+fn a_failed_readahead_span_is_an_error_never_wrong_data() {
+    use crate::env::{DeviceProfile, FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
+    let dir = tempfile::tempdir().unwrap();
+    let faults = FaultInjector::new();
+    let env = Env::new(
+        dir.path(),
+        dir.path(),
+        DeviceProfile::none(),
+        DeviceProfile::none(),
+        false,
+        Some(faults.clone()),
+    )
+    .unwrap();
+    let (t, model, _) = many_generations(&env);
+    let name = t.path().file_name().unwrap().to_str().unwrap().to_string();
+    let mut failed = 0;
+    for cause in [IoCause::UserScan, IoCause::Compaction] {
+        for after in 0..12 {
+            faults.clear();
+            faults.add(FaultRule {
+                tier: None,
+                op: FaultOp::Read,
+                name_contains: Some(name.clone()),
+                error: FaultError::Io,
+                trigger: Trigger::After(after),
+            });
+            let mut it = t.iter(cause, false);
+            let mut i = 0;
+            let r = (|| -> crate::Result<()> {
+                it.seek_to_first()?;
+                while it.valid() {
+                    assert_eq!(
+                        (it.key(), it.value()),
+                        (&model[i].0[..], &model[i].1[..]),
+                        "{cause:?}, reads failing after {after}"
+                    );
+                    i += 1;
+                    it.next()?;
+                }
+                Ok(())
+            })();
+            match r {
+                Err(_) => failed += 1,
+                Ok(()) => assert_eq!(i, model.len()),
+            }
+        }
+    }
+    faults.clear();
+    assert!(failed >= 12, "only {failed} of 24 scans met a failed read");
 }
