@@ -37,6 +37,8 @@ pub struct JobOutput {
     pub dirty_span_reads: u64,
     /// See `dirty_span_reads`.
     pub dirty_span_waits: u64,
+    /// Microseconds the merge waited for dirty-block span reads, in all.
+    pub dirty_span_wait_micros: u64,
     /// The most dirty-block span reads in flight at once.
     pub dirty_spans_in_flight: usize,
 }

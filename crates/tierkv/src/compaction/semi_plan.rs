@@ -66,6 +66,7 @@ pub(super) struct DirtyLog {
     /// The merge's span reads so far ([`SpanReads`]).
     spans_started: AtomicU64,
     span_waits: AtomicU64,
+    span_wait_micros: AtomicU64,
     spans_most_in_flight: AtomicUsize,
 }
 
@@ -98,6 +99,7 @@ impl DirtyLog {
     fn set_span_stats(&self, s: SpanReadStats) {
         self.spans_started.store(s.started, Relaxed);
         self.span_waits.store(s.waits, Relaxed);
+        self.span_wait_micros.store(s.wait_micros, Relaxed);
         self.spans_most_in_flight.store(s.most_in_flight, Relaxed);
     }
 
@@ -106,6 +108,7 @@ impl DirtyLog {
         SpanReadStats {
             started: self.spans_started.load(Relaxed),
             waits: self.span_waits.load(Relaxed),
+            wait_micros: self.span_wait_micros.load(Relaxed),
             most_in_flight: self.spans_most_in_flight.load(Relaxed),
         }
     }
@@ -126,6 +129,24 @@ pub(super) struct SemiPlan {
 /// A block the merge will likely dirty joins the read of a block before it when the
 /// chance that it stays clean is below this.
 const LIKELY_DIRTY_CLEAN_ODDS: f64 = 0.5;
+
+/// A block the merge may dirty (any input lands near it, though it likely stays clean)
+/// joins a span read when it lies at most this far from the span in the file: the
+/// blocks at the edges of a run of input keys are the ones the estimate puts below
+/// even odds, and each read of one the merge then needs on its own costs a device
+/// latency; taking it costs its bytes (2 KiB: about 2 us at 1000 MiB/s).
+const SPAN_GAP_POSSIBLE: u64 = 4 << 10;
+
+/// How far a block's chance of being dirtied lies (from the plan's estimate).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Chance {
+    /// No input lands in or near its range.
+    None,
+    /// Some input may land in it, though it likely stays clean.
+    Possible,
+    /// Likely dirtied ([`LIKELY_DIRTY_CLEAN_ODDS`]).
+    Likely,
+}
 
 /// The most bytes between two blocks read in one span (blocks not expected dirty, or
 /// other data): on a latency-bound disk reading them costs less than another read (at
@@ -389,20 +410,21 @@ impl SemiPlan {
             .into_iter()
             .map(|b| (self.targets[b.target].table.clone(), b))
             .collect();
-        let likely = blocks
+        let chance = blocks
             .iter()
-            .map(|(_, b)| {
-                self.clean_odds
-                    .get(b.target)
-                    .and_then(|o| o.get(b.index))
-                    .is_some_and(|&c| c < LIKELY_DIRTY_CLEAN_ODDS)
-            })
+            .map(
+                |(_, b)| match self.clean_odds.get(b.target).and_then(|o| o.get(b.index)) {
+                    Some(&c) if c < LIKELY_DIRTY_CLEAN_ODDS => Chance::Likely,
+                    Some(&c) if c < 1.0 => Chance::Possible,
+                    _ => Chance::None,
+                },
+            )
             .collect();
         let covered = vec![NO_SPAN; blocks.len()];
         DirtyBlocks {
             inner,
             blocks,
-            likely,
+            chance,
             reads: SpanReads::new(),
             covered,
             ahead: 0,
@@ -438,8 +460,8 @@ impl SemiPlan {
 pub(super) struct DirtyBlocks {
     inner: MergingIterator,
     blocks: Vec<(Arc<Table>, ValidBlock)>,
-    /// Per block: the plan expects the merge to dirty it.
-    likely: Vec<bool>,
+    /// Per block: how likely the plan expects the merge to dirty it.
+    chance: Vec<Chance>,
     /// The span reads started, in flight or read.
     reads: SpanReads,
     /// Per block: the id of the span read started for it ([`NO_SPAN`]: none yet).
@@ -478,54 +500,79 @@ impl DirtyBlocks {
         b.handle.offset + b.stored_len
     }
 
-    /// The blocks a read starting at block `at` takes: `at`, then the blocks after it in
-    /// key order (in the same table, not yet in a span) the plan expects dirtied that
-    /// lie after it in the file, taken in file order while each starts within
-    /// [`SPAN_GAP_MAX`] of the previous one's end, within the same run of data blocks,
-    /// and the span within [`SPAN_MAX`]. (After a few generations, neighbours in key
-    /// order alternate between runs appended at different times, so the blocks are taken
-    /// by offset, not in key order.) Returns the span's end and its blocks.
-    fn span_from(&self, at: usize) -> (u64, Vec<usize>) {
+    /// The blocks a read for block `at` takes: `at`, then the blocks after it in key
+    /// order (in the same table, not yet in a span) that lie after it in the file, taken
+    /// in file order: a block the plan expects dirtied while it starts within
+    /// [`SPAN_GAP_MAX`] of the previous one's end, one it may dirty within
+    /// [`SPAN_GAP_POSSIBLE`]; all within the same run of data blocks, and the span within
+    /// [`SPAN_MAX`]. (After a few generations, neighbours in key order alternate between
+    /// runs appended at different times, so the blocks are taken by offset, not in key
+    /// order.) Blocks before `at` in key order the merge has not passed that it may dirty
+    /// and that lie just before it in the file ([`SPAN_GAP_POSSIBLE`]) join too: the
+    /// first blocks of a run of input keys. Returns the span's start and end in the file,
+    /// and its blocks.
+    fn span_from(&self, at: usize) -> (u64, u64, Vec<usize>) {
         let (t, b) = &self.blocks[at];
-        let start = b.handle.offset;
-        let limit = t.run_end(start).min(start.saturating_add(SPAN_MAX));
+        let run_end = t.run_end(b.handle.offset);
+        let free = |j: usize| {
+            self.blocks[j].1.target == b.target
+                && self.covered[j] == NO_SPAN
+                && self.chance[j] != Chance::None
+        };
+        let mut start = b.handle.offset;
+        let mut taken = vec![at];
+        let mut j = at;
+        while j > self.next && taken.len() <= SPAN_LOOKAHEAD {
+            j -= 1;
+            let end_j = self.block_end(j);
+            let fits = end_j <= start
+                && start - end_j <= SPAN_GAP_POSSIBLE
+                && t.run_end(self.blocks[j].1.handle.offset) == run_end;
+            if !free(j) || !fits {
+                break;
+            }
+            start = self.blocks[j].1.handle.offset;
+            taken.push(j);
+        }
+        let limit = run_end.min(start.saturating_add(SPAN_MAX));
         let mut end = self.block_end(at);
         let last = (at + 1 + SPAN_LOOKAHEAD).min(self.blocks.len());
         let mut later: Vec<(u64, u64, usize)> = (at + 1..last)
             .take_while(|&j| self.blocks[j].1.target == b.target)
-            .filter(|&j| {
-                self.likely[j]
-                    && self.covered[j] == NO_SPAN
-                    && self.blocks[j].1.handle.offset >= end
-            })
+            .filter(|&j| free(j) && self.blocks[j].1.handle.offset >= end)
             .map(|j| (self.blocks[j].1.handle.offset, self.block_end(j), j))
             .filter(|&(_, e, _)| e <= limit)
             .collect();
         later.sort_unstable();
-        let mut taken = vec![at];
         for (off, e, j) in later {
             if off < end {
                 // Blocks do not overlap, so only a corrupt index puts one here: leave it
                 // to its own read, which reports it.
                 continue;
             }
-            if off - end > SPAN_GAP_MAX {
-                break;
+            let gap = match self.chance[j] {
+                Chance::Likely => SPAN_GAP_MAX,
+                _ => SPAN_GAP_POSSIBLE,
+            };
+            if off - end > gap {
+                if self.chance[j] == Chance::Likely {
+                    break;
+                }
+                continue;
             }
             end = e;
             taken.push(j);
         }
-        (end, taken)
+        (start, end, taken)
     }
 
-    /// Starts the span read beginning at block `at` ([`DirtyBlocks::span_from`]) and
-    /// returns its id; `None` when its range is not within the block's run of data
-    /// blocks (a corrupt index: the block's own read reports it).
+    /// Starts the span read for block `at` ([`DirtyBlocks::span_from`]) and returns its
+    /// id; `None` when its range is not within the block's run of data blocks (a corrupt
+    /// index: the block's own read reports it).
     fn start_span(&mut self, at: usize) -> Option<usize> {
-        let (end, taken) = self.span_from(at);
-        let (t, b) = &self.blocks[at];
-        let start = b.handle.offset;
-        let len = usize::try_from(end - start).ok()?;
+        let (start, end, taken) = self.span_from(at);
+        let t = &self.blocks[at].0;
+        let len = usize::try_from(end.checked_sub(start)?).ok()?;
         if end > t.run_end(start) {
             return None;
         }
@@ -544,7 +591,7 @@ impl DirtyBlocks {
         while self.reads.held() < SPANS_AHEAD && self.ahead < self.blocks.len() {
             let j = self.ahead;
             self.ahead += 1;
-            if self.likely[j] && self.covered[j] == NO_SPAN {
+            if self.chance[j] == Chance::Likely && self.covered[j] == NO_SPAN {
                 // A range a corrupt index puts outside its run is left to the block's
                 // own read, if the merge needs it.
                 let _ = self.start_span(j);

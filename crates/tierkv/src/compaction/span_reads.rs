@@ -36,6 +36,8 @@ pub(super) struct SpanReadStats {
     pub(super) started: u64,
     /// Times the merge had to wait for a span read to come back.
     pub(super) waits: u64,
+    /// Microseconds the merge waited for span reads, in all.
+    pub(super) wait_micros: u64,
     /// The most span reads in flight at once.
     pub(super) most_in_flight: usize,
 }
@@ -111,10 +113,24 @@ impl SpanReads {
     /// released. `Ok(None)`: no such span is held (the caller reads the block on its
     /// own). Fails with the first read that failed, this span's or another's.
     pub(super) fn wait(&mut self, id: usize, at: usize) -> Result<Option<(u64, Bytes)>> {
-        let mut waited = false;
+        let mut waited: Option<std::time::Instant> = None;
+        let r = self.wait_inner(id, at, &mut waited);
+        if let Some(since) = waited {
+            self.stats.waits += 1;
+            self.stats.wait_micros += since.elapsed().as_micros() as u64;
+        }
+        r
+    }
+
+    fn wait_inner(
+        &mut self,
+        id: usize,
+        at: usize,
+        waited: &mut Option<std::time::Instant>,
+    ) -> Result<Option<(u64, Bytes)>> {
         loop {
             // Submits what was started since the last turn; delivers what is done.
-            self.io.turn(waited, &mut self.out);
+            self.io.turn(waited.is_some(), &mut self.out);
             for (tag, data) in self.out.drain(..) {
                 let Some(at) = self.spans.iter().position(|s| s.id == tag) else {
                     continue;
@@ -145,10 +161,7 @@ impl SpanReads {
                     return Ok(None);
                 }
                 Some(_) => {
-                    if !waited {
-                        self.stats.waits += 1;
-                    }
-                    waited = true;
+                    waited.get_or_insert_with(std::time::Instant::now);
                 }
             }
         }
