@@ -31,6 +31,16 @@ pub struct JobOutput {
     /// Bytes of output tables written below the output level (preemptive pushdown; in
     /// `bytes_written` too).
     pub pushed_bytes: u64,
+    /// A merge into semi-sorted tables: span reads of dirty blocks started, and times
+    /// the merge waited for one to come back (fewer than the reads when reads ahead
+    /// were in flight together).
+    pub dirty_span_reads: u64,
+    /// See `dirty_span_reads`.
+    pub dirty_span_waits: u64,
+    /// Microseconds the merge waited for dirty-block span reads, in all.
+    pub dirty_span_wait_micros: u64,
+    /// The most dirty-block span reads in flight at once.
+    pub dirty_spans_in_flight: usize,
 }
 
 /// Everything a job needs besides the compaction itself.

@@ -141,6 +141,11 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             .retain(|(_, n)| !semi.untouched.contains(n));
         appended_base = semi.appended_base;
         out.bytes_read = semi_read.map_or(out.bytes_read, |r| r + semi.dirty_read_bytes());
+        let spans = semi.span_stats();
+        out.dirty_span_reads = spans.started;
+        out.dirty_span_waits = spans.waits;
+        out.dirty_span_wait_micros = spans.wait_micros;
+        out.dirty_spans_in_flight = spans.most_in_flight;
     }
     let written: Vec<NewFile> = down
         .done

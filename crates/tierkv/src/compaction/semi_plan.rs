@@ -15,6 +15,7 @@
 //! between tables joins a neighbour and the level's tables stay disjoint.
 
 use super::context::JobContext;
+use super::span_reads::{SpanReadStats, SpanReads};
 use super::Compaction;
 use crate::env::{IoCause, Tier};
 use crate::iter::{InternalIterator, MergingIterator};
@@ -62,6 +63,11 @@ pub(super) struct DirtyLog {
     /// How many marks were ever pushed (checked without the lock on every record).
     pushed: AtomicUsize,
     read_bytes: AtomicU64,
+    /// The merge's span reads so far ([`SpanReads`]).
+    spans_started: AtomicU64,
+    span_waits: AtomicU64,
+    span_wait_micros: AtomicU64,
+    spans_most_in_flight: AtomicUsize,
 }
 
 impl DirtyLog {
@@ -89,6 +95,23 @@ impl DirtyLog {
     pub(super) fn read_bytes(&self) -> u64 {
         self.read_bytes.load(Relaxed)
     }
+
+    fn set_span_stats(&self, s: SpanReadStats) {
+        self.spans_started.store(s.started, Relaxed);
+        self.span_waits.store(s.waits, Relaxed);
+        self.span_wait_micros.store(s.wait_micros, Relaxed);
+        self.spans_most_in_flight.store(s.most_in_flight, Relaxed);
+    }
+
+    /// What the merge's span reads did so far.
+    pub(super) fn span_stats(&self) -> SpanReadStats {
+        SpanReadStats {
+            started: self.spans_started.load(Relaxed),
+            waits: self.span_waits.load(Relaxed),
+            wait_micros: self.span_wait_micros.load(Relaxed),
+            most_in_flight: self.spans_most_in_flight.load(Relaxed),
+        }
+    }
 }
 
 /// The targets, in key order, the bytes the merge reads besides the dirty blocks (the
@@ -107,6 +130,24 @@ pub(super) struct SemiPlan {
 /// chance that it stays clean is below this.
 const LIKELY_DIRTY_CLEAN_ODDS: f64 = 0.5;
 
+/// A block the merge may dirty (any input lands near it, though it likely stays clean)
+/// joins a span read when it lies at most this far from the span in the file: the
+/// blocks at the edges of a run of input keys are the ones the estimate puts below
+/// even odds, and each read of one the merge then needs on its own costs a device
+/// latency; taking it costs its bytes (2 KiB: about 2 us at 1000 MiB/s).
+const SPAN_GAP_POSSIBLE: u64 = 4 << 10;
+
+/// How far a block's chance of being dirtied lies (from the plan's estimate).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Chance {
+    /// No input lands in or near its range.
+    None,
+    /// Some input may land in it, though it likely stays clean.
+    Possible,
+    /// Likely dirtied ([`LIKELY_DIRTY_CLEAN_ODDS`]).
+    Likely,
+}
+
 /// The most bytes between two blocks read in one span (blocks not expected dirty, or
 /// other data): on a latency-bound disk reading them costs less than another read (at
 /// 1000 MiB/s, 64 KiB take about 60 us, against 500 us of latency on `gp3-max`), and on a
@@ -118,6 +159,15 @@ const SPAN_MAX: u64 = 1 << 20;
 
 /// How many blocks after the one needed a span looks through for ones to join it.
 const SPAN_LOOKAHEAD: usize = 256;
+
+/// The most span reads a merge holds ahead of itself (in flight, or read and not yet
+/// passed; each at most [`SPAN_MAX`]): on `gp3-max` (10K IOPS, 500 us) five reads in
+/// flight use the device's whole rate, and the rest leave room for reads that come back
+/// late or spans of few blocks.
+const SPANS_AHEAD: usize = 8;
+
+/// No span holds the block (`DirtyBlocks::covered`).
+const NO_SPAN: usize = usize::MAX;
 
 /// The index of the target whose territory holds user key `k` (0 with no target).
 pub(super) fn territory<T>(items: &[T], meta: impl Fn(&T) -> &FileMeta, k: &[u8]) -> usize {
@@ -360,20 +410,24 @@ impl SemiPlan {
             .into_iter()
             .map(|b| (self.targets[b.target].table.clone(), b))
             .collect();
-        let likely = blocks
+        let chance = blocks
             .iter()
-            .map(|(_, b)| {
-                self.clean_odds
-                    .get(b.target)
-                    .and_then(|o| o.get(b.index))
-                    .is_some_and(|&c| c < LIKELY_DIRTY_CLEAN_ODDS)
-            })
+            .map(
+                |(_, b)| match self.clean_odds.get(b.target).and_then(|o| o.get(b.index)) {
+                    Some(&c) if c < LIKELY_DIRTY_CLEAN_ODDS => Chance::Likely,
+                    Some(&c) if c < 1.0 => Chance::Possible,
+                    _ => Chance::None,
+                },
+            )
             .collect();
+        let covered = vec![NO_SPAN; blocks.len()];
         DirtyBlocks {
             inner,
             blocks,
-            likely,
-            span: None,
+            chance,
+            reads: SpanReads::new(),
+            covered,
+            ahead: 0,
             next: 0,
             current: None,
             from_block: false,
@@ -393,18 +447,27 @@ impl SemiPlan {
 ///
 /// Dirty blocks lie anywhere in their file, and a read of one costs a slow disk's full
 /// latency, so reading them one by one holds a background thread for seconds in a merge
-/// that dirties thousands. A block read from disk therefore takes with it, in the same
-/// read, the blocks after it in key order that the plan expects dirtied and that lie
-/// close after it in the file ([`SPAN_GAP_MAX`], [`SPAN_MAX`]); they are logged dirty
-/// only when the merge reaches them, so a block read in a span the merge never needs
-/// stays clean and is kept (only its bytes were read).
+/// that dirties thousands. Two things cut that. A read takes with it, as one span, the
+/// blocks after its first in key order that the plan expects dirtied and that lie close
+/// after it in the file ([`SPAN_GAP_MAX`], [`SPAN_MAX`]). And the spans of the blocks
+/// the plan expects dirtied are read ahead of the merge, up to [`SPANS_AHEAD`] held at
+/// once ([`SpanReads`]: reads in flight together cost about one device latency, not one
+/// each), so the merge waits at most about one latency per window of spans; a block not
+/// expected dirty that the merge needs is read (with the expected ones close after it not
+/// yet started) when the merge reaches it. Blocks are logged dirty only when the merge
+/// reaches them, so a block read that the merge never needs stays clean and is kept
+/// (only its bytes were read).
 pub(super) struct DirtyBlocks {
     inner: MergingIterator,
     blocks: Vec<(Arc<Table>, ValidBlock)>,
-    /// Per block: the plan expects the merge to dirty it.
-    likely: Vec<bool>,
-    /// The last span of blocks read: its target, file offset and bytes.
-    span: Option<(usize, u64, bytes::Bytes)>,
+    /// Per block: how likely the plan expects the merge to dirty it.
+    chance: Vec<Chance>,
+    /// The span reads started, in flight or read.
+    reads: SpanReads,
+    /// Per block: the id of the span read started for it ([`NO_SPAN`]: none yet).
+    covered: Vec<usize>,
+    /// The first block not yet looked at for reading ahead.
+    ahead: usize,
     /// The first block not yet read or passed.
     next: usize,
     current: Option<(usize, BlockIter)>,
@@ -437,71 +500,123 @@ impl DirtyBlocks {
         b.handle.offset + b.stored_len
     }
 
-    /// True when the last span read holds block `at`.
-    fn span_holds(&self, at: usize) -> bool {
-        let b = &self.blocks[at].1;
-        self.span.as_ref().is_some_and(|(t, off, buf)| {
-            *t == b.target
-                && b.handle.offset >= *off
-                && self.block_end(at) <= off + buf.len() as u64
-        })
-    }
-
-    /// Where a read of block `at` ends: past the blocks after it in key order (in the
-    /// same table) the plan expects dirtied that lie after it in the file, taken in file
-    /// order while each starts within [`SPAN_GAP_MAX`] of the previous one's end, within
-    /// the same run of data blocks, and the span within [`SPAN_MAX`]. (After a few
-    /// generations, neighbours in key order alternate between runs appended at different
-    /// times, so the blocks are taken by offset, not in key order.)
-    fn span_end(&self, at: usize) -> u64 {
+    /// The blocks a read for block `at` takes: `at`, then the blocks after it in key
+    /// order (in the same table, not yet in a span) that lie after it in the file, taken
+    /// in file order: a block the plan expects dirtied while it starts within
+    /// [`SPAN_GAP_MAX`] of the previous one's end, one it may dirty within
+    /// [`SPAN_GAP_POSSIBLE`]; all within the same run of data blocks, and the span within
+    /// [`SPAN_MAX`]. (After a few generations, neighbours in key order alternate between
+    /// runs appended at different times, so the blocks are taken by offset, not in key
+    /// order.) Blocks before `at` in key order the merge has not passed that it may dirty
+    /// and that lie just before it in the file ([`SPAN_GAP_POSSIBLE`]) join too: the
+    /// first blocks of a run of input keys. Returns the span's start and end in the file,
+    /// and its blocks.
+    fn span_from(&self, at: usize) -> (u64, u64, Vec<usize>) {
         let (t, b) = &self.blocks[at];
-        let start = b.handle.offset;
-        let limit = t.run_end(start).min(start.saturating_add(SPAN_MAX));
+        let run_end = t.run_end(b.handle.offset);
+        let free = |j: usize| {
+            self.blocks[j].1.target == b.target
+                && self.covered[j] == NO_SPAN
+                && self.chance[j] != Chance::None
+        };
+        let mut start = b.handle.offset;
+        let mut taken = vec![at];
+        let mut j = at;
+        while j > self.next && taken.len() <= SPAN_LOOKAHEAD {
+            j -= 1;
+            let end_j = self.block_end(j);
+            let fits = end_j <= start
+                && start - end_j <= SPAN_GAP_POSSIBLE
+                && t.run_end(self.blocks[j].1.handle.offset) == run_end;
+            if !free(j) || !fits {
+                break;
+            }
+            start = self.blocks[j].1.handle.offset;
+            taken.push(j);
+        }
+        let limit = run_end.min(start.saturating_add(SPAN_MAX));
         let mut end = self.block_end(at);
         let last = (at + 1 + SPAN_LOOKAHEAD).min(self.blocks.len());
-        let mut later: Vec<(u64, u64)> = (at + 1..last)
+        let mut later: Vec<(u64, u64, usize)> = (at + 1..last)
             .take_while(|&j| self.blocks[j].1.target == b.target)
-            .filter(|&j| self.likely[j] && self.blocks[j].1.handle.offset >= end)
-            .map(|j| (self.blocks[j].1.handle.offset, self.block_end(j)))
-            .filter(|&(_, e)| e <= limit)
+            .filter(|&j| free(j) && self.blocks[j].1.handle.offset >= end)
+            .map(|j| (self.blocks[j].1.handle.offset, self.block_end(j), j))
+            .filter(|&(_, e, _)| e <= limit)
             .collect();
         later.sort_unstable();
-        for (off, e) in later {
+        for (off, e, j) in later {
             if off < end {
                 // Blocks do not overlap, so only a corrupt index puts one here: leave it
                 // to its own read, which reports it.
                 continue;
             }
-            if off - end > SPAN_GAP_MAX {
-                break;
+            let gap = match self.chance[j] {
+                Chance::Likely => SPAN_GAP_MAX,
+                _ => SPAN_GAP_POSSIBLE,
+            };
+            if off - end > gap {
+                if self.chance[j] == Chance::Likely {
+                    break;
+                }
+                continue;
             }
             end = e;
+            taken.push(j);
         }
-        end
+        (start, end, taken)
     }
 
-    /// Reads block `at` and positions at its first entry (an empty one reads as nothing).
-    fn load(&mut self, at: usize) -> Result<()> {
-        if !self.span_holds(at) {
-            let end = self.span_end(at);
-            let (t, b) = &self.blocks[at];
-            self.span = if end > self.block_end(at) {
-                let start = b.handle.offset;
-                let len = usize::try_from(end - start)
-                    .map_err(|_| Error::corruption(t.path(), start, "block span overflows"))?;
-                Some((
-                    b.target,
-                    start,
-                    t.read_data_span(start, len, IoCause::Compaction)?,
-                ))
-            } else {
-                None
-            };
+    /// Starts the span read for block `at` ([`DirtyBlocks::span_from`]) and returns its
+    /// id; `None` when its range is not within the block's run of data blocks (a corrupt
+    /// index: the block's own read reports it).
+    fn start_span(&mut self, at: usize) -> Option<usize> {
+        let (start, end, taken) = self.span_from(at);
+        let t = &self.blocks[at].0;
+        let len = usize::try_from(end.checked_sub(start)?).ok()?;
+        if end > t.run_end(start) {
+            return None;
         }
+        let last = taken.iter().copied().max().unwrap_or(at);
+        let id = self.reads.start(t.clone(), start, len, last);
+        for j in taken {
+            self.covered[j] = id;
+        }
+        Some(id)
+    }
+
+    /// Starts the span reads of the next blocks the plan expects dirtied, in key order,
+    /// while fewer than [`SPANS_AHEAD`] are held.
+    fn read_ahead(&mut self) {
+        self.ahead = self.ahead.max(self.next);
+        while self.reads.held() < SPANS_AHEAD && self.ahead < self.blocks.len() {
+            let j = self.ahead;
+            self.ahead += 1;
+            if self.chance[j] == Chance::Likely && self.covered[j] == NO_SPAN {
+                // A range a corrupt index puts outside its run is left to the block's
+                // own read, if the merge needs it.
+                let _ = self.start_span(j);
+            }
+        }
+    }
+
+    /// Reads block `at` (from the span read that holds it, started now if none is) and
+    /// positions at its first entry (an empty one reads as nothing). The spans ahead are
+    /// started first, so they go to the disk with it.
+    fn load(&mut self, at: usize) -> Result<()> {
+        let id = match self.covered[at] {
+            NO_SPAN => self.start_span(at),
+            id => Some(id),
+        };
+        self.read_ahead();
+        let span = match id {
+            Some(id) => self.reads.wait(id, at),
+            None => Ok(None),
+        };
+        self.log.set_span_stats(self.reads.stats());
         let (t, b) = &self.blocks[at];
-        let block = match &self.span {
-            Some((_, off, buf)) if self.span_holds(at) => t.block_in_span(buf, *off, b.handle)?,
-            _ => t.read_block(b.handle, IoCause::Compaction)?,
+        let block = match span? {
+            Some((off, buf)) => t.block_in_span(&buf, off, b.handle)?,
+            None => t.read_block(b.handle, IoCause::Compaction)?,
         };
         self.log.push(b.target, b.index, b.stored_len);
         let mut it = block.iter();

@@ -88,6 +88,11 @@ impl SemiOutputs {
         self.log.read_bytes()
     }
 
+    /// What the merge's dirty-block span reads did.
+    pub(super) fn span_stats(&self) -> super::span_reads::SpanReadStats {
+        self.log.span_stats()
+    }
+
     /// Takes the blocks the merge marked dirty since the last call: a generation in
     /// progress is told, a target not yet started records them for its start.
     fn apply_marks(&mut self) -> Result<()> {

@@ -370,6 +370,13 @@ fn run_case(
     semi: bool,
     first_number: u64,
 ) -> (JobOutput, Vec<(usize, Entries)>) {
+    let out = run_job(case, reuse, semi, first_number).unwrap();
+    let levels = case_levels(case, semi, &out);
+    (out, levels)
+}
+
+/// Runs the case's compaction job and returns its outcome.
+fn run_job(case: &Case, reuse: bool, semi: bool, first_number: u64) -> crate::Result<JobOutput> {
     let next = AtomicU64::new(first_number);
     let alloc = || next.fetch_add(1, Ordering::Relaxed);
     let hot = case.tracker.as_ref().map(|t| {
@@ -399,7 +406,12 @@ fn run_case(
         semi_sorted: semi,
         now: CASE_NOW,
     };
-    let out = job::run(&case.compaction, &ctx).unwrap();
+    job::run(&case.compaction, &ctx)
+}
+
+/// Each output level's entries after the case's job produced `out`, checked as
+/// `run_case` describes.
+fn case_levels(case: &Case, semi: bool, out: &JobOutput) -> Vec<(usize, Entries)> {
     let mut files: Vec<NewFile> = out.edit.added.clone();
     for f in &case.compaction.output_inputs {
         if !out.edit.deleted.iter().any(|(_, n)| *n == f.number) {
@@ -444,7 +456,7 @@ fn run_case(
             _ => levels.push((f.level, entries)),
         }
     }
-    (out, levels)
+    levels
 }
 
 #[test]
@@ -833,6 +845,223 @@ fn semi_merge_reads_a_run_of_dirty_blocks_in_one_read() {
         run_bytes < size,
         "read {run_bytes} bytes of a {size}-byte table"
     );
+}
+
+/// Twelve semi-sorted tables on the slow tier of `env` (200 keys each, `i*200..i*200+199`,
+/// about 40 blocks of 256 bytes), the case's output level, and a sorted input on the fast
+/// tier that updates a run of 20 keys in each: every table is continued (a few blocks
+/// dirtied, lying together, so about one span read each) and no two tables' dirty blocks
+/// share a read.
+fn spread_case(env: Arc<Env>, dir: tempfile::TempDir) -> Case {
+    let tables = Arc::new(TableCache::new(env.clone(), 200, None));
+    let table_options = TableOptions {
+        block_size: 256,
+        restart_interval: 4,
+        bloom_bits_per_key: 10,
+        compression: Compression::None,
+        block_records: None,
+    };
+    let layout = Arc::new(LevelLayout::new(&Options {
+        num_levels: 4,
+        ..Options::default()
+    }));
+    let mut levels: Vec<Vec<Arc<FileMeta>>> = vec![Vec::new(); 4];
+    let value = |i: u32| format!("value-{i:05}-{}", "x".repeat(16)).into_bytes();
+    let mut seq = 0u64;
+    let n = 12u32;
+    for t in 0..n {
+        let entries: Entries = (t * 200..t * 200 + 200)
+            .map(|i| {
+                seq += 1;
+                (make_internal_key(&ukey(i), seq, ValueKind::Value), value(i))
+            })
+            .collect();
+        levels[2].push(write_semi_table(
+            &env,
+            1 + t as u64,
+            2,
+            &entries,
+            table_options,
+        ));
+    }
+    let input: Entries = (0..n)
+        .flat_map(|t| t * 200 + 90..t * 200 + 110)
+        .map(|i| {
+            seq += 1;
+            (
+                make_internal_key(&ukey(i), seq, ValueKind::Value),
+                value(i + 1),
+            )
+        })
+        .collect();
+    levels[1].push(write_table(&env, 100, 1, &input, table_options));
+    let inputs = levels[1].clone();
+    let (lo, hi) = super::picker::key_range(&inputs).unwrap();
+    let version = Version { levels, layout };
+    let output_inputs = version.overlapping(2, Some(&lo), Some(&hi));
+    Case {
+        _dir: dir,
+        env,
+        tables,
+        compaction: Compaction {
+            level: 1,
+            output_level: 2,
+            inputs,
+            output_inputs,
+            output_tier: Tier::Slow,
+            reason: "test",
+            pushdown: None,
+        },
+        version,
+        table_options,
+        semi_table_options: table_options,
+        target_file_size: 32 << 10,
+        smallest_snapshot: seq,
+        tracker: None,
+        promote: Vec::new(),
+    }
+}
+
+/// A spread case whose slow tier has a device model of `latency_us` per read (no rate
+/// limits) and fault injection; its tables opened (opening is not what is measured).
+fn spread_case_on(latency_us: u64) -> (Case, Arc<crate::env::FaultInjector>) {
+    let dir = tempfile::tempdir().unwrap();
+    let faults = crate::env::FaultInjector::new();
+    let slow = crate::env::DeviceProfile {
+        iops: None,
+        bandwidth: None,
+        latency_us,
+    };
+    let env = Env::new(
+        dir.path(),
+        dir.path(),
+        crate::env::DeviceProfile::none(),
+        slow,
+        false,
+        Some(faults.clone()),
+    )
+    .unwrap();
+    let case = spread_case(env, dir);
+    for f in case.compaction.all_inputs() {
+        case.tables.get(f, IoCause::Check).unwrap();
+    }
+    (case, faults)
+}
+
+/// A merge into semi-sorted tables keeps several dirty-block span reads in flight: with
+/// a slow tier of 20 ms per read and a dozen continued tables (a span read each, none
+/// next to another), the spans go to the disk together, so the merge waits for about
+/// one latency per window of reads, not one per read (it waited for seconds under WH
+/// on `gp3-max` and stalled writes). Through io_uring the reads were submitted while
+/// others were in flight. The merge's result is what `run_case` checks (every record
+/// readable, the level disjoint) and dirties blocks only where the input lands.
+#[test]
+fn semi_merge_keeps_dirty_span_reads_in_flight() {
+    let latency = 20_000u64;
+    let (case, _faults) = spread_case_on(latency);
+    let uring = crate::env::uring_available();
+    let before = crate::env::thread_submissions();
+    let (out, levels) = run_case(&case, false, true, 1000);
+    let after = crate::env::thread_submissions();
+    let appended = out
+        .edit
+        .added
+        .iter()
+        .filter(|f| f.garbage_bytes > 0)
+        .count();
+    assert_eq!(appended, 12, "every table continued, none rewritten whole");
+    let keys: std::collections::BTreeSet<Vec<u8>> = levels
+        .iter()
+        .flat_map(|(_, e)| e.iter().map(|(k, _)| user_key(k).to_vec()))
+        .collect();
+    assert_eq!(keys.len(), 12 * 200, "every key still present");
+    let spans = out.dirty_span_reads;
+    assert!(
+        spans >= 12,
+        "{spans} span reads for 12 tables' dirty blocks"
+    );
+    assert!(
+        out.dirty_spans_in_flight >= 4,
+        "at most {} span reads in flight at once",
+        out.dirty_spans_in_flight
+    );
+    // One by one the reads would wait spans x 20 ms; together, a few latencies.
+    assert!(
+        out.dirty_span_waits * 2 < spans,
+        "waited for {} of {spans} span reads",
+        out.dirty_span_waits
+    );
+    let one_by_one = spans * latency;
+    assert!(
+        out.dirty_span_wait_micros * 3 < one_by_one,
+        "waited {} us for {spans} span reads of {latency} us each",
+        out.dirty_span_wait_micros
+    );
+    if uring {
+        let submitted = after.reads - before.reads;
+        assert!(submitted >= spans, "{submitted} reads through the ring");
+        assert!(
+            after.while_outstanding > before.while_outstanding || after.most_in_flight >= 4,
+            "no submission with reads in flight: {after:?}"
+        );
+        assert!(
+            after.submissions - before.submissions < spans,
+            "one submission per span read: {after:?}"
+        );
+    }
+}
+
+/// An I/O error on a dirty-block span read in the middle of a window of reads in flight
+/// fails the merge with that error, and cleanly: no output file is left behind and the
+/// tables it would have replaced are intact (a later merge of the same inputs succeeds).
+#[test]
+fn failed_span_read_in_a_batch_fails_the_merge_cleanly() {
+    // The slow-tier reads of the same merge without faults: all but the span reads come
+    // before the first span read (the plan reads each table's block index first).
+    let (case, _) = spread_case_on(0);
+    let reads = |env: &Env| env.stats().snapshot().tier(Tier::Slow).total().read_ops;
+    let r0 = reads(&case.env);
+    let out = run_job(&case, false, true, 1000).unwrap();
+    let total = reads(&case.env) - r0;
+    let spans = out.dirty_span_reads;
+    assert!(spans >= 8, "{spans} span reads");
+
+    let (case, faults) = spread_case_on(0);
+    let files = |env: &Env| {
+        let mut l = env.list(Tier::Slow).unwrap();
+        l.sort();
+        l
+    };
+    let before = files(&case.env);
+    // Fail the span read halfway through (the others of its window are in flight).
+    faults.add(crate::env::FaultRule {
+        tier: Some(Tier::Slow),
+        op: crate::env::FaultOp::Read,
+        name_contains: Some(".sst".into()),
+        error: crate::env::FaultError::Io,
+        trigger: crate::env::Trigger::After(total - spans + spans / 2),
+    });
+    let err = match run_job(&case, false, true, 1000) {
+        Ok(_) => panic!("the merge succeeded past a failed read"),
+        Err(e) => e,
+    };
+    assert!(
+        matches!(err, crate::Error::Io { .. }),
+        "the merge failed with {err}, not the read's I/O error"
+    );
+    assert!(faults.injected() >= 1);
+    assert_eq!(
+        files(&case.env),
+        before,
+        "the failed merge left files behind"
+    );
+    faults.clear();
+    for f in &case.compaction.output_inputs {
+        let t = case.tables.get(f, IoCause::Check).unwrap();
+        assert_eq!(t.verify(IoCause::Check).unwrap(), f.info.num_entries);
+    }
+    let (out, _) = run_case(&case, false, true, 2000);
+    assert!(out.dirty_span_reads >= 8);
 }
 
 /// The newest input version of every user key of the case: (seq, kind, stored value).
