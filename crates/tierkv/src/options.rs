@@ -196,6 +196,15 @@ pub struct CompactionOptions {
     /// picked file with neighbours of its level whose overlap in the slow level adds no
     /// file, so the slow files are rewritten once for all of them (default true).
     pub batched_demotion: bool,
+    /// The last fast level above the slow tier may hold whatever part of
+    /// [`Options::fd_budget`] the rest of the fast tier does not hold now (the live WALs,
+    /// L0 and the fast levels above it), never less than its layout target (default true).
+    /// The layout sizes it for the worst case, every WAL and L0 full at once; on average
+    /// they hold about half that, and a larger last fast level absorbs more repeated
+    /// updates before they cross to the slow tier, and each byte that crosses rewrites
+    /// fewer slow bytes (docs/DESIGN.md, "Two tiers on one machine"). False keeps the
+    /// fixed target.
+    pub fill_fast_budget: bool,
     /// The expiry sweep: when no level needs compacting, a table whose estimated share of
     /// expired records (from the count and deadline range its properties record) is at
     /// least this is compacted, which rewrites them as tombstones or drops them (default
@@ -305,6 +314,7 @@ impl Default for CompactionOptions {
         CompactionOptions {
             block_reuse: true,
             batched_demotion: true,
+            fill_fast_budget: true,
             expired_share_trigger: 0.5,
             expiry_check_interval: std::time::Duration::from_secs(1),
             slow_tier_format: SlowTierFormat::Sorted,

@@ -1,6 +1,7 @@
 //! Choosing the next compaction: the level whose size (a semi-sorted table's garbage and
 //! key list do not count, see [`level_scores`]) most exceeds its target (L0 also by file
-//! count), then within it the file with the least overlapping bytes in the next level per
+//! count; the last fast level's target grows into whatever of the fast-disk budget the
+//! WALs and the levels above it leave free, see [`last_fast_target`]), then within it the file with the least overlapping bytes in the next level per
 //! byte of its own (RocksDB's "min overlapping ratio"), skipping files already claimed. On a
 //! slow level, while the slow tier's space amplification exceeds
 //! [`DIRTY_VICTIM_SPACE_AMP`], the file with the most dirty-block bytes goes first instead
@@ -35,8 +36,9 @@ use crate::version::{FileMeta, Version};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// Per-level pressure: bytes over target, and for L0 also its file count against twice
-/// the trigger. >= 1 needs work.
+/// Per-level pressure: bytes over target ([`level_targets`]: the last fast level's
+/// follows the fast tier's free budget, given `wal_bytes` of live WALs), and for L0 also
+/// its file count against twice the trigger. >= 1 needs work.
 ///
 /// A level's bytes are [`Version::level_sized_bytes`]: a semi-sorted table counts its live
 /// bytes less its key list. The garbage it carries (dirty blocks, earlier generations'
@@ -55,11 +57,11 @@ use std::sync::Arc;
 /// updates a flush can be a fraction of a memtable, and counting files would compact L1
 /// as often for much less data (YCSB A zipfian: L0 files of two thirds of a memtable, see
 /// docs/BENCHMARKS-LOG.md). The file count still bounds the L0 files a read may consult.
-pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
+pub fn level_scores(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<f64> {
+    let targets = level_targets(v, opts, wal_bytes);
     (0..v.num_levels() - 1)
         .map(|level| {
-            let by_bytes =
-                v.level_sized_bytes(level) as f64 / v.layout.targets[level].max(1) as f64;
+            let by_bytes = v.level_sized_bytes(level) as f64 / targets[level].max(1) as f64;
             if level == 0 {
                 let max_files = 2 * opts.level0_compaction_trigger;
                 by_bytes.max(v.levels[0].len() as f64 / max_files as f64)
@@ -68,6 +70,46 @@ pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
             }
         })
         .collect()
+}
+
+/// Every level's target bytes as the picker uses them: the layout's
+/// ([`LevelLayout::targets`]), except the last fast level above a slow tier, which takes
+/// [`last_fast_target`].
+pub fn level_targets(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<u64> {
+    let mut targets = v.layout.targets.clone();
+    let k = v.layout.last_fast_level;
+    if let Some(t) = targets.get_mut(k) {
+        *t = last_fast_target(v, opts, wal_bytes);
+    }
+    targets
+}
+
+/// The last fast level's target: with [`crate::CompactionOptions::fill_fast_budget`] and a
+/// slow tier below it, the fast-disk budget less what the rest of the fast tier holds now
+/// (`wal_bytes` of live WALs, and L0 and the fast levels above it, file bytes), never
+/// below its layout target; otherwise the layout target.
+///
+/// Why: the layout reserves the WALs of every memtable that may be unflushed and L0's
+/// whole share, the most they can hold at once, so with fixed targets the fast tier holds
+/// that much less than its budget whenever they hold less, most of the time. The last
+/// fast level is the one that gains from the room: the records updated again while they
+/// are in it are demoted once instead of once per version (fewer bytes cross to the slow
+/// tier under skew), and each byte demoted overlaps fewer slow bytes (the slow level below
+/// is sized from its layout target, not from this one). Tables and WALs together still
+/// fill at most the budget (invariant 4): when the WALs or L0 grow back, the level is over
+/// its target and the compaction into the slow tier goes first, as for any level over.
+pub fn last_fast_target(v: &Version, opts: &Options, wal_bytes: u64) -> u64 {
+    let k = v.layout.last_fast_level;
+    let fixed = v.layout.targets[k];
+    let budget = match opts.fd_budget {
+        Some(b) if opts.compaction.fill_fast_budget && is_boundary(&v.layout, k) => b,
+        _ => return fixed,
+    };
+    let others: u64 = (0..k).map(|l| v.level_bytes(l)).sum();
+    budget
+        .saturating_sub(wal_bytes)
+        .saturating_sub(others)
+        .max(fixed)
 }
 
 /// The user-key range covered by `files`.
@@ -148,20 +190,21 @@ pub fn pick(
     hot: Option<&HotPicking<'_>>,
     running: &[RangeClaim],
 ) -> Option<Compaction> {
-    pick_with(v, opts, hot, running, None)
+    pick_with(v, opts, hot, running, None, 0)
 }
 
 /// [`pick`], with the block bounds of open tables for HyperDB's overlap-score victim
 /// (`CompactionOptions::overlap_score_victim`; without them every table counts as one
-/// block).
+/// block) and the bytes the live WALs hold on the fast tier (see [`last_fast_target`]).
 pub fn pick_with(
     v: &Version,
     opts: &Options,
     hot: Option<&HotPicking<'_>>,
     running: &[RangeClaim],
     bounds: Option<BlockBounds<'_>>,
+    wal_bytes: u64,
 ) -> Option<Compaction> {
-    let scores = level_scores(v, opts);
+    let scores = level_scores(v, opts, wal_bytes);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
     // Invariant 4 (docs/DESIGN.md): while the fast tier is over budget, the compaction that moves

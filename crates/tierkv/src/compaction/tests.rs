@@ -1046,7 +1046,7 @@ fn slow_levels_are_sized_by_live_bytes_not_garbage() {
     let v = version(1500);
     assert_eq!(v.level_bytes(3), 6000);
     assert_eq!(v.level_sized_bytes(3), 1500);
-    let scores = super::picker::level_scores(&v, &opts);
+    let scores = super::picker::level_scores(&v, &opts, 0);
     assert!(scores[3] < 1.0, "L3 scored {} on garbage", scores[3]);
     assert!(
         super::picker::pick(&v, &opts, None, &[]).is_none(),
@@ -1475,5 +1475,80 @@ fn outputs_end_at_next_level_file_ends_once_half_full() {
     assert!(
         early_cuts > 10,
         "only {early_cuts} outputs were cut early at a file end"
+    );
+}
+
+/// Invariant 4 with the budget used fully (`CompactionOptions::fill_fast_budget`): the
+/// last fast level's target is the fast-disk budget less what the live WALs and L0 hold
+/// now, never below its layout target, so a level the fixed target would push into the
+/// slow tier stays on the fast tier while the WALs and L0 leave room, and is compacted
+/// down as soon as they take the room back. Only the level right above a slow tier
+/// gains: with every level on the fast tier its target stays the layout's.
+#[test]
+fn last_fast_level_fills_the_free_fast_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let layout = Arc::new(LevelLayout {
+        targets: vec![400, 1000, 10_000, 100_000],
+        tiers: vec![Tier::Fast, Tier::Fast, Tier::Slow, Tier::Slow],
+        last_fast_level: 1,
+    });
+    let opts = Options {
+        target_file_size: 1000,
+        fd_budget: Some(2000),
+        ..Options::default()
+    };
+    // L0: one 100-byte table; L1: 1500 bytes, half again its layout target.
+    let v = Version {
+        levels: vec![
+            vec![meta(&env, 1, 0, "a", "z", 100)],
+            vec![
+                meta(&env, 2, 1, "a", "h", 500),
+                meta(&env, 3, 1, "i", "p", 500),
+                meta(&env, 4, 1, "q", "z", 500),
+            ],
+            vec![meta(&env, 5, 2, "a", "z", 5000)],
+            Vec::new(),
+        ],
+        layout: layout.clone(),
+    };
+    let target = |wal: u64, o: &Options| super::picker::level_targets(&v, o, wal)[1];
+    // No WAL: 2000 - 100 (L0) = 1900 for L1, which holds 1500: nothing to do.
+    assert_eq!(target(0, &opts), 1900);
+    assert!(super::picker::level_scores(&v, &opts, 0)[1] < 1.0);
+    assert!(super::picker::pick_with(&v, &opts, None, &[], None, 0).is_none());
+    // 600 bytes of WAL take the room back: 1300 for L1, which goes down to L2.
+    assert_eq!(target(600, &opts), 1300);
+    let c = super::picker::pick_with(&v, &opts, None, &[], None, 600)
+        .expect("L1 over what the WALs leave of the budget");
+    c.release();
+    assert_eq!((c.level, c.output_level), (1, 2));
+    // Tables and WALs fill the budget exactly at the target.
+    assert_eq!(target(600, &opts) + 100 + 600, 2000);
+    // Never below the layout target, however full the WALs.
+    assert_eq!(target(1950, &opts), 1000);
+    // Off: the layout target, and L1 goes down with no WAL at all.
+    let fixed = Options {
+        compaction: crate::options::CompactionOptions {
+            fill_fast_budget: false,
+            ..Default::default()
+        },
+        ..opts.clone()
+    };
+    assert_eq!(target(0, &fixed), 1000);
+    let c = super::picker::pick_with(&v, &fixed, None, &[], None, 0).expect("L1 over 1000");
+    c.release();
+    // No slow tier below (every level on the fast tier): the layout's targets.
+    let all_fast = Version {
+        levels: v.levels.clone(),
+        layout: Arc::new(LevelLayout {
+            tiers: vec![Tier::Fast; 4],
+            last_fast_level: 3,
+            ..(*layout).clone()
+        }),
+    };
+    assert_eq!(
+        super::picker::level_targets(&all_fast, &opts, 0),
+        layout.targets
     );
 }
