@@ -497,7 +497,16 @@ fn last_fast_level_takes_the_budget_the_wals_and_l0_leave() {
             .saturating_sub(s.wal_bytes + above)
             .max(layout.targets[k]);
         assert_eq!(s.levels[k].target_bytes, want, "last fast target {when}");
-        for l in s.levels.iter().filter(|l| l.level != k) {
+        // The level above grows by the same factor; every other keeps the layout's.
+        let above_target =
+            (layout.targets[k - 1] as u128 * want as u128 / layout.targets[k] as u128) as u64;
+        assert_eq!(
+            s.levels[k - 1].target_bytes,
+            above_target,
+            "L{} {when}",
+            k - 1
+        );
+        for l in s.levels.iter().filter(|l| l.level != k && l.level + 1 != k) {
             assert_eq!(
                 l.target_bytes, layout.targets[l.level],
                 "L{} {when}",

@@ -1527,6 +1527,12 @@ fn last_fast_level_fills_the_free_fast_budget() {
     assert_eq!(target(600, &opts) + 100 + 600, 2000);
     // Never below the layout target, however full the WALs.
     assert_eq!(target(1950, &opts), 1000);
+    // The level above (L0) grows by the same factor, so the step into L1 keeps the
+    // layout's ratio of 1000 / 400; with the layout target, L0's stays.
+    let l0 = |wal: u64, o: &Options| super::picker::level_targets(&v, o, wal)[0];
+    assert_eq!(l0(0, &opts), 760);
+    assert_eq!(l0(600, &opts), 520);
+    assert_eq!(l0(1950, &opts), 400);
     // Off: the layout target, and L1 goes down with no WAL at all.
     let fixed = Options {
         compaction: crate::options::CompactionOptions {
@@ -1536,6 +1542,7 @@ fn last_fast_level_fills_the_free_fast_budget() {
         ..opts.clone()
     };
     assert_eq!(target(0, &fixed), 1000);
+    assert_eq!(l0(0, &fixed), 400);
     let c = super::picker::pick_with(&v, &fixed, None, &[], None, 0).expect("L1 over 1000");
     c.release();
     // No slow tier below (every level on the fast tier): the layout's targets.
