@@ -1,7 +1,7 @@
 //! Choosing the next compaction: the level whose size (a semi-sorted table's garbage and
 //! key list do not count, see [`level_scores`]) most exceeds its target (L0 also by file
-//! count; the last fast level's target grows into whatever of the fast-disk budget the
-//! WALs and the levels above it leave free, see [`last_fast_target`]), then within it the file with the least overlapping bytes in the next level per
+//! count; L0's target grows into whatever of the fast-disk budget the WALs and the other
+//! fast levels leave free, see [`level0_target`]), then within it the file with the least overlapping bytes in the next level per
 //! byte of its own (RocksDB's "min overlapping ratio"), skipping files already claimed. On a
 //! slow level, while the slow tier's space amplification exceeds
 //! [`DIRTY_VICTIM_SPACE_AMP`], the file with the most dirty-block bytes goes first instead
@@ -36,9 +36,9 @@ use crate::version::{FileMeta, Version};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// Per-level pressure: bytes over target ([`level_targets`]: the last fast level's
-/// follows the fast tier's free budget, given `wal_bytes` of live WALs), and for L0 also
-/// its file count against twice the trigger. >= 1 needs work.
+/// Per-level pressure: bytes over target ([`level_targets`]: L0's follows the fast tier's
+/// free budget, given `wal_bytes` of live WALs), and for L0 also its file count against
+/// twice the trigger (grown by the same factor as its byte target). >= 1 needs work.
 ///
 /// A level's bytes are [`Version::level_sized_bytes`]: a semi-sorted table counts its live
 /// bytes less its key list. The garbage it carries (dirty blocks, earlier generations'
@@ -63,8 +63,10 @@ pub fn level_scores(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<f64> {
         .map(|level| {
             let by_bytes = v.level_sized_bytes(level) as f64 / targets[level].max(1) as f64;
             if level == 0 {
-                let max_files = 2 * opts.level0_compaction_trigger;
-                by_bytes.max(v.levels[0].len() as f64 / max_files as f64)
+                // The file limit grows with the byte target (see `level0_target`).
+                let grown = targets[0] as f64 / v.layout.targets[0].max(1) as f64;
+                let max_files = (2 * opts.level0_compaction_trigger) as f64 * grown.max(1.0);
+                by_bytes.max(v.levels[0].len() as f64 / max_files)
             } else {
                 by_bytes
             }
@@ -73,54 +75,39 @@ pub fn level_scores(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<f64> {
 }
 
 /// Every level's target bytes as the picker uses them: the layout's
-/// ([`LevelLayout::targets`]), except the last fast level above a slow tier, which takes
-/// [`last_fast_target`], and the level right above it (L0 when L1 is the last fast
-/// level), whose target grows by the same factor.
-///
-/// Why the level above grows too: a compaction into the last fast level rewrites the files
-/// of it that its input overlaps (for L0, all of L1), so its cost per byte moved is about
-/// the ratio of the two levels' sizes. Growing the last fast level alone raised that
-/// ratio: in F2's setup (L0 and L1 fast) L0 -> L1 went from 2.31 to 3.54 bytes per user
-/// byte while the cross-tier step fell from 2.30 to 1.42 (docs/BENCHMARKS.md). Keeping the
-/// layout's ratio keeps that step's cost, and the level above, counted in what the last
-/// fast level may take, still leaves the two together within the budget.
+/// ([`LevelLayout::targets`]), except L0's byte trigger, which is [`level0_target`].
 pub fn level_targets(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<u64> {
     let mut targets = v.layout.targets.clone();
-    let k = v.layout.last_fast_level;
-    let Some(&fixed) = targets.get(k) else {
-        return targets;
-    };
-    let grown = last_fast_target(v, opts, wal_bytes);
-    targets[k] = grown;
-    if grown > fixed && k > 0 {
-        let above = targets[k - 1] as u128 * grown as u128 / fixed.max(1) as u128;
-        targets[k - 1] = u64::try_from(above).unwrap_or(u64::MAX);
+    if let Some(t) = targets.first_mut() {
+        *t = level0_target(v, opts, wal_bytes);
     }
     targets
 }
 
-/// The last fast level's target: with [`crate::CompactionOptions::fill_fast_budget`] and a
-/// slow tier below it, the fast-disk budget less what the rest of the fast tier holds now
-/// (`wal_bytes` of live WALs, and L0 and the fast levels above it, file bytes), never
-/// below its layout target; otherwise the layout target.
+/// L0's byte trigger: with [`crate::CompactionOptions::fill_fast_budget`] and a slow tier
+/// below the fast levels, the fast-disk budget less what the rest of the fast tier holds
+/// now (`wal_bytes` of live WALs and the fast levels L1..Lk, file bytes), never below its
+/// layout share; otherwise the layout share.
 ///
 /// Why: the layout reserves the WALs of every memtable that may be unflushed and L0's
 /// whole share, the most they can hold at once, so with fixed targets the fast tier holds
-/// that much less than its budget whenever they hold less, most of the time. The last
-/// fast level is the one that gains from the room: the records updated again while they
-/// are in it are demoted once instead of once per version (fewer bytes cross to the slow
-/// tier under skew), and each byte demoted overlaps fewer slow bytes (the slow level below
-/// is sized from its layout target, not from this one). Tables and WALs together still
-/// fill at most the budget (invariant 4): when the WALs or L0 grow back, the level is over
-/// its target and the compaction into the slow tier goes first, as for any level over.
-pub fn last_fast_target(v: &Version, opts: &Options, wal_bytes: u64) -> u64 {
+/// less than its budget most of the time (with 108-byte records a full memtable's WAL is
+/// under half its memory charge). L0 is where the room pays most: an L0 compaction rewrites
+/// the L1 files its flushes overlap, usually all of L1, so the fewer and larger L0
+/// compactions are, the fewer times L1 is rewritten per byte flushed. Giving the room to
+/// the last fast level instead was measured worse in F2's setup (docs/BENCHMARKS.md: the
+/// cross-tier step fell 2.30 -> 1.42 per user byte but L0 -> L1 rose 2.31 -> 3.54, since
+/// every L0 compaction rewrote the larger L1). Tables and WALs together still fill at most
+/// the budget (invariant 4): L0 is compacted once it holds what the others leave, and the
+/// other levels keep their layout targets.
+pub fn level0_target(v: &Version, opts: &Options, wal_bytes: u64) -> u64 {
     let k = v.layout.last_fast_level;
-    let fixed = v.layout.targets[k];
+    let fixed = v.layout.targets[0];
     let budget = match opts.fd_budget {
         Some(b) if opts.compaction.fill_fast_budget && is_boundary(&v.layout, k) => b,
         _ => return fixed,
     };
-    let others: u64 = (0..k).map(|l| v.level_bytes(l)).sum();
+    let others: u64 = (1..=k).map(|l| v.level_bytes(l)).sum();
     budget
         .saturating_sub(wal_bytes)
         .saturating_sub(others)
@@ -210,7 +197,7 @@ pub fn pick(
 
 /// [`pick`], with the block bounds of open tables for HyperDB's overlap-score victim
 /// (`CompactionOptions::overlap_score_victim`; without them every table counts as one
-/// block) and the bytes the live WALs hold on the fast tier (see [`last_fast_target`]).
+/// block) and the bytes the live WALs hold on the fast tier (see [`level0_target`]).
 pub fn pick_with(
     v: &Version,
     opts: &Options,

@@ -1478,14 +1478,14 @@ fn outputs_end_at_next_level_file_ends_once_half_full() {
     );
 }
 
-/// Invariant 4 with the budget used fully (`CompactionOptions::fill_fast_budget`): the
-/// last fast level's target is the fast-disk budget less what the live WALs and L0 hold
-/// now, never below its layout target, so a level the fixed target would push into the
-/// slow tier stays on the fast tier while the WALs and L0 leave room, and is compacted
-/// down as soon as they take the room back. Only the level right above a slow tier
-/// gains: with every level on the fast tier its target stays the layout's.
+/// Invariant 4 with the budget used fully (`CompactionOptions::fill_fast_budget`): L0's
+/// byte trigger is the fast-disk budget less what the live WALs and the fast levels below
+/// it hold now, never below its layout share, and its file limit grows by the same factor,
+/// so L0 is left to grow while the WALs leave room and compacted as soon as they take the
+/// room back. The other levels keep the layout's targets; with every level on the fast
+/// tier nothing changes.
 #[test]
-fn last_fast_level_fills_the_free_fast_budget() {
+fn level0_fills_the_free_fast_budget() {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::single(dir.path(), false).unwrap();
     let layout = Arc::new(LevelLayout {
@@ -1495,45 +1495,42 @@ fn last_fast_level_fills_the_free_fast_budget() {
     });
     let opts = Options {
         target_file_size: 1000,
+        level0_compaction_trigger: 4,
         fd_budget: Some(2000),
         ..Options::default()
     };
-    // L0: one 100-byte table; L1: 1500 bytes, half again its layout target.
+    // L0: ten 60-byte tables (past its 400-byte share and its 8-file limit); L1: 900 bytes.
     let v = Version {
         levels: vec![
-            vec![meta(&env, 1, 0, "a", "z", 100)],
+            (0..10u64)
+                .map(|i| meta(&env, 100 - i, 0, "a", "z", 60))
+                .collect(),
             vec![
-                meta(&env, 2, 1, "a", "h", 500),
-                meta(&env, 3, 1, "i", "p", 500),
-                meta(&env, 4, 1, "q", "z", 500),
+                meta(&env, 2, 1, "a", "h", 300),
+                meta(&env, 3, 1, "i", "p", 300),
+                meta(&env, 4, 1, "q", "z", 300),
             ],
             vec![meta(&env, 5, 2, "a", "z", 5000)],
             Vec::new(),
         ],
         layout: layout.clone(),
     };
-    let target = |wal: u64, o: &Options| super::picker::level_targets(&v, o, wal)[1];
-    // No WAL: 2000 - 100 (L0) = 1900 for L1, which holds 1500: nothing to do.
-    assert_eq!(target(0, &opts), 1900);
-    assert!(super::picker::level_scores(&v, &opts, 0)[1] < 1.0);
+    let targets = |wal: u64, o: &Options| super::picker::level_targets(&v, o, wal);
+    // No WAL: 2000 - 900 (L1) = 1100 for L0, which holds 600 in 10 files (limit 8 x 2.75).
+    assert_eq!(targets(0, &opts), vec![1100, 1000, 10_000, 100_000]);
+    assert!(super::picker::level_scores(&v, &opts, 0)[0] < 1.0);
     assert!(super::picker::pick_with(&v, &opts, None, &[], None, 0).is_none());
-    // 600 bytes of WAL take the room back: 1300 for L1, which goes down to L2.
-    assert_eq!(target(600, &opts), 1300);
+    // 600 bytes of WAL take the room back: 500 for L0, which goes into L1.
+    assert_eq!(targets(600, &opts)[0], 500);
     let c = super::picker::pick_with(&v, &opts, None, &[], None, 600)
-        .expect("L1 over what the WALs leave of the budget");
+        .expect("L0 over what the WALs leave of the budget");
     c.release();
-    assert_eq!((c.level, c.output_level), (1, 2));
+    assert_eq!((c.level, c.output_level), (0, 1));
     // Tables and WALs fill the budget exactly at the target.
-    assert_eq!(target(600, &opts) + 100 + 600, 2000);
-    // Never below the layout target, however full the WALs.
-    assert_eq!(target(1950, &opts), 1000);
-    // The level above (L0) grows by the same factor, so the step into L1 keeps the
-    // layout's ratio of 1000 / 400; with the layout target, L0's stays.
-    let l0 = |wal: u64, o: &Options| super::picker::level_targets(&v, o, wal)[0];
-    assert_eq!(l0(0, &opts), 760);
-    assert_eq!(l0(600, &opts), 520);
-    assert_eq!(l0(1950, &opts), 400);
-    // Off: the layout target, and L1 goes down with no WAL at all.
+    assert_eq!(targets(600, &opts)[0] + 900 + 600, 2000);
+    // Never below the layout share, however full the WALs.
+    assert_eq!(targets(1950, &opts)[0], 400);
+    // Off: the layout's targets, and L0 (past 400 bytes and 8 files) is compacted.
     let fixed = Options {
         compaction: crate::options::CompactionOptions {
             fill_fast_budget: false,
@@ -1541,10 +1538,10 @@ fn last_fast_level_fills_the_free_fast_budget() {
         },
         ..opts.clone()
     };
-    assert_eq!(target(0, &fixed), 1000);
-    assert_eq!(l0(0, &fixed), 400);
-    let c = super::picker::pick_with(&v, &fixed, None, &[], None, 0).expect("L1 over 1000");
+    assert_eq!(targets(0, &fixed), layout.targets);
+    let c = super::picker::pick_with(&v, &fixed, None, &[], None, 0).expect("L0 over 400");
     c.release();
+    assert_eq!(c.level, 0);
     // No slow tier below (every level on the fast tier): the layout's targets.
     let all_fast = Version {
         levels: v.levels.clone(),
