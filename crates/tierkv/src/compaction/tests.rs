@@ -1542,6 +1542,25 @@ fn level0_fills_the_free_fast_budget() {
     let c = super::picker::pick_with(&v, &fixed, None, &[], None, 0).expect("L0 over 400");
     c.release();
     assert_eq!(c.level, 0);
+    // The grown file limit stops at the slowdown trigger (20): 21 tiny L0 files, far
+    // under the byte target, are compacted, or a writer stopped by L0's file count would
+    // wait for a compaction never picked.
+    let many = Version {
+        levels: vec![
+            (0..21u64)
+                .map(|i| meta(&env, 200 - i, 0, "a", "z", 10))
+                .collect(),
+            v.levels[1].clone(),
+            v.levels[2].clone(),
+            Vec::new(),
+        ],
+        layout: layout.clone(),
+    };
+    assert_eq!(opts.level0_slowdown_trigger, 20);
+    let c = super::picker::pick_with(&many, &opts, None, &[], None, 0)
+        .expect("L0 at the slowdown trigger");
+    c.release();
+    assert_eq!(c.level, 0);
     // No slow tier below (every level on the fast tier): the layout's targets.
     let all_fast = Version {
         levels: v.levels.clone(),
