@@ -96,6 +96,9 @@ pub struct MemTable {
     id: u64,
     map: SkipMap<MemKey, Bytes>,
     size: AtomicUsize,
+    /// Bytes of WAL records written for this memtable (its WAL files' bytes), which stay
+    /// on the fast disk until it is flushed.
+    wal_bytes: AtomicU64,
     smallest_seq: AtomicU64,
     largest_seq: AtomicU64,
 }
@@ -107,6 +110,7 @@ impl MemTable {
             id,
             map: SkipMap::new(),
             size: AtomicUsize::new(0),
+            wal_bytes: AtomicU64::new(0),
             smallest_seq: AtomicU64::new(u64::MAX),
             largest_seq: AtomicU64::new(0),
         }
@@ -183,6 +187,17 @@ impl MemTable {
     /// Bytes of memory used, approximately.
     pub fn approximate_size(&self) -> usize {
         self.size.load(Ordering::Relaxed)
+    }
+
+    /// Counts `n` more bytes of WAL written for this memtable's records.
+    pub fn add_wal_bytes(&self, n: u64) {
+        self.wal_bytes.fetch_add(n, Ordering::Relaxed);
+    }
+
+    /// Bytes of WAL that back this memtable: what it keeps on the fast disk until it is
+    /// flushed (the compaction picker counts them against the fast-disk budget).
+    pub fn wal_bytes(&self) -> u64 {
+        self.wal_bytes.load(Ordering::Relaxed)
     }
 
     /// Number of versions held.

@@ -196,6 +196,15 @@ pub struct CompactionOptions {
     /// picked file with neighbours of its level whose overlap in the slow level adds no
     /// file, so the slow files are rewritten once for all of them (default true).
     pub batched_demotion: bool,
+    /// With a slow tier, L0's compaction trigger (bytes, and files up to
+    /// `level0_slowdown_trigger`) grows into whatever part of [`Options::fd_budget`] the
+    /// rest of the fast tier does not hold now (the live WALs and L1..Lk), never below
+    /// its layout share (default true). The layout sizes the fast levels for the worst
+    /// case, every WAL and L0 full at once; most of the time they hold far less, and each
+    /// L0 compaction rewrites the L1 files it overlaps, so larger, rarer ones rewrite L1
+    /// fewer times (docs/DESIGN.md, "Two tiers on one machine"). False keeps the fixed
+    /// trigger.
+    pub fill_fast_budget: bool,
     /// The expiry sweep: when no level needs compacting, a table whose estimated share of
     /// expired records (from the count and deadline range its properties record) is at
     /// least this is compacted, which rewrites them as tombstones or drops them (default
@@ -305,6 +314,7 @@ impl Default for CompactionOptions {
         CompactionOptions {
             block_reuse: true,
             batched_demotion: true,
+            fill_fast_budget: true,
             expired_share_trigger: 0.5,
             expiry_check_interval: std::time::Duration::from_secs(1),
             slow_tier_format: SlowTierFormat::Sorted,

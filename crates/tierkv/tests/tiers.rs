@@ -464,3 +464,79 @@ fn a_long_scan_reads_ahead_on_both_tiers() {
         "{all_ops} read calls for about {all_blocks} blocks"
     );
 }
+
+/// Bytes of the WAL files in the fast directory.
+fn wal_file_bytes(dir: &Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".log"))
+        .map(|e| e.metadata().unwrap().len())
+        .sum()
+}
+
+/// Invariant 4 with the budget used fully (`CompactionOptions::fill_fast_budget`): the
+/// store counts its live WALs exactly (`DbStats::wal_bytes` equals the `.log` files' bytes,
+/// after writes, after a flush retires them and after recovery), and L0's byte target is
+/// the fast-disk budget less the WALs and the fast levels below it, never below the
+/// layout's share; once background work settles, tables and WALs together hold no more
+/// than the budget and one file.
+#[test]
+fn level0_takes_the_budget_the_wals_and_fast_levels_leave() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = common::two_tier_options(slow.path(), FD_BUDGET, false);
+    let db = Db::open(fast.path(), opts.clone()).unwrap();
+    let layout = db.layout().clone();
+    let k = layout.last_fast_level;
+    let check = |db: &Db, when: &str| {
+        let s = db.stats();
+        assert_eq!(s.wal_bytes, wal_file_bytes(fast.path()), "WAL bytes {when}");
+        let below: u64 = s.levels[1..=k].iter().map(|l| l.bytes).sum();
+        let want = FD_BUDGET
+            .saturating_sub(s.wal_bytes + below)
+            .max(layout.targets[0]);
+        assert_eq!(s.levels[0].target_bytes, want, "L0 target {when}");
+        for l in &s.levels[1..] {
+            assert_eq!(
+                l.target_bytes, layout.targets[l.level],
+                "L{} {when}",
+                l.level
+            );
+        }
+        s
+    };
+    // Well past the budget, so that data reaches the slow tier.
+    fill(&db, 6_000, 0);
+    // Settled, so that no flush retires a WAL between the stats and the listing.
+    db.wait_for_background().unwrap();
+    let s = check(&db, "after writes");
+    assert!(s.wal_bytes > 0);
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let s = check(&db, "after a flush");
+    assert!(s.slow_tier_bytes > 0, "data reached the slow tier");
+    assert!(
+        s.levels[0].target_bytes > layout.targets[0],
+        "with the WALs retired L0 may hold more than the layout's {}",
+        layout.targets[0]
+    );
+    assert!(
+        s.fast_tier_bytes + s.wal_bytes <= FD_BUDGET + opts.target_file_size,
+        "tables {} and WALs {} over the budget {FD_BUDGET}",
+        s.fast_tier_bytes,
+        s.wal_bytes
+    );
+    // Unflushed writes survive a reopen in their WAL, which recovery counts again.
+    for i in 0..50u64 {
+        db.put(common::key(i), [b'r'; 100]).unwrap();
+    }
+    db.close().unwrap();
+    let db = Db::open(fast.path(), opts).unwrap();
+    let s = check(&db, "after recovery");
+    assert!(
+        s.wal_bytes > 50 * 100,
+        "recovered WAL counted: {}",
+        s.wal_bytes
+    );
+}

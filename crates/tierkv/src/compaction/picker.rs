@@ -1,6 +1,7 @@
 //! Choosing the next compaction: the level whose size (a semi-sorted table's garbage and
 //! key list do not count, see [`level_scores`]) most exceeds its target (L0 also by file
-//! count), then within it the file with the least overlapping bytes in the next level per
+//! count; L0's target grows into whatever of the fast-disk budget the WALs and the other
+//! fast levels leave free, see [`level0_target`]), then within it the file with the least overlapping bytes in the next level per
 //! byte of its own (RocksDB's "min overlapping ratio"), skipping files already claimed. On a
 //! slow level, while the slow tier's space amplification exceeds
 //! [`DIRTY_VICTIM_SPACE_AMP`], the file with the most dirty-block bytes goes first instead
@@ -35,8 +36,9 @@ use crate::version::{FileMeta, Version};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// Per-level pressure: bytes over target, and for L0 also its file count against twice
-/// the trigger. >= 1 needs work.
+/// Per-level pressure: bytes over target ([`level_targets`]: L0's follows the fast tier's
+/// free budget, given `wal_bytes` of live WALs), and for L0 also its file count against
+/// twice the trigger (grown by the same factor as its byte target). >= 1 needs work.
 ///
 /// A level's bytes are [`Version::level_sized_bytes`]: a semi-sorted table counts its live
 /// bytes less its key list. The garbage it carries (dirty blocks, earlier generations'
@@ -55,19 +57,65 @@ use std::sync::Arc;
 /// updates a flush can be a fraction of a memtable, and counting files would compact L1
 /// as often for much less data (YCSB A zipfian: L0 files of two thirds of a memtable, see
 /// docs/BENCHMARKS-LOG.md). The file count still bounds the L0 files a read may consult.
-pub fn level_scores(v: &Version, opts: &Options) -> Vec<f64> {
+pub fn level_scores(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<f64> {
+    let targets = level_targets(v, opts, wal_bytes);
     (0..v.num_levels() - 1)
         .map(|level| {
-            let by_bytes =
-                v.level_sized_bytes(level) as f64 / v.layout.targets[level].max(1) as f64;
+            let by_bytes = v.level_sized_bytes(level) as f64 / targets[level].max(1) as f64;
             if level == 0 {
-                let max_files = 2 * opts.level0_compaction_trigger;
-                by_bytes.max(v.levels[0].len() as f64 / max_files as f64)
+                // The file limit grows with the byte target (see `level0_target`), but
+                // never past the slowdown trigger: a writer stopped by L0's file count
+                // must find L0 picked, or it would wait forever.
+                let base = 2 * opts.level0_compaction_trigger;
+                let grown = targets[0] as f64 / v.layout.targets[0].max(1) as f64;
+                let max_files = (base as f64 * grown.max(1.0))
+                    .min(opts.level0_slowdown_trigger.max(base) as f64);
+                by_bytes.max(v.levels[0].len() as f64 / max_files)
             } else {
                 by_bytes
             }
         })
         .collect()
+}
+
+/// Every level's target bytes as the picker uses them: the layout's
+/// ([`LevelLayout::targets`]), except L0's byte trigger, which is [`level0_target`].
+pub fn level_targets(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<u64> {
+    let mut targets = v.layout.targets.clone();
+    if let Some(t) = targets.first_mut() {
+        *t = level0_target(v, opts, wal_bytes);
+    }
+    targets
+}
+
+/// L0's byte trigger: with [`crate::CompactionOptions::fill_fast_budget`] and a slow tier
+/// below the fast levels, the fast-disk budget less what the rest of the fast tier holds
+/// now (`wal_bytes` of live WALs and the fast levels L1..Lk, file bytes), never below its
+/// layout share; otherwise the layout share.
+///
+/// Why: the layout reserves the WALs of every memtable that may be unflushed and L0's
+/// whole share, the most they can hold at once, so with fixed targets the fast tier holds
+/// less than its budget most of the time (with 108-byte records a full memtable's WAL is
+/// under half its memory charge). L0 is where the room pays most: an L0 compaction rewrites
+/// the L1 files its flushes overlap, usually all of L1, so the fewer and larger L0
+/// compactions are, the fewer times L1 is rewritten per byte flushed. Giving the room to
+/// the last fast level instead was measured worse in F2's setup (docs/BENCHMARKS.md: the
+/// cross-tier step fell 2.30 -> 1.42 per user byte but L0 -> L1 rose 2.31 -> 3.54, since
+/// every L0 compaction rewrote the larger L1). Tables and WALs together still fill at most
+/// the budget (invariant 4): L0 is compacted once it holds what the others leave, and the
+/// other levels keep their layout targets.
+pub fn level0_target(v: &Version, opts: &Options, wal_bytes: u64) -> u64 {
+    let k = v.layout.last_fast_level;
+    let fixed = v.layout.targets[0];
+    let budget = match opts.fd_budget {
+        Some(b) if opts.compaction.fill_fast_budget && is_boundary(&v.layout, k) => b,
+        _ => return fixed,
+    };
+    let others: u64 = (1..=k).map(|l| v.level_bytes(l)).sum();
+    budget
+        .saturating_sub(wal_bytes)
+        .saturating_sub(others)
+        .max(fixed)
 }
 
 /// The user-key range covered by `files`.
@@ -148,20 +196,21 @@ pub fn pick(
     hot: Option<&HotPicking<'_>>,
     running: &[RangeClaim],
 ) -> Option<Compaction> {
-    pick_with(v, opts, hot, running, None)
+    pick_with(v, opts, hot, running, None, 0)
 }
 
 /// [`pick`], with the block bounds of open tables for HyperDB's overlap-score victim
 /// (`CompactionOptions::overlap_score_victim`; without them every table counts as one
-/// block).
+/// block) and the bytes the live WALs hold on the fast tier (see [`level0_target`]).
 pub fn pick_with(
     v: &Version,
     opts: &Options,
     hot: Option<&HotPicking<'_>>,
     running: &[RangeClaim],
     bounds: Option<BlockBounds<'_>>,
+    wal_bytes: u64,
 ) -> Option<Compaction> {
-    let scores = level_scores(v, opts);
+    let scores = level_scores(v, opts, wal_bytes);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
     // Invariant 4 (docs/DESIGN.md): while the fast tier is over budget, the compaction that moves

@@ -1275,7 +1275,7 @@ fn slow_levels_are_sized_by_live_bytes_not_garbage() {
     let v = version(1500);
     assert_eq!(v.level_bytes(3), 6000);
     assert_eq!(v.level_sized_bytes(3), 1500);
-    let scores = super::picker::level_scores(&v, &opts);
+    let scores = super::picker::level_scores(&v, &opts, 0);
     assert!(scores[3] < 1.0, "L3 scored {} on garbage", scores[3]);
     assert!(
         super::picker::pick(&v, &opts, None, &[]).is_none(),
@@ -1704,5 +1704,103 @@ fn outputs_end_at_next_level_file_ends_once_half_full() {
     assert!(
         early_cuts > 10,
         "only {early_cuts} outputs were cut early at a file end"
+    );
+}
+
+/// Invariant 4 with the budget used fully (`CompactionOptions::fill_fast_budget`): L0's
+/// byte trigger is the fast-disk budget less what the live WALs and the fast levels below
+/// it hold now, never below its layout share, and its file limit grows by the same factor,
+/// so L0 is left to grow while the WALs leave room and compacted as soon as they take the
+/// room back. The other levels keep the layout's targets; with every level on the fast
+/// tier nothing changes.
+#[test]
+fn level0_fills_the_free_fast_budget() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let layout = Arc::new(LevelLayout {
+        targets: vec![400, 1000, 10_000, 100_000],
+        tiers: vec![Tier::Fast, Tier::Fast, Tier::Slow, Tier::Slow],
+        last_fast_level: 1,
+    });
+    let opts = Options {
+        target_file_size: 1000,
+        level0_compaction_trigger: 4,
+        fd_budget: Some(2000),
+        ..Options::default()
+    };
+    // L0: ten 60-byte tables (past its 400-byte share and its 8-file limit); L1: 900 bytes.
+    let v = Version {
+        levels: vec![
+            (0..10u64)
+                .map(|i| meta(&env, 100 - i, 0, "a", "z", 60))
+                .collect(),
+            vec![
+                meta(&env, 2, 1, "a", "h", 300),
+                meta(&env, 3, 1, "i", "p", 300),
+                meta(&env, 4, 1, "q", "z", 300),
+            ],
+            vec![meta(&env, 5, 2, "a", "z", 5000)],
+            Vec::new(),
+        ],
+        layout: layout.clone(),
+    };
+    let targets = |wal: u64, o: &Options| super::picker::level_targets(&v, o, wal);
+    // No WAL: 2000 - 900 (L1) = 1100 for L0, which holds 600 in 10 files (limit 8 x 2.75).
+    assert_eq!(targets(0, &opts), vec![1100, 1000, 10_000, 100_000]);
+    assert!(super::picker::level_scores(&v, &opts, 0)[0] < 1.0);
+    assert!(super::picker::pick_with(&v, &opts, None, &[], None, 0).is_none());
+    // 600 bytes of WAL take the room back: 500 for L0, which goes into L1.
+    assert_eq!(targets(600, &opts)[0], 500);
+    let c = super::picker::pick_with(&v, &opts, None, &[], None, 600)
+        .expect("L0 over what the WALs leave of the budget");
+    c.release();
+    assert_eq!((c.level, c.output_level), (0, 1));
+    // Tables and WALs fill the budget exactly at the target.
+    assert_eq!(targets(600, &opts)[0] + 900 + 600, 2000);
+    // Never below the layout share, however full the WALs.
+    assert_eq!(targets(1950, &opts)[0], 400);
+    // Off: the layout's targets, and L0 (past 400 bytes and 8 files) is compacted.
+    let fixed = Options {
+        compaction: crate::options::CompactionOptions {
+            fill_fast_budget: false,
+            ..Default::default()
+        },
+        ..opts.clone()
+    };
+    assert_eq!(targets(0, &fixed), layout.targets);
+    let c = super::picker::pick_with(&v, &fixed, None, &[], None, 0).expect("L0 over 400");
+    c.release();
+    assert_eq!(c.level, 0);
+    // The grown file limit stops at the slowdown trigger (20): 21 tiny L0 files, far
+    // under the byte target, are compacted, or a writer stopped by L0's file count would
+    // wait for a compaction never picked.
+    let many = Version {
+        levels: vec![
+            (0..21u64)
+                .map(|i| meta(&env, 200 - i, 0, "a", "z", 10))
+                .collect(),
+            v.levels[1].clone(),
+            v.levels[2].clone(),
+            Vec::new(),
+        ],
+        layout: layout.clone(),
+    };
+    assert_eq!(opts.level0_slowdown_trigger, 20);
+    let c = super::picker::pick_with(&many, &opts, None, &[], None, 0)
+        .expect("L0 at the slowdown trigger");
+    c.release();
+    assert_eq!(c.level, 0);
+    // No slow tier below (every level on the fast tier): the layout's targets.
+    let all_fast = Version {
+        levels: v.levels.clone(),
+        layout: Arc::new(LevelLayout {
+            tiers: vec![Tier::Fast; 4],
+            last_fast_level: 3,
+            ..(*layout).clone()
+        }),
+    };
+    assert_eq!(
+        super::picker::level_targets(&all_fast, &opts, 0),
+        layout.targets
     );
 }

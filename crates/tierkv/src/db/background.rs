@@ -124,12 +124,23 @@ fn retention_saturated(
 ) -> bool {
     st.retention_saturated_at
         .is_some_and(|at| v.level_sized_bytes(level) <= at + inner.opts.target_file_size)
-        && !far_over_target(v, level)
+        && !far_over_target(inner, st, v, level)
 }
 
-/// The level holds more than 1.5 times its target (live bytes, as the picker sizes levels).
-fn far_over_target(v: &crate::version::Version, level: usize) -> bool {
-    v.level_sized_bytes(level) > v.layout.targets[level] / 2 * 3
+/// The level holds more than 1.5 times its target (live bytes, as the picker sizes levels;
+/// the target as the picker sets it, see `picker::level_targets`).
+fn far_over_target(inner: &DbInner, st: &State, v: &crate::version::Version, level: usize) -> bool {
+    let target = picker::level_targets(v, &inner.opts, wal_bytes(st))[level];
+    v.level_sized_bytes(level) > target / 2 * 3
+}
+
+/// What the live WALs hold on the fast tier: those of every memtable not yet flushed (the
+/// mutable one and the immutable ones; a flush removes its memtable's WALs).
+fn wal_bytes(st: &State) -> u64 {
+    std::iter::once(&st.mem)
+        .chain(&st.imms)
+        .map(|m| m.wal_bytes())
+        .sum()
 }
 
 /// Picks the next compaction, hot-aware at the fast-to-slow boundary when promoting.
@@ -151,6 +162,7 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
                 None,
                 &st.running_compactions,
                 Some(&block_bounds),
+                wal_bytes(st),
             )
         }
     };
@@ -177,6 +189,7 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
         Some(&hot),
         &st.running_compactions,
         Some(&block_bounds),
+        wal_bytes(st),
     )
 }
 
@@ -377,8 +390,10 @@ pub(crate) fn run_compaction(
     let crosses_tiers = v.layout.tiers[c.level] == Tier::Fast && c.output_tier == Tier::Slow;
     // A level full of retained hot data and far over its target pushes this compaction's
     // data down whatever its hotness: the hot set outgrew the fast tier.
-    let force_down =
-        inner.state.lock().retention_saturated_at.is_some() && far_over_target(v, c.level);
+    let force_down = {
+        let st = inner.state.lock();
+        st.retention_saturated_at.is_some() && far_over_target(inner, &st, v, c.level)
+    };
     let hot = match (
         &inner.hot_tracker,
         crosses_tiers,
@@ -565,7 +580,7 @@ fn needs_compaction(inner: &DbInner, st: &State) -> bool {
         .hot_tracker
         .as_ref()
         .map(|_| inner.layout.last_fast_level);
-    picker::level_scores(&v, &inner.opts)
+    picker::level_scores(&v, &inner.opts, wal_bytes(st))
         .iter()
         .enumerate()
         .any(|(level, score)| {

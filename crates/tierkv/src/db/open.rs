@@ -405,6 +405,10 @@ fn replay_wals(env: &Arc<Env>, opts: &Options, versions: &mut VersionSet) -> Res
                 last_seq = last_seq.max(seq - 1);
             }
         }
+        if let Some(mem) = &mem {
+            // The log stays on the fast disk until its memtable is flushed.
+            mem.add_wal_bytes(wal_bytes as u64);
+        }
         if mem.is_none() {
             empty_logs.push(number);
         } else {

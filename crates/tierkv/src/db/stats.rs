@@ -123,7 +123,9 @@ pub struct LevelStats {
     /// semi-sorted tables (`FileMeta::sized_bytes`; equal to `bytes` on a level of sorted
     /// tables).
     pub sized_bytes: u64,
-    /// Target bytes (0 for L0, which is triggered by file count).
+    /// Target bytes as the compaction picker sets them now: L0's is its byte trigger,
+    /// and the last fast level's grows into the fast-disk budget the WALs and the levels
+    /// above it leave free (`CompactionOptions::fill_fast_budget`).
     pub target_bytes: u64,
     /// Bytes compactions out of this level (into the next, or kept on it by retention and
     /// promotion) read since open: its inputs and the next level's overlapping files.
@@ -227,6 +229,8 @@ pub struct DbStats {
     pub levels: Vec<LevelStats>,
     /// Bytes of table files on the fast tier.
     pub fast_tier_bytes: u64,
+    /// Bytes of the live WALs (of the memtables not yet flushed), also on the fast tier.
+    pub wal_bytes: u64,
     /// Bytes of table files on the slow tier.
     pub slow_tier_bytes: u64,
     /// Bytes of the slow tier's semi-sorted tables that are garbage until the table is
@@ -367,6 +371,11 @@ impl DbInner {
         };
         let sv = self.sv.load();
         let v = &sv.version;
+        let wal_bytes: u64 = std::iter::once(&sv.mem)
+            .chain(&sv.imms)
+            .map(|m| m.wal_bytes())
+            .sum();
+        let targets = crate::compaction::picker::level_targets(v, &self.opts, wal_bytes);
         let levels = (0..v.num_levels())
             .map(|l| LevelStats {
                 level: l,
@@ -374,7 +383,7 @@ impl DbInner {
                 files: v.levels[l].len(),
                 bytes: v.level_bytes(l),
                 sized_bytes: v.level_sized_bytes(l),
-                target_bytes: self.layout.targets[l],
+                target_bytes: targets[l],
                 compaction_read_bytes: self.counters.compaction_level_read[l].load(Relaxed),
                 compaction_write_bytes: self.counters.compaction_level_written[l].load(Relaxed),
             })
@@ -439,6 +448,7 @@ impl DbInner {
             rmw_retries: c.rmw_retries.load(Relaxed),
             levels,
             fast_tier_bytes: v.tier_bytes(Tier::Fast),
+            wal_bytes,
             slow_tier_bytes: v.tier_bytes(Tier::Slow),
             slow_tier_dirty_bytes: slow_dirty,
             slow_tier_space_amp: space_amp(v.tier_bytes(Tier::Slow), slow_dirty),

@@ -360,8 +360,9 @@ impl DbInner {
         }
         let sync = group.iter().any(|w| w.sync);
         let first_seq = self.visible_seq.load(Ordering::Acquire) + 1;
-        {
+        let wal_written = {
             let mut wal = self.wal.lock();
+            let before = wal.writer.len();
             let r = wal
                 .writer
                 .add_record(batch.encode_with_seq(first_seq))
@@ -371,8 +372,12 @@ impl DbInner {
                 let mut st = self.state.lock();
                 return Err(self.set_bg_error(&mut st, e));
             }
-        }
+            wal.writer.len().saturating_sub(before)
+        };
+        // The leader holds the write lock, so no switch came between the WAL write and
+        // here: this is the memtable the WAL belongs to.
         let mem = self.sv.load().mem.clone();
+        mem.add_wal_bytes(wal_written);
         let mut seq = first_seq;
         let (mut puts, mut dels, mut bytes) = (0, 0, 0);
         for e in batch.iter() {
