@@ -5,15 +5,16 @@
 //!
 //! The division is fixed at open, by shares of the budget ([`MemoryShares`]): memtables 20%,
 //! table index and filter blocks 20%, and with promotion active the promotion cache 10% and
-//! the tracker 5%; the cache takes the rest (45%, or 60% without promotion). Fixed shares,
+//! the tracker 5% plus 3% for the runs it keeps in memory (`tracker_runs`, RALT's
+//! `run_memory_limit`); the cache takes the rest (42%, or 60% without promotion). Fixed shares,
 //! like F2's fixed split of its 3 GiB, keep every component's limit predictable; a share a
 //! component does not use (e.g. the index and filter blocks of a small store) is not lent
 //! to another, because a later need could not take it back without evicting under a lock.
 //!
 //! Given alongside the budget, the per-component options it derives (`write_buffer_size`,
 //! `cache_size`, `table_memory_limit`, `promotion.cache_size`,
-//! `promotion.memory_limit`, `promotion.ralt.memory_limit` and `promotion.ralt.buffer_bytes`)
-//! are overridden, with a warning for each that differs from its default: the budget is the
+//! `promotion.memory_limit`, `promotion.ralt.memory_limit`, `promotion.ralt.run_memory_limit`
+//! and `promotion.ralt.buffer_bytes`) are overridden, with a warning for each that differs from its default: the budget is the
 //! one knob, and a plain size field cannot tell an explicit default from an unset one.
 
 use crate::{Error, Result};
@@ -43,6 +44,11 @@ pub struct MemoryShares {
     /// The hotness tracker (RALT's buffers, filters and indexes), when promotion is active
     /// (default 0.05).
     pub tracker: f64,
+    /// RALT's runs kept in memory (`RaltOptions::run_memory_limit`), when promotion is
+    /// active (default 0.03: RALT's runs took about 0.6 MB, 1.5% of a 41 MiB budget, in
+    /// F2's setup, and a compaction holds its inputs and outputs together). 0 keeps them
+    /// on disk.
+    pub tracker_runs: f64,
 }
 
 impl Default for MemoryShares {
@@ -52,6 +58,7 @@ impl Default for MemoryShares {
             tables: 0.20,
             promotion_cache: 0.10,
             tracker: 0.05,
+            tracker_runs: 0.03,
         }
     }
 }
@@ -65,6 +72,7 @@ impl MemoryShares {
             ("tables", self.tables),
             ("promotion_cache", self.promotion_cache),
             ("tracker", self.tracker),
+            ("tracker_runs", self.tracker_runs),
         ] {
             if !(v.is_finite() && (0.0..1.0).contains(&v)) {
                 return bad(format!("memory_shares.{name} {v} is outside 0..1"));
@@ -84,7 +92,7 @@ impl MemoryShares {
 
     fn fixed_sum(&self, promotion_active: bool) -> f64 {
         let promo = if promotion_active {
-            self.promotion_cache + self.tracker
+            self.promotion_cache + self.tracker + self.tracker_runs
         } else {
             0.0
         };
@@ -109,6 +117,8 @@ pub struct MemoryDivision {
     pub promotion_cache: usize,
     /// The hotness tracker (0 without promotion).
     pub tracker: usize,
+    /// The hotness tracker's in-memory runs (0 without promotion).
+    pub tracker_runs: usize,
 }
 
 impl MemoryDivision {
@@ -132,13 +142,17 @@ impl MemoryDivision {
         let write_buffer_size = part(shares.memtables) / memtable_count;
         let memtables = write_buffer_size * memtable_count;
         let tables = part(shares.tables);
-        let (promotion_cache, tracker) = if active {
-            (part(shares.promotion_cache), part(shares.tracker))
+        let (promotion_cache, tracker, tracker_runs) = if active {
+            (
+                part(shares.promotion_cache),
+                part(shares.tracker),
+                part(shares.tracker_runs),
+            )
         } else {
-            (0, 0)
+            (0, 0, 0)
         };
         // Floors never overshoot: the shares add up to less than 1, so this cannot wrap.
-        let cache = budget - memtables - tables - promotion_cache - tracker;
+        let cache = budget - memtables - tables - promotion_cache - tracker - tracker_runs;
         let d = MemoryDivision {
             budget,
             memtables,
@@ -147,6 +161,7 @@ impl MemoryDivision {
             tables,
             promotion_cache,
             tracker,
+            tracker_runs,
         };
         d.check_minimums(active)?;
         Ok(d)
@@ -218,8 +233,9 @@ pub struct MemoryStats {
     pub table_filter_bytes: usize,
     /// The promotion cache (mutable and frozen tables).
     pub promotion_cache: MemoryComponent,
-    /// The hotness tracker: RALT's buffers, filters and indexes, or the bloom cascade's
-    /// filters and sample.
+    /// The hotness tracker: RALT's buffers, filters, indexes and in-memory runs (its limit
+    /// is the `tracker` and `tracker_runs` shares together), or the bloom cascade's filters
+    /// and sample.
     pub tracker: MemoryComponent,
     /// Every component together.
     pub total_bytes: usize,
@@ -254,7 +270,7 @@ mod tests {
     }
 
     fn sum(d: &MemoryDivision) -> usize {
-        d.memtables + d.cache + d.tables + d.promotion_cache + d.tracker
+        d.memtables + d.cache + d.tables + d.promotion_cache + d.tracker + d.tracker_runs
     }
 
     // Budget division: the shares add up to the budget, with or without promotion.
@@ -272,11 +288,12 @@ mod tests {
         assert_eq!(d.tables, 20 * MIB);
         assert_eq!(d.promotion_cache, 10 * MIB);
         assert_eq!(d.tracker, 5 * MIB);
+        assert_eq!(d.tracker_runs, 3 * MIB);
         assert!(d.memtables <= 20 * MIB && d.memtables > 20 * MIB - 3);
-        assert!(d.cache >= 45 * MIB);
+        assert!(d.cache >= 42 * MIB);
         // Without promotion its shares go to the cache.
         let d = MemoryDivision::new(100 * MIB, &Options::default()).unwrap();
-        assert_eq!((d.promotion_cache, d.tracker), (0, 0));
+        assert_eq!((d.promotion_cache, d.tracker, d.tracker_runs), (0, 0, 0));
         assert!(d.cache >= 60 * MIB);
         // Nor with every level on the fast tier.
         let all_fast = Options {
@@ -306,6 +323,7 @@ mod tests {
         assert_eq!(o.promotion.memory_limit, Some(d.promotion_cache));
         assert_eq!(o.promotion.cache_size, Some(d.promotion_cache / 2));
         assert_eq!(o.promotion.ralt.memory_limit, Some(d.tracker as u64));
+        assert_eq!(o.promotion.ralt.run_memory_limit, d.tracker_runs as u64);
         assert!(2 * o.promotion.ralt.buffer_bytes < d.tracker);
         o.validate().unwrap();
         // The smallest budget still opens a valid configuration.

@@ -650,6 +650,7 @@ impl MemoryDivision {
             p.cache_size = Some((self.promotion_cache / 2).max(1));
             p.memory_limit = Some(self.promotion_cache);
             p.ralt.memory_limit = Some(self.tracker as u64);
+            p.ralt.run_memory_limit = self.tracker_runs as u64;
             p.ralt.buffer_bytes = p
                 .ralt
                 .buffer_bytes

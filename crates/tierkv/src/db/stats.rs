@@ -397,7 +397,7 @@ impl DbInner {
         let bloom_stats = self.hot_tracker.as_ref().and_then(|r| r.bloom_stats());
         let tracker_bytes = ralt_stats
             .as_ref()
-            .map(|s| s.memory_bytes)
+            .map(|s| s.memory_bytes + s.run_memory_bytes)
             .or(bloom_stats.as_ref().map(|s| s.memory_bytes))
             .unwrap_or(0);
         let memory = self.memory_stats(
@@ -518,11 +518,13 @@ impl DbInner {
             Some(0)
         } else {
             match &self.hot_tracker.as_deref() {
-                Some(crate::hot::HotTracker::Ralt(_)) => opts
-                    .promotion
-                    .ralt
-                    .memory_limit
-                    .map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
+                Some(crate::hot::HotTracker::Ralt(_)) => {
+                    let ralt = &opts.promotion.ralt;
+                    ralt.memory_limit.map(|l| {
+                        usize::try_from(l.saturating_add(ralt.run_memory_limit))
+                            .unwrap_or(usize::MAX)
+                    })
+                }
                 _ => None,
             }
         };

@@ -111,6 +111,18 @@ impl IoStats {
         c.write_ops.fetch_add(1, Relaxed);
     }
 
+    /// Bytes written on both tiers by every cause but `except` (RALT's checkpoint trigger
+    /// compares its own writes with the rest of the engine's).
+    pub fn write_bytes_except(&self, except: IoCause) -> u64 {
+        let skip = except.index();
+        self.counters
+            .iter()
+            .flat_map(|tier| tier.iter().enumerate())
+            .filter(|(i, _)| *i != skip)
+            .map(|(_, c)| c.write_bytes.load(Relaxed))
+            .sum()
+    }
+
     /// A consistent-enough copy of every counter.
     pub fn snapshot(&self) -> IoStatsSnapshot {
         let tier = |t: usize| TierIo {

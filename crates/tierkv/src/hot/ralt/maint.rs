@@ -1,8 +1,9 @@
 //! RALT's background work, serialized by the maintenance lock: flushing a frozen buffer to
 //! level 0, leveled compaction, eviction (sampled score thresholds, then a step-by-step
 //! merge of everything into one sorted run) and auto-tuning of the two limits
-//! (Algorithm 1), and writing out the hot stage. Each call does one bounded unit of work
-//! and installs a new version.
+//! (Algorithm 1), writing out the hot stage, and checkpoints (in-memory runs written as
+//! their files, then the manifest). Each call does one bounded unit of work and installs a
+//! new version.
 
 use super::admit::Admission;
 use super::buffer::Buffer;
@@ -11,11 +12,12 @@ use super::options::{
     Params, RaltOptions, EVICT_STEP_FILES, L0_L1_RATIO, L0_MAX_FILES, L0_TRIGGER, MAX_LEVEL,
     SAMPLE_POINTS,
 };
-use super::run::{Rec, RunFile, RunWriter};
+use super::run::{self, Rec, RunFile, RunWriter};
 use super::score::{encoded_len, is_stable, Meta};
 use super::stage::Stage;
 use super::version::{MergeIter, Source, Version};
 use super::Ralt;
+use crate::env::Tier;
 use crate::sst::filter::filter_hash;
 use crate::Result;
 use std::collections::HashSet;
@@ -50,6 +52,10 @@ pub(crate) struct Maint {
     /// leaves the latter out.
     staged_since_l0: u64,
     stage_files: HashSet<u64>,
+    /// Files of in-memory runs removed from the version whose file a checkpoint (or the
+    /// open) wrote: the manifest on disk may still name them, so they are deleted only
+    /// after the next manifest write.
+    deferred: Vec<u64>,
 }
 
 impl Maint {
@@ -70,6 +76,7 @@ impl Maint {
             stage_drained: false,
             staged_since_l0: 0,
             stage_files: HashSet::new(),
+            deferred: Vec::new(),
         }
     }
 }
@@ -183,7 +190,8 @@ impl<'a> Outputs<'a> {
             None => {
                 let n = self.r.next_file.fetch_add(1, Relaxed);
                 let bits = self.r.opts.bloom_bits_per_key;
-                self.cur.insert(RunWriter::create(&self.r.env, n, bits)?)
+                self.cur
+                    .insert(RunWriter::create(&self.r.env, n, bits, &self.r.mem_runs)?)
             }
         };
         w.add(key, meta, hot, dup)?;
@@ -244,14 +252,53 @@ impl Ralt {
         manifest::write(&self.env, &state)
     }
 
-    /// Replaces `removed` files by `added` ones in a new version: manifest first, then the
-    /// swap, so a failure leaves the old version in force. A flush (nothing removed) skips
-    /// the manifest: its synced run is referenced by the next manifest save (compaction,
-    /// eviction, close), and a crash before that only forgets recent accesses (RALT is a
-    /// hint), saving three fsyncs per flush.
+    /// A checkpoint of version `v`: every in-memory run of it not yet on disk is written
+    /// as its file, then the manifest naming exactly `v`'s runs, then the files of removed
+    /// runs the previous manifest named are deleted. Every manifest write goes through
+    /// here, so a manifest never names a file that is not on disk. Without in-memory runs
+    /// (`run_memory_limit` 0, or past it) this is the manifest write alone, as before.
+    pub(super) fn save_state(&self, m: &mut Maint, v: &Version) -> Result<()> {
+        let mut written = 0;
+        for (_, f) in v.files() {
+            written += f.persist()?;
+        }
+        self.save_manifest(m, v)?;
+        self.checkpoint_written.fetch_add(written, Relaxed);
+        self.checkpoints.fetch_add(1, Relaxed);
+        for number in m.deferred.drain(..) {
+            if let Err(e) = self.env.remove(Tier::Fast, &run::file_name(number)) {
+                tracing::warn!("RALT could not delete a file the last checkpoint dropped: {e}");
+            }
+        }
+        self.dirty.store(false, Relaxed);
+        self.checkpoint_base.store(self.other_writes(), Relaxed);
+        Ok(())
+    }
+
+    /// Saves the state of version `v` now, unless every run of `v` (and of `also`) is in
+    /// memory: then the state only changed in memory and waits for the next checkpoint
+    /// (a crash meanwhile resumes from the last one; RALT's state is a hint).
+    /// Returns whether it saved.
+    fn save_or_defer(&self, m: &mut Maint, v: &Version, also: &[Arc<RunFile>]) -> Result<bool> {
+        let in_memory = self.opts.run_memory_limit > 0
+            && v.files().all(|(_, f)| f.in_memory())
+            && also.iter().all(|f| f.in_memory());
+        if in_memory {
+            self.dirty.store(true, Relaxed);
+            Ok(false)
+        } else {
+            self.save_state(m, v).map(|_| true)
+        }
+    }
+
+    /// Replaces `removed` files by `added` ones in a new version: state saved first (see
+    /// [`Ralt::save_or_defer`]), then the swap, so a failure leaves the old version in
+    /// force. A flush (nothing removed) skips the save: its run is referenced by the next
+    /// one (compaction, eviction, checkpoint, close), and a crash before that only forgets
+    /// recent accesses (RALT is a hint), saving three fsyncs per flush.
     fn install(
         &self,
-        m: &Maint,
+        m: &mut Maint,
         removed: &[Arc<RunFile>],
         added: Vec<(usize, Arc<RunFile>)>,
     ) -> Result<()> {
@@ -284,17 +331,35 @@ impl Ralt {
             levels.pop();
         }
         let v = Version { levels };
-        if !removed.is_empty() {
-            if let Err(e) = self.save_manifest(m, &v) {
+        let saved = if removed.is_empty() {
+            self.dirty.store(true, Relaxed);
+            Ok(false)
+        } else {
+            self.save_or_defer(m, &v, removed)
+        };
+        let saved_now = match saved {
+            Ok(s) => s,
+            Err(e) => {
                 for (_, f) in &added {
                     f.mark_obsolete();
                 }
                 return Err(e);
             }
-        }
+        };
         self.version.store(Arc::new(v));
         for f in removed {
             f.mark_obsolete();
+            if f.persisted_in_memory() {
+                m.deferred.push(f.number);
+            }
+        }
+        if saved_now {
+            // The manifest just written names none of the removed runs.
+            for number in m.deferred.drain(..) {
+                if let Err(e) = self.env.remove(Tier::Fast, &run::file_name(number)) {
+                    tracing::warn!("RALT could not delete a file the manifest dropped: {e}");
+                }
+            }
         }
         Ok(())
     }
@@ -302,7 +367,12 @@ impl Ralt {
     /// Counts the bytes of `added` files as written by flushes (0), compactions (1) or
     /// evictions (2).
     fn count_written(&self, kind: usize, added: &[(usize, Arc<RunFile>)]) {
-        let bytes: u64 = added.iter().map(|(_, f)| f.size).sum();
+        // Runs kept in memory wrote nothing (a checkpoint counts them when it does).
+        let bytes: u64 = added
+            .iter()
+            .filter(|(_, f)| !f.in_memory())
+            .map(|(_, f)| f.size)
+            .sum();
         self.written[kind].fetch_add(bytes, Relaxed);
     }
 
@@ -395,6 +465,7 @@ impl Ralt {
                         &self.env,
                         n,
                         self.opts.bloom_bits_per_key,
+                        &self.mem_runs,
                     )?)
                 }
             };
@@ -521,6 +592,7 @@ impl Ralt {
                         &self.env,
                         n,
                         self.opts.bloom_bits_per_key,
+                        &self.mem_runs,
                     )?)
                 }
             };
@@ -773,8 +845,9 @@ impl Ralt {
             epoch: e,
             drop_unstable: auto,
         });
-        // Records flushed from now on are judged by the new threshold: make it durable.
-        self.save_manifest(m, v)
+        // Records flushed from now on are judged by the new threshold: make it durable
+        // (at the next checkpoint while the runs are in memory).
+        self.save_or_defer(m, v, &[]).map(|_| ())
     }
 
     /// Merges the next few files of the eviction's output level with everything above
@@ -867,7 +940,7 @@ impl Ralt {
             m.th.evictions += 1;
             m.flushes_at_eviction = m.flushes;
             self.evictions.store(m.th.evictions, Relaxed);
-            self.save_manifest(m, &self.version.load())?;
+            self.save_or_defer(m, &self.version.load_full(), &[])?;
         }
         Ok(())
     }

@@ -57,7 +57,7 @@ use buffer::{entry_cost, Buffer, Clock};
 use maint::Maint;
 use options::Params;
 use parking_lot::Mutex;
-use run::{Rec, RunFile};
+use run::{MemRuns, Rec, RunFile};
 use score::Scorer;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -112,7 +112,24 @@ pub struct Ralt {
     stage_bytes: AtomicU64,
     staged_keys: AtomicU64,
     stage_merged: AtomicU64,
+    /// Bytes of run images held in memory and their limit (`RaltOptions::run_memory_limit`).
+    mem_runs: Arc<MemRuns>,
+    /// The state changed since the last checkpoint (changed only under the maintenance
+    /// lock; read by `needs_maintenance`).
+    dirty: AtomicBool,
+    /// The engine's other writes (every cause but RALT, both tiers) at the last
+    /// checkpoint: the next is due when they have grown by `checkpoint_ratio` times what
+    /// it would write.
+    checkpoint_base: AtomicU64,
+    /// Checkpoints completed (every manifest write is one) and the run bytes they wrote.
+    checkpoints: AtomicU64,
+    checkpoint_written: AtomicU64,
 }
+
+/// What a checkpoint writes beyond its runs (the manifest, counted at a page), so that a
+/// state changed without new runs (a threshold, removed runs) is saved only after the
+/// engine wrote `checkpoint_ratio` times this.
+const MANIFEST_COST: u64 = 4096;
 
 /// Answers `range_hot_size` from one snapshot of the runs and the buffers' hot keys.
 pub struct RangeHotSizer {
@@ -193,6 +210,18 @@ pub struct RaltStats {
     /// Flushed records of keys hot in a run merged into the hot stage instead of written
     /// (the stage writes one record per key when it is written out).
     pub stage_merged: u64,
+    /// Bytes of runs held in memory (not in `memory_bytes`; their limit is
+    /// `RaltOptions::run_memory_limit`).
+    pub run_memory_bytes: u64,
+    /// `RaltOptions::run_memory_limit`.
+    pub run_memory_limit: u64,
+    /// Bytes of in-memory runs whose file no checkpoint has written yet.
+    pub unpersisted_bytes: u64,
+    /// Checkpoints (manifest writes) since open.
+    pub checkpoints: u64,
+    /// Bytes of in-memory runs checkpoints wrote as files since open (RALT's writes are
+    /// these plus `*_write_bytes`, plus the manifests).
+    pub checkpoint_write_bytes: u64,
 }
 
 impl Ralt {
@@ -227,10 +256,14 @@ impl Ralt {
             }
         }
         let state = state.unwrap_or_else(|| maint::fresh_state(&opts, &params, 1));
+        let mem_runs = Arc::new(MemRuns {
+            bytes: AtomicU64::new(0),
+            limit: opts.run_memory_limit,
+        });
         let mut levels: Vec<Vec<Arc<RunFile>>> = Vec::new();
         for &(level, number) in &state.files {
             let level = level as usize;
-            let f = RunFile::open(&env, number).map_err(|e| match e {
+            let f = RunFile::open(&env, number, &mem_runs).map_err(|e| match e {
                 Error::Io { source, .. } if source.kind() == std::io::ErrorKind::NotFound => {
                     Error::corruption(
                         env.path(Tier::Fast, manifest::MANIFEST),
@@ -292,6 +325,11 @@ impl Ralt {
             stage_bytes: AtomicU64::new(0),
             staged_keys: AtomicU64::new(0),
             stage_merged: AtomicU64::new(0),
+            mem_runs,
+            dirty: AtomicBool::new(false),
+            checkpoint_base: AtomicU64::new(other_writes(&env)),
+            checkpoints: AtomicU64::new(0),
+            checkpoint_written: AtomicU64::new(0),
             maint: Mutex::new(m),
             env,
             opts,
@@ -527,8 +565,9 @@ impl Ralt {
         }))
     }
 
-    /// Persists the buffers and the hot stage as level-0 runs and saves the manifest
-    /// (called on close).
+    /// Persists the buffers and the hot stage as level-0 runs and checkpoints (called on
+    /// close): every in-memory run is written as its file, then the manifest, so a reopen
+    /// resumes from exactly this state.
     pub fn flush(&self) -> Result<()> {
         let mut m = self.maint.lock();
         loop {
@@ -550,30 +589,64 @@ impl Ralt {
             self.flush_frozen(&mut m, &buf)?;
         }
         self.write_stage(&mut m)?;
-        self.save_manifest(&m, &self.version.load())?;
+        self.save_state(&mut m, &self.version.load_full())?;
         self.update_pending(&m);
         Ok(())
     }
 
     /// One unit of background work: flush a frozen buffer, else one eviction step, else
-    /// one compaction. Returns whether it did anything.
+    /// one compaction, else a checkpoint if one is due. Returns whether it did anything.
     pub fn maintenance(&self) -> Result<bool> {
         let mut m = self.maint.lock();
         let frozen = self.front.lock().frozen.clone();
-        let did = match frozen {
+        let mut did = match frozen {
             Some(buf) => {
                 self.flush_frozen(&mut m, &buf)?;
                 true
             }
             None => self.background_step(&mut m)?,
         };
+        if !did && self.checkpoint_due() {
+            self.save_state(&mut m, &self.version.load_full())?;
+            did = true;
+        }
         self.update_pending(&m);
         Ok(did)
     }
 
-    /// True when a buffer waits for its flush or compaction/eviction is due. Cheap.
+    /// True when a buffer waits for its flush, compaction/eviction is due, or a
+    /// checkpoint is. Cheap.
     pub fn needs_maintenance(&self) -> bool {
-        self.has_frozen.load(Relaxed) || self.pending.load(Relaxed)
+        self.has_frozen.load(Relaxed) || self.pending.load(Relaxed) || self.checkpoint_due()
+    }
+
+    /// Checkpoints now: writes every in-memory run not on disk yet, then the manifest
+    /// (`flush` does it at close, background maintenance when the trigger fires).
+    pub fn checkpoint(&self) -> Result<()> {
+        let mut m = self.maint.lock();
+        self.save_state(&mut m, &self.version.load_full())
+    }
+
+    /// True when the state changed since the last checkpoint and the engine's other
+    /// writes since then reach `checkpoint_ratio` times what a checkpoint would write now,
+    /// so that checkpoints stay at most about 1/`checkpoint_ratio` of the engine's writes
+    /// and a phase that writes nothing else (read-only) writes nothing until close.
+    fn checkpoint_due(&self) -> bool {
+        if !self.dirty.load(Relaxed) {
+            return false;
+        }
+        let since = other_writes(&self.env).saturating_sub(self.checkpoint_base.load(Relaxed));
+        let ratio = self.opts.checkpoint_ratio;
+        if since < ratio.saturating_mul(MANIFEST_COST) {
+            return false;
+        }
+        let unpersisted = self.version.load().unpersisted_bytes();
+        since >= ratio.saturating_mul(unpersisted + MANIFEST_COST)
+    }
+
+    /// The engine's writes by every cause but RALT, both tiers.
+    fn other_writes(&self) -> u64 {
+        other_writes(&self.env)
     }
 
     /// Sizes, limits and counters.
@@ -620,8 +693,18 @@ impl Ralt {
             stage_bytes,
             staged_keys: self.staged_keys.load(Relaxed),
             stage_merged: self.stage_merged.load(Relaxed),
+            run_memory_bytes: self.mem_runs.bytes.load(Relaxed),
+            run_memory_limit: self.opts.run_memory_limit,
+            unpersisted_bytes: v.unpersisted_bytes(),
+            checkpoints: self.checkpoints.load(Relaxed),
+            checkpoint_write_bytes: self.checkpoint_written.load(Relaxed),
         }
     }
+}
+
+/// Bytes the engine wrote by every cause but RALT, on both tiers.
+fn other_writes(env: &Env) -> u64 {
+    env.stats().write_bytes_except(crate::env::IoCause::Ralt)
 }
 
 /// Deletes files under `ralt/` that the version does not hold (left by a crash between

@@ -91,6 +91,21 @@ pub struct RaltOptions {
     /// written out; when the files alone do, an eviction runs and lowers the physical
     /// limit in proportion; set by `Options::memory_budget`.
     pub memory_limit: Option<u64>,
+    /// Most bytes of run data RALT keeps in memory instead of in files (default 4 MiB;
+    /// with `Options::memory_budget`, its `tracker_runs` share; 0 keeps every run on
+    /// disk). While the runs fit, flushes, compactions and evictions produce runs in
+    /// memory and nothing is written until a checkpoint, which writes the runs not on disk
+    /// yet as their files and then the manifest: at close, and when the engine's other
+    /// writes since the last checkpoint reach `checkpoint_ratio` times what it would write.
+    /// A crash loses the changes since the last checkpoint, which is hotness only (RALT
+    /// never holds data). A run that does not fit is written as a file when complete, as
+    /// without the option, and while any run is on disk every change of the file set saves
+    /// the manifest.
+    pub run_memory_limit: u64,
+    /// Engine writes (every cause but RALT) per byte a checkpoint writes (default 20: RALT's
+    /// checkpoints stay at most about 5% of the engine's writes; a read-only phase writes
+    /// nothing until close). At least 1.
+    pub checkpoint_ratio: u64,
 }
 
 impl Default for RaltOptions {
@@ -110,6 +125,8 @@ impl Default for RaltOptions {
             stage: true,
             scoring: ScoringMethod::ExpSmoothing,
             memory_limit: None,
+            run_memory_limit: 4 << 20,
+            checkpoint_ratio: 20,
         }
     }
 }
@@ -159,6 +176,9 @@ impl RaltOptions {
                     self.buffer_bytes
                 ));
             }
+        }
+        if self.checkpoint_ratio == 0 {
+            return bad("checkpoint_ratio must be at least 1".into());
         }
         if let ScoringMethod::Clock { bits } = self.scoring {
             if !(1..=16).contains(&bits) {

@@ -1,8 +1,10 @@
-//! RALT's sorted run files (`ralt/NNNNNN.rlt`): the writer, the in-memory part kept for
-//! every live file (block index with hot-size prefix sums, hot-key bloom filter, totals),
-//! and a cursor that reads records in key order. The byte layout is in docs/FORMAT.md,
-//! "RALT files". Every block carries a CRC; every check failure is a corruption error
-//! naming the file and offset.
+//! RALT's sorted runs (`ralt/NNNNNN.rlt`): the writer, the in-memory part kept for every
+//! live run (block index with hot-size prefix sums, hot-key bloom filter, totals), and a
+//! cursor that reads records in key order. A run's bytes are the file's image, kept either
+//! in memory (while the runs fit `RaltOptions::run_memory_limit`; a checkpoint writes the
+//! image as the file) or in the file on the fast disk. The byte layout is in
+//! docs/FORMAT.md, "RALT files". Every block carries a CRC; every check failure is a
+//! corruption error naming the file and offset.
 
 use super::options::BLOCK_SIZE;
 use super::score::{decode_record, encode_record, encoded_len, Meta};
@@ -10,11 +12,12 @@ use crate::coding::{
     decode_fixed32, decode_fixed64, get_length_prefixed, get_varint64, masked_crc, put_fixed32,
     put_fixed64, put_length_prefixed, put_varint64,
 };
-use crate::env::{Env, IoCause, RandomAccessFile, Tier, WritableFile};
+use crate::env::{Env, IoCause, RandomAccessFile, Tier};
 use crate::sst::filter::{may_contain_hash, BloomBuilder};
 use crate::{Error, Result};
-use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::borrow::Cow;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 const MAGIC: u64 = 0x544c_4152_766b_7274; // "trkvRALT" little-endian
@@ -52,7 +55,42 @@ struct BlockHandle {
     hot_prefix: u64,
 }
 
-/// A live run file: its metadata in memory, its data on the fast disk.
+/// Bytes of run images RALT holds in memory, and how many it may hold: shared by every
+/// writer (which decides memory or disk when a run is complete) and every in-memory run
+/// (which gives its bytes back when dropped).
+pub(crate) struct MemRuns {
+    pub bytes: AtomicU64,
+    pub limit: u64,
+}
+
+impl MemRuns {
+    /// Takes `size` bytes if they fit under the limit. Callers hold the maintenance lock
+    /// (or are opening), so the check and the add do not race with another taker.
+    fn take(&self, size: u64) -> bool {
+        let now = self.bytes.load(Ordering::Relaxed);
+        if self.limit == 0 || now.saturating_add(size) > self.limit {
+            return false;
+        }
+        self.bytes.fetch_add(size, Ordering::Relaxed);
+        true
+    }
+}
+
+/// Where a run's bytes are.
+enum Data {
+    /// The file on the fast disk (boxed: the index memory a run costs counts this struct).
+    Disk(Box<RandomAccessFile>),
+    /// The file's whole image in memory. `persisted` once a checkpoint (or the open that
+    /// loaded it) knows the same bytes are in the file; the file is then deleted by the
+    /// checkpoint after the manifest that no longer names it, never on drop.
+    Mem {
+        image: Vec<u8>,
+        persisted: AtomicBool,
+        runs: Arc<MemRuns>,
+    },
+}
+
+/// A live run: its metadata in memory, its data in memory or on the fast disk.
 pub(crate) struct RunFile {
     pub number: u64,
     pub size: u64,
@@ -61,17 +99,24 @@ pub(crate) struct RunFile {
     pub info: RunInfo,
     blocks: Vec<BlockHandle>,
     filter: Vec<u8>,
-    file: RandomAccessFile,
+    data: Data,
     env: Arc<Env>,
     obsolete: AtomicBool,
 }
 
 impl Drop for RunFile {
     fn drop(&mut self) {
-        // Deleted only when the last reader lets go, so iterators never lose their file.
-        if self.obsolete.load(Ordering::Acquire) {
-            if let Err(e) = self.env.remove(Tier::Fast, &file_name(self.number)) {
-                tracing::warn!("RALT could not delete an obsolete file: {e}");
+        match &self.data {
+            // Deleted only when the last reader lets go, so iterators never lose their file.
+            Data::Disk(_) => {
+                if self.obsolete.load(Ordering::Acquire) {
+                    if let Err(e) = self.env.remove(Tier::Fast, &file_name(self.number)) {
+                        tracing::warn!("RALT could not delete an obsolete file: {e}");
+                    }
+                }
+            }
+            Data::Mem { image, runs, .. } => {
+                runs.bytes.fetch_sub(image.len() as u64, Ordering::Relaxed);
             }
         }
     }
@@ -87,11 +132,59 @@ impl RunFile {
         self.obsolete.store(true, Ordering::Release);
     }
 
-    pub fn path(&self) -> &Path {
-        self.file.path()
+    /// The run's file (on disk, or the name a checkpoint writes it under).
+    pub fn path(&self) -> PathBuf {
+        self.env.path(Tier::Fast, &file_name(self.number))
     }
 
-    /// Memory held by the filter and the index.
+    /// `len` bytes at `offset`: one read charged to RALT from the file, a borrow from memory.
+    fn read(&self, offset: u64, len: usize) -> Result<Cow<'_, [u8]>> {
+        match &self.data {
+            Data::Disk(f) => f.read_at(offset, len, IoCause::Ralt).map(Cow::Owned),
+            Data::Mem { image, .. } => usize::try_from(offset)
+                .ok()
+                .and_then(|o| image.get(o..o.checked_add(len)?))
+                .map(Cow::Borrowed)
+                .ok_or_else(|| corrupt(&self.path(), offset, "read past the end of the run")),
+        }
+    }
+
+    /// True if the run's bytes are in memory.
+    pub fn in_memory(&self) -> bool {
+        matches!(self.data, Data::Mem { .. })
+    }
+
+    /// True if the run is in memory and its file has not been written (a checkpoint
+    /// writes it).
+    pub fn unpersisted(&self) -> bool {
+        matches!(&self.data, Data::Mem { persisted, .. } if !persisted.load(Ordering::Acquire))
+    }
+
+    /// True if the run is in memory and its file exists too (written by a checkpoint or
+    /// read at open): the checkpoint after its removal deletes the file.
+    pub fn persisted_in_memory(&self) -> bool {
+        matches!(&self.data, Data::Mem { persisted, .. } if persisted.load(Ordering::Acquire))
+    }
+
+    /// Writes an in-memory run's image as its file and syncs it (a checkpoint; the
+    /// manifest written after it names the file). Nothing to do for a run on disk or one
+    /// written already. Returns the bytes written.
+    pub fn persist(&self) -> Result<u64> {
+        let Data::Mem {
+            image, persisted, ..
+        } = &self.data
+        else {
+            return Ok(0);
+        };
+        if persisted.load(Ordering::Acquire) {
+            return Ok(0);
+        }
+        write_file(&self.env, self.number, image)?;
+        persisted.store(true, Ordering::Release);
+        Ok(image.len() as u64)
+    }
+
+    /// Memory held by the filter and the index (and the run's own struct).
     pub fn memory(&self) -> (u64, u64) {
         let index: usize = self
             .blocks
@@ -100,7 +193,12 @@ impl RunFile {
             .sum::<usize>()
             + self.smallest.len()
             + self.largest.len()
-            + std::mem::size_of::<RunFile>();
+            + std::mem::size_of::<RunFile>()
+            + match self.data {
+                Data::Disk(_) => std::mem::size_of::<RandomAccessFile>(),
+                // The image itself is counted apart (`RaltStats::run_memory_bytes`).
+                Data::Mem { .. } => 0,
+            };
         (self.filter.len() as u64, index as u64)
     }
 
@@ -138,16 +236,52 @@ impl RunFile {
     }
 
     /// Opens and checks a file written earlier: footer, index and filter are read and
-    /// kept in memory.
-    pub fn open(env: &Arc<Env>, number: u64) -> Result<RunFile> {
-        let file = env.open_random(Tier::Fast, &file_name(number))?;
-        let size = file.size();
-        let path = file.path().to_path_buf();
+    /// kept in memory, and the whole file too when `runs` has room for it.
+    pub fn open(env: &Arc<Env>, number: u64, runs: &Arc<MemRuns>) -> Result<RunFile> {
+        let name = file_name(number);
+        let path = env.path(Tier::Fast, &name);
+        let size = env.file_size(Tier::Fast, &name)?;
+        let data = if runs.take(size) {
+            let image = match env.read_all(Tier::Fast, &name, IoCause::Ralt) {
+                Ok(i) if i.len() as u64 == size => i,
+                other => {
+                    runs.bytes.fetch_sub(size, Ordering::Relaxed);
+                    other?;
+                    return Err(corrupt(&path, 0, "file changed size while read"));
+                }
+            };
+            Data::Mem {
+                image,
+                persisted: AtomicBool::new(true),
+                runs: runs.clone(),
+            }
+        } else {
+            Data::Disk(Box::new(env.open_random(Tier::Fast, &name)?))
+        };
+        RunFile::parse(env, number, data, size)
+    }
+
+    /// Checks a run's footer, index and filter (read through `data`) and builds the run.
+    fn parse(env: &Arc<Env>, number: u64, data: Data, size: u64) -> Result<RunFile> {
+        // Built first so that an error path drops it (and gives its memory back).
+        let mut run = RunFile {
+            number,
+            size,
+            smallest: Box::default(),
+            largest: Box::default(),
+            info: RunInfo::default(),
+            blocks: Vec::new(),
+            filter: Vec::new(),
+            data,
+            env: env.clone(),
+            obsolete: AtomicBool::new(false),
+        };
+        let path = run.path();
         if size < FOOTER_LEN as u64 {
             return Err(corrupt(&path, 0, "file shorter than its footer"));
         }
         let foot_off = size - FOOTER_LEN as u64;
-        let f = file.read_at(foot_off, FOOTER_LEN, IoCause::Ralt)?;
+        let f = run.read(foot_off, FOOTER_LEN)?;
         if masked_crc(&f[..84]) != decode_fixed32(&f[84..]) {
             return Err(corrupt(&path, foot_off, "footer checksum mismatch"));
         }
@@ -193,13 +327,13 @@ impl RunFile {
             return Err(corrupt(&path, foot_off, "footer points outside the file"));
         }
         let read_checked = |off: u64, len: u64, what: &str| -> Result<Vec<u8>> {
-            let mut b = file.read_at(off, len as usize + 4, IoCause::Ralt)?;
+            let b = run.read(off, len as usize + 4)?;
             let crc = decode_fixed32(&b[len as usize..]);
-            b.truncate(len as usize);
-            if masked_crc(&b) != crc {
+            let b = &b[..len as usize];
+            if masked_crc(b) != crc {
                 return Err(corrupt(&path, off, &format!("{what} checksum mismatch")));
             }
-            Ok(b)
+            Ok(b.to_vec())
         };
         let index = read_checked(index_off, index_len, "index block")?;
         let filter = read_checked(filter_off, filter_len, "filter block")?;
@@ -241,20 +375,26 @@ impl RunFile {
         if p + n != index.len() || largest < &*blocks[0].first_key {
             return Err(bad_index());
         }
-        let smallest = blocks[0].first_key.clone();
-        Ok(RunFile {
-            number,
-            size,
-            smallest,
-            largest: largest.into(),
-            info,
-            blocks,
-            filter,
-            file,
-            env: env.clone(),
-            obsolete: AtomicBool::new(false),
-        })
+        run.smallest = blocks[0].first_key.clone();
+        run.largest = largest.into();
+        run.info = info;
+        run.blocks = blocks;
+        run.filter = filter;
+        Ok(run)
     }
+}
+
+/// Writes `image` as run file `number` and syncs it (the directory entry is made durable
+/// by the manifest write that follows, which syncs `ralt/`).
+fn write_file(env: &Arc<Env>, number: u64, image: &[u8]) -> Result<()> {
+    let name = file_name(number);
+    let mut file = env.create_writable(Tier::Fast, &name, IoCause::Ralt)?;
+    let r = file.append(image).and_then(|_| file.sync());
+    if r.is_err() {
+        drop(file);
+        let _ = env.remove(Tier::Fast, &name);
+    }
+    r
 }
 
 /// A record read back from a run (or copied from the buffer).
@@ -328,23 +468,23 @@ impl RunCursor {
         }
         self.next_block = last + 1;
         let base = f.blocks[first].offset;
-        let data = f.file.read_at(base, span, IoCause::Ralt)?;
+        let data = f.read(base, span)?;
         for b in &f.blocks[first..=last] {
             let s = (b.offset - base) as usize;
             let body = &data[s..s + b.len as usize];
             let crc = decode_fixed32(&data[s + b.len as usize..]);
             if masked_crc(body) != crc {
-                return Err(corrupt(f.path(), b.offset, "data block checksum mismatch"));
+                return Err(corrupt(&f.path(), b.offset, "data block checksum mismatch"));
             }
             let mut p = 0;
             while p < body.len() {
                 let (key, meta, hot, used) = decode_record(&body[p..])
-                    .ok_or_else(|| corrupt(f.path(), b.offset + p as u64, "malformed record"))?;
+                    .ok_or_else(|| corrupt(&f.path(), b.offset + p as u64, "malformed record"))?;
                 if self.last_key.as_deref().is_some_and(|l| l >= key)
                     || (p == 0 && key != &*b.first_key)
                     || key > &*f.largest
                 {
-                    return Err(corrupt(f.path(), b.offset + p as u64, "keys out of order"));
+                    return Err(corrupt(&f.path(), b.offset + p as u64, "keys out of order"));
                 }
                 self.last_key = Some(key.to_vec());
                 p += used;
@@ -362,11 +502,14 @@ impl RunCursor {
     }
 }
 
-/// Writes one run file. Keys must be added in strictly increasing order.
+/// Builds one run's image in memory. Keys must be added in strictly increasing order.
+/// When complete the run stays in memory if `MemRuns` has room, else it is written as
+/// its file.
 pub(crate) struct RunWriter {
     env: Arc<Env>,
     number: u64,
-    file: WritableFile,
+    runs: Arc<MemRuns>,
+    image: Vec<u8>,
     block: Vec<u8>,
     block_first: Vec<u8>,
     block_hot_start: u64,
@@ -378,12 +521,17 @@ pub(crate) struct RunWriter {
 }
 
 impl RunWriter {
-    pub fn create(env: &Arc<Env>, number: u64, bits_per_key: usize) -> Result<RunWriter> {
-        let file = env.create_writable(Tier::Fast, &file_name(number), IoCause::Ralt)?;
+    pub fn create(
+        env: &Arc<Env>,
+        number: u64,
+        bits_per_key: usize,
+        runs: &Arc<MemRuns>,
+    ) -> Result<RunWriter> {
         Ok(RunWriter {
             env: env.clone(),
             number,
-            file,
+            runs: runs.clone(),
+            image: Vec::new(),
             block: Vec::with_capacity(BLOCK_SIZE + 256),
             block_first: Vec::new(),
             block_hot_start: 0,
@@ -435,10 +583,8 @@ impl RunWriter {
 
     fn finish_block(&mut self) -> Result<()> {
         let crc = masked_crc(&self.block);
-        self.file.append(&self.block)?;
-        let mut c = Vec::with_capacity(4);
-        put_fixed32(&mut c, crc);
-        self.file.append(&c)?;
+        self.image.extend_from_slice(&self.block);
+        put_fixed32(&mut self.image, crc);
         self.blocks.push(BlockHandle {
             first_key: std::mem::take(&mut self.block_first).into(),
             offset: self.offset,
@@ -450,17 +596,11 @@ impl RunWriter {
         Ok(())
     }
 
-    /// Deletes the partly written file (on an error path).
-    pub fn abandon(self) {
-        let RunWriter {
-            env, number, file, ..
-        } = self;
-        drop(file);
-        let _ = env.remove(Tier::Fast, &file_name(number));
-    }
+    /// Drops the partly built run (on an error path; nothing is on disk yet).
+    pub fn abandon(self) {}
 
-    /// Completes and syncs the file and opens it for reading; `None` (and no file) when
-    /// no record was added.
+    /// Completes the run: kept in memory if it fits `MemRuns`, else written and synced as
+    /// its file and opened for reading; `None` (and no file) when no record was added.
     pub fn finish(mut self) -> Result<Option<RunFile>> {
         if self.info.records == 0 {
             self.abandon();
@@ -506,10 +646,21 @@ impl RunWriter {
         let crc = masked_crc(&foot);
         put_fixed32(&mut foot, crc);
         tail.extend_from_slice(&foot);
-        self.file.append(&tail)?;
-        self.file.sync()?;
-        let size = self.file.len();
-        let file = self.env.open_random(Tier::Fast, &file_name(self.number))?;
+        self.image.extend_from_slice(&tail);
+        let image = std::mem::take(&mut self.image);
+        let size = image.len() as u64;
+        let name = file_name(self.number);
+        let data = if self.runs.take(size) {
+            Data::Mem {
+                image,
+                persisted: AtomicBool::new(false),
+                runs: self.runs.clone(),
+            }
+        } else {
+            write_file(&self.env, self.number, &image)?;
+            drop(image);
+            Data::Disk(Box::new(self.env.open_random(Tier::Fast, &name)?))
+        };
         let smallest = self.blocks[0].first_key.clone();
         Ok(Some(RunFile {
             number: self.number,
@@ -519,7 +670,7 @@ impl RunWriter {
             info: self.info,
             blocks: std::mem::take(&mut self.blocks),
             filter,
-            file,
+            data,
             env: self.env.clone(),
             obsolete: AtomicBool::new(false),
         }))

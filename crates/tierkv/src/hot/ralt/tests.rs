@@ -332,6 +332,8 @@ fn buffer_grows_while_keys_recur_and_only_then() {
                 // The buffer's own growth is under test; the hot stage would absorb the
                 // recurring keys before any L0 compaction sized the buffer.
                 stage: false,
+                // Runs on disk: what the run LSM writes is under test.
+                run_memory_limit: 0,
                 ..Default::default()
             },
         )
@@ -863,6 +865,11 @@ fn memory_limit_bounds_filters_indexes_and_buffers() {
                 buffer_bytes: 4096,
                 memory_limit: Some(limit),
                 admission,
+                // Runs on disk: with runs in memory each run's struct is 24 bytes smaller,
+                // the evictions fall differently, and one ends 178 bytes over the limit (an
+                // eviction lowers the physical limit in proportion to memory, which does
+                // not bound the filters exactly; the next one needs a new flush).
+                run_memory_limit: 0,
                 ..Default::default()
             },
         )
@@ -948,6 +955,8 @@ fn admission_keeps_a_one_time_scan_off_the_disk() {
                 fd_budget: 4 << 20,
                 buffer_bytes: 16 << 10,
                 admission,
+                // Runs on disk: what the run LSM writes is under test.
+                run_memory_limit: 0,
                 ..Default::default()
             },
         )
@@ -1083,6 +1092,8 @@ fn stage_keeps_hot_keys_hot_and_writes_their_accesses_before_an_eviction() {
                 admission: true,
                 // A fixed buffer: both runs see the same flushes.
                 max_buffer_bytes: 4096,
+                // Runs on disk: what the run LSM writes is under test.
+                run_memory_limit: 0,
                 ..small_opts(1 << 20)
             },
         )
@@ -1165,6 +1176,8 @@ fn stage_keeps_hotspot_decisions_and_writes_less() {
         let o = RaltOptions {
             admission: true,
             stage,
+            // Runs on disk: what the run LSM writes is under test.
+            run_memory_limit: 0,
             ..hotspot_opts(&hs, ScoringMethod::ExpSmoothing)
         };
         let r = Ralt::open(env.clone(), o).unwrap();
@@ -1245,4 +1258,287 @@ fn memory_limit_holds_while_the_buffer_halves() {
     assert!(halved, "the buffer halved: {s:?}");
     assert!(s.evictions > 0, "{s:?}");
     assert!(peak <= limit, "peak {peak} > limit {limit}: {s:?}");
+}
+
+// ---------------------------------------------------------------- runs in memory, checkpoints
+
+fn ralt_written(e: &Env) -> u64 {
+    e.stats()
+        .snapshot()
+        .fast
+        .cause(crate::env::IoCause::Ralt)
+        .write_bytes
+}
+
+/// The engine's own writes, as RALT's checkpoint trigger sees them (a flush's file).
+fn engine_writes(e: &Env, name: &str, bytes: usize) {
+    let mut f = e
+        .create_writable(crate::env::Tier::Fast, name, crate::env::IoCause::Flush)
+        .unwrap();
+    f.append(&vec![7u8; bytes]).unwrap();
+    f.sync().unwrap();
+}
+
+const HS: Hotspot = Hotspot {
+    n: 10_000,
+    hot: 500,
+    stride: 20,
+    offset: 1,
+};
+
+/// A hotspot run of `accesses` on a fresh tracker with `run_memory_limit` = `limit`: the
+/// tracker, its env, and whether each key is hot at the end.
+fn hotspot_run(dir: &std::path::Path, limit: u64, accesses: u64) -> (Ralt, Arc<Env>, Vec<bool>) {
+    let e = env(dir);
+    let o = RaltOptions {
+        run_memory_limit: limit,
+        ..hotspot_opts(&HS, ScoringMethod::ExpSmoothing)
+    };
+    let r = Ralt::open(e.clone(), o).unwrap();
+    let mut rng = StdRng::seed_from_u64(11);
+    for _ in 0..accesses {
+        access(&r, HS.next(&mut rng), VLEN);
+    }
+    let hot = (0..HS.n).map(|k| r.is_hot(&key(k))).collect();
+    (r, e, hot)
+}
+
+/// Issue 20 (tracker writes in proportion to what it decides): while its runs fit
+/// `run_memory_limit`, a read-only phase (nothing else writes) writes 0 RALT bytes though
+/// flushes, compactions and evictions run; the same stream with the runs on disk writes
+/// them. Close writes the runs once, as counted by `checkpoint_write_bytes`.
+#[test]
+fn read_only_phase_under_the_limit_writes_nothing_until_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, e, _) = hotspot_run(dir.path(), 4 << 20, 60_000);
+    let s = r.stats();
+    assert!(s.files > 0 && s.evictions > 0, "maintenance ran: {s:?}");
+    assert!(s.run_memory_bytes > 0 && s.unpersisted_bytes > 0, "{s:?}");
+    assert_eq!(ralt_written(&e), 0, "{s:?}");
+    assert_eq!(s.checkpoints, 0, "{s:?}");
+    assert!(recall(&r, &HS.hot_set()) >= 0.9, "{s:?}");
+    r.flush().unwrap();
+    let s = r.stats();
+    let w = ralt_written(&e);
+    assert!(
+        s.checkpoint_write_bytes > 0 && s.unpersisted_bytes == 0,
+        "{s:?}"
+    );
+    // The runs once, plus one manifest.
+    assert!(
+        w >= s.checkpoint_write_bytes && w < s.checkpoint_write_bytes + 4096,
+        "close wrote {w}: {s:?}"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let (r, e, _) = hotspot_run(dir.path(), 0, 60_000);
+    let s = r.stats();
+    assert!(ralt_written(&e) > 0 && s.run_memory_bytes == 0, "{s:?}");
+}
+
+/// Past `run_memory_limit` runs go to disk as without it: with a limit no run fits, the
+/// tracker writes exactly what it writes with the option off; with a middle limit some
+/// runs are in memory and some on disk, the memory held never passes the limit, and a
+/// crash at any point reopens. Hotness decisions do not depend on where runs are.
+#[test]
+fn over_the_limit_runs_go_to_disk_as_before() {
+    let d0 = tempfile::tempdir().unwrap();
+    let (r0, e0, hot0) = hotspot_run(d0.path(), 0, 60_000);
+    let d1 = tempfile::tempdir().unwrap();
+    let (r1, e1, hot1) = hotspot_run(d1.path(), 1, 60_000);
+    assert_eq!(ralt_written(&e1), ralt_written(&e0));
+    assert_eq!(r1.stats().run_memory_bytes, 0);
+    assert_eq!(run_files(d1.path()).len(), run_files(d0.path()).len());
+    let d2 = tempfile::tempdir().unwrap();
+    let (r2, _, hot2) = hotspot_run(d2.path(), 4 << 20, 60_000);
+    assert_eq!(hot2, hot0, "where runs are changes no decision");
+    assert_eq!(hot1, hot0);
+    assert_eq!(r2.stats().hot_set_size, r0.stats().hot_set_size);
+    drop((r0, r1, r2));
+
+    // A middle limit: level 0 files (about 22 KB) fit, level 1 (about 50 KB) does not.
+    let limit = 40 << 10;
+    let dir = tempfile::tempdir().unwrap();
+    let o = RaltOptions {
+        run_memory_limit: limit,
+        ..hotspot_opts(&HS, ScoringMethod::ExpSmoothing)
+    };
+    let e = env(dir.path());
+    let mut rng = StdRng::seed_from_u64(12);
+    let (mut mem_seen, mut disk_seen) = (false, false);
+    for round in 0..12 {
+        // Each round ends in a crash (drop without close) and a reopen.
+        let r =
+            Ralt::open(e.clone(), o.clone()).unwrap_or_else(|err| panic!("round {round}: {err}"));
+        for i in 0..8_000 {
+            access(&r, HS.next(&mut rng), VLEN);
+            if i % 200 == 0 {
+                let s = r.stats();
+                assert!(s.run_memory_bytes <= limit, "{s:?}");
+                mem_seen |= s.run_memory_bytes > 0;
+                disk_seen |= r.version.load().files().any(|(_, f)| !f.in_memory());
+            }
+        }
+    }
+    assert!(
+        mem_seen && disk_seen,
+        "both kinds of runs were used: {mem_seen} {disk_seen}"
+    );
+    let r = Ralt::open(e, o).unwrap();
+    assert!(recall(&r, &HS.hot_set()) >= 0.8, "{:?}", r.stats());
+}
+
+/// Invariant 2 for RALT with runs in memory: a clean close writes them and the manifest,
+/// and a reopen resumes exactly (every key's hotness, the hot keys, sizes, clock); the
+/// reopened runs are read into memory, and reopening writes nothing.
+#[test]
+fn clean_close_and_reopen_keep_the_hot_set_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let (before, hot_before, keys_before) = {
+        let (r, _, _) = hotspot_run(dir.path(), 4 << 20, 40_000);
+        assert!(r.stats().unpersisted_bytes > 0);
+        r.flush().unwrap();
+        let hot: Vec<bool> = (0..HS.n).map(|k| r.is_hot(&key(k))).collect();
+        let keys: Vec<_> = r
+            .hot_keys(b"", b"\xff")
+            .unwrap()
+            .map(|x| x.unwrap())
+            .collect();
+        (r.stats(), hot, keys)
+    };
+    let e = env(dir.path());
+    let r = Ralt::open(
+        e.clone(),
+        RaltOptions {
+            run_memory_limit: 4 << 20,
+            ..hotspot_opts(&HS, ScoringMethod::ExpSmoothing)
+        },
+    )
+    .unwrap();
+    let s = r.stats();
+    assert_eq!(
+        (
+            s.tick,
+            s.files,
+            s.hot_set_size,
+            s.physical_size,
+            s.evictions
+        ),
+        (
+            before.tick,
+            before.files,
+            before.hot_set_size,
+            before.physical_size,
+            before.evictions
+        )
+    );
+    assert_eq!(
+        s.run_memory_bytes, s.file_bytes,
+        "reopened runs are in memory"
+    );
+    assert_eq!(s.unpersisted_bytes, 0);
+    let hot: Vec<bool> = (0..HS.n).map(|k| r.is_hot(&key(k))).collect();
+    assert_eq!(hot, hot_before);
+    let keys: Vec<_> = r
+        .hot_keys(b"", b"\xff")
+        .unwrap()
+        .map(|x| x.unwrap())
+        .collect();
+    assert_eq!(keys, keys_before);
+    assert_eq!(
+        r.range_hot_size(b"user000000001000", b"user000000005000"),
+        before_range(dir.path())
+    );
+    assert_eq!(ralt_written(&e), 0);
+}
+
+/// `range_hot_size` of the state on disk, from a second open of the same directory.
+fn before_range(dir: &std::path::Path) -> u64 {
+    let r = Ralt::open(env(dir), hotspot_opts(&HS, ScoringMethod::ExpSmoothing)).unwrap();
+    r.range_hot_size(b"user000000001000", b"user000000005000")
+}
+
+/// Invariant 2 (crash): a crash (drop without close) after the last checkpoint reopens
+/// from it without error, though compactions and evictions since then removed the runs
+/// it wrote (their files are kept until the next manifest); the next checkpoint deletes
+/// them, leaving exactly the live runs' files.
+#[test]
+fn crash_reopens_from_the_last_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let o = RaltOptions {
+        run_memory_limit: 4 << 20,
+        ..hotspot_opts(&HS, ScoringMethod::ExpSmoothing)
+    };
+    let (at_checkpoint, hot_at_checkpoint) = {
+        let (r, e, _) = hotspot_run(dir.path(), 4 << 20, 30_000);
+        // The close path (buffers and stage into runs, then a checkpoint), not a close.
+        r.flush().unwrap();
+        let s = r.stats();
+        let hot: Vec<bool> = (0..HS.n).map(|k| r.is_hot(&key(k))).collect();
+        let written = ralt_written(&e);
+        let mut rng = StdRng::seed_from_u64(99);
+        for _ in 0..30_000 {
+            access(&r, HS.next(&mut rng), VLEN);
+        }
+        let later = r.stats();
+        assert!(later.evictions > s.evictions, "{later:?}");
+        assert_eq!(ralt_written(&e), written, "nothing written since");
+        // Files of runs compacted away since the checkpoint are still there.
+        assert!(run_files(dir.path()).len() as u64 >= s.files);
+        (s, hot)
+        // Dropped here without close: the crash.
+    };
+    let r = Ralt::open(env(dir.path()), o.clone()).unwrap();
+    let s = r.stats();
+    assert_eq!(
+        (s.tick, s.files, s.hot_set_size, s.evictions),
+        (
+            at_checkpoint.tick,
+            at_checkpoint.files,
+            at_checkpoint.hot_set_size,
+            at_checkpoint.evictions
+        )
+    );
+    let hot: Vec<bool> = (0..HS.n).map(|k| r.is_hot(&key(k))).collect();
+    assert_eq!(hot, hot_at_checkpoint);
+    let mut rng = StdRng::seed_from_u64(100);
+    for _ in 0..30_000 {
+        access(&r, HS.next(&mut rng), VLEN);
+    }
+    r.checkpoint().unwrap();
+    assert_eq!(run_files(dir.path()).len() as u64, r.stats().files);
+    drop(r);
+    Ralt::open(env(dir.path()), o).unwrap();
+}
+
+/// The checkpoint trigger: with runs in memory, a checkpoint is due only once the engine's
+/// other writes since the last one reach `checkpoint_ratio` times what it would write (the
+/// unpersisted runs and a manifest); then maintenance writes exactly those runs, so RALT's
+/// writes stay at most 1/`checkpoint_ratio` of the engine's.
+#[test]
+fn checkpoint_fires_after_the_engine_writes_enough() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, e, _) = hotspot_run(dir.path(), 4 << 20, 30_000);
+    drive(&r);
+    let s = r.stats();
+    let ratio = r.opts.checkpoint_ratio;
+    let due_at = ratio * (s.unpersisted_bytes + MANIFEST_COST);
+    assert!(s.unpersisted_bytes > 0 && !r.needs_maintenance(), "{s:?}");
+    engine_writes(&e, "flush-a", (due_at - 1000) as usize);
+    assert!(!r.needs_maintenance(), "not due below the ratio");
+    engine_writes(&e, "flush-b", 1000);
+    assert!(r.needs_maintenance(), "due at the ratio");
+    drive(&r);
+    let after = r.stats();
+    assert_eq!(after.checkpoints, 1, "{after:?}");
+    assert_eq!(after.checkpoint_write_bytes, s.unpersisted_bytes);
+    assert_eq!(after.unpersisted_bytes, 0);
+    let w = ralt_written(&e);
+    assert!(
+        w * ratio <= due_at + ratio * MANIFEST_COST,
+        "RALT wrote {w}"
+    );
+    // Nothing changed since: no checkpoint however much the engine writes.
+    engine_writes(&e, "flush-c", 4 * due_at as usize);
+    assert!(!r.needs_maintenance());
+    assert_eq!(run_files(dir.path()).len() as u64, after.files);
 }

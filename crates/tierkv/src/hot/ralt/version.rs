@@ -59,6 +59,14 @@ impl Version {
             .sum()
     }
 
+    /// Bytes of in-memory runs whose file has not been written (what a checkpoint writes).
+    pub fn unpersisted_bytes(&self) -> u64 {
+        self.files()
+            .filter(|(_, f)| f.unpersisted())
+            .map(|(_, f)| f.size)
+            .sum()
+    }
+
     pub fn file_bytes(&self) -> u64 {
         self.files().map(|(_, f)| f.size).sum()
     }
