@@ -24,7 +24,7 @@ impl DbInner {
         if let Err(e) = tracker.record_access(key, value_len.min(u32::MAX as usize) as u32) {
             tracing::warn!("RALT could not record an access: {e}");
         }
-        if tracker.needs_maintenance() {
+        if tracker.work_waiting() {
             self.bg_cv.notify_one();
         }
     }

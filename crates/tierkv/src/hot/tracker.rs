@@ -112,10 +112,19 @@ impl HotTracker {
         }
     }
 
-    /// Background work is waiting (RALT's flushes, compactions, evictions).
+    /// Background work is waiting (RALT's flushes, compactions, evictions, checkpoints).
     pub fn needs_maintenance(&self) -> bool {
         match self {
             HotTracker::Ralt(r) => r.needs_maintenance(),
+            HotTracker::BloomCascade(_) => false,
+        }
+    }
+
+    /// [`HotTracker::needs_maintenance`] without RALT's checkpoint test: cheap enough for
+    /// every access.
+    pub fn work_waiting(&self) -> bool {
+        match self {
+            HotTracker::Ralt(r) => r.work_waiting(),
             HotTracker::BloomCascade(_) => false,
         }
     }

@@ -615,9 +615,18 @@ impl Ralt {
     }
 
     /// True when a buffer waits for its flush, compaction/eviction is due, or a
-    /// checkpoint is. Cheap.
+    /// checkpoint is. For the background loop: the checkpoint test sums the engine's
+    /// write counters.
     pub fn needs_maintenance(&self) -> bool {
-        self.has_frozen.load(Relaxed) || self.pending.load(Relaxed) || self.checkpoint_due()
+        self.work_waiting() || self.checkpoint_due()
+    }
+
+    /// True when a buffer waits for its flush or compaction/eviction is due: two atomic
+    /// loads, for the read path after every access. A due checkpoint is left to the
+    /// background loop's next wake-up (it becomes due only as the engine writes, and
+    /// every flush or compaction wakes the loop).
+    pub fn work_waiting(&self) -> bool {
+        self.has_frozen.load(Relaxed) || self.pending.load(Relaxed)
     }
 
     /// Checkpoints now: writes every in-memory run not on disk yet, then the manifest
