@@ -47,6 +47,7 @@
 #                  where F2 runs from memory does not make tierkv's run minutes long; the per-
 #                  operation columns stay comparable, the ops count is in the logs
 #   F2_SECONDS     F2's run duration per cell (20; quick 3)
+#   F2_TIMEOUT     seconds before a hung F2 process (load and run) is killed; the cell is retried once (600)
 #   WORKLOADS      "A B C F"     THREADS "2 16"     SEQS "ycsb records"
 #                  (ycsb: YCSB's scrambled zipfian 0.99, F2's paper; records: zipfian 0.99 over
 #                  the records themselves, gen_ycsb_keys.py --over-records)
@@ -83,6 +84,7 @@ RECORDS=${RECORDS:-$(q 4000000 500000)}
 RUN_KEYS=${RUN_KEYS:-$(q 1600000 320000)}
 TIERKV_MAX_OPS=${TIERKV_MAX_OPS:-$RUN_KEYS}
 F2_SECONDS=${F2_SECONDS:-$(q 20 3)}
+F2_TIMEOUT=${F2_TIMEOUT:-600}
 WORKLOADS=${WORKLOADS:-"A B C F"}
 THREADS=${THREADS:-"2 16"}
 SEQS=${SEQS:-"ycsb records"}
@@ -204,7 +206,7 @@ run_f2() { # W T SEQ REP -> prints "ops ops_per_sec"
     local w=$1 t=$2 s=$3 r=$4 d=$RUN_DIR/f2 log=$OUT/logs/f2_$1_$2_$3_$4.log
     rm -rf "$d"; mkdir -p "$d"
     : > "$log"  # the monitor may look before the driver writes
-    "$F2_BIN" --load "$load_file" --run "${RUNFILE[$s]}" --workload "$w" --threads "$t" \
+    timeout --signal=KILL "$F2_TIMEOUT" "$F2_BIN" --load "$load_file" --run "${RUNFILE[$s]}" --workload "$w" --threads "$t" \
         --seconds "$F2_SECONDS" --dir "$d" \
         --hot-log-mem-mb "$HOT_LOG_MB" --hot-log-mutable "$HOT_MUTABLE" \
         --cold-log-mem-mb "$COLD_LOG_MB" --read-cache-mb "$READ_CACHE_MB" \
@@ -246,7 +248,15 @@ for s in $SEQS; do
         for w in $WORKLOADS; do
             for r in $(seq 1 "$REPS"); do
                 echo "== YCSB $w, $t threads, keys $s, pair $r"
+                f2_rate=
                 read -r f2_ops f2_rate < <(run_f2 "$w" "$t" "$s" "$r") || true
+                if [ -z "${f2_rate:-}" ]; then
+                    # F2's driver has been seen spinning in its load phase for over ten
+                    # minutes (2026-11-26, YCSB F, 2 threads); one retry on a fresh store.
+                    echo "F2 failed or timed out after ${F2_TIMEOUT}s; retrying once"
+                    mv "$OUT/logs/f2_${w}_${t}_${s}_$r.log" "$OUT/logs/f2_${w}_${t}_${s}_$r.failed.log"
+                    read -r f2_ops f2_rate < <(run_f2 "$w" "$t" "$s" "$r") || true
+                fi
                 [ -n "${f2_rate:-}" ] || die "F2 run failed (logs in $OUT/logs)"
                 f2_m=$(summarize "$OUT/logs/f2_${w}_${t}_${s}_$r.log.samples" "$f2_ops")
                 echo "F2:     $f2_rate ops/s ($f2_ops ops); $f2_m"
