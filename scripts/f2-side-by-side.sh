@@ -19,7 +19,9 @@
 # mix). Each process loads the same load file into a fresh store first. Sampled every 0.2 s from outside both
 # processes, over the run phase only (from the driver's end-of-load line to its end-of-run
 # line):
-#   ops/s          the driver's own figure for its run phase
+#   ops/s          the driver's own figure for its whole run phase (tierkv: results.json
+#                  throughput_run_ops, not the report's final-10% figure; before 2026-11-26 22:30
+#                  UTC this script took the final 10%)
 #   read B/op      disk bytes the process read (/proc/PID/io read_bytes, direct I/O included)
 #                  per operation
 #   reads/op       read requests completed by the disk (/sys/dev/block/M:m/stat) per operation;
@@ -206,15 +208,21 @@ run_f2() { # W T SEQ REP -> prints "ops ops_per_sec"
     local w=$1 t=$2 s=$3 r=$4 d=$RUN_DIR/f2 log=$OUT/logs/f2_$1_$2_$3_$4.log
     rm -rf "$d"; mkdir -p "$d"
     : > "$log"  # the monitor may look before the driver writes
-    timeout --signal=KILL "$F2_TIMEOUT" "$F2_BIN" --load "$load_file" --run "${RUNFILE[$s]}" --workload "$w" --threads "$t" \
+    "$F2_BIN" --load "$load_file" --run "${RUNFILE[$s]}" --workload "$w" --threads "$t" \
         --seconds "$F2_SECONDS" --dir "$d" \
         --hot-log-mem-mb "$HOT_LOG_MB" --hot-log-mutable "$HOT_MUTABLE" \
         --cold-log-mem-mb "$COLD_LOG_MB" --read-cache-mb "$READ_CACHE_MB" \
         --hot-index-buckets "$HOT_INDEX_BUCKETS" --cold-index-chunks "$COLD_INDEX_CHUNKS" \
         --cold-index-mem-mb "$COLD_INDEX_MB" --hot-budget-mb 64 > "$log" 2>&1 &
     local pid=$!
+    # A watchdog, not `timeout`: the monitor samples the driver's own /proc entry.
+    ( sleep "$F2_TIMEOUT"; kill -KILL "$pid" 2>/dev/null ) >/dev/null 2>&1 &
+    local watchdog=$!
     monitor "$pid" "$log" '^MEM after-load' '^RUN workload=' "$log.samples"
-    wait "$pid" || die "F2 failed: $log"
+    local rc=0
+    wait "$pid" || rc=$?
+    kill "$watchdog" 2>/dev/null || true
+    [ "$rc" -eq 0 ] || die "F2 failed: $log"
     rm -rf "$d"
     local ops rate
     ops=$(sed -n 's/^RUN .* ops=\([0-9]*\) .*/\1/p' "$log")
@@ -236,7 +244,7 @@ run_tierkv() { # W T SEQ REP OPS -> prints "ops ops_per_sec"
     wait "$pid" || die "tierkv failed: $log"
     cp "$d/report.md" "$OUT/logs/tierkv_$1_$2_$3_$4.report.md" 2>/dev/null || true
     local rate
-    rate=$("$PY" -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["systems"][0]["throughput_ops"]))' "$d/results.json")
+    rate=$("$PY" -c 'import json,sys; print(round(json.load(open(sys.argv[1]))["systems"][0]["throughput_run_ops"]))' "$d/results.json")
     rm -rf "$d"
     echo "$ops $rate"
 }
