@@ -675,6 +675,23 @@ fn semi_sorted_merge_reads_inputs_once_and_no_clean_block() {
 fn small_tables_case(target_file_size: u64, dense: std::ops::Range<u32>, sparse: &[u32]) -> Case {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::single(dir.path(), false).unwrap();
+    let mut keys: Vec<u32> = dense.chain(sparse.iter().copied()).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    semi_level2_case(env, dir, 8, 100, keys, target_file_size)
+}
+
+/// A merge of one sorted L1 table holding new values of `input_keys` (ascending) into `n`
+/// semi-sorted L2 tables of `per_table` consecutive keys each (table `t` holds keys
+/// `t * per_table ..`), on 256-byte blocks, into the slow tier.
+fn semi_level2_case(
+    env: Arc<Env>,
+    dir: tempfile::TempDir,
+    n: u32,
+    per_table: u32,
+    input_keys: impl IntoIterator<Item = u32>,
+    target_file_size: u64,
+) -> Case {
     let tables = Arc::new(TableCache::new(env.clone(), 200, None));
     let table_options = TableOptions {
         block_size: 256,
@@ -690,8 +707,8 @@ fn small_tables_case(target_file_size: u64, dense: std::ops::Range<u32>, sparse:
     let mut levels: Vec<Vec<Arc<FileMeta>>> = vec![Vec::new(); 4];
     let value = |i: u32| format!("value-{i:05}-{}", "x".repeat(16)).into_bytes();
     let mut seq = 0u64;
-    for t in 0..8u32 {
-        let entries: Entries = (t * 100..t * 100 + 100)
+    for t in 0..n {
+        let entries: Entries = (t * per_table..(t + 1) * per_table)
             .map(|i| {
                 seq += 1;
                 (make_internal_key(&ukey(i), seq, ValueKind::Value), value(i))
@@ -705,12 +722,9 @@ fn small_tables_case(target_file_size: u64, dense: std::ops::Range<u32>, sparse:
             table_options,
         ));
     }
-    let mut keys: Vec<u32> = dense.chain(sparse.iter().copied()).collect();
-    keys.sort_unstable();
-    keys.dedup();
-    let input: Entries = keys
-        .iter()
-        .map(|&i| {
+    let input: Entries = input_keys
+        .into_iter()
+        .map(|i| {
             seq += 1;
             (
                 make_internal_key(&ukey(i), seq, ValueKind::Value),
@@ -853,73 +867,9 @@ fn semi_merge_reads_a_run_of_dirty_blocks_in_one_read() {
 /// dirtied, lying together, so about one span read each) and no two tables' dirty blocks
 /// share a read.
 fn spread_case(env: Arc<Env>, dir: tempfile::TempDir) -> Case {
-    let tables = Arc::new(TableCache::new(env.clone(), 200, None));
-    let table_options = TableOptions {
-        block_size: 256,
-        restart_interval: 4,
-        bloom_bits_per_key: 10,
-        compression: Compression::None,
-        block_records: None,
-    };
-    let layout = Arc::new(LevelLayout::new(&Options {
-        num_levels: 4,
-        ..Options::default()
-    }));
-    let mut levels: Vec<Vec<Arc<FileMeta>>> = vec![Vec::new(); 4];
-    let value = |i: u32| format!("value-{i:05}-{}", "x".repeat(16)).into_bytes();
-    let mut seq = 0u64;
     let n = 12u32;
-    for t in 0..n {
-        let entries: Entries = (t * 200..t * 200 + 200)
-            .map(|i| {
-                seq += 1;
-                (make_internal_key(&ukey(i), seq, ValueKind::Value), value(i))
-            })
-            .collect();
-        levels[2].push(write_semi_table(
-            &env,
-            1 + t as u64,
-            2,
-            &entries,
-            table_options,
-        ));
-    }
-    let input: Entries = (0..n)
-        .flat_map(|t| t * 200 + 90..t * 200 + 110)
-        .map(|i| {
-            seq += 1;
-            (
-                make_internal_key(&ukey(i), seq, ValueKind::Value),
-                value(i + 1),
-            )
-        })
-        .collect();
-    levels[1].push(write_table(&env, 100, 1, &input, table_options));
-    let inputs = levels[1].clone();
-    let (lo, hi) = super::picker::key_range(&inputs).unwrap();
-    let version = Version { levels, layout };
-    let output_inputs = version.overlapping(2, Some(&lo), Some(&hi));
-    Case {
-        _dir: dir,
-        env,
-        tables,
-        compaction: Compaction {
-            level: 1,
-            output_level: 2,
-            inputs,
-            output_inputs,
-            output_tier: Tier::Slow,
-            reason: "test",
-            pushdown: None,
-        },
-        version,
-        table_options,
-        semi_table_options: table_options,
-        target_file_size: 32 << 10,
-        smallest_snapshot: seq,
-        tracker: None,
-        promote: Vec::new(),
-    }
+    let input_keys = (0..n).flat_map(|t| t * 200 + 90..t * 200 + 110);
+    semi_level2_case(env, dir, n, 200, input_keys, 32 << 10)
 }
 
 /// A spread case whose slow tier has a device model of `latency_us` per read (no rate

@@ -265,11 +265,7 @@ impl Ralt {
         self.save_manifest(m, v)?;
         self.checkpoint_written.fetch_add(written, Relaxed);
         self.checkpoints.fetch_add(1, Relaxed);
-        for number in m.deferred.drain(..) {
-            if let Err(e) = self.env.remove(Tier::Fast, &run::file_name(number)) {
-                tracing::warn!("RALT could not delete a file the last checkpoint dropped: {e}");
-            }
-        }
+        self.delete_deferred(m);
         self.dirty.store(false, Relaxed);
         self.checkpoint_base.store(self.other_writes(), Relaxed);
         Ok(())
@@ -355,13 +351,20 @@ impl Ralt {
         }
         if saved_now {
             // The manifest just written names none of the removed runs.
-            for number in m.deferred.drain(..) {
-                if let Err(e) = self.env.remove(Tier::Fast, &run::file_name(number)) {
-                    tracing::warn!("RALT could not delete a file the manifest dropped: {e}");
-                }
-            }
+            self.delete_deferred(m);
         }
         Ok(())
+    }
+
+    /// Deletes the files of removed runs that the manifest on disk named until the write
+    /// that just happened. A failure leaves a stray file (the next open deletes files the
+    /// manifest does not name), never a manifest naming a missing one.
+    fn delete_deferred(&self, m: &mut Maint) {
+        for number in m.deferred.drain(..) {
+            if let Err(e) = self.env.remove(Tier::Fast, &run::file_name(number)) {
+                tracing::warn!("RALT could not delete a file the last manifest dropped: {e}");
+            }
+        }
     }
 
     /// Counts the bytes of `added` files as written by flushes (0), compactions (1) or

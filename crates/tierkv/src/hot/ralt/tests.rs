@@ -678,12 +678,7 @@ fn restart_keeps_state() {
             access(&r, hs.next(&mut rng), VLEN);
         }
         r.flush().unwrap();
-        let hot: Vec<bool> = (0..hs.n).map(|k| r.is_hot(&key(k))).collect();
-        let keys: Vec<_> = r
-            .hot_keys(b"", b"\xff")
-            .unwrap()
-            .map(|x| x.unwrap())
-            .collect();
+        let (hot, keys) = hot_state(&r, hs.n);
         (r.stats(), hot, keys)
     };
     std::fs::write(dir.path().join("ralt/999999.rlt"), b"junk").unwrap();
@@ -706,14 +701,19 @@ fn restart_keeps_state() {
             before.evictions
         )
     );
-    let hot: Vec<bool> = (0..hs.n).map(|k| r.is_hot(&key(k))).collect();
-    assert_eq!(hot, hot_before);
-    let keys: Vec<_> = r
+    assert_eq!(hot_state(&r, hs.n), (hot_before, keys_before));
+}
+
+/// What a reopen must reproduce exactly: every key's hotness (`is_hot` over keys `0..n`)
+/// and the hot keys RALT lists with their sizes.
+fn hot_state(r: &Ralt, n: u64) -> (Vec<bool>, Vec<(Vec<u8>, u32)>) {
+    let hot = (0..n).map(|k| r.is_hot(&key(k))).collect();
+    let keys = r
         .hot_keys(b"", b"\xff")
         .unwrap()
         .map(|x| x.unwrap())
         .collect();
-    assert_eq!(keys, keys_before);
+    (hot, keys)
 }
 
 fn flip_byte(path: &std::path::Path, offset_from_end: Option<u64>, offset: u64) {
@@ -1397,12 +1397,7 @@ fn clean_close_and_reopen_keep_the_hot_set_exactly() {
         let (r, _, _) = hotspot_run(dir.path(), 4 << 20, 40_000);
         assert!(r.stats().unpersisted_bytes > 0);
         r.flush().unwrap();
-        let hot: Vec<bool> = (0..HS.n).map(|k| r.is_hot(&key(k))).collect();
-        let keys: Vec<_> = r
-            .hot_keys(b"", b"\xff")
-            .unwrap()
-            .map(|x| x.unwrap())
-            .collect();
+        let (hot, keys) = hot_state(&r, HS.n);
         (r.stats(), hot, keys)
     };
     let e = env(dir.path());
@@ -1436,14 +1431,7 @@ fn clean_close_and_reopen_keep_the_hot_set_exactly() {
         "reopened runs are in memory"
     );
     assert_eq!(s.unpersisted_bytes, 0);
-    let hot: Vec<bool> = (0..HS.n).map(|k| r.is_hot(&key(k))).collect();
-    assert_eq!(hot, hot_before);
-    let keys: Vec<_> = r
-        .hot_keys(b"", b"\xff")
-        .unwrap()
-        .map(|x| x.unwrap())
-        .collect();
-    assert_eq!(keys, keys_before);
+    assert_eq!(hot_state(&r, HS.n), (hot_before, keys_before));
     assert_eq!(
         r.range_hot_size(b"user000000001000", b"user000000005000"),
         before_range(dir.path())
