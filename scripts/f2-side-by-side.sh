@@ -215,14 +215,14 @@ run_f2() { # W T SEQ REP -> prints "ops ops_per_sec"
         --hot-index-buckets "$HOT_INDEX_BUCKETS" --cold-index-chunks "$COLD_INDEX_CHUNKS" \
         --cold-index-mem-mb "$COLD_INDEX_MB" --hot-budget-mb 64 > "$log" 2>&1 &
     local pid=$!
-    # A watchdog, not `timeout`: the monitor samples the driver's own /proc entry.
-    ( sleep "$F2_TIMEOUT"; kill -KILL "$pid" 2>/dev/null ) >/dev/null 2>&1 &
-    local watchdog=$!
+    # A watchdog, not `timeout`: the monitor samples the driver's own /proc entry. It
+    # polls, so it ends with the driver and leaves nothing behind.
+    (
+        for _ in $(seq "$F2_TIMEOUT"); do kill -0 "$pid" 2>/dev/null || exit 0; sleep 1; done
+        kill -KILL "$pid" 2>/dev/null
+    ) >/dev/null 2>&1 &
     monitor "$pid" "$log" '^MEM after-load' '^RUN workload=' "$log.samples"
-    local rc=0
-    wait "$pid" || rc=$?
-    kill "$watchdog" 2>/dev/null || true
-    [ "$rc" -eq 0 ] || die "F2 failed: $log"
+    wait "$pid" || die "F2 failed: $log"
     rm -rf "$d"
     local ops rate
     ops=$(sed -n 's/^RUN .* ops=\([0-9]*\) .*/\1/p' "$log")
