@@ -231,6 +231,8 @@ pub struct RunMeasure {
     pub settled: Option<Counters>,
     /// Seconds the settling took.
     pub settle_seconds: f64,
+    /// CPU seconds the process used during the run phase (`None`: not measurable here).
+    pub cpu_seconds: Option<f64>,
 }
 
 /// Everything reported about one system. Byte and hit-rate fields are `None` (JSON `null`)
@@ -249,6 +251,9 @@ pub struct SystemResult {
     pub throughput_ops: f64,
     /// Operations per second over the whole run phase.
     pub throughput_run_ops: f64,
+    /// CPU the whole process (client threads and the store's background work) used per
+    /// operation over the run phase, in microseconds (`None`: not measurable here).
+    pub cpu_us_per_op: Option<f64>,
     /// `throughput_ops` relative to the first system's.
     pub ratio: f64,
     /// FD hit rate of gets over the final 10% of the run phase.
@@ -378,6 +383,10 @@ impl SystemResult {
             ops: m.total_ops,
             throughput_ops: rate(m.final_ops, m.final_seconds),
             throughput_run_ops: rate(m.total_ops, m.run_seconds),
+            cpu_us_per_op: m
+                .cpu_seconds
+                .filter(|_| m.total_ops > 0)
+                .map(|c| c * 1e6 / m.total_ops as f64),
             ratio: 1.0,
             fd_hit_rate: f.fd_hit_rate(),
             fd_hit_rate_run: run.fd_hit_rate(),
@@ -551,6 +560,7 @@ pub(crate) mod tests {
                     writes: 0,
                     settled: None,
                     settle_seconds: 0.0,
+                    cpu_seconds: Some(0.25),
                     timeline,
                     phases: vec![
                         PhaseResult {

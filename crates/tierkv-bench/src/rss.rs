@@ -2,7 +2,8 @@
 //! and peak resident set size from `/proc/self/status`, a reset of the peak through
 //! `/proc/self/clear_refs` (Linux), and a trim of the allocator's free memory between
 //! systems so one system's freed heap is not charged to the next. Also the process's file
-//! I/O in bytes (`/proc/self/io`), for systems that cannot count their own.
+//! I/O in bytes (`/proc/self/io`), for systems that cannot count their own, and its CPU
+//! time (`/proc/self/stat`).
 
 use serde::Serialize;
 
@@ -70,6 +71,26 @@ pub fn parse_io(text: &str) -> Option<ProcessIo> {
     })
 }
 
+/// CPU seconds the whole process (every thread: clients and the store's background work)
+/// has used, user and system; `None` where `/proc/self/stat` is missing (not Linux).
+/// Resolution 10 ms.
+pub fn cpu_seconds() -> Option<f64> {
+    parse_cpu_seconds(&std::fs::read_to_string("/proc/self/stat").ok()?)
+}
+
+/// `utime + stime` from the text of `/proc/<pid>/stat`, in seconds. Both count clock
+/// ticks of `USER_HZ`, which Linux fixes at 100 for every architecture it exports to
+/// user space.
+pub fn parse_cpu_seconds(stat: &str) -> Option<f64> {
+    // The command name (field 2) is in parentheses and may hold spaces: count fields from
+    // the last ')'. utime and stime are fields 14 and 15, the 12th and 13th after it.
+    let rest = &stat[stat.rfind(')')? + 1..];
+    let mut fields = rest.split_whitespace().skip(11);
+    let utime: u64 = fields.next()?.parse().ok()?;
+    let stime: u64 = fields.next()?.parse().ok()?;
+    Some((utime + stime) as f64 / 100.0)
+}
+
 /// Resets the peak to the current resident size (Linux 4.0+: writing 5 to
 /// `/proc/self/clear_refs`). Returns whether it worked; without it the peak covers the
 /// whole process lifetime.
@@ -133,7 +154,26 @@ mod tests {
     }
 
     #[test]
+    fn parses_proc_stat_cpu() {
+        // A command name with spaces and a ')' must not shift the fields.
+        let stat = "1234 (a b) c) S 1 1234 1234 0 -1 4194560 500 0 0 0 250 75 0 0 20 0 9 0";
+        assert_eq!(parse_cpu_seconds(stat), Some(3.25));
+        assert_eq!(parse_cpu_seconds("1234 (x) S 1 2"), None);
+        assert_eq!(parse_cpu_seconds("no parenthesis"), None);
+    }
+
+    #[test]
     fn reads_this_process_on_linux() {
+        if let Some(c) = cpu_seconds() {
+            let busy = std::time::Instant::now();
+            while busy.elapsed().as_millis() < 50 {
+                std::hint::black_box(busy.elapsed());
+            }
+            assert!(
+                cpu_seconds().unwrap() >= c + 0.02,
+                "50 ms of spinning counted"
+            );
+        }
         if let Some(r) = read() {
             assert!(r.current > 0 && r.peak >= r.current / 2, "{r:?}");
             release_free_memory();

@@ -833,6 +833,7 @@ fn run_phase(
     }
     let pb = ui.bar(total, format!("run {}", system.name()));
     let c0 = store.counters();
+    let cpu0 = crate::rss::cpu_seconds();
     let t0 = Instant::now();
     if mark_ops == 0 {
         let _ = sh.mark.set((t0, c0.clone()));
@@ -912,6 +913,7 @@ fn run_phase(
             .collect()
     });
     let t_end = sh.end.get().copied().unwrap_or_else(Instant::now);
+    let cpu_end = crate::rss::cpu_seconds();
     let c_end = store.counters();
     pb.finish_and_clear();
     // A line external samplers (scripts/f2-side-by-side.sh) take as the run phase's end,
@@ -988,6 +990,7 @@ fn run_phase(
             phases,
             settled: Some(c_settled.since(&c0)),
             settle_seconds,
+            cpu_seconds: cpu_end.zip(cpu0).map(|(e, s)| e - s),
         },
     ))
 }

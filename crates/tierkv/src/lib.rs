@@ -36,6 +36,7 @@ pub mod hot;
 pub mod iter;
 #[doc(hidden)]
 pub mod key;
+mod mem_filter;
 pub mod memory;
 mod memtable;
 pub mod merge;

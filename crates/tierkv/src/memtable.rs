@@ -6,6 +6,8 @@ use crate::iter::InternalIterator;
 use crate::key::{
     compare_internal, parse_internal_key, SeqNo, ShortBytes, ValueKind, KIND_FOR_SEEK, TRAILER_LEN,
 };
+use crate::mem_filter::MemFilter;
+use crate::sst::filter::filter_hash;
 use crate::Result;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
@@ -95,6 +97,9 @@ pub enum MemGet {
 pub struct MemTable {
     id: u64,
     map: SkipMap<MemKey, Bytes>,
+    /// Every user key added, so that a lookup of a key never written here (most point
+    /// reads, in every memtable they search) skips the skiplist.
+    filter: MemFilter,
     size: AtomicUsize,
     /// Bytes of WAL records written for this memtable (its WAL files' bytes), which stay
     /// on the fast disk until it is flushed.
@@ -104,11 +109,14 @@ pub struct MemTable {
 }
 
 impl MemTable {
-    /// An empty memtable; `id` is the number of the WAL that backs it.
-    pub fn new(id: u64) -> Self {
+    /// An empty memtable; `id` is the number of the WAL that backs it, `capacity` the size
+    /// ([`MemTable::approximate_size`]) at which it is expected to be switched (its filter
+    /// is sized for the most entries that fit; a fuller memtable only filters less well).
+    pub fn new(id: u64, capacity: usize) -> Self {
         MemTable {
             id,
             map: SkipMap::new(),
+            filter: MemFilter::with_capacity(capacity / Self::entry_charge(0, 0)),
             size: AtomicUsize::new(0),
             wal_bytes: AtomicU64::new(0),
             smallest_seq: AtomicU64::new(u64::MAX),
@@ -139,6 +147,8 @@ impl MemTable {
     pub fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
         let ikey = MemKey::with_trailer(key, crate::key::pack_trailer(seq, kind));
         let charge = key.len() + TRAILER_LEN + value.len() + ENTRY_OVERHEAD;
+        // Before the insert: a reader that may see the entry must find its bits set.
+        self.filter.insert(filter_hash(key));
         self.map.insert(ikey, Bytes::copy_from_slice(value));
         self.size.fetch_add(charge, Ordering::Relaxed);
         self.smallest_seq.fetch_min(seq, Ordering::Relaxed);
@@ -147,7 +157,17 @@ impl MemTable {
 
     /// The newest version of `key` with sequence number `<= snapshot`. An expiring value
     /// too short to hold its deadline (never written by this crate) reads as a deletion.
+    #[cfg(test)]
     pub fn get(&self, key: &[u8], snapshot: SeqNo) -> MemGet {
+        self.get_hashed(key, filter_hash(key), snapshot)
+    }
+
+    /// [`MemTable::get`] for a key whose [`filter_hash`] the caller computed (once for all
+    /// the memtables it searches).
+    pub fn get_hashed(&self, key: &[u8], hash: u64, snapshot: SeqNo) -> MemGet {
+        if !self.filter.may_contain(hash) {
+            return MemGet::NotFound;
+        }
         let target = MemKey::seek(key, snapshot);
         let Some(entry) = self.map.lower_bound(Bound::Included(&target)) else {
             return MemGet::NotFound;
@@ -172,6 +192,9 @@ impl MemTable {
 
     /// Sequence number of the newest version of `key` held, if any.
     pub fn latest_seq(&self, key: &[u8]) -> Option<SeqNo> {
+        if !self.filter.may_contain(filter_hash(key)) {
+            return None;
+        }
         let target = MemKey::seek(key, crate::key::MAX_SEQ);
         let entry = self.map.lower_bound(Bound::Included(&target))?;
         parse_internal_key(entry.key().encoded())
@@ -184,9 +207,9 @@ impl MemTable {
         self.latest_seq(key).is_some()
     }
 
-    /// Bytes of memory used, approximately.
+    /// Bytes of memory used, approximately (entries and the filter).
     pub fn approximate_size(&self) -> usize {
-        self.size.load(Ordering::Relaxed)
+        self.size.load(Ordering::Relaxed) + self.filter.memory()
     }
 
     /// Counts `n` more bytes of WAL written for this memtable's records.
@@ -219,6 +242,17 @@ impl MemTable {
     #[cfg(test)]
     pub fn largest_seq(&self) -> SeqNo {
         self.largest_seq.load(Ordering::Relaxed)
+    }
+
+    /// Calls `f` with every version's encoded internal key and value, in internal-key
+    /// order, stopping at the first error. Each step follows one link (a
+    /// [`MemTableIterator`] re-searches the skiplist per step): for the full scans of a
+    /// flush.
+    pub fn for_each_entry(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+        for e in self.map.iter() {
+            f(e.key().encoded(), e.value())?;
+        }
+        Ok(())
     }
 
     /// A cursor over every version, in internal-key order. It sees entries added after
@@ -292,9 +326,25 @@ mod tests {
     use crate::key::compare_internal;
     use crate::key::{seek_key, InternalKey};
 
+    /// Invariant: the filter never hides a key the memtable holds, also in a memtable
+    /// filled far past the capacity its filter was sized for.
+    #[test]
+    fn overfilled_memtable_still_finds_every_key() {
+        let m = MemTable::new(1, 4096);
+        for i in 0..5_000u32 {
+            m.add(u64::from(i) + 1, ValueKind::Value, &i.to_be_bytes(), b"v");
+        }
+        for i in 0..5_000u32 {
+            let k = i.to_be_bytes();
+            assert_eq!(m.get(&k, u64::MAX >> 8), MemGet::Found(b"v".to_vec(), None));
+            assert!(m.contains_user_key(&k));
+        }
+        assert!(!m.contains_user_key(b"absent key"));
+    }
+
     #[test]
     fn get_sees_newest_version_at_or_below_snapshot() {
-        let m = MemTable::new(1);
+        let m = MemTable::new(1, 1 << 20);
         m.add(1, ValueKind::Value, b"k", b"v1");
         m.add(3, ValueKind::Delete, b"k", b"");
         m.add(5, ValueKind::Value, b"k", b"v5");
@@ -320,7 +370,7 @@ mod tests {
 
     #[test]
     fn iterator_walks_both_ways_in_internal_order() {
-        let m = Arc::new(MemTable::new(1));
+        let m = Arc::new(MemTable::new(1, 1 << 20));
         let mut expected = Vec::new();
         for i in 0..50u64 {
             let k = format!("key{:03}", i % 17);
@@ -355,7 +405,7 @@ mod tests {
     /// a get finds each length's newest visible version.
     #[test]
     fn inline_and_heap_keys_share_one_order() {
-        let m = Arc::new(MemTable::new(1));
+        let m = Arc::new(MemTable::new(1, 1 << 20));
         let mut expected = Vec::new();
         let mut seq = 0;
         // Lengths around the inline limit (22-byte user keys are the longest inline).

@@ -52,9 +52,11 @@ const BLOCKS_PER_SHARD: usize = 32;
 /// A shard reports to the turn-off window every this many lookups.
 const TICK: u64 = 1024;
 
-/// The hash of a user key (shard choice, the index, and the ghost fingerprint).
+/// The hash of a user key (shard choice, the index, and the ghost fingerprint): the
+/// filters' hash, so that a read hashes its key once for the memtables' filters and the
+/// caches.
 pub fn key_hash(key: &[u8]) -> u64 {
-    xxhash_rust::xxh3::xxh3_64(key)
+    crate::sst::filter::filter_hash(key)
 }
 
 /// The hash of a block's (file number, offset).

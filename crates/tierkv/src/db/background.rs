@@ -9,7 +9,6 @@ use crate::compaction::job::{self, HotRouting, JobContext};
 use crate::compaction::stream::{tombstone_for, VersionStream};
 use crate::compaction::{picker, Compaction};
 use crate::env::{Env, IoCause, Tier};
-use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, SeqNo};
 use crate::memtable::MemTable;
 use crate::options::Options;
@@ -240,19 +239,17 @@ fn write_table_on(
     let name = table_file_name(number);
     let file = env.create_writable(tier, &name, IoCause::Flush)?;
     let mut builder = TableBuilder::new(file, opts.table_options());
-    let mut it = mem.iter();
     let mut dropped = 0u64;
     let mut expired = 0u64;
     let built = (|| {
-        it.seek_to_first()?;
         // The newest version of each key is always kept, so a non-empty memtable never
         // yields an empty table. An expired record is kept as a tombstone (older versions
         // may lie in the tables).
         let mut versions = VersionStream::new(smallest_snapshot, opts.clock.now_ms());
-        while it.valid() {
-            let (hidden, tombstone) = match parse_internal_key(it.key()) {
+        mem.for_each_entry(|ikey, value| {
+            let (hidden, tombstone) = match parse_internal_key(ikey) {
                 Some(k) => {
-                    let step = versions.step(&k, it.value());
+                    let step = versions.step(&k, value);
                     (step.hidden, step.expired.then(|| tombstone_for(&k)))
                 }
                 None => {
@@ -266,10 +263,10 @@ fn write_table_on(
                 expired += 1;
                 builder.add(&t, b"")?;
             } else {
-                builder.add(it.key(), it.value())?;
+                builder.add(ikey, value)?;
             }
-            it.next()?;
-        }
+            Ok(())
+        })?;
         builder.finish()
     })();
     match built {
@@ -346,25 +343,19 @@ fn update_cache_for_flush(inner: &Arc<DbInner>, mem: &Arc<MemTable>, file: &NewF
         return Ok(());
     };
     let mut keys: Vec<FlushedKey> = Vec::new();
-    let mut it = mem.iter();
-    // A failure here fails the flush: the memtable then stays readable, so no cached entry
-    // of its keys can be returned stale.
-    {
-        it.seek_to_first()?;
-        while it.valid() {
-            if let Some(k) = crate::key::parse_internal_key(it.key()) {
-                // Versions of a key come newest first: keep the first of each.
-                if keys.last().is_none_or(|l| l.key.as_ref() != k.user_key) {
-                    keys.push(FlushedKey {
-                        key: bytes::Bytes::copy_from_slice(k.user_key),
-                        value: (k.kind == crate::key::ValueKind::Value)
-                            .then(|| bytes::Bytes::copy_from_slice(it.value())),
-                    });
-                }
+    mem.for_each_entry(|ikey, value| {
+        if let Some(k) = crate::key::parse_internal_key(ikey) {
+            // Versions of a key come newest first: keep the first of each.
+            if keys.last().is_none_or(|l| l.key.as_ref() != k.user_key) {
+                keys.push(FlushedKey {
+                    key: bytes::Bytes::copy_from_slice(k.user_key),
+                    value: (k.kind == crate::key::ValueKind::Value)
+                        .then(|| bytes::Bytes::copy_from_slice(value)),
+                });
             }
-            it.next()?;
         }
-    }
+        Ok(())
+    })?;
     let meta = FileMeta::new(file.clone(), inner.env.clone());
     let mut table: Option<Option<Arc<crate::sst::Table>>> = None;
     cache.apply_flush(&keys, file.number, |key| {

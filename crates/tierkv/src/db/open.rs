@@ -200,7 +200,10 @@ fn open_inner(
         .map(|r| r.mem)
         .collect();
     let wal_number = versions.new_file_number();
-    let mem = mem.map_or_else(|| Arc::new(MemTable::new(wal_number)), |r| r.mem);
+    let mem = mem.map_or_else(
+        || Arc::new(MemTable::new(wal_number, opts.write_buffer_size)),
+        |r| r.mem,
+    );
     // WALs below the oldest memtable's hold nothing that is not in a table.
     let log_number = imms.first().unwrap_or(&mem).id();
     needs.flushed = memtables
@@ -288,7 +291,7 @@ fn open_inner(
         snapshots: Mutex::new(BTreeMap::new()),
         shutting_down: AtomicBool::new(false),
         counters,
-        pc: PromotionCache::new(),
+        pc: PromotionCache::new(opts.promotion_cache_size()),
         hot_tracker,
         memory,
         _store_lock: store_lock,
@@ -388,7 +391,7 @@ fn replay_wals(env: &Arc<Env>, opts: &Options, versions: &mut VersionSet) -> Res
                     r.mem.clone()
                 }
                 _ => {
-                    let mem = Arc::new(MemTable::new(number));
+                    let mem = Arc::new(MemTable::new(number, opts.write_buffer_size));
                     memtables.push(RecoveredMem {
                         mem: mem.clone(),
                         wals: 1,

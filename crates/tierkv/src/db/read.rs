@@ -78,7 +78,8 @@ pub(super) struct Read<'a> {
     /// The point caches, for reads of the latest state only (their entries are the newest
     /// version outside the memtables, which a snapshot may not be allowed to see).
     cache: Option<&'a Arc<Cache>>,
-    /// The key's cache hash (0 without a cache).
+    /// The key's hash: [`key_hash`], which is also the filters' `filter_hash` (the
+    /// memtables' filters and the point caches use it).
     hash: u64,
     /// See [`ReadPoint`].
     fence: u64,
@@ -436,12 +437,13 @@ impl DbInner {
         } else {
             last
         };
+        let hash = key_hash(&key);
         Read {
             key,
             seq: at.seq,
             sv,
             cache: self.point_cache(at.latest),
-            hash: 0,
+            hash,
             fence: at.fence,
             epoch: at.epoch,
             latest: at.latest,
@@ -456,7 +458,7 @@ impl DbInner {
     /// Stage 1: the mutable memtable, then the immutable ones, newest first.
     fn get_from_memtables(&self, r: &Read<'_>) -> Verdict {
         for mem in std::iter::once(&r.sv.mem).chain(r.sv.imms.iter()) {
-            match mem.get(r.key(), r.seq) {
+            match mem.get_hashed(r.key(), r.hash, r.seq) {
                 MemGet::Found(v, deadline) => {
                     Counters::add(&self.counters.get_memtable, 1);
                     if is_expired(deadline, r.now) {
@@ -483,7 +485,6 @@ impl DbInner {
         let Some(c) = r.cache else {
             return Inline::Levels;
         };
-        r.hash = key_hash(r.key());
         match c.lookup_point(r.key(), r.hash) {
             PointLookup::Value(v) => {
                 Counters::add(&self.counters.get_kv_cache, 1);
@@ -580,7 +581,7 @@ impl DbInner {
     /// the KV cache as a record of the first slow level (its table is there), unless it
     /// expires; an expired one answers "absent" (it is the slow tier's newest version).
     fn get_from_promotion_cache(&self, r: &Read<'_>) -> Verdict {
-        let rec = self.pc.get(r.key(), r.seq)?;
+        let rec = self.pc.get_hashed(r.key(), r.hash, r.seq)?;
         Counters::add(&self.counters.get_promotion_cache, 1);
         if is_expired(rec.deadline, r.now) {
             return Some(None);

@@ -521,7 +521,10 @@ impl DbInner {
                     writer: LogWriter::new(file),
                 };
             }
-            let old = std::mem::replace(&mut st.mem, Arc::new(MemTable::new(number)));
+            let old = std::mem::replace(
+                &mut st.mem,
+                Arc::new(MemTable::new(number, self.opts.write_buffer_size)),
+            );
             // HotRAP §3.4 steps a-c: keys written while a frozen promotion cache awaits
             // the checker must not be promoted from it (O(frozen caches) here).
             self.pc.note_switched(&old);

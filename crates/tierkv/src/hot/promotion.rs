@@ -21,7 +21,9 @@
 //! range no slow file covered yet.
 
 use crate::key::{SeqNo, ShortBytes};
+use crate::mem_filter::MemFilter;
 use crate::memtable::MemTable;
+use crate::sst::filter::filter_hash;
 use bytes::Bytes;
 use crossbeam_skiplist::SkipMap;
 use parking_lot::{Mutex, RwLock};
@@ -97,6 +99,9 @@ impl PartialOrd for PcKey {
 /// One promotion cache table (mutable, then immutable while the checker works on it).
 pub struct PcTable {
     map: SkipMap<PcKey, PcRecord>,
+    /// Every key inserted: most reads that reach the cache find nothing in it, and the
+    /// filter answers them without a skiplist search.
+    filter: MemFilter,
     size: AtomicUsize,
     /// Memtables that became immutable while this table was frozen (HotRAP §3.4 steps
     /// a-c): a key any of them holds was written after the freeze and is never promoted.
@@ -107,18 +112,26 @@ pub struct PcTable {
 }
 
 impl PcTable {
-    fn new() -> Self {
+    /// An empty table whose filter is sized for `capacity` bytes of records (of 16-byte
+    /// keys and values: larger records only make it more accurate).
+    fn new(capacity: usize) -> Self {
         PcTable {
             map: SkipMap::new(),
+            filter: MemFilter::with_capacity(capacity / record_charge(16, 16)),
             size: AtomicUsize::new(0),
             switched: Mutex::new(Vec::new()),
             frozen_epoch: AtomicU64::new(0),
         }
     }
 
-    /// Bytes held, approximately (keys, values, overhead).
+    /// Bytes of records held, approximately (keys, values, overhead).
     pub fn approximate_size(&self) -> usize {
         self.size.load(Ordering::Relaxed)
+    }
+
+    /// Bytes held in all: the records and the filter.
+    fn memory(&self) -> usize {
+        self.approximate_size() + self.filter.memory()
     }
 
     /// True when empty.
@@ -162,11 +175,25 @@ impl PcTable {
         self.frozen_epoch.load(Ordering::Acquire)
     }
 
-    fn get(&self, key: &[u8]) -> Option<PcRecord> {
+    fn get(&self, key: &[u8], hash: u64) -> Option<PcRecord> {
+        if !self.filter.may_contain(hash) {
+            return None;
+        }
         self.map.get(key).map(|e| e.value().clone())
     }
 
     /// Drops `key` if the table holds exactly version `seq` of it.
+    fn get_entry(
+        &self,
+        key: &[u8],
+        hash: u64,
+    ) -> Option<crossbeam_skiplist::map::Entry<'_, PcKey, PcRecord>> {
+        if !self.filter.may_contain(hash) {
+            return None;
+        }
+        self.map.get(key)
+    }
+
     fn remove_version(&self, key: &[u8], seq: SeqNo) {
         let Some(e) = self.map.get(key) else { return };
         if e.value().seq != seq {
@@ -179,12 +206,15 @@ impl PcTable {
     }
 
     fn insert(&self, key: &[u8], record: PcRecord) {
-        let old = self.map.get(key);
+        let hash = filter_hash(key);
+        let old = self.get_entry(key, hash);
         if old.as_ref().is_some_and(|e| e.value().seq >= record.seq) {
             return;
         }
         let charge = key.len() + record.value.len() + ENTRY_OVERHEAD;
         let replaced = old.map_or(0, |e| key.len() + e.value().value.len() + ENTRY_OVERHEAD);
+        // Before the insert: a reader that may see the record must find its bits set.
+        self.filter.insert(hash);
         self.map.insert(PcKey(ShortBytes::new(key)), record);
         self.size.fetch_add(charge, Ordering::Relaxed);
         self.size.fetch_sub(replaced, Ordering::Relaxed);
@@ -228,22 +258,20 @@ pub struct PromotionCache<V = ()> {
     capped_insert: Mutex<()>,
     aborted: AtomicU64,
     inserted: AtomicU64,
-}
-
-impl<V> Default for PromotionCache<V> {
-    fn default() -> Self {
-        Self::new()
-    }
+    /// Bytes of records a mutable table is expected to hold before it is frozen, for
+    /// sizing each new table's filter.
+    table_capacity: usize,
 }
 
 impl<V> PromotionCache<V> {
-    /// An empty cache.
-    pub fn new() -> Self {
+    /// An empty cache whose tables hold up to about `table_capacity` bytes each.
+    pub fn new(table_capacity: usize) -> Self {
         PromotionCache {
             lock: RwLock::new(()),
             epoch: AtomicU64::new(1),
             recent: Mutex::new(VecDeque::new()),
-            mutable: RwLock::new(Arc::new(PcTable::new())),
+            mutable: RwLock::new(Arc::new(PcTable::new(table_capacity))),
+            table_capacity,
             immutables: Mutex::new(Vec::new()),
             capped_insert: Mutex::new(()),
             aborted: AtomicU64::new(0),
@@ -258,13 +286,22 @@ impl<V> PromotionCache<V> {
 
     /// The cached version of `key` visible at `snapshot`: mutable table first, then the
     /// immutable ones newest first.
+    #[cfg(test)]
     pub fn get(&self, key: &[u8], snapshot: SeqNo) -> Option<PcRecord> {
+        self.get_hashed(key, filter_hash(key), snapshot)
+    }
+
+    /// [`PromotionCache::get`] for a key whose `filter_hash` the caller computed.
+    pub fn get_hashed(&self, key: &[u8], hash: u64, snapshot: SeqNo) -> Option<PcRecord> {
         let visible = |r: PcRecord| (r.seq <= snapshot).then_some(r);
-        if let Some(r) = self.mutable.read().get(key) {
+        if let Some(r) = self.mutable.read().get(key, hash) {
             return visible(r);
         }
         let imms = self.frozen_tables();
-        imms.iter().rev().find_map(|t| t.get(key)).and_then(visible)
+        imms.iter()
+            .rev()
+            .find_map(|t| t.get(key, hash))
+            .and_then(visible)
     }
 
     /// Caches a record read from the slow tier by a reader that took `read_epoch` before
@@ -379,7 +416,7 @@ impl<V> PromotionCache<V> {
     pub fn freeze(&self, for_checker: Option<V>) -> Option<Arc<PcTable>> {
         let _guard = self.lock.try_write()?;
         let mut m = self.mutable.write();
-        let frozen = std::mem::replace(&mut *m, Arc::new(PcTable::new()));
+        let frozen = std::mem::replace(&mut *m, Arc::new(PcTable::new(self.table_capacity)));
         frozen
             .frozen_epoch
             .store(self.epoch.load(Ordering::Acquire), Ordering::Release);
@@ -488,14 +525,14 @@ impl<V> PromotionCache<V> {
         self.aborted.load(Ordering::Relaxed)
     }
 
-    /// Bytes held by all tables.
+    /// Bytes held by all tables (records and filters).
     pub fn memory_usage(&self) -> usize {
-        self.mutable_size()
+        self.mutable.read().memory()
             + self
                 .immutables
                 .lock()
                 .iter()
-                .map(|f| f.table.approximate_size())
+                .map(|f| f.table.memory())
                 .sum::<usize>()
     }
 }
@@ -515,7 +552,7 @@ mod tests {
 
     #[test]
     fn insert_is_aborted_only_for_keys_a_later_compaction_covers() {
-        let pc = PromotionCache::<()>::new();
+        let pc = PromotionCache::<()>::new(1 << 20);
         let e = pc.read_epoch();
         let taken = pc.begin_compaction(b"b", b"d");
         assert!(taken.is_empty());
@@ -536,7 +573,7 @@ mod tests {
 
     #[test]
     fn compaction_drains_its_range_from_the_mutable_table() {
-        let pc = PromotionCache::<()>::new();
+        let pc = PromotionCache::<()>::new(1 << 20);
         for (i, k) in ["a", "b", "c", "d"].iter().enumerate() {
             let e = pc.read_epoch();
             pc.try_insert(k.as_bytes(), rec(k, i as u64 + 1), e);
@@ -550,7 +587,7 @@ mod tests {
 
     #[test]
     fn overwriting_a_record_charges_only_the_difference() {
-        let pc = PromotionCache::<()>::new();
+        let pc = PromotionCache::<()>::new(1 << 20);
         pc.try_insert(b"k", rec("aaaa", 1), pc.read_epoch());
         let once = pc.mutable_size();
         pc.try_insert(b"k", rec("bbbb", 2), pc.read_epoch());
@@ -560,17 +597,19 @@ mod tests {
     // Invariant 4: putting records back moves them, so the cache's charge does not grow.
     #[test]
     fn put_back_moves_records_without_charging_them_twice() {
-        let pc = PromotionCache::<()>::new();
+        let pc = PromotionCache::<()>::new(1 << 20);
         pc.try_insert(b"a", rec("aaaa", 1), pc.read_epoch());
         pc.try_insert(b"b", rec("bbbb", 2), pc.read_epoch());
         let before = pc.memory_usage();
         let frozen = pc.freeze(None).unwrap();
-        let mem = Arc::new(MemTable::new(3));
+        let mem = Arc::new(MemTable::new(3, 1 << 20));
         pc.note_switched(&mem);
         pc.note_switched(&mem);
         assert_eq!(pc.held_memtables().len(), 1);
         pc.put_back(&frozen, frozen.records());
-        assert_eq!(pc.memory_usage(), before);
+        // The frozen table's filter stays until it is retired.
+        let filter = PromotionCache::<()>::new(1 << 20).memory_usage();
+        assert_eq!(pc.memory_usage(), before + filter);
         assert!(frozen.is_empty());
         assert_eq!(pc.get(b"a", 9).unwrap().value, "aaaa");
         pc.retire(&frozen);
@@ -581,9 +620,12 @@ mod tests {
     // Invariant 4: a capped insert never takes the cache past its limit.
     #[test]
     fn capped_inserts_stop_at_the_limit() {
-        let pc = PromotionCache::<()>::new();
+        let pc = PromotionCache::<()>::new(1 << 20);
+        // The table's filter counts against the limit too.
+        let filter = pc.memory_usage();
+        assert!(filter > 0);
         let one = record_charge(1, 4);
-        let limit = Some(2 * one + one / 2);
+        let limit = Some(filter + 2 * one + one / 2);
         for (i, k) in [b"a", b"b", b"c"].iter().enumerate() {
             let out = pc.try_insert_within(*k, rec("vvvv", i as u64 + 1), pc.read_epoch(), limit);
             let want = if i < 2 {
@@ -593,12 +635,12 @@ mod tests {
             };
             assert_eq!(out, want);
         }
-        assert_eq!(pc.memory_usage(), 2 * one);
+        assert_eq!(pc.memory_usage(), filter + 2 * one);
     }
 
     #[test]
     fn snapshot_older_than_the_record_does_not_see_it() {
-        let pc = PromotionCache::<()>::new();
+        let pc = PromotionCache::<()>::new(1 << 20);
         pc.try_insert(b"k", rec("v", 10), pc.read_epoch());
         assert!(pc.get(b"k", 9).is_none());
         assert!(pc.get(b"k", 10).is_some());
@@ -606,7 +648,7 @@ mod tests {
 
     #[test]
     fn frozen_tables_track_updated_keys_and_put_back_checks_the_freeze_epoch() {
-        let pc = PromotionCache::<()>::new();
+        let pc = PromotionCache::<()>::new(1 << 20);
         pc.try_insert(b"a", rec("a", 1), pc.read_epoch());
         pc.try_insert(b"b", rec("b", 2), pc.read_epoch());
         let frozen = pc.freeze(None).unwrap();
@@ -615,7 +657,7 @@ mod tests {
             pc.get(b"a", 9).is_some(),
             "immutable tables still serve reads"
         );
-        let mem = Arc::new(MemTable::new(7));
+        let mem = Arc::new(MemTable::new(7, 1 << 20));
         mem.add(9, crate::key::ValueKind::Value, b"a", b"new");
         mem.add(10, crate::key::ValueKind::Value, b"zz", b"new");
         pc.note_switched(&mem);
