@@ -176,14 +176,11 @@ impl PcTable {
     }
 
     fn get(&self, key: &[u8], hash: u64) -> Option<PcRecord> {
-        if !self.filter.may_contain(hash) {
-            return None;
-        }
-        self.map.get(key).map(|e| e.value().clone())
+        self.entry(key, hash).map(|e| e.value().clone())
     }
 
-    /// Drops `key` if the table holds exactly version `seq` of it.
-    fn get_entry(
+    /// The entry of `key` (whose `filter_hash` is `hash`), asking the filter first.
+    fn entry(
         &self,
         key: &[u8],
         hash: u64,
@@ -194,6 +191,7 @@ impl PcTable {
         self.map.get(key)
     }
 
+    /// Drops `key` if the table holds exactly version `seq` of it.
     fn remove_version(&self, key: &[u8], seq: SeqNo) {
         let Some(e) = self.map.get(key) else { return };
         if e.value().seq != seq {
@@ -207,7 +205,7 @@ impl PcTable {
 
     fn insert(&self, key: &[u8], record: PcRecord) {
         let hash = filter_hash(key);
-        let old = self.get_entry(key, hash);
+        let old = self.entry(key, hash);
         if old.as_ref().is_some_and(|e| e.value().seq >= record.seq) {
             return;
         }
