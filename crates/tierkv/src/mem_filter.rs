@@ -5,9 +5,9 @@
 //!
 //! Blocked: a key's probes all fall in one 64-byte line (8 words), chosen by a remix of the
 //! key's [`filter_hash`](crate::sst::filter::filter_hash); the probe bits are the hash's low
-//! 54 bits, 9 per probe. Sized once, at creation, from the number of keys the table is expected to
-//! hold; more keys only raise the false-positive rate. Owns the bits only: which table a
-//! filter guards, and when to ask it, is the table's business.
+//! 54 bits, 9 per probe. Sized once, at creation, from the number of keys the table is
+//! expected to hold; more keys only raise the false-positive rate. Owns the bits only: which
+//! table a filter guards, and when to ask it, is the table's business.
 //!
 //! Ordering: a writer sets a key's bits (release) before it makes the key visible, and a
 //! reader that is allowed to see the key learned of it through an acquire (the sequence
