@@ -581,6 +581,7 @@ impl Store for TierkvStore {
     fn scan(&self, from: &[u8], limit: usize) -> Result<usize> {
         let ropts = tierkv::ReadOptions {
             lower_bound: Some(from.to_vec()),
+            scan_length_hint: Some(limit),
             ..tierkv::ReadOptions::new()
         };
         let mut it = self.db.iter_opt(&ropts).map_err(|e| self.err(e))?;

@@ -680,6 +680,12 @@ pub struct ReadOptions {
     pub lower_bound: Option<Vec<u8>>,
     /// Iterator upper bound on user keys (exclusive).
     pub upper_bound: Option<Vec<u8>>,
+    /// About how many entries a scan reads forward from each seek of an iterator made
+    /// with these options ([`crate::Db::scan`] sets its limit). Each table the scan
+    /// reaches from disk is then read in one window sized to its expected share of
+    /// them, instead of block by block with readahead that starts after a few blocks.
+    /// Only what is read changes, never what the iterator returns.
+    pub scan_length_hint: Option<usize>,
 }
 
 impl ReadOptions {

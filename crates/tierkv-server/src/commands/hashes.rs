@@ -350,6 +350,8 @@ impl FieldsRest {
             lower_bound: Some(self.next.clone().unwrap_or_else(|| self.prefix.clone())),
             upper_bound: ks::prefix_end(&self.prefix),
             fill_cache: false,
+            // The metadata counts the fields still to read.
+            scan_length_hint: usize::try_from(self.remaining).ok(),
         };
         let mut it = shared.db.iter_opt(&ropts)?;
         it.seek_to_first()?;

@@ -26,7 +26,21 @@ pub(crate) fn new_iterator(db: &DbInner, ropts: &ReadOptions) -> Result<DbIterat
     for m in &sv.imms {
         children.push(Box::new(m.iter()));
     }
+    // A scan of `scan_length_hint` entries reads from each table about its share of the
+    // store's entries (keys spread alike over the levels).
+    let total_entries: u64 = sv
+        .version
+        .all_files()
+        .map(|(_, f)| f.info.num_entries)
+        .sum();
+    let expected = |entries: u64| {
+        ropts
+            .scan_length_hint
+            .filter(|_| total_entries > 0)
+            .map(|n| n as f64 * entries as f64 / total_entries as f64)
+    };
     for (level, files) in sv.version.levels.iter().enumerate() {
+        let level_entries = files.iter().map(|f| f.info.num_entries).sum();
         // Files entirely outside the bounds cannot contribute.
         let files: Vec<_> = files
             .iter()
@@ -41,15 +55,23 @@ pub(crate) fn new_iterator(db: &DbInner, ropts: &ReadOptions) -> Result<DbIterat
         if level == 0 {
             for f in files {
                 let t = db.tables.get(&f, IoCause::UserScan)?;
-                children.push(Box::new(t.iter(IoCause::UserScan, ropts.fill_cache)));
+                let it = t.iter(IoCause::UserScan, ropts.fill_cache);
+                children.push(Box::new(match expected(f.info.num_entries) {
+                    Some(entries) => it.expect_scan(entries),
+                    None => it,
+                }));
             }
         } else {
-            children.push(Box::new(LevelIterator::new(
+            let it = LevelIterator::new(
                 files,
                 db.tables.clone(),
                 IoCause::UserScan,
                 ropts.fill_cache,
-            )));
+            );
+            children.push(Box::new(match expected(level_entries) {
+                Some(entries) => it.expect_scan(entries),
+                None => it,
+            }));
         }
     }
     let merged = MergingIterator::new(children);

@@ -633,6 +633,7 @@ impl Db {
         let ropts = ReadOptions {
             lower_bound: from.map(|k| k.to_vec()),
             upper_bound: to.map(|k| k.to_vec()),
+            scan_length_hint: Some(limit),
             ..ReadOptions::new()
         };
         let mut it = self.iter_opt(&ropts)?;

@@ -230,8 +230,26 @@ impl RandomAccessFile {
         align: usize,
     ) -> std::io::Result<Vec<u8>> {
         let s = DirectSpan::new(offset, len, align);
-        let mut raw = s.buffer();
-        let skew = DirectSpan::skew(&raw);
+        DIRECT_SCRATCH.with_borrow_mut(|raw| {
+            s.fit(raw);
+            let out = Self::read_direct_into(f, raw, &s, len, align);
+            if raw.len() > SCRATCH_KEEP {
+                *raw = Vec::new();
+            }
+            out
+        })
+    }
+
+    /// The reading part of [`RandomAccessFile::read_direct`], into `raw` (a buffer
+    /// [`DirectSpan::fit`] made room in).
+    fn read_direct_into(
+        f: &File,
+        raw: &mut [u8],
+        s: &DirectSpan,
+        len: usize,
+        align: usize,
+    ) -> std::io::Result<Vec<u8>> {
+        let skew = DirectSpan::skew(raw);
         let window = &mut raw[skew..skew + s.span];
         let mut filled = 0;
         let want = s.from + len;
@@ -252,6 +270,18 @@ impl RandomAccessFile {
         Ok(window[s.from..s.from + len].to_vec())
     }
 }
+
+thread_local! {
+    /// The buffer a thread's one-at-a-time direct reads land in before the bytes asked
+    /// for are copied out: reusing it spares zeroing a fresh buffer of the span plus the
+    /// alignment slack per read (the copy out is needed anyway, the bytes asked for
+    /// rarely start at an aligned address).
+    static DIRECT_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Largest scratch buffer a thread keeps between direct reads (a compaction's
+/// readahead window, with the alignment slack); a larger read's is freed after it.
+const SCRATCH_KEEP: usize = (1 << 20) + 2 * MAX_DIRECT_ALIGN;
 
 /// The one place for O_DIRECT alignment: a read of `len` bytes at `offset` widened to
 /// `align` boundaries, read into a window of an over-allocated buffer that starts at a
@@ -278,9 +308,13 @@ impl DirectSpan {
         }
     }
 
-    /// A buffer with room for an aligned window of the span.
-    fn buffer(&self) -> Vec<u8> {
-        vec![0u8; self.span + MAX_DIRECT_ALIGN]
+    /// Grows `buf` (whatever it holds: a read overwrites the window it delivers) to
+    /// room for an aligned window of the span.
+    fn fit(&self, buf: &mut Vec<u8>) {
+        let need = self.span + MAX_DIRECT_ALIGN;
+        if buf.len() < need {
+            buf.resize(need, 0);
+        }
     }
 
     /// Where the aligned window starts in `buf`.

@@ -216,25 +216,21 @@ impl Table {
     }
 
     /// The spans a readahead window from the block at `h` reads, as `(offset, len)` sorted
-    /// by offset; `ahead` is a cursor over this table's index at `h`'s entry. A sorted
-    /// table: one span from `h` of `window` bytes (at least the block, at most to the end
-    /// of the data blocks). A semi-sorted table: the blocks from `h` on in key order whose
-    /// stored bytes fit in `window` (at least `h`), grouped by file position: blocks at
-    /// most [`SPAN_GAP`] apart share a span while the gaps read stay within
-    /// [`SPAN_WASTE`]'s share. No I/O.
+    /// by offset; `ahead` is a cursor over this table's index at `h`'s entry. The window
+    /// holds whole blocks: `h`, then the blocks after it in key order while their stored
+    /// bytes fit in `window` (`Fit::Within`) or until they reach it (`Fit::Reach`: a scan
+    /// that expects to need that much also takes the block it ends in). A sorted table's
+    /// blocks lie in the file in key order, so its window is one span; a semi-sorted
+    /// table's are grouped by file position: blocks at most [`SPAN_GAP`] apart share a
+    /// span while the gaps read stay within [`SPAN_WASTE`]'s share. No I/O.
     fn readahead_spans(
         &self,
         h: BlockHandle,
         ahead: &BlockIter,
         window: usize,
+        fit: Fit,
     ) -> Result<Vec<(u64, usize)>> {
         let len = self.framed_len(h)? as u64;
-        if self.semi.is_none() {
-            let want = (self.run_end(h.offset).saturating_sub(h.offset))
-                .min(window as u64)
-                .max(len);
-            return Ok(vec![(h.offset, want as usize)]);
-        }
         let mut blocks = vec![(h.offset, h.offset + len)];
         let mut budget = (window as u64).saturating_sub(len);
         let mut it = ahead.clone();
@@ -245,10 +241,10 @@ impl Table {
             }
             let n = self.decode_handle(it.value())?;
             let n_len = self.framed_len(n)? as u64;
-            if n_len > budget {
+            if n_len > budget && fit == Fit::Within {
                 break;
             }
-            budget -= n_len;
+            budget = budget.saturating_sub(n_len);
             blocks.push((n.offset, n.offset + n_len));
         }
         let needed: u64 = blocks.iter().map(|b| b.1 - b.0).sum();
@@ -283,6 +279,17 @@ impl Table {
             .into_iter()
             .map(|(start, end)| (start, (end - start) as usize))
             .collect())
+    }
+
+    /// Stored bytes of data blocks per entry a reader sees (a semi-sorted table's valid
+    /// blocks only).
+    pub(crate) fn stored_bytes_per_entry(&self) -> f64 {
+        let bytes = if self.semi.is_some() {
+            self.runs.iter().map(|r| r.1 - r.0).sum()
+        } else {
+            self.data_end
+        };
+        bytes as f64 / self.props.num_entries.max(1) as f64
     }
 
     /// Consecutive blocks a user iterator reads from disk before it reads ahead.
@@ -772,6 +779,17 @@ fn key_order_runs(handles: &[BlockHandle]) -> Vec<(u64, u64)> {
     runs
 }
 
+/// Where a readahead window ends ([`Table::readahead_spans`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Fit {
+    /// At the last block that fits in the window: a speculative window reads no more
+    /// than it was given.
+    Within,
+    /// At the block the window's size reaches into: a scan that expects to read that
+    /// many bytes takes the block it ends in too.
+    Reach,
+}
+
 /// The reads that fill a readahead window: one or more spans of the file, each one I/O,
 /// from which blocks are sliced. A sorted table's window is one span from the block read
 /// onwards (its blocks lie in the file in key order). A semi-sorted table's blocks do
@@ -824,7 +842,7 @@ impl Readahead {
         ahead: &BlockIter,
         cause: IoCause,
     ) -> Result<(Bytes, Block)> {
-        self.framed_block_within(table, h, ahead, cause, READAHEAD)
+        self.framed_block_within(table, h, ahead, cause, READAHEAD, Fit::Within)
     }
 
     /// [`Readahead::framed_block`], reading a new window of about `window` bytes
@@ -837,10 +855,11 @@ impl Readahead {
         ahead: &BlockIter,
         cause: IoCause,
         window: usize,
+        fit: Fit,
     ) -> Result<(Bytes, Block)> {
         let len = h.size as usize + BLOCK_TRAILER_LEN;
         if !self.covers(h) {
-            let spans = table.readahead_spans(h, ahead, window)?;
+            let spans = table.readahead_spans(h, ahead, window, fit)?;
             self.spans = read_spans(table, &spans, cause)?;
         }
         let outside = || table.corrupt(h.offset, "block runs past the end of the data blocks");
@@ -924,6 +943,12 @@ fn read_spans(table: &Table, spans: &[(u64, usize)], cause: IoCause) -> Result<V
 /// cache are taken from there and do not break the run; a block elsewhere (a seek, a step
 /// backwards) starts over. Blocks sliced from a window enter the block cache as a plain
 /// read's would (when the iterator fills it).
+///
+/// A caller that says how far its scans go (`ReadOptions::scan_length_hint`, through
+/// [`TableIterator::expect_scan`]) skips the ramp: the first block a forward seek reads
+/// from disk takes a window of the bytes the scan is expected to read from this table
+/// (whole blocks, up to [`SCAN_READAHEAD_MAX`]), so a short scan costs one read per
+/// table instead of two or three, and no more bytes than it needs.
 struct ScanReadahead {
     window: Readahead,
     /// Where the block read last ends (the next block in the file starts there).
@@ -932,6 +957,11 @@ struct ScanReadahead {
     run: u32,
     /// The next window's size.
     size: usize,
+    /// Stored bytes of this table a forward scan from a seek is expected to read
+    /// ([`TableIterator::expect_scan`]; 0: no expectation).
+    planned: u64,
+    /// What of `planned` the blocks since the last seek have not delivered yet.
+    plan_left: u64,
 }
 
 impl ScanReadahead {
@@ -941,24 +971,35 @@ impl ScanReadahead {
             next_offset: u64::MAX,
             run: 0,
             size: SCAN_READAHEAD_MIN,
+            planned: 0,
+            plan_left: 0,
         }
     }
 
-    /// The block at `h`; `ahead` is the index cursor at its entry, `stepped` says the
-    /// iterator reached it by stepping forward from the block before.
+    /// The block at `h`; `ahead` is the index cursor at its entry, `arrival` how the
+    /// iterator reached it.
     fn block(
         &mut self,
         table: &Table,
         h: BlockHandle,
         ahead: &BlockIter,
-        stepped: bool,
+        arrival: Arrival,
         cause: IoCause,
         fill_cache: bool,
     ) -> Result<Block> {
+        let len = table.framed_len(h)? as u64;
         // A sorted table's next block in key order is the next in the file, so for it
-        // `stepped` adds nothing; a semi-sorted table's may lie anywhere.
-        let in_order = h.offset == self.next_offset || stepped;
-        self.next_offset = h.offset + h.size + BLOCK_TRAILER_LEN as u64;
+        // a step adds nothing; a semi-sorted table's may lie anywhere.
+        let in_order = h.offset == self.next_offset || arrival == Arrival::Step;
+        self.next_offset = h.offset + len;
+        // The bytes the scan is expected to read from here on, this block included. A
+        // seek lands inside its block, half way on average.
+        let expected = match arrival {
+            Arrival::Seek => self.planned + len / 2,
+            Arrival::Step => self.plan_left,
+            Arrival::Back => 0,
+        };
+        self.plan_left = expected.saturating_sub(len);
         if let Some(cache) = &table.cache {
             if let Some(b) = cache.get_block(table.number, h.offset) {
                 if !in_order {
@@ -967,16 +1008,26 @@ impl ScanReadahead {
                 return Ok(b);
             }
         }
-        let from_window = self.window.covers(h);
-        let block = if from_window {
+        let block = if self.window.covers(h) {
             self.window
-                .framed_block_within(table, h, ahead, cause, 0)?
+                .framed_block_within(table, h, ahead, cause, 0, Fit::Within)?
+                .1
+        } else if expected > len {
+            // The scan is expected to go on past this block: read what it needs in one
+            // window now, not block by block until the readahead below starts. Should
+            // it go on past the window, that readahead takes over.
+            self.run = table.scan_readahead_after();
+            self.size = SCAN_READAHEAD_MIN;
+            self.plan_left = 0;
+            let window = expected.min(SCAN_READAHEAD_MAX as u64) as usize;
+            self.window
+                .framed_block_within(table, h, ahead, cause, window, Fit::Reach)?
                 .1
         } else if in_order && self.run >= table.scan_readahead_after() {
             let size = self.size;
             self.size = (self.size * 2).min(SCAN_READAHEAD_MAX);
             self.window
-                .framed_block_within(table, h, ahead, cause, size)?
+                .framed_block_within(table, h, ahead, cause, size, Fit::Within)?
                 .1
         } else {
             if in_order {
@@ -995,6 +1046,17 @@ impl ScanReadahead {
         }
         Ok(block)
     }
+}
+
+/// How a table iterator reached the block it loads.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Arrival {
+    /// A forward positioning call (`seek`, `seek_to_first`): a scan may start here.
+    Seek,
+    /// A step forward from the block loaded before.
+    Step,
+    /// A backward positioning call or step.
+    Back,
 }
 
 /// One data block as a compaction sees it: the bytes exactly as stored in its table
@@ -1099,6 +1161,19 @@ pub struct TableIterator {
 }
 
 impl TableIterator {
+    /// A user iterator expecting a forward scan from each seek to read about `entries`
+    /// of this table's entries reads them in one window at the seek (sized by the
+    /// table's stored bytes per entry) rather than block by block. Changes only how the
+    /// table is read, never what the iterator returns.
+    pub fn expect_scan(mut self, entries: f64) -> TableIterator {
+        let bytes = entries * self.table.stored_bytes_per_entry();
+        if let Some(sra) = self.scan_readahead.as_mut() {
+            // `as` saturates: a huge expectation is capped by the window's maximum.
+            sra.planned = bytes as u64;
+        }
+        self
+    }
+
     fn data_error(&self, reason: &str) -> Error {
         self.table.corrupt(self.data_offset, reason)
     }
@@ -1120,8 +1195,8 @@ impl TableIterator {
     }
 
     /// Loads the block the index cursor points at (or clears it when the index is done);
-    /// `stepped`: the cursor just stepped forward from the block loaded before.
-    fn load_block(&mut self, stepped: bool) -> Result<()> {
+    /// `arrival`: how the cursor got there.
+    fn load_block(&mut self, arrival: Arrival) -> Result<()> {
         if !self.index.valid() {
             self.data = None;
             return Ok(());
@@ -1133,7 +1208,7 @@ impl TableIterator {
                 &self.table,
                 h,
                 &self.index,
-                stepped,
+                arrival,
                 self.cause,
                 self.fill_cache,
             )?,
@@ -1147,7 +1222,7 @@ impl TableIterator {
     fn skip_forward(&mut self) -> Result<()> {
         while self.data.as_ref().is_some_and(|d| !d.valid()) {
             self.index.next().map_err(|e| self.table.index_error(e))?;
-            self.load_block(true)?;
+            self.load_block(Arrival::Step)?;
             if let Some(d) = self.data.as_mut() {
                 let r = d.seek_to_first();
                 r.map_err(|e| self.data_error(e))?;
@@ -1159,7 +1234,7 @@ impl TableIterator {
     fn skip_backward(&mut self) -> Result<()> {
         while self.data.as_ref().is_some_and(|d| !d.valid()) {
             self.index.prev().map_err(|e| self.table.index_error(e))?;
-            self.load_block(false)?;
+            self.load_block(Arrival::Back)?;
             if let Some(d) = self.data.as_mut() {
                 let r = d.seek_to_last();
                 r.map_err(|e| self.data_error(e))?;
@@ -1197,7 +1272,7 @@ impl InternalIterator for TableIterator {
         self.index
             .seek_to_first()
             .map_err(|e| self.table.index_error(e))?;
-        self.load_block(false)?;
+        self.load_block(Arrival::Seek)?;
         self.on_data(true, |d| d.seek_to_first())
     }
 
@@ -1205,13 +1280,13 @@ impl InternalIterator for TableIterator {
         self.index
             .seek_to_last()
             .map_err(|e| self.table.index_error(e))?;
-        self.load_block(false)?;
+        self.load_block(Arrival::Back)?;
         self.on_data(false, |d| d.seek_to_last())
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         self.table.seek_index(&mut self.index, target)?;
-        self.load_block(false)?;
+        self.load_block(Arrival::Seek)?;
         self.on_data(true, |d| d.seek(target))?;
         // An index whose keys disagree with its blocks can land before the target.
         if self.valid() && compare_internal(self.key(), target).is_lt() {

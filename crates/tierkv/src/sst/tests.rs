@@ -283,6 +283,63 @@ fn user_iterators_read_ahead_on_long_scans_only() {
     }
 }
 
+/// A user iterator told how far its scans go (`TableIterator::expect_scan`) reads a short
+/// scan's blocks in one window at the seek, where the adaptive readahead takes three
+/// reads to get there, and reads about the bytes the scan needs (whole blocks), not a
+/// speculative window. A scan that goes on past the expectation, one that expects a
+/// single entry and one that turns backwards all yield exactly the table's entries.
+#[test]
+fn an_expected_scan_reads_its_blocks_in_one_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), true).unwrap();
+    let data = entries(6000);
+    build(&env, "t.sst", &data, small_blocks());
+    let t = open(&env, "t.sst", None).unwrap();
+    let bytes_per_entry = t.stored_bytes_per_entry();
+    let from = data.len() / 3;
+    let scan = 200;
+    let needed = scan as f64 * bytes_per_entry;
+    // Seek, then `scan` entries: (reads, bytes) with and without the expectation.
+    let run = |expect: Option<f64>, steps: usize| {
+        let before = env.stats().snapshot();
+        let mut it = t.iter(IoCause::UserScan, false);
+        if let Some(e) = expect {
+            it = it.expect_scan(e);
+        }
+        it.seek(&data[from].0).unwrap();
+        for (k, v) in &data[from..from + steps] {
+            assert_eq!((it.key(), it.value()), (k.as_slice(), v.as_slice()));
+            it.next().unwrap();
+        }
+        (scan_reads(&env, &before), it)
+    };
+    let ((plain_ops, _), _) = run(None, scan);
+    let ((ops, bytes), _) = run(Some(scan as f64), scan);
+    assert!(plain_ops >= 3, "the adaptive ramp took {plain_ops} reads");
+    assert_eq!(ops, 1, "an expected scan took {ops} reads");
+    assert!(
+        bytes as f64 >= needed && (bytes as f64) < needed + 3.0 * 560.0,
+        "read {bytes} bytes for a scan needing about {needed:.0}"
+    );
+    // Expecting one entry: the seek's block alone.
+    let ((ops, bytes), _) = run(Some(1.0), 1);
+    assert!(ops == 1 && bytes < 1024, "{ops} reads, {bytes} bytes");
+    // On past the expectation to the end, then back: the table's entries.
+    let ((_, _), mut it) = run(Some(scan as f64), scan);
+    for (k, _) in &data[from + scan..] {
+        assert_eq!(it.key(), k.as_slice());
+        it.next().unwrap();
+    }
+    assert!(!it.valid());
+    it.seek(&data[from].0).unwrap();
+    it.prev().unwrap();
+    for (k, _) in data[..from].iter().rev() {
+        assert_eq!(it.key(), k.as_slice());
+        it.prev().unwrap();
+    }
+    assert!(!it.valid());
+}
+
 #[test]
 fn builder_rejects_disorder_and_emptiness() {
     let dir = tempfile::tempdir().unwrap();

@@ -16,6 +16,9 @@ pub struct LevelIterator {
     fill_cache: bool,
     index: usize,
     current: Option<TableIterator>,
+    /// Entries of this level a forward scan from a seek is expected to read
+    /// ([`TableIterator::expect_scan`]).
+    scan_entries: Option<f64>,
 }
 
 impl LevelIterator {
@@ -33,17 +36,30 @@ impl LevelIterator {
             cause,
             fill_cache,
             current: None,
+            scan_entries: None,
         }
+    }
+
+    /// Each table's iterator expects forward scans to read about `entries` entries
+    /// ([`TableIterator::expect_scan`]).
+    pub fn expect_scan(mut self, entries: f64) -> Self {
+        self.scan_entries = Some(entries);
+        self
     }
 
     fn open(&mut self, index: usize) -> Result<()> {
         self.index = index;
         self.current = match self.files.get(index) {
-            Some(f) => Some(
-                self.tables
+            Some(f) => {
+                let it = self
+                    .tables
                     .get(f, self.cause)?
-                    .iter(self.cause, self.fill_cache),
-            ),
+                    .iter(self.cause, self.fill_cache);
+                Some(match self.scan_entries {
+                    Some(entries) => it.expect_scan(entries),
+                    None => it,
+                })
+            }
             None => None,
         };
         Ok(())
