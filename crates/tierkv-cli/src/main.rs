@@ -314,6 +314,7 @@ fn run(cmd: Command) -> CliResult {
             let ropts = tierkv::ReadOptions {
                 lower_bound: from.map(String::into_bytes),
                 upper_bound: to.map(String::into_bytes),
+                scan_length_hint: limit,
                 ..tierkv::ReadOptions::new()
             };
             let mut it = db.iter_opt(&ropts)?;

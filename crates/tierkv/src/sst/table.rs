@@ -1015,11 +1015,11 @@ impl ScanReadahead {
         } else if expected > len {
             // The scan is expected to go on past this block: read what it needs in one
             // window now, not block by block until the readahead below starts. Should
-            // it go on past the window, that readahead takes over.
-            self.run = table.scan_readahead_after();
-            self.size = SCAN_READAHEAD_MIN;
-            self.plan_left = 0;
+            // it go on past the window, that readahead takes over, from twice the size.
             let window = expected.min(SCAN_READAHEAD_MAX as u64) as usize;
+            self.run = table.scan_readahead_after();
+            self.size = (window * 2).clamp(SCAN_READAHEAD_MIN, SCAN_READAHEAD_MAX);
+            self.plan_left = 0;
             self.window
                 .framed_block_within(table, h, ahead, cause, window, Fit::Reach)?
                 .1
