@@ -56,10 +56,7 @@ pub(crate) fn new_iterator(db: &DbInner, ropts: &ReadOptions) -> Result<DbIterat
             for f in files {
                 let t = db.tables.get(&f, IoCause::UserScan)?;
                 let it = t.iter(IoCause::UserScan, ropts.fill_cache);
-                children.push(Box::new(match expected(f.info.num_entries) {
-                    Some(entries) => it.expect_scan(entries),
-                    None => it,
-                }));
+                children.push(Box::new(it.expect_scan(expected(f.info.num_entries))));
             }
         } else {
             let it = LevelIterator::new(
@@ -68,10 +65,7 @@ pub(crate) fn new_iterator(db: &DbInner, ropts: &ReadOptions) -> Result<DbIterat
                 IoCause::UserScan,
                 ropts.fill_cache,
             );
-            children.push(Box::new(match expected(level_entries) {
-                Some(entries) => it.expect_scan(entries),
-                None => it,
-            }));
+            children.push(Box::new(it.expect_scan(expected(level_entries))));
         }
     }
     let merged = MergingIterator::new(children);

@@ -279,9 +279,10 @@ thread_local! {
     static DIRECT_SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
 }
 
-/// Largest scratch buffer a thread keeps between direct reads (a compaction's
-/// readahead window, with the alignment slack); a larger read's is freed after it.
-const SCRATCH_KEEP: usize = (1 << 20) + 2 * MAX_DIRECT_ALIGN;
+/// Largest scratch buffer a thread keeps between direct reads (a user iterator's
+/// largest readahead window, with the alignment slack: memory outside the budget, per
+/// thread); a larger read's (a compaction's 1 MiB window) is freed after it.
+const SCRATCH_KEEP: usize = (256 << 10) + 2 * MAX_DIRECT_ALIGN;
 
 /// The one place for O_DIRECT alignment: a read of `len` bytes at `offset` widened to
 /// `align` boundaries, read into a window of an over-allocated buffer that starts at a

@@ -1015,10 +1015,16 @@ impl ScanReadahead {
         } else if expected > len {
             // The scan is expected to go on past this block: read what it needs in one
             // window now, not block by block until the readahead below starts. Should
-            // it go on past the window, that readahead takes over, from twice the size.
+            // it go on past the window, that readahead takes over: at its largest
+            // window when the expectation was larger still, else from its smallest (an
+            // estimate a little short is the common case, and the rest is near).
             let window = expected.min(SCAN_READAHEAD_MAX as u64) as usize;
             self.run = table.scan_readahead_after();
-            self.size = (window * 2).clamp(SCAN_READAHEAD_MIN, SCAN_READAHEAD_MAX);
+            self.size = if window == SCAN_READAHEAD_MAX {
+                SCAN_READAHEAD_MAX
+            } else {
+                SCAN_READAHEAD_MIN
+            };
             self.plan_left = 0;
             self.window
                 .framed_block_within(table, h, ahead, cause, window, Fit::Reach)?
@@ -1162,10 +1168,18 @@ pub struct TableIterator {
 
 impl TableIterator {
     /// A user iterator expecting a forward scan from each seek to read about `entries`
-    /// of this table's entries reads them in one window at the seek (sized by the
-    /// table's stored bytes per entry) rather than block by block. Changes only how the
-    /// table is read, never what the iterator returns.
-    pub fn expect_scan(mut self, entries: f64) -> TableIterator {
+    /// of this table's entries (a mean) reads them in one window at the seek (sized by
+    /// the table's stored bytes per entry) rather than block by block. Changes only how
+    /// the table is read, never what the iterator returns. `None`: no expectation.
+    pub fn expect_scan(mut self, entries: Option<f64>) -> TableIterator {
+        let Some(entries) = entries else {
+            return self;
+        };
+        // How many of a scan's entries come from one table varies from scan to scan:
+        // the window covers the mean and two standard deviations of a count (2√n), so
+        // a scan seldom outruns it (which costs another read, and a readahead window
+        // mostly past the scan's end).
+        let entries = entries + 2.0 * entries.max(0.0).sqrt();
         let bytes = entries * self.table.stored_bytes_per_entry();
         if let Some(sra) = self.scan_readahead.as_mut() {
             // `as` saturates: a huge expectation is capped by the window's maximum.

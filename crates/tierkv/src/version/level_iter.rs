@@ -41,9 +41,9 @@ impl LevelIterator {
     }
 
     /// Each table's iterator expects forward scans to read about `entries` entries
-    /// ([`TableIterator::expect_scan`]).
-    pub fn expect_scan(mut self, entries: f64) -> Self {
-        self.scan_entries = Some(entries);
+    /// ([`TableIterator::expect_scan`]; `None`: no expectation).
+    pub fn expect_scan(mut self, entries: Option<f64>) -> Self {
+        self.scan_entries = entries;
         self
     }
 
@@ -55,10 +55,7 @@ impl LevelIterator {
                     .tables
                     .get(f, self.cause)?
                     .iter(self.cause, self.fill_cache);
-                Some(match self.scan_entries {
-                    Some(entries) => it.expect_scan(entries),
-                    None => it,
-                })
+                Some(it.expect_scan(self.scan_entries))
             }
             None => None,
         };
