@@ -645,6 +645,51 @@ fn scans_over_many_appended_generations_read_ahead_across_runs() {
     assert!(!it.valid());
 }
 
+/// A scan that expects its length reads a semi-sorted table of many generations in one
+/// window from its seek: its spans (one per generation's cluster of blocks) all in flight
+/// together, about the bytes the scan needs (with the estimate's margin and the gaps the
+/// window may read through), where the adaptive readahead reads a block first, then a
+/// 64 KiB window mostly past the scan's end. It yields the model.
+#[test]
+fn an_expected_scan_over_many_generations_reads_one_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let (t, model, _) = many_generations(&env);
+    let scan = 300;
+    let planned = (scan as f64 + 2.0 * (scan as f64).sqrt()) * t.stored_bytes_per_entry();
+    // (reads, bytes) of a seek at `from` and `scan` steps.
+    let run = |from: usize, expect: Option<f64>| {
+        let stats = || {
+            env.stats()
+                .snapshot()
+                .tier(Tier::Slow)
+                .cause(IoCause::UserScan)
+        };
+        let before = stats();
+        let mut it = t.iter(IoCause::UserScan, false).expect_scan(expect);
+        it.seek(&model[from].0).unwrap();
+        for (k, v) in &model[from..from + scan] {
+            assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
+            it.next().unwrap();
+        }
+        let after = stats();
+        (
+            after.read_ops - before.read_ops,
+            after.read_bytes - before.read_bytes,
+        )
+    };
+    for from in [model.len() / 5, model.len() / 2, model.len() * 2 / 3] {
+        let (ops, bytes) = run(from, Some(scan as f64));
+        let (_, adaptive_bytes) = run(from, None);
+        // One window: at most one span per generation (nine).
+        assert!((1..=9).contains(&ops), "{ops} reads from {from}");
+        assert!(
+            (bytes as f64) <= planned * 1.5 + 1024.0 && bytes * 2 < adaptive_bytes,
+            "{bytes} bytes from {from} (planned {planned:.0}, adaptive {adaptive_bytes})"
+        );
+    }
+}
+
 /// A compaction reading a table of many appended generations (its table iterator and
 /// its block cursor) reads 1 MiB windows of the blocks it needs next across runs: a few
 /// reads in all, not one per run, every block once, in key order.
