@@ -280,6 +280,7 @@ pub(crate) fn sweep(db: &Db, wopts: &WriteOptions, cursor: &mut Vec<u8>) -> tier
         lower_bound: Some(lower),
         upper_bound: Some(vec![EXPIRING + 1]),
         fill_cache: false,
+        scan_length_hint: Some(SWEEP_BATCH),
         ..ReadOptions::new()
     };
     let mut it = db.iter_opt(&ropts)?;

@@ -163,6 +163,8 @@ pub(super) fn scan_step(
         lower_bound: Some(lower),
         upper_bound: prefix_end(&prefix),
         fill_cache: false,
+        // The step examines at most COUNT records.
+        scan_length_hint: Some(sa.count),
         ..tierkv::ReadOptions::new()
     };
     let mut it = ctx.shared.db.iter_opt(&ropts)?;
