@@ -50,8 +50,12 @@ fn check_scan(db: &Db, model: &Model, snapshot: Option<u64>, rng: &mut StdRng, k
         .gen_bool(0.5)
         .then(|| common::key(rng.gen_range(0..keyspace)));
     // A length hint changes only how tables are read (one window per seek), never
-    // what the scan returns, whether it is short of the scan or far past it.
-    let scan_length_hint = rng.gen_bool(0.5).then(|| rng.gen_range(1..2000));
+    // what the scan returns, whether it is short of the scan or far past it (up to
+    // "everything", as `Db::scan(.., usize::MAX)` says).
+    let scan_length_hint = rng.gen_bool(0.5).then(|| match rng.gen_range(0..10) {
+        0 => usize::MAX,
+        _ => rng.gen_range(1..2000),
+    });
     let ropts = ReadOptions {
         snapshot,
         lower_bound: lo.clone(),

@@ -995,7 +995,7 @@ impl ScanReadahead {
         // The bytes the scan is expected to read from here on, this block included. A
         // seek lands inside its block, half way on average.
         let expected = match arrival {
-            Arrival::Seek => self.planned + len / 2,
+            Arrival::Seek => self.planned.saturating_add(len / 2),
             Arrival::Step => self.plan_left,
             Arrival::Back => 0,
         };
