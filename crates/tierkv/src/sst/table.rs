@@ -82,6 +82,9 @@ pub struct Table {
     /// merge's dirty blocks) stays within one; readahead follows the key order across
     /// them instead (`readahead_spans`).
     runs: Vec<(u64, u64)>,
+    /// Stored bytes of the data blocks a reader sees (a semi-sorted table's valid blocks:
+    /// its runs' total).
+    valid_data_bytes: u64,
     /// Bytes opening the table read (footer and metadata).
     open_bytes: u64,
 }
@@ -132,10 +135,12 @@ impl Table {
                 data_end: s.data_end,
                 semi: Some(s.footer),
                 runs: Vec::new(),
+                valid_data_bytes: 0,
                 open_bytes: tail_len as u64 + s.read_bytes,
                 file,
             };
             t.runs = key_order_runs(&t.block_handles()?);
+            t.valid_data_bytes = t.runs.iter().map(|r| r.1 - r.0).sum();
             return Ok(t);
         }
         if size < FOOTER_LEN as u64 {
@@ -198,6 +203,7 @@ impl Table {
             data_end: meta_start,
             semi: None,
             runs: Vec::new(),
+            valid_data_bytes: meta_start,
             open_bytes,
             file,
         })
@@ -284,12 +290,7 @@ impl Table {
     /// Stored bytes of data blocks per entry a reader sees (a semi-sorted table's valid
     /// blocks only).
     pub(crate) fn stored_bytes_per_entry(&self) -> f64 {
-        let bytes = if self.semi.is_some() {
-            self.runs.iter().map(|r| r.1 - r.0).sum()
-        } else {
-            self.data_end
-        };
-        bytes as f64 / self.props.num_entries.max(1) as f64
+        self.valid_data_bytes as f64 / self.props.num_entries.max(1) as f64
     }
 
     /// Consecutive blocks a user iterator reads from disk before it reads ahead.

@@ -588,6 +588,14 @@ fn many_generations(env: &Env) -> (Arc<Table>, Entries, usize) {
     (t, model, runs)
 }
 
+/// The slow tier's I/O by user iterators so far.
+fn slow_scan_io(env: &Env) -> crate::env::CauseIo {
+    env.stats()
+        .snapshot()
+        .tier(Tier::Slow)
+        .cause(IoCause::UserScan)
+}
+
 /// Reads ahead across runs: a user scan over a table of many appended generations
 /// follows the blocks it needs next, not the file, so it issues a few reads per window
 /// (one per generation's cluster of blocks), not one per run of file-contiguous blocks;
@@ -599,12 +607,7 @@ fn scans_over_many_appended_generations_read_ahead_across_runs() {
     let (t, model, runs) = many_generations(&env);
     let summary = t.semi_summary(IoCause::Check).unwrap().unwrap();
     assert!(runs >= 100, "only {runs} runs");
-    let scan_ops = || {
-        env.stats()
-            .snapshot()
-            .tier(Tier::Slow)
-            .cause(IoCause::UserScan)
-    };
+    let scan_ops = || slow_scan_io(&env);
     let before = scan_ops();
     let thread_before = crate::env::thread_read_count();
     let mut it = t.iter(IoCause::UserScan, false);
@@ -659,20 +662,14 @@ fn an_expected_scan_over_many_generations_reads_one_window() {
     let planned = (scan as f64 + 2.0 * (scan as f64).sqrt()) * t.stored_bytes_per_entry();
     // (reads, bytes) of a seek at `from` and `scan` steps.
     let run = |from: usize, expect: Option<f64>| {
-        let stats = || {
-            env.stats()
-                .snapshot()
-                .tier(Tier::Slow)
-                .cause(IoCause::UserScan)
-        };
-        let before = stats();
+        let before = slow_scan_io(&env);
         let mut it = t.iter(IoCause::UserScan, false).expect_scan(expect);
         it.seek(&model[from].0).unwrap();
         for (k, v) in &model[from..from + scan] {
             assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
             it.next().unwrap();
         }
-        let after = stats();
+        let after = slow_scan_io(&env);
         (
             after.read_ops - before.read_ops,
             after.read_bytes - before.read_bytes,
