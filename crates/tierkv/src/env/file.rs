@@ -438,6 +438,20 @@ pub(crate) struct ReadSession<H: HoldsFile> {
 #[cfg(target_os = "linux")]
 const SPARE_BUFFERS: usize = 128;
 
+/// Most bytes of spare buffers a thread keeps between [`ReadSession`]s (a user
+/// iterator's readahead window split into spans, with their alignment slack: memory
+/// outside the budget, per thread, as [`SCRATCH_KEEP`] is). A scan reads each window
+/// through a session of its own, and without these every span's read zeroed a fresh
+/// buffer of its size.
+#[cfg(target_os = "linux")]
+const SESSION_SPARE_KEEP: usize = 2 * SCRATCH_KEEP;
+
+#[cfg(target_os = "linux")]
+thread_local! {
+    static SESSION_SPARES: std::cell::RefCell<Vec<Vec<u8>>> =
+        const { std::cell::RefCell::new(Vec::new()) };
+}
+
 impl<H: HoldsFile> ReadSession<H> {
     /// A session over this thread's ring (or without one).
     pub(crate) fn new() -> ReadSession<H> {
@@ -455,8 +469,17 @@ impl<H: HoldsFile> ReadSession<H> {
             #[cfg(target_os = "linux")]
             completions: Vec::new(),
             #[cfg(target_os = "linux")]
-            spare: Vec::new(),
+            spare: SESSION_SPARES.with_borrow_mut(std::mem::take),
         }
+    }
+
+    /// Finished reads' buffers the session holds for its next reads (tests).
+    #[cfg(test)]
+    pub(crate) fn spare_buffers(&self) -> usize {
+        #[cfg(target_os = "linux")]
+        return self.spare.len();
+        #[cfg(not(target_os = "linux"))]
+        0
     }
 
     /// Requests started and not delivered yet (reading, or finished and held).
@@ -658,6 +681,25 @@ impl<H: HoldsFile> ReadSession<H> {
             }
             _ => self.read_sync(id),
         }
+    }
+}
+
+#[cfg(target_os = "linux")]
+impl<H: HoldsFile> Drop for ReadSession<H> {
+    /// Leaves the finished reads' buffers to the thread's next session, up to
+    /// [`SESSION_SPARE_KEEP`] bytes (buffers still in the ring stay the ring's).
+    fn drop(&mut self) {
+        let mut spare = std::mem::take(&mut self.spare);
+        let mut kept = 0;
+        spare.retain(|b| {
+            kept += b.len();
+            kept <= SESSION_SPARE_KEEP
+        });
+        SESSION_SPARES.with_borrow_mut(|pool| {
+            if pool.is_empty() {
+                *pool = spare;
+            }
+        });
     }
 }
 
