@@ -239,15 +239,24 @@ impl BlockIter {
 
     fn header(&self, at: usize) -> BlockResult<EntryHeader> {
         let data = &self.block.data[..self.block.restarts_offset];
-        let mut p = at;
-        let mut field = || -> BlockResult<usize> {
-            let (v, n) = get_varint32(&data[p.min(data.len())..]).ok_or("truncated entry")?;
-            p += n;
-            Ok(v as usize)
+        let (shared, unshared, value_len, p) = match data.get(at..at.saturating_add(3)) {
+            // The common case (LevelDB's fast path): all three lengths below 128, one
+            // byte each.
+            Some(&[a, b, c]) if (a | b | c) < 0x80 => (a as usize, b as usize, c as usize, at + 3),
+            _ => {
+                let mut p = at;
+                let mut field = || -> BlockResult<usize> {
+                    let (v, n) =
+                        get_varint32(&data[p.min(data.len())..]).ok_or("truncated entry")?;
+                    p += n;
+                    Ok(v as usize)
+                };
+                let shared = field()?;
+                let unshared = field()?;
+                let value_len = field()?;
+                (shared, unshared, value_len, p)
+            }
         };
-        let shared = field()?;
-        let unshared = field()?;
-        let value_len = field()?;
         let key_end = p.checked_add(unshared).ok_or("entry overflows")?;
         let value_end = key_end.checked_add(value_len).ok_or("entry overflows")?;
         if value_end > data.len() {
