@@ -64,12 +64,13 @@ pub fn level_scores(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<f64> {
             let by_bytes = v.level_sized_bytes(level) as f64 / targets[level].max(1) as f64;
             if level == 0 {
                 // The file limit grows with the byte target (see `level0_target`), but
-                // never past the slowdown trigger: a writer stopped by L0's file count
-                // must find L0 picked, or it would wait forever.
+                // never past the slowdown trigger (validated to be at most the stop
+                // trigger): a writer stopped by L0's file count must find L0 picked, or
+                // it would wait forever.
                 let base = 2 * opts.level0_compaction_trigger;
                 let grown = targets[0] as f64 / v.layout.targets[0].max(1) as f64;
                 let max_files = (base as f64 * grown.max(1.0))
-                    .min(opts.level0_slowdown_trigger.max(base) as f64);
+                    .min(opts.level0_slowdown_trigger.max(1) as f64);
                 by_bytes.max(v.levels[0].len() as f64 / max_files)
             } else {
                 by_bytes

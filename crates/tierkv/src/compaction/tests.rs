@@ -1657,6 +1657,53 @@ fn outputs_end_at_next_level_file_ends_once_half_full() {
     );
 }
 
+/// No write waits forever on L0: with any valid triggers (compaction <= slowdown <=
+/// stop), L0 holding `level0_slowdown_trigger` files, however small and however much free
+/// fast budget lets its byte target grow, scores at least 1 and is picked, so a writer
+/// stopped by the file count sees it shrink. (With twice the compaction trigger above the
+/// slowdown trigger the file limit used to be twice the trigger: writes stopped at 12 L0
+/// files while L0 waited for 16, found by a scan test with triggers 8 / 8 / 12.)
+#[test]
+fn level0_is_picked_once_its_files_reach_the_slowdown_trigger() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let layout = Arc::new(LevelLayout {
+        targets: vec![400, 1000, 10_000, 100_000],
+        tiers: vec![Tier::Fast, Tier::Fast, Tier::Slow, Tier::Slow],
+        last_fast_level: 1,
+    });
+    for trigger in 1..=10usize {
+        for slowdown in trigger..=20 {
+            for fd_budget in [None, Some(1_000_000)] {
+                let opts = Options {
+                    target_file_size: 1000,
+                    level0_compaction_trigger: trigger,
+                    level0_slowdown_trigger: slowdown,
+                    level0_stop_trigger: slowdown + 4,
+                    fd_budget,
+                    ..Options::default()
+                };
+                let v = Version {
+                    levels: vec![
+                        (0..slowdown as u64)
+                            .map(|i| meta(&env, 100 + i, 0, "a", "z", 10))
+                            .collect(),
+                        vec![meta(&env, 2, 1, "a", "z", 100)],
+                        Vec::new(),
+                        Vec::new(),
+                    ],
+                    layout: layout.clone(),
+                };
+                let score = super::picker::level_scores(&v, &opts, 0)[0];
+                assert!(
+                    score >= 1.0,
+                    "triggers {trigger} / {slowdown}, budget {fd_budget:?}: L0 score {score}"
+                );
+            }
+        }
+    }
+}
+
 /// Invariant 4 with the budget used fully (`CompactionOptions::fill_fast_budget`): L0's
 /// byte trigger is the fast-disk budget less what the live WALs and the fast levels below
 /// it hold now, never below its layout share, and its file limit grows by the same factor,
