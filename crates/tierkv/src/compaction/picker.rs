@@ -69,8 +69,8 @@ pub fn level_scores(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<f64> {
                 // it would wait forever.
                 let base = 2 * opts.level0_compaction_trigger;
                 let grown = targets[0] as f64 / v.layout.targets[0].max(1) as f64;
-                let max_files = (base as f64 * grown.max(1.0))
-                    .min(opts.level0_slowdown_trigger.max(1) as f64);
+                let max_files =
+                    (base as f64 * grown.max(1.0)).min(opts.level0_slowdown_trigger.max(1) as f64);
                 by_bytes.max(v.levels[0].len() as f64 / max_files)
             } else {
                 by_bytes
