@@ -266,11 +266,12 @@ fn read_errors_are_reported_never_turned_into_wrong_data() {
     check_prefix(&db, 3000);
 }
 
-/// Invariant 3 for scans: a read that fails under a scan (a seek's first block, a
-/// readahead window) must surface as the scan's error, never as a missing or wrong entry.
-/// Scans over three overlapping tables (the bottom level and two L0 tables), no block
-/// cache, under random read faults: each answers exactly the model's entries or an I/O
-/// error; with the faults cleared, every scan answers.
+/// Invariant 3 for scans: a seek reads its tables' first blocks together in one round
+/// (`crate::env::read_round`), and a read of that round that fails must surface as the
+/// seek's error or be read again, never as a missing or wrong entry. Scans over three
+/// overlapping tables (the bottom level and two L0 tables), no block cache, under random
+/// read faults: each answers exactly the model's entries or an I/O error; with the faults
+/// cleared, every scan answers.
 #[test]
 fn scans_under_read_faults_answer_the_model_or_an_error() {
     let dir = tempfile::tempdir().unwrap();

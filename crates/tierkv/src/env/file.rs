@@ -382,6 +382,67 @@ pub(crate) trait HoldsFile {
     fn file(&self) -> &RandomAccessFile;
 }
 
+/// One read of a round ([`read_round`]): `len` bytes at `offset` of the file its holder
+/// keeps open, charged to `cause`. The round puts the bytes read into `into`, or leaves
+/// it empty if the read failed: whoever planned the read then reads again on its own and
+/// reports the error.
+pub struct RoundRead {
+    holder: Arc<dyn HoldsFile + Send + Sync>,
+    offset: u64,
+    len: usize,
+    cause: IoCause,
+    into: Arc<std::sync::OnceLock<Vec<u8>>>,
+}
+
+impl RoundRead {
+    pub(crate) fn new(
+        holder: Arc<dyn HoldsFile + Send + Sync>,
+        offset: u64,
+        len: usize,
+        cause: IoCause,
+        into: Arc<std::sync::OnceLock<Vec<u8>>>,
+    ) -> RoundRead {
+        RoundRead {
+            holder,
+            offset,
+            len,
+            cause,
+            into,
+        }
+    }
+}
+
+/// Reads all of `reads` in one round, in flight at once through a [`ReadSession`] (their
+/// latencies overlap; a thread without an io_uring ring reads them one after another).
+/// Each read is counted as a plain read is.
+pub(crate) fn read_round(reads: &[RoundRead]) {
+    let mut session: ReadSession<&(dyn HoldsFile + Send + Sync)> = ReadSession::new();
+    for (tag, r) in reads.iter().enumerate() {
+        session.start(&*r.holder, r.offset, r.len, r.cause, tag);
+    }
+    let mut left = reads.len();
+    let mut done = Vec::new();
+    while left > 0 {
+        session.turn(true, &mut done);
+        if done.is_empty() && session.in_flight() == 0 {
+            // Cannot happen (every started read is delivered once); never spin on it.
+            break;
+        }
+        for (tag, bytes) in done.drain(..) {
+            left -= 1;
+            if let Ok(bytes) = bytes {
+                let _ = reads[tag].into.set(bytes);
+            }
+        }
+    }
+}
+
+impl<T: HoldsFile + ?Sized> HoldsFile for &T {
+    fn file(&self) -> &RandomAccessFile {
+        (**self).file()
+    }
+}
+
 /// One request of a [`ReadSession`] from its start to its delivery.
 struct SessionRead<H> {
     holder: H,

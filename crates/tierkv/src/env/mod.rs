@@ -19,7 +19,10 @@ pub use device::{DeviceModel, DeviceProfile};
 pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
 #[cfg(test)]
 pub(crate) use file::thread_submissions;
-pub(crate) use file::{thread_read_count, HoldsFile, RandomAccessFile, ReadSession, WritableFile};
+pub use file::RoundRead;
+pub(crate) use file::{
+    read_round, thread_read_count, HoldsFile, RandomAccessFile, ReadSession, WritableFile,
+};
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};
 
 use crate::{Error, Result};

@@ -90,6 +90,16 @@ impl InternalIterator for MergingIterator {
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
+        let mut reads = Vec::new();
+        for c in &mut self.children {
+            c.plan_seek(target, &mut reads);
+        }
+        // One planned read gains nothing from a round: its seek reads it as before.
+        if reads.len() > 1 {
+            crate::env::read_round(&reads);
+        }
+        // The children take the bytes read (their own handles to them).
+        drop(reads);
         let r = self.children.iter_mut().try_for_each(|c| c.seek(target));
         self.invalidate_on_err(r)?;
         self.direction = Direction::Forward;

@@ -25,6 +25,12 @@ pub trait InternalIterator: Send {
     fn seek_to_last(&mut self) -> Result<()>;
     /// Positions at the first entry whose internal key is `>= target`.
     fn seek(&mut self, target: &[u8]) -> Result<()>;
+    /// Adds to `reads` the disk reads a `seek(target)` would start with, so that a caller
+    /// seeking several iterators (the merging iterator) can issue them together, in
+    /// flight at once, before seeking each: one round of latency instead of one per
+    /// table. The seek then takes the bytes read for it (or reads them itself if a read
+    /// failed, reporting the error). No data I/O; the default plans nothing.
+    fn plan_seek(&mut self, _target: &[u8], _reads: &mut Vec<crate::env::RoundRead>) {}
     /// Advances. Requires `valid()`.
     fn next(&mut self) -> Result<()>;
     /// Steps back. Requires `valid()`.
@@ -47,6 +53,9 @@ impl<I: InternalIterator + ?Sized> InternalIterator for Box<I> {
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         (**self).seek(target)
+    }
+    fn plan_seek(&mut self, target: &[u8], reads: &mut Vec<crate::env::RoundRead>) {
+        (**self).plan_seek(target, reads)
     }
     fn next(&mut self) -> Result<()> {
         (**self).next()

@@ -14,13 +14,13 @@ use super::format::{
 use super::properties::TableProperties;
 use super::semi::{self, PriorGeneration, SemiFooter, SemiSummary, SEMI_FOOTER_LEN};
 use super::BlockCache;
-use crate::env::{HoldsFile, IoCause, RandomAccessFile, ReadSession};
+use crate::env::{HoldsFile, IoCause, RandomAccessFile, ReadSession, RoundRead};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, user_key};
 use crate::{Error, Result};
 use bytes::Bytes;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Sequential readers (compaction, verification) read this much at a time, so a slow
 /// disk sees few large reads instead of one small read per block.
@@ -873,6 +873,12 @@ impl Readahead {
     }
 }
 
+impl HoldsFile for Table {
+    fn file(&self) -> &RandomAccessFile {
+        &self.file
+    }
+}
+
 /// A table's file as a [`ReadSession`] holder (the table outlives the session).
 struct SpanFile<'a>(&'a RandomAccessFile);
 
@@ -963,6 +969,22 @@ struct ScanReadahead {
     planned: u64,
     /// What of `planned` the blocks since the last seek have not delivered yet.
     plan_left: u64,
+    /// What a planned seek starts with ([`TableIterator::plan_seek`]), for the block at
+    /// this offset.
+    seek_plan: Option<(u64, SeekPlan)>,
+}
+
+/// The first block of a planned seek ([`TableIterator::plan_seek`]).
+enum SeekPlan {
+    /// The block cache held it when the seek was planned.
+    Cached(Block),
+    /// Reads in the caller's round: the block alone, or (`window`) the window a scan
+    /// expected to go on past it takes, as `(offset, bytes once read)` spans. A span left
+    /// empty (its read failed) drops the plan: the seek reads again and reports the error.
+    Reads {
+        window: Option<usize>,
+        spans: Vec<(u64, Arc<OnceLock<Vec<u8>>>)>,
+    },
 }
 
 impl ScanReadahead {
@@ -974,7 +996,81 @@ impl ScanReadahead {
             size: SCAN_READAHEAD_MIN,
             planned: 0,
             plan_left: 0,
+            seek_plan: None,
         }
+    }
+
+    /// The window a scan expected to read `expected` bytes from a block of `len` takes at
+    /// the seek (`None`: the block alone).
+    fn seek_window(expected: u64, len: u64) -> Option<usize> {
+        (expected > len).then(|| expected.min(SCAN_READAHEAD_MAX as u64) as usize)
+    }
+
+    /// A window of `window` bytes read at a seek: should the scan go on past it, the usual
+    /// readahead takes over, at its largest window when the expectation was larger still,
+    /// else from its smallest (an estimate a little short is the common case, and the
+    /// rest is near).
+    fn after_seek_window(&mut self, table: &Table, window: usize) {
+        self.run = table.scan_readahead_after();
+        self.size = if window == SCAN_READAHEAD_MAX {
+            SCAN_READAHEAD_MAX
+        } else {
+            SCAN_READAHEAD_MIN
+        };
+        self.plan_left = 0;
+    }
+
+    /// A block read alone, not from a window: the run of blocks read in key order goes on
+    /// or starts again.
+    fn count_plain_read(&mut self, in_order: bool) {
+        if in_order {
+            self.run += 1;
+        } else {
+            self.run = 1;
+            self.size = SCAN_READAHEAD_MIN;
+        }
+    }
+
+    /// The planned seek's block at `h` ([`TableIterator::plan_seek`]), if the plan was for
+    /// it and every read arrived: from the cache, or from the spans read (which become
+    /// the window). `None` leaves the block to the ordinary path.
+    fn take_seek_plan(
+        &mut self,
+        table: &Table,
+        h: BlockHandle,
+        ahead: &BlockIter,
+        arrival: Arrival,
+        in_order: bool,
+        cause: IoCause,
+    ) -> Result<Option<(Block, bool)>> {
+        let plan = match self.seek_plan.take() {
+            Some((offset, plan)) if offset == h.offset && arrival == Arrival::Seek => plan,
+            _ => return Ok(None),
+        };
+        let (window, spans) = match plan {
+            SeekPlan::Cached(b) => return Ok(Some((b, true))),
+            SeekPlan::Reads { window, spans } => (window, spans),
+        };
+        let mut read = Vec::with_capacity(spans.len());
+        for (offset, slot) in spans {
+            let bytes = Arc::try_unwrap(slot)
+                .map(OnceLock::into_inner)
+                .unwrap_or_else(|slot| slot.get().cloned());
+            match bytes {
+                Some(bytes) => read.push((offset, Bytes::from(bytes))),
+                None => return Ok(None),
+            }
+        }
+        self.window.spans = read;
+        match window {
+            Some(w) => self.after_seek_window(table, w),
+            None => self.count_plain_read(in_order),
+        }
+        let block = self
+            .window
+            .framed_block_within(table, h, ahead, cause, 0, Fit::Within)?
+            .1;
+        Ok(Some((block, false)))
     }
 
     /// The block at `h`; `ahead` is the index cursor at its entry, `arrival` how the
@@ -1001,32 +1097,35 @@ impl ScanReadahead {
             Arrival::Back => 0,
         };
         self.plan_left = expected.saturating_sub(len);
-        if let Some(cache) = &table.cache {
-            if let Some(b) = cache.get_block(table.number, h.offset) {
-                if !in_order {
-                    self.run = 0;
+        let cached = match self.take_seek_plan(table, h, ahead, arrival, in_order, cause)? {
+            Some((b, true)) => Some(b),
+            Some((b, false)) => {
+                if fill_cache {
+                    if let Some(cache) = &table.cache {
+                        cache.insert_block(table.number, h.offset, b.clone());
+                    }
                 }
                 return Ok(b);
             }
+            None => table
+                .cache
+                .as_ref()
+                .and_then(|c| c.get_block(table.number, h.offset)),
+        };
+        if let Some(b) = cached {
+            if !in_order {
+                self.run = 0;
+            }
+            return Ok(b);
         }
         let block = if self.window.covers(h) {
             self.window
                 .framed_block_within(table, h, ahead, cause, 0, Fit::Within)?
                 .1
-        } else if expected > len {
+        } else if let Some(window) = Self::seek_window(expected, len) {
             // The scan is expected to go on past this block: read what it needs in one
-            // window now, not block by block until the readahead below starts. Should
-            // it go on past the window, that readahead takes over: at its largest
-            // window when the expectation was larger still, else from its smallest (an
-            // estimate a little short is the common case, and the rest is near).
-            let window = expected.min(SCAN_READAHEAD_MAX as u64) as usize;
-            self.run = table.scan_readahead_after();
-            self.size = if window == SCAN_READAHEAD_MAX {
-                SCAN_READAHEAD_MAX
-            } else {
-                SCAN_READAHEAD_MIN
-            };
-            self.plan_left = 0;
+            // window now, not block by block until the readahead below starts.
+            self.after_seek_window(table, window);
             self.window
                 .framed_block_within(table, h, ahead, cause, window, Fit::Reach)?
                 .1
@@ -1037,12 +1136,7 @@ impl ScanReadahead {
                 .framed_block_within(table, h, ahead, cause, size, Fit::Within)?
                 .1
         } else {
-            if in_order {
-                self.run += 1;
-            } else {
-                self.run = 1;
-                self.size = SCAN_READAHEAD_MIN;
-            }
+            self.count_plain_read(in_order);
             // Not read ahead: a plain read, which fills the cache itself.
             return table.data_block(h, cause, fill_cache);
         };
@@ -1297,6 +1391,64 @@ impl InternalIterator for TableIterator {
             .map_err(|e| self.table.index_error(e))?;
         self.load_block(Arrival::Back)?;
         self.on_data(false, |d| d.seek_to_last())
+    }
+
+    /// Plans the reads a user scan's seek to `target` starts with: its first block taken
+    /// from the block cache now if it is there (one lookup, as the seek would make), else
+    /// that block's read, or the window's when the scan is expected to go on past it
+    /// ([`TableIterator::expect_scan`]), for the caller's round
+    /// ([`crate::env::read_round`]). Compactions and point reads plan nothing.
+    fn plan_seek(&mut self, target: &[u8], reads: &mut Vec<RoundRead>) {
+        let Some(sra) = self.scan_readahead.as_mut() else {
+            return;
+        };
+        sra.seek_plan = None;
+        let table = &self.table;
+        let mut idx = self.index.clone();
+        if table.seek_index(&mut idx, target).is_err() || !idx.valid() {
+            return;
+        }
+        let Ok(h) = table.decode_handle(idx.value()) else {
+            return;
+        };
+        if sra.window.covers(h) {
+            return;
+        }
+        if let Some(b) = table
+            .cache
+            .as_ref()
+            .and_then(|c| c.get_block(table.number, h.offset))
+        {
+            sra.seek_plan = Some((h.offset, SeekPlan::Cached(b)));
+            return;
+        }
+        let Ok(len) = table.framed_len(h) else {
+            return;
+        };
+        let expected = sra.planned.saturating_add(len as u64 / 2);
+        let window = ScanReadahead::seek_window(expected, len as u64);
+        let spans = match window {
+            Some(w) => match table.readahead_spans(h, &idx, w, Fit::Reach) {
+                Ok(spans) => spans,
+                Err(_) => return,
+            },
+            None => vec![(h.offset, len)],
+        };
+        let spans = spans
+            .into_iter()
+            .map(|(offset, len)| {
+                let slot = Arc::new(OnceLock::new());
+                reads.push(RoundRead::new(
+                    table.clone(),
+                    offset,
+                    len,
+                    self.cause,
+                    slot.clone(),
+                ));
+                (offset, slot)
+            })
+            .collect();
+        sra.seek_plan = Some((h.offset, SeekPlan::Reads { window, spans }));
     }
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {

@@ -49,6 +49,8 @@ impl LevelIterator {
 
     fn open(&mut self, index: usize) -> Result<()> {
         self.index = index;
+        // No earlier table's cursor survives a failed open.
+        self.current = None;
         self.current = match self.files.get(index) {
             Some(f) => {
                 let it = self
@@ -122,11 +124,25 @@ impl InternalIterator for LevelIterator {
 
     fn seek(&mut self, target: &[u8]) -> Result<()> {
         let i = Version::find_file(&self.files, target);
-        self.open(i)?;
+        // The table a `plan_seek` opened keeps its cursor, and the reads planned for it.
+        if self.current.is_none() || self.index != i {
+            self.open(i)?;
+        }
         if let Some(c) = self.current.as_mut() {
             c.seek(target)?;
         }
         self.skip_forward()
+    }
+
+    fn plan_seek(&mut self, target: &[u8], reads: &mut Vec<crate::env::RoundRead>) {
+        let i = Version::find_file(&self.files, target);
+        if (self.current.is_none() || self.index != i) && self.open(i).is_err() {
+            // The seek opens it again and reports the error.
+            return;
+        }
+        if let Some(c) = self.current.as_mut() {
+            c.plan_seek(target, reads);
+        }
     }
 
     fn next(&mut self) -> Result<()> {
