@@ -412,15 +412,31 @@ impl RoundRead {
     }
 }
 
-/// Reads all of `reads` in one round, in flight at once through a [`ReadSession`] (their
-/// latencies overlap; a thread without an io_uring ring reads them one after another).
-/// Each read is counted as a plain read is.
+/// Reads all of `reads` in one round, in flight at once ([`read_together`]).
 pub(crate) fn read_round(reads: &[RoundRead]) {
-    let mut session: ReadSession<&(dyn HoldsFile + Send + Sync)> = ReadSession::new();
-    for (tag, r) in reads.iter().enumerate() {
-        session.start(&*r.holder, r.offset, r.len, r.cause, tag);
+    let outcomes = read_together(reads.iter().map(|r| (&*r.holder, r.offset, r.len, r.cause)));
+    for (r, outcome) in reads.iter().zip(outcomes) {
+        if let Ok(bytes) = outcome {
+            let _ = r.into.set(bytes);
+        }
     }
-    let mut left = reads.len();
+}
+
+/// Reads every `(holder, offset, len, cause)` at once through a [`ReadSession`] (their
+/// latencies overlap; a thread without an io_uring ring reads them one after another) and
+/// returns each one's bytes or error, in order. Each read is counted as a plain read is.
+pub(crate) fn read_together<H: HoldsFile + Copy>(
+    reads: impl IntoIterator<Item = (H, u64, usize, IoCause)>,
+) -> Vec<Result<Vec<u8>>> {
+    let mut session: ReadSession<H> = ReadSession::new();
+    let mut out: Vec<Option<Result<Vec<u8>>>> = Vec::new();
+    let mut started = Vec::new();
+    for (tag, (holder, offset, len, cause)) in reads.into_iter().enumerate() {
+        started.push((holder, offset));
+        session.start(holder, offset, len, cause, tag);
+        out.push(None);
+    }
+    let mut left = out.len();
     let mut done = Vec::new();
     while left > 0 {
         session.turn(true, &mut done);
@@ -428,13 +444,24 @@ pub(crate) fn read_round(reads: &[RoundRead]) {
             // Cannot happen (every started read is delivered once); never spin on it.
             break;
         }
-        for (tag, bytes) in done.drain(..) {
+        for (tag, r) in done.drain(..) {
             left -= 1;
-            if let Ok(bytes) = bytes {
-                let _ = reads[tag].into.set(bytes);
-            }
+            out[tag] = Some(r);
         }
     }
+    out.into_iter()
+        .zip(started)
+        .map(|(r, (holder, offset))| {
+            r.unwrap_or_else(|| {
+                let path = holder.file().path();
+                Err(Error::corruption(
+                    path,
+                    offset,
+                    "a read was never delivered",
+                ))
+            })
+        })
+        .collect()
 }
 
 impl<T: HoldsFile + ?Sized> HoldsFile for &T {

@@ -21,7 +21,8 @@ pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
 pub(crate) use file::thread_submissions;
 pub use file::RoundRead;
 pub(crate) use file::{
-    read_round, thread_read_count, HoldsFile, RandomAccessFile, ReadSession, WritableFile,
+    read_round, read_together, thread_read_count, HoldsFile, RandomAccessFile, ReadSession,
+    WritableFile,
 };
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};
 

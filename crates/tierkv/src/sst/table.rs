@@ -14,7 +14,7 @@ use super::format::{
 use super::properties::TableProperties;
 use super::semi::{self, PriorGeneration, SemiFooter, SemiSummary, SEMI_FOOTER_LEN};
 use super::BlockCache;
-use crate::env::{HoldsFile, IoCause, RandomAccessFile, ReadSession, RoundRead};
+use crate::env::{HoldsFile, IoCause, RandomAccessFile, RoundRead};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, parse_internal_key, user_key};
 use crate::{Error, Result};
@@ -879,7 +879,8 @@ impl HoldsFile for Table {
     }
 }
 
-/// A table's file as a [`ReadSession`] holder (the table outlives the session).
+/// A table's file as the holder of its reads in flight (the table outlives them).
+#[derive(Clone, Copy)]
 struct SpanFile<'a>(&'a RandomAccessFile);
 
 impl HoldsFile for SpanFile<'_> {
@@ -889,9 +890,8 @@ impl HoldsFile for SpanFile<'_> {
 }
 
 /// Reads `spans` (`(offset, len)`, from [`Table::readahead_spans`]) of `table`'s file, one
-/// I/O each: one span as a plain read, several through a [`ReadSession`] with all of them
-/// in flight at once (their latencies overlap; a thread without an io_uring ring reads
-/// them one after another). Every read is counted as a plain read is.
+/// I/O each: one span as a plain read, several together, all in flight at once
+/// ([`crate::env::read_together`]). Every read is counted as a plain read is.
 fn read_spans(table: &Table, spans: &[(u64, usize)], cause: IoCause) -> Result<Vec<(u64, Bytes)>> {
     if let [(offset, len)] = spans {
         return Ok(vec![(
@@ -899,41 +899,15 @@ fn read_spans(table: &Table, spans: &[(u64, usize)], cause: IoCause) -> Result<V
             Bytes::from(table.file.read_at(*offset, *len, cause)?),
         )]);
     }
-    let mut session: ReadSession<SpanFile<'_>> = ReadSession::new();
-    for (tag, &(offset, len)) in spans.iter().enumerate() {
-        session.start(SpanFile(&table.file), offset, len, cause, tag);
-    }
-    let mut read: Vec<Option<Bytes>> = vec![None; spans.len()];
-    let mut failed = None;
-    let mut left = spans.len();
-    let mut done = Vec::new();
-    while left > 0 {
-        session.turn(true, &mut done);
-        if done.is_empty() && session.in_flight() == 0 {
-            // Cannot happen (every started read is delivered once); never spin on it.
-            break;
-        }
-        for (tag, r) in done.drain(..) {
-            left -= 1;
-            match r {
-                Ok(bytes) => read[tag] = Some(Bytes::from(bytes)),
-                Err(e) => {
-                    failed.get_or_insert(e);
-                }
-            }
-        }
-    }
-    if let Some(e) = failed {
-        return Err(e);
-    }
+    let read = crate::env::read_together(
+        spans
+            .iter()
+            .map(|&(offset, len)| (SpanFile(&table.file), offset, len, cause)),
+    );
     spans
         .iter()
         .zip(read)
-        .map(|(&(offset, _), bytes)| {
-            bytes
-                .map(|b| (offset, b))
-                .ok_or_else(|| table.corrupt(offset, "a readahead read was never delivered"))
-        })
+        .map(|(&(offset, _), bytes)| Ok((offset, Bytes::from(bytes?))))
         .collect()
 }
 
