@@ -210,8 +210,9 @@ pub struct CompactionOptions {
     /// least this is compacted, which rewrites them as tombstones or drops them (default
     /// 0.5; above 1 turns the sweep off). It reads no table to find expired data.
     pub expired_share_trigger: f64,
-    /// While any table holds expiring records, the background threads wake this often to
-    /// let the sweep look (default 1 s), even when no write arrives.
+    /// While any table holds expiring records (or the slow tier is semi-sorted, see
+    /// [`CompactionOptions::defragment_scanned`]), the background threads wake this often
+    /// to let the sweep look (default 1 s), even when no write arrives.
     pub expiry_check_interval: std::time::Duration,
     /// The format of the slow tier's tables (default [`SlowTierFormat::Sorted`]: the
     /// semi-sorted format is new and not yet measured against it).
@@ -237,6 +238,15 @@ pub struct CompactionOptions {
     /// while the block index grows the other way (docs/BENCHMARKS.md, "Semi-sorted block
     /// size"). Sorted tables are rewritten whole either way and keep `block_size`.
     pub semi_block_size: usize,
+    /// Scan defragmentation (docs/DESIGN.md, "Semi-sorted slow tier"): when no level
+    /// needs compacting, a semi-sorted table whose appended generations have cost user
+    /// scans one extra read per 16 KiB of the table (at least 100; reads a scan window
+    /// split across the file) is rewritten in place, its blocks in key order again
+    /// (default true; only semi-sorted tables are ever fragmented). While the slow tier is
+    /// semi-sorted, the background threads wake every
+    /// [`CompactionOptions::expiry_check_interval`] to let the picker look, even when no
+    /// write arrives.
+    pub defragment_scanned: bool,
 }
 
 /// How a [`crate::Db::multi_get`] batch (and a [`crate::Db::get_pipelined`] stream) reads
@@ -321,6 +331,7 @@ impl Default for CompactionOptions {
             preemptive_pushdown: false,
             overlap_score_victim: false,
             semi_block_size: 2 * KIB,
+            defragment_scanned: true,
         }
     }
 }

@@ -25,6 +25,11 @@
 //! `CompactionOptions::expired_share_trigger`. Like Redis sampling keys that have a TTL,
 //! it never reads the slow tier to find expired data; the compaction's filter
 //! (`super::stream`) does the removing.
+//!
+//! Then scan defragmentation ([`pick_fragmented`]): a semi-sorted table whose appended
+//! generations have cost user scans more extra reads than its rewrite costs (LevelDB's
+//! seek compaction, with reads split across the file in place of seeks that missed) is
+//! rewritten in place, in key order.
 
 use super::victim::BlockBounds;
 use super::{Compaction, RangeClaim};
@@ -261,8 +266,65 @@ pub fn pick_with(
     if urgent {
         return None;
     }
-    let c = pick_expired(v, opts, running)?;
+    let c = pick_expired(v, opts, running).or_else(|| {
+        opts.compaction
+            .defragment_scanned
+            .then(|| pick_fragmented(v, running))?
+    })?;
     c.claim();
+    Some(c)
+}
+
+/// The reason scan defragmentation gives its compactions.
+pub const DEFRAGMENT_REASON: &str = "scan defragment";
+
+/// A table's rewrite is paid for once its scans have spent one extra read per this many
+/// bytes of it. LevelDB's seek compaction uses the same figure: a random read costs
+/// about what compacting 16 KiB does (on this machine's disk 16 KiB is also where random
+/// reads reach its bandwidth, and the rewrite reads and writes each byte once, in order).
+pub const DEFRAGMENT_BYTES_PER_READ: u64 = 16 << 10;
+
+/// The fewest extra reads that make a table worth rewriting, however small (LevelDB's
+/// floor for seek compaction): a few unlucky scans do not rewrite a table.
+pub const DEFRAGMENT_MIN_READS: u64 = 100;
+
+/// Scan defragmentation: the unclaimed slow-tier table whose extra scan reads
+/// (`FileMeta::split_scan_reads`: reads a scan window took because the table's blocks lie
+/// in several runs of the file, so never a table in one run) most exceed what its rewrite costs ([`DEFRAGMENT_BYTES_PER_READ`],
+/// [`DEFRAGMENT_MIN_READS`]), rewritten in place, so its blocks come to lie in key order
+/// again and a scan window is one read. A workload without scans never pays for it; the
+/// rewritten table starts counting from zero and lies in one run, so it is not picked
+/// again until merges have appended to it.
+pub fn pick_fragmented(v: &Version, running: &[RangeClaim]) -> Option<Compaction> {
+    let mut best: Option<(f64, usize, Arc<FileMeta>)> = None;
+    for (level, f) in v.all_files() {
+        if level == 0 || f.tier != Tier::Slow || f.being_compacted.load(Relaxed) {
+            continue;
+        }
+        let reads = f.split_scan_reads.load(Relaxed);
+        let allowance = (f.size() / DEFRAGMENT_BYTES_PER_READ).max(DEFRAGMENT_MIN_READS);
+        let over = reads as f64 / allowance as f64;
+        if over >= 1.0 && best.as_ref().is_none_or(|(b, _, _)| over > *b) {
+            best = Some((over, level, f.clone()));
+        }
+    }
+    let (_, level, f) = best?;
+    let c = Compaction {
+        level,
+        output_level: level,
+        inputs: vec![f],
+        output_inputs: Vec::new(),
+        output_tier: v.layout.tiers[level],
+        pushdown: None,
+        reason: DEFRAGMENT_REASON,
+    };
+    let claim = c.range_claim(&v.layout)?;
+    if running
+        .iter()
+        .any(|r| r.conflicts(claim.levels, &claim.lo, &claim.hi))
+    {
+        return None;
+    }
     Some(c)
 }
 

@@ -1178,6 +1178,69 @@ fn dirtiest_slow_file_is_the_victim_under_space_pressure() {
     assert_eq!(pick(3000), 2);
 }
 
+/// Scan defragmentation's choice: only when no level needs compacting, the slow-tier
+/// table whose extra scan reads most exceed its allowance (one per 16 KiB of it, at
+/// least 100), rewritten in place on its level; a fast-tier table, one under its
+/// allowance, one claimed or the option off picks nothing.
+#[test]
+fn the_slow_table_scans_split_most_is_rewritten_in_place() {
+    use super::picker::{DEFRAGMENT_BYTES_PER_READ, DEFRAGMENT_MIN_READS, DEFRAGMENT_REASON};
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let layout = Arc::new(LevelLayout {
+        targets: vec![0, 1 << 30, 1 << 30, 1 << 40],
+        tiers: vec![Tier::Fast, Tier::Fast, Tier::Slow, Tier::Slow],
+        last_fast_level: 1,
+    });
+    let opts = Options::default();
+    let big = 200 * DEFRAGMENT_BYTES_PER_READ;
+    let fast = meta(&env, 1, 1, "a00", "a09", 1000);
+    let small = meta(&env, 2, 2, "b00", "b09", 1000);
+    let large = meta(&env, 3, 3, "c00", "c09", big);
+    let version = Version {
+        levels: vec![
+            Vec::new(),
+            vec![fast.clone()],
+            vec![small.clone()],
+            vec![large.clone()],
+        ],
+        layout,
+    };
+    let picked = |opts: &Options| {
+        let c = super::picker::pick(&version, opts, None, &[])?;
+        c.release();
+        Some((
+            c.inputs[0].number,
+            c.level,
+            c.output_level,
+            c.reason,
+            c.output_inputs.len(),
+        ))
+    };
+    let set = |f: &Arc<FileMeta>, reads: u64| f.split_scan_reads.store(reads, Relaxed);
+    // Under the allowance: nothing (the small table's floor is 100 reads).
+    set(&fast, 10_000);
+    set(&small, DEFRAGMENT_MIN_READS - 1);
+    set(&large, 199);
+    assert_eq!(picked(&opts), None);
+    // At it: rewritten in place.
+    set(&small, DEFRAGMENT_MIN_READS);
+    assert_eq!(picked(&opts), Some((2, 2, 2, DEFRAGMENT_REASON, 0)));
+    // Two over: the one further over its allowance (150 of 100 against 400 of 200).
+    set(&small, 150);
+    set(&large, 400);
+    assert_eq!(picked(&opts), Some((3, 3, 3, DEFRAGMENT_REASON, 0)));
+    // Claimed by a running compaction: the other one.
+    large.being_compacted.store(true, Relaxed);
+    assert_eq!(picked(&opts), Some((2, 2, 2, DEFRAGMENT_REASON, 0)));
+    large.being_compacted.store(false, Relaxed);
+    // Off: nothing.
+    let mut off = opts.clone();
+    off.compaction.defragment_scanned = false;
+    assert_eq!(picked(&off), None);
+}
+
 /// Slow levels are sized by live bytes less key lists: a level whose semi-sorted tables
 /// carry garbage (dirty blocks, old metadata) past twice its target, but whose live bytes
 /// are under it, is not compacted into the next level; once its live bytes pass the

@@ -94,14 +94,19 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 }
             }
         }
-        // While tables hold expiring records, time alone can make a table worth sweeping:
-        // wake to let the picker look even if nothing else happens.
+        // While tables hold expiring records, time alone can make a table worth sweeping,
+        // and scans alone a semi-sorted table worth defragmenting: wake to let the picker
+        // look even if nothing else happens.
         let expiring = st
             .versions
             .current()
             .all_files()
-            .any(|(_, f)| f.info.expiry.count > 0);
-        if expiring && inner.opts.compaction.expired_share_trigger <= 1.0 {
+            .any(|(_, f)| f.info.expiry.count > 0)
+            && inner.opts.compaction.expired_share_trigger <= 1.0;
+        let co = &inner.opts.compaction;
+        let defragmenting =
+            co.defragment_scanned && co.slow_tier_format == crate::SlowTierFormat::SemiSorted;
+        if expiring || defragmenting {
             inner
                 .bg_cv
                 .wait_for(&mut st, inner.opts.compaction.expiry_check_interval);
@@ -151,6 +156,7 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
             .peek(f.number)
             .and_then(|t| t.block_bounds().ok())
     };
+
     let tracker = match &inner.hot_tracker {
         // Without retention nothing stays behind: plain picking (the no-retain ablation).
         Some(tracker) if inner.opts.promotion.retention => tracker,
@@ -483,6 +489,10 @@ pub(crate) fn run_compaction(
     Counters::add(&k.expired_entries_removed, out.expired_removed);
     if c.reason == picker::EXPIRY_REASON {
         Counters::add(&k.expiry_compactions, 1);
+    }
+    if c.reason == picker::DEFRAGMENT_REASON {
+        Counters::add(&k.defragment_compactions, 1);
+        Counters::add(&k.defragment_bytes_written, out.bytes_written);
     }
     Counters::add(&k.retained_bytes, out.retained_bytes);
     Counters::add(&k.promoted_by_compaction_bytes, out.promoted_bytes);

@@ -38,6 +38,8 @@ pub(crate) struct Counters {
     pub compaction_entries_dropped: AtomicU64,
     pub expired_entries_removed: AtomicU64,
     pub expiry_compactions: AtomicU64,
+    pub defragment_compactions: AtomicU64,
+    pub defragment_bytes_written: AtomicU64,
     pub compaction_blocks_reused: AtomicU64,
     pub compaction_bytes_reused: AtomicU64,
     pub compaction_blocks_rewritten: AtomicU64,
@@ -202,6 +204,11 @@ pub struct DbStats {
     /// Compactions the expiry sweep picked (a table whose estimated expired share passed
     /// `CompactionOptions::expired_share_trigger`).
     pub expiry_compactions: u64,
+    /// Compactions scan defragmentation picked (a semi-sorted table rewritten in place
+    /// once its scans' extra reads paid for it, `CompactionOptions::defragment_scanned`).
+    pub defragment_compactions: u64,
+    /// Bytes those compactions wrote (included in `compaction_bytes_written`).
+    pub defragment_bytes_written: u64,
     /// Expiring records in the live tables (expired or not), from their properties.
     pub expiring_entries: u64,
     /// Data blocks compactions copied from an input as stored (block reuse).
@@ -242,6 +249,11 @@ pub struct DbStats {
     pub slow_tier_space_amp: f64,
     /// Slow-tier tables holding dirty blocks (semi-sorted tables a merge appended to).
     pub slow_tier_dirty_tables: u64,
+    /// Reads user scans spent on the live tables beyond one per readahead window because
+    /// the window's blocks lay in several places of the file (semi-sorted tables'
+    /// appended generations; counted in this process). Scan defragmentation rewrites a
+    /// table once its share pays for the rewrite (`CompactionOptions::defragment_scanned`).
+    pub split_scan_reads: u64,
     /// Configured fast-tier budget.
     pub fd_budget: Option<u64>,
     /// The whole cache's budget and usage (all components and ghosts), with the block
@@ -410,6 +422,10 @@ impl DbInner {
             slow_dirty += f.info.garbage_bytes;
             slow_semi += u64::from(f.info.garbage_bytes > 0);
         }
+        let split_scan_reads = v
+            .all_files()
+            .map(|(_, f)| f.split_scan_reads.load(Relaxed))
+            .sum();
         let cache_total = CacheStats {
             capacity: cache.capacity,
             usage: cache.usage,
@@ -435,6 +451,8 @@ impl DbInner {
             compaction_entries_dropped: c.compaction_entries_dropped.load(Relaxed),
             expired_entries_removed: c.expired_entries_removed.load(Relaxed),
             expiry_compactions: c.expiry_compactions.load(Relaxed),
+            defragment_compactions: c.defragment_compactions.load(Relaxed),
+            defragment_bytes_written: c.defragment_bytes_written.load(Relaxed),
             expiring_entries: v.all_files().map(|(_, f)| f.info.expiry.count).sum(),
             compaction_blocks_reused: c.compaction_blocks_reused.load(Relaxed),
             compaction_bytes_reused: c.compaction_bytes_reused.load(Relaxed),
@@ -453,6 +471,7 @@ impl DbInner {
             slow_tier_dirty_bytes: slow_dirty,
             slow_tier_space_amp: space_amp(v.tier_bytes(Tier::Slow), slow_dirty),
             slow_tier_dirty_tables: slow_semi,
+            split_scan_reads,
             fd_budget: self.opts.fd_budget,
             cache_total,
             cache,

@@ -20,6 +20,7 @@ use crate::key::{compare_internal, parse_internal_key, user_key};
 use crate::{Error, Result};
 use bytes::Bytes;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
 /// Sequential readers (compaction, verification) read this much at a time, so a slow
@@ -87,6 +88,12 @@ pub struct Table {
     valid_data_bytes: u64,
     /// Bytes opening the table read (footer and metadata).
     open_bytes: u64,
+    /// Reads user scans spent beyond one per window because the window's blocks lay in
+    /// several places of the file (a semi-sorted table's appended generations): what
+    /// its fragmentation has cost so far. Shared with the file's `FileMeta` when the
+    /// table cache opens it ([`Table::with_split_counter`]), so the count outlives the
+    /// open table.
+    split_scan_reads: Arc<AtomicU64>,
 }
 
 impl Table {
@@ -137,6 +144,7 @@ impl Table {
                 runs: Vec::new(),
                 valid_data_bytes: 0,
                 open_bytes: tail_len as u64 + s.read_bytes,
+                split_scan_reads: Arc::default(),
                 file,
             };
             t.runs = key_order_runs(&t.block_handles()?);
@@ -205,6 +213,7 @@ impl Table {
             runs: Vec::new(),
             valid_data_bytes: meta_start,
             open_bytes,
+            split_scan_reads: Arc::default(),
             file,
         })
     }
@@ -291,6 +300,27 @@ impl Table {
     /// blocks only).
     pub(crate) fn stored_bytes_per_entry(&self) -> f64 {
         self.valid_data_bytes as f64 / self.props.num_entries.max(1) as f64
+    }
+
+    /// Counts this table's extra scan reads (see the field) into `counter` instead of
+    /// its own.
+    pub fn with_split_counter(mut self, counter: Arc<AtomicU64>) -> Self {
+        self.split_scan_reads = counter;
+        self
+    }
+
+    /// Reads user scans spent beyond one per window because the window's blocks lay in
+    /// several places of the file: zero for a sorted table (or a semi-sorted one in one
+    /// run), and otherwise what its fragmentation has cost the scans so far.
+    pub fn split_scan_reads(&self) -> u64 {
+        self.split_scan_reads.load(Relaxed)
+    }
+
+    /// Counts a user scan's window read as `spans` reads (see [`Table::split_scan_reads`]).
+    fn note_scan_spans(&self, spans: usize) {
+        if spans > 1 {
+            self.split_scan_reads.fetch_add(spans as u64 - 1, Relaxed);
+        }
     }
 
     /// Consecutive blocks a user iterator reads from disk before it reads ahead.
@@ -861,6 +891,9 @@ impl Readahead {
         let len = h.size as usize + BLOCK_TRAILER_LEN;
         if !self.covers(h) {
             let spans = table.readahead_spans(h, ahead, window, fit)?;
+            if cause == IoCause::UserScan {
+                table.note_scan_spans(spans.len());
+            }
             self.spans = read_spans(table, &spans, cause)?;
         }
         let outside = || table.corrupt(h.offset, "block runs past the end of the data blocks");
@@ -1408,6 +1441,7 @@ impl InternalIterator for TableIterator {
             },
             None => vec![(h.offset, len)],
         };
+        table.note_scan_spans(spans.len());
         let spans = spans
             .into_iter()
             .map(|(offset, len)| {
