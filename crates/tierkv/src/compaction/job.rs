@@ -70,12 +70,10 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             .collect();
     }
     let mut fast = Sink::new(c.level, place(Tier::Fast), ctx.table_options);
-    // Semi-sorted merges: into the slow tier's levels as laid out (not a spill, not the
-    // expiry sweep's rewrite of a level into itself).
-    let semi = ctx.semi_sorted
-        && c.output_tier == Tier::Slow
-        && !ctx.spill_to_slow
-        && c.level != c.output_level;
+    // Semi-sorted merges: into the slow tier's levels as laid out (not a spill). A
+    // rewrite of a level's table into itself (scan defragmentation, the expiry sweep) has
+    // no table to continue and writes fresh semi-sorted tables, one generation each.
+    let semi = ctx.semi_sorted && c.output_tier == Tier::Slow && !ctx.spill_to_slow;
     let mut push = None;
     if let Some(deepest) = c.pushdown.filter(|&d| d > c.output_level) {
         push = Some(Pushdown::new(
@@ -99,7 +97,8 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             });
             let inner = input_iterator(c, ctx, plan.rewrite_iterators())?;
             let mut iter = plan.dirty_blocks(inner, promoted);
-            m.down.semi = Some(SemiOutputs::new(plan.targets, plan.log));
+            let cut = super::semi_sink::fresh_table_size(c, ctx.target_file_size);
+            m.down.semi = Some(SemiOutputs::new(plan.targets, plan.log, cut));
             iter.seek_to_first()?;
             merge_iter(iter, m)
         } else if ctx.block_reuse {

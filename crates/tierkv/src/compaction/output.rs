@@ -119,7 +119,7 @@ impl Sink {
     /// boundary already passed, up to 90%, so files mostly end near their target size.
     pub(super) fn maybe_cut(&mut self, ctx: &JobContext<'_>, next: &[u8]) -> Result<()> {
         if let Some((semi, mut lists)) = self.semi_parts() {
-            return semi.maybe_cut(ctx, &mut lists);
+            return semi.maybe_cut(&mut lists);
         }
         let mut crossed = 0;
         while self

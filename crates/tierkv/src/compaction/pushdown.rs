@@ -116,7 +116,11 @@ impl Pushdown {
                 let mut sink = Sink::new(level, t, options(level));
                 if semi && t == Tier::Slow {
                     // Fresh tables only: no target of this level is continued, so no dirty marks.
-                    sink.semi = Some(SemiOutputs::new(Vec::new(), Default::default()));
+                    sink.semi = Some(SemiOutputs::new(
+                        Vec::new(),
+                        Default::default(),
+                        ctx.target_file_size,
+                    ));
                 }
                 deep.push(DeepSink { sink, gap: None });
             }

@@ -43,6 +43,25 @@ pub(super) struct SemiOutputs {
     /// The dirty blocks the merge read, and how many of its marks were applied.
     log: Arc<DirtyLog>,
     marks_seen: usize,
+    /// A fresh table closes at this size ([`fresh_table_size`]).
+    cut_size: u64,
+}
+
+/// The size at which compaction `c` closes a fresh semi-sorted table: the target file
+/// size, except in a rewrite of a level's tables in place (scan defragmentation, the
+/// expiry sweep). There the live bytes are split into as few tables as keep each within
+/// twice the target (the most a merge lets a semi-sorted table grow to), of about equal
+/// size, with a quarter of the target to spare for the estimate: cutting at the target
+/// would leave a full table and a sliver, more tables for every scan to seek in (a table
+/// of 1.2 times the target rewritten in place stays one table).
+pub(super) fn fresh_table_size(c: &super::Compaction, target_file_size: u64) -> u64 {
+    let in_place = c.level == c.output_level && c.output_inputs.is_empty();
+    if !in_place {
+        return target_file_size;
+    }
+    let live: u64 = c.inputs.iter().map(|f| f.sized_bytes()).sum();
+    let tables = live.div_ceil(2 * target_file_size.max(1)).max(1);
+    (live.div_ceil(tables) + target_file_size / 4).max(target_file_size)
 }
 
 /// Where finished tables are recorded (the owning sink's lists).
@@ -65,7 +84,7 @@ impl SinkLists<'_> {
 }
 
 impl SemiOutputs {
-    pub(super) fn new(targets: Vec<Target>, log: Arc<DirtyLog>) -> Self {
+    pub(super) fn new(targets: Vec<Target>, log: Arc<DirtyLog>, cut_size: u64) -> Self {
         SemiOutputs {
             targets: targets
                 .into_iter()
@@ -80,6 +99,7 @@ impl SemiOutputs {
             appended_base: 0,
             log,
             marks_seen: 0,
+            cut_size,
         }
     }
 
@@ -202,16 +222,12 @@ impl SemiOutputs {
         Ok(())
     }
 
-    /// Between user keys: closes a fresh table that reached the target size.
-    pub(super) fn maybe_cut(
-        &mut self,
-        ctx: &JobContext<'_>,
-        lists: &mut SinkLists<'_>,
-    ) -> Result<()> {
+    /// Between user keys: closes a fresh table that reached its size (`cut_size`).
+    pub(super) fn maybe_cut(&mut self, lists: &mut SinkLists<'_>) -> Result<()> {
         if self
             .fresh
             .as_ref()
-            .is_some_and(|(w, _)| w.estimated_size() >= ctx.target_file_size)
+            .is_some_and(|(w, _)| w.estimated_size() >= self.cut_size)
         {
             self.finish_fresh(lists)?;
         }

@@ -557,7 +557,11 @@ impl<H: HoldsFile> ReadSession<H> {
             #[cfg(target_os = "linux")]
             completions: Vec::new(),
             #[cfg(target_os = "linux")]
-            spare: SESSION_SPARES.with_borrow_mut(std::mem::take),
+            spare: SESSION_SPARES
+                .try_with(|pool| pool.try_borrow_mut().map(|mut p| std::mem::take(&mut *p)))
+                .ok()
+                .and_then(Result::ok)
+                .unwrap_or_default(),
         }
     }
 
@@ -783,9 +787,13 @@ impl<H: HoldsFile> Drop for ReadSession<H> {
             kept += b.len();
             kept <= SESSION_SPARE_KEEP
         });
-        SESSION_SPARES.with_borrow_mut(|pool| {
-            if pool.is_empty() {
-                *pool = spare;
+        // During the thread's teardown the pool may be gone already: the buffers are
+        // then simply freed (`try_with`, where `with` would panic).
+        let _ = SESSION_SPARES.try_with(|pool| {
+            if let Ok(mut pool) = pool.try_borrow_mut() {
+                if pool.is_empty() {
+                    *pool = spare;
+                }
             }
         });
     }
