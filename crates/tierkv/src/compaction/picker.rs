@@ -289,10 +289,10 @@ pub const DEFRAGMENT_BYTES_PER_READ: u64 = 16 << 10;
 pub const DEFRAGMENT_MIN_READS: u64 = 100;
 
 /// Scan defragmentation: the unclaimed slow-tier table whose extra scan reads
-/// (`FileMeta::split_scan_reads`: reads a scan window took because the table's blocks lie
-/// in several runs of the file, so never a table in one run) most exceed what its rewrite costs ([`DEFRAGMENT_BYTES_PER_READ`],
-/// [`DEFRAGMENT_MIN_READS`]), rewritten in place, so its blocks come to lie in key order
-/// again and a scan window is one read. A workload without scans never pays for it; the
+/// (`FileMeta::split_scan_reads`: reads a scan window took because the table's blocks
+/// lie in several runs of the file, so never a table in one run) most exceed what its
+/// rewrite costs ([`DEFRAGMENT_BYTES_PER_READ`], [`DEFRAGMENT_MIN_READS`]), rewritten in
+/// place, so its blocks come to lie in key order again and a scan window is one read. A workload without scans never pays for it; the
 /// rewritten table starts counting from zero and lies in one run, so it is not picked
 /// again until merges have appended to it.
 pub fn pick_fragmented(v: &Version, running: &[RangeClaim]) -> Option<Compaction> {

@@ -156,7 +156,6 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
             .peek(f.number)
             .and_then(|t| t.block_bounds().ok())
     };
-
     let tracker = match &inner.hot_tracker {
         // Without retention nothing stays behind: plain picking (the no-retain ablation).
         Some(tracker) if inner.opts.promotion.retention => tracker,

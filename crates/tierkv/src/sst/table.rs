@@ -309,14 +309,8 @@ impl Table {
         self
     }
 
-    /// Reads user scans spent beyond one per window because the window's blocks lay in
-    /// several places of the file: zero for a sorted table (or a semi-sorted one in one
-    /// run), and otherwise what its fragmentation has cost the scans so far.
-    pub fn split_scan_reads(&self) -> u64 {
-        self.split_scan_reads.load(Relaxed)
-    }
-
-    /// Counts a user scan's window read as `spans` reads (see [`Table::split_scan_reads`]).
+    /// Counts a user scan's window read as `spans` reads (see the field
+    /// `split_scan_reads`).
     fn note_scan_spans(&self, spans: usize) {
         if spans > 1 {
             self.split_scan_reads.fetch_add(spans as u64 - 1, Relaxed);
