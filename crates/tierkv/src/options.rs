@@ -211,8 +211,9 @@ pub struct CompactionOptions {
     /// 0.5; above 1 turns the sweep off). It reads no table to find expired data.
     pub expired_share_trigger: f64,
     /// While any table holds expiring records (or the slow tier is semi-sorted, see
-    /// [`CompactionOptions::defragment_scanned`]), the background threads wake this often
-    /// to let the sweep look (default 1 s), even when no write arrives.
+    /// [`CompactionOptions::defragment_scanned`], or L0 holds a table, see
+    /// [`CompactionOptions::compact_scanned_level0`]), the background threads wake this
+    /// often to let the picker look (default 1 s), even when no write arrives.
     pub expiry_check_interval: std::time::Duration,
     /// The format of the slow tier's tables (default [`SlowTierFormat::Sorted`]: the
     /// semi-sorted format is new and not yet measured against it).
@@ -247,6 +248,13 @@ pub struct CompactionOptions {
     /// [`CompactionOptions::expiry_check_interval`] to let the picker look, even when no
     /// write arrives.
     pub defragment_scanned: bool,
+    /// Scan-triggered L0 compaction: when no level needs compacting, L0 is compacted into
+    /// L1 once user scans have read its tables (a block of each per seek, as they
+    /// overlap) one time per 16 KiB of L0 and the L1 files it overlaps (at least 100),
+    /// whether or not L0 reached its size trigger (default true). Writes alone never
+    /// trigger it. While L0 holds a table, the background threads wake every
+    /// [`CompactionOptions::expiry_check_interval`] to let the picker look.
+    pub compact_scanned_level0: bool,
 }
 
 /// How a [`crate::Db::multi_get`] batch (and a [`crate::Db::get_pipelined`] stream) reads
@@ -332,6 +340,7 @@ impl Default for CompactionOptions {
             overlap_score_victim: false,
             semi_block_size: 2 * KIB,
             defragment_scanned: true,
+            compact_scanned_level0: true,
         }
     }
 }

@@ -540,3 +540,72 @@ fn level0_takes_the_budget_the_wals_and_fast_levels_leave() {
         s.wal_bytes
     );
 }
+
+/// Scan-triggered L0 compaction (`CompactionOptions::compact_scanned_level0`): L0 tables
+/// under their compaction trigger stay while only writes and point reads arrive, each
+/// a read for every scan's seek; once scans have read them as much as compacting them
+/// costs, L0 goes into L1 without a write, and the same scans then read less; every scan
+/// answers as the model (1).
+#[test]
+fn scans_compact_the_level0_tables_they_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let opts = Options {
+        level0_compaction_trigger: 8,
+        level0_slowdown_trigger: 20,
+        level0_stop_trigger: 36,
+        cache_size: 0,
+        use_direct_io: false,
+        compaction: tierkv::CompactionOptions {
+            expiry_check_interval: std::time::Duration::from_millis(10),
+            ..Default::default()
+        },
+        ..common::tiny_options()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let mut model = BTreeMap::new();
+    // Six flushes of keys spread over the whole range: six overlapping L0 tables.
+    for round in 0..6u64 {
+        for i in 0..60u64 {
+            let (k, v) = (common::key(i * 6 + round), vec![b'v'; 100]);
+            db.put(&k, &v).unwrap();
+            model.insert(k, v);
+        }
+        db.flush().unwrap();
+    }
+    db.wait_for_background().unwrap();
+    let level0 = |db: &Db| db.stats().levels[0].files;
+    assert_eq!(level0(&db), 6, "L0 compacted without scans");
+    for (k, v) in &model {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert_eq!(level0(&db), 6, "point reads compacted L0");
+    let scans = |db: &Db| {
+        let reads = |db: &Db| db.stats().io.fast.cause(IoCause::UserScan).read_ops;
+        let before = reads(db);
+        for i in 0..300u64 {
+            let from = common::key(i % 360);
+            let got = db.scan(Some(&from), None, 10).unwrap();
+            let want: Vec<_> = model
+                .range(from..)
+                .take(10)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            assert!(got == want, "a scan differs from the model");
+        }
+        reads(db) - before
+    };
+    let reads_before = scans(&db);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while level0(&db) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    db.wait_for_background().unwrap();
+    assert_eq!(level0(&db), 0, "scans did not compact L0");
+    assert!(db.stats().scanned_level0_compactions >= 1);
+    let reads_after = scans(&db);
+    assert!(
+        reads_after * 2 <= reads_before,
+        "scans read {reads_after} blocks after L0 was compacted, {reads_before} before"
+    );
+}

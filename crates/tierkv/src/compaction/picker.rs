@@ -26,10 +26,12 @@
 //! it never reads the slow tier to find expired data; the compaction's filter
 //! (`super::stream`) does the removing.
 //!
-//! Then scan defragmentation ([`pick_fragmented`]): a semi-sorted table whose appended
-//! generations have cost user scans more extra reads than its rewrite costs (LevelDB's
-//! seek compaction, with reads split across the file in place of seeks that missed) is
-//! rewritten in place, in key order.
+//! Then two choices driven by what user scans read (LevelDB's seek compaction, with the
+//! reads scans spend in place of seeks that missed): L0 compacted into L1 once scans'
+//! reads of its overlapping tables pay for it ([`pick_scanned_level0`]), and scan
+//! defragmentation ([`pick_fragmented`]): a semi-sorted table whose appended generations
+//! have cost scans more extra reads than its rewrite costs is rewritten in place, in key
+//! order.
 
 use super::victim::BlockBounds;
 use super::{Compaction, RangeClaim};
@@ -266,11 +268,13 @@ pub fn pick_with(
     if urgent {
         return None;
     }
-    let c = pick_expired(v, opts, running).or_else(|| {
-        opts.compaction
-            .defragment_scanned
-            .then(|| pick_fragmented(v, running))?
-    })?;
+    let co = &opts.compaction;
+    let c = pick_expired(v, opts, running)
+        .or_else(|| {
+            co.compact_scanned_level0
+                .then(|| pick_scanned_level0(v, running))?
+        })
+        .or_else(|| co.defragment_scanned.then(|| pick_fragmented(v, running))?)?;
     c.claim();
     Some(c)
 }
@@ -288,8 +292,38 @@ pub const DEFRAGMENT_BYTES_PER_READ: u64 = 16 << 10;
 /// floor for seek compaction): a few unlucky scans do not rewrite a table.
 pub const DEFRAGMENT_MIN_READS: u64 = 100;
 
+/// The reason scan-triggered L0 compactions carry.
+pub const SCANNED_LEVEL0_REASON: &str = "scanned L0";
+
+/// What user scans must have read from a compaction's inputs for the reads to pay for
+/// it: one per [`DEFRAGMENT_BYTES_PER_READ`] of its input bytes, at least
+/// [`DEFRAGMENT_MIN_READS`].
+fn scan_allowance(input_bytes: u64) -> u64 {
+    (input_bytes / DEFRAGMENT_BYTES_PER_READ).max(DEFRAGMENT_MIN_READS)
+}
+
+/// Scan-triggered L0 compaction: L0's tables overlap each other, so a scan's seek reads a
+/// block from each of them. Once the scans' reads of L0's tables
+/// ([`crate::sst::ScanReads::reads`]) pass what compacting L0 into L1 costs (the same
+/// rule as [`pick_fragmented`], over L0 and the L1 files it overlaps), L0 is compacted,
+/// whether or not it has reached its size trigger. Writes alone never trigger it.
+pub fn pick_scanned_level0(v: &Version, running: &[RangeClaim]) -> Option<Compaction> {
+    let reads: u64 = v.levels[0]
+        .iter()
+        .map(|f| f.scan_reads.reads.load(Relaxed))
+        .sum();
+    if reads < DEFRAGMENT_MIN_READS {
+        return None;
+    }
+    let c = pick_level0(v, running)?;
+    (reads >= scan_allowance(c.input_bytes())).then_some(Compaction {
+        reason: SCANNED_LEVEL0_REASON,
+        ..c
+    })
+}
+
 /// Scan defragmentation: the unclaimed slow-tier table whose extra scan reads
-/// (`FileMeta::split_scan_reads`: reads a scan window took because the table's blocks
+/// (`ScanReads::split`: reads a scan window took because the table's blocks
 /// lie in several runs of the file, so never a table in one run) most exceed what its
 /// rewrite costs ([`DEFRAGMENT_BYTES_PER_READ`], [`DEFRAGMENT_MIN_READS`]), rewritten in
 /// place, so its blocks come to lie in key order again and a scan window is one read. A workload without scans never pays for it; the
@@ -301,9 +335,8 @@ pub fn pick_fragmented(v: &Version, running: &[RangeClaim]) -> Option<Compaction
         if level == 0 || f.tier != Tier::Slow || f.being_compacted.load(Relaxed) {
             continue;
         }
-        let reads = f.split_scan_reads.load(Relaxed);
-        let allowance = (f.size() / DEFRAGMENT_BYTES_PER_READ).max(DEFRAGMENT_MIN_READS);
-        let over = reads as f64 / allowance as f64;
+        let reads = f.scan_reads.split.load(Relaxed);
+        let over = reads as f64 / scan_allowance(f.size()) as f64;
         if over >= 1.0 && best.as_ref().is_none_or(|(b, _, _)| over > *b) {
             best = Some((over, level, f.clone()));
         }

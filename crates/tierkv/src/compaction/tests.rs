@@ -1218,7 +1218,7 @@ fn the_slow_table_scans_split_most_is_rewritten_in_place() {
             c.output_inputs.len(),
         ))
     };
-    let set = |f: &Arc<FileMeta>, reads: u64| f.split_scan_reads.store(reads, Relaxed);
+    let set = |f: &Arc<FileMeta>, reads: u64| f.scan_reads.split.store(reads, Relaxed);
     // Under the allowance: nothing (the small table's floor is 100 reads).
     set(&fast, 10_000);
     set(&small, DEFRAGMENT_MIN_READS - 1);
@@ -1238,6 +1238,56 @@ fn the_slow_table_scans_split_most_is_rewritten_in_place() {
     // Off: nothing.
     let mut off = opts.clone();
     off.compaction.defragment_scanned = false;
+    assert_eq!(picked(&off), None);
+}
+
+/// Scan-triggered L0 compaction: L0 (under its size trigger) goes into L1 with the L1
+/// files it overlaps once scans' reads of its tables reach one per 16 KiB of all those
+/// inputs (at least 100); fewer reads, or the option off, pick nothing.
+#[test]
+fn level0_is_compacted_once_scans_read_it_enough() {
+    use super::picker::{DEFRAGMENT_BYTES_PER_READ, SCANNED_LEVEL0_REASON};
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), false).unwrap();
+    let layout = Arc::new(LevelLayout {
+        targets: vec![1 << 30, 1 << 30, 1 << 40],
+        tiers: vec![Tier::Fast, Tier::Fast, Tier::Fast],
+        last_fast_level: 2,
+    });
+    let opts = Options::default();
+    let kb = DEFRAGMENT_BYTES_PER_READ;
+    let l0 = vec![
+        meta(&env, 1, 0, "a00", "m00", 100 * kb),
+        meta(&env, 2, 0, "b00", "z00", 100 * kb),
+    ];
+    let l1 = vec![
+        meta(&env, 3, 1, "a00", "k00", 100 * kb),
+        meta(&env, 4, 1, "l00", "z00", 100 * kb),
+    ];
+    let version = Version {
+        levels: vec![l0.clone(), l1, Vec::new()],
+        layout,
+    };
+    let picked = |opts: &Options| {
+        let c = super::picker::pick(&version, opts, None, &[])?;
+        c.release();
+        Some((
+            c.level,
+            c.output_level,
+            c.inputs.len(),
+            c.output_inputs.len(),
+            c.reason,
+        ))
+    };
+    // 400 allowed reads (400 blocks of inputs); 399 is not enough.
+    l0[0].scan_reads.reads.store(200, Relaxed);
+    l0[1].scan_reads.reads.store(199, Relaxed);
+    assert_eq!(picked(&opts), None);
+    l0[1].scan_reads.reads.store(200, Relaxed);
+    assert_eq!(picked(&opts), Some((0, 1, 2, 2, SCANNED_LEVEL0_REASON)));
+    let mut off = opts.clone();
+    off.compaction.compact_scanned_level0 = false;
     assert_eq!(picked(&off), None);
 }
 

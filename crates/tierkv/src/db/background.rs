@@ -95,18 +95,16 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
             }
         }
         // While tables hold expiring records, time alone can make a table worth sweeping,
-        // and scans alone a semi-sorted table worth defragmenting: wake to let the picker
-        // look even if nothing else happens.
-        let expiring = st
-            .versions
-            .current()
-            .all_files()
-            .any(|(_, f)| f.info.expiry.count > 0)
-            && inner.opts.compaction.expired_share_trigger <= 1.0;
+        // and scans alone L0 worth compacting or a semi-sorted table worth defragmenting:
+        // wake to let the picker look even if nothing else happens.
+        let v = st.versions.current();
         let co = &inner.opts.compaction;
-        let defragmenting =
-            co.defragment_scanned && co.slow_tier_format == crate::SlowTierFormat::SemiSorted;
-        if expiring || defragmenting {
+        let expiring =
+            co.expired_share_trigger <= 1.0 && v.all_files().any(|(_, f)| f.info.expiry.count > 0);
+        let scan_driven = (co.compact_scanned_level0 && !v.levels[0].is_empty())
+            || (co.defragment_scanned && co.slow_tier_format == crate::SlowTierFormat::SemiSorted);
+        drop(v);
+        if expiring || scan_driven {
             inner
                 .bg_cv
                 .wait_for(&mut st, inner.opts.compaction.expiry_check_interval);
@@ -488,6 +486,9 @@ pub(crate) fn run_compaction(
     Counters::add(&k.expired_entries_removed, out.expired_removed);
     if c.reason == picker::EXPIRY_REASON {
         Counters::add(&k.expiry_compactions, 1);
+    }
+    if c.reason == picker::SCANNED_LEVEL0_REASON {
+        Counters::add(&k.scanned_level0_compactions, 1);
     }
     if c.reason == picker::DEFRAGMENT_REASON {
         Counters::add(&k.defragment_compactions, 1);

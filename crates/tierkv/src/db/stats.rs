@@ -39,6 +39,7 @@ pub(crate) struct Counters {
     pub expired_entries_removed: AtomicU64,
     pub expiry_compactions: AtomicU64,
     pub defragment_compactions: AtomicU64,
+    pub scanned_level0_compactions: AtomicU64,
     pub defragment_bytes_written: AtomicU64,
     pub compaction_blocks_reused: AtomicU64,
     pub compaction_bytes_reused: AtomicU64,
@@ -209,6 +210,9 @@ pub struct DbStats {
     pub defragment_compactions: u64,
     /// Bytes those compactions wrote (included in `compaction_bytes_written`).
     pub defragment_bytes_written: u64,
+    /// L0 compactions user scans' reads of L0 triggered before L0 reached its size
+    /// trigger (`CompactionOptions::compact_scanned_level0`).
+    pub scanned_level0_compactions: u64,
     /// Expiring records in the live tables (expired or not), from their properties.
     pub expiring_entries: u64,
     /// Data blocks compactions copied from an input as stored (block reuse).
@@ -424,7 +428,7 @@ impl DbInner {
         }
         let split_scan_reads = v
             .all_files()
-            .map(|(_, f)| f.split_scan_reads.load(Relaxed))
+            .map(|(_, f)| f.scan_reads.split.load(Relaxed))
             .sum();
         let cache_total = CacheStats {
             capacity: cache.capacity,
@@ -453,6 +457,7 @@ impl DbInner {
             expiry_compactions: c.expiry_compactions.load(Relaxed),
             defragment_compactions: c.defragment_compactions.load(Relaxed),
             defragment_bytes_written: c.defragment_bytes_written.load(Relaxed),
+            scanned_level0_compactions: c.scanned_level0_compactions.load(Relaxed),
             expiring_entries: v.all_files().map(|(_, f)| f.info.expiry.count).sum(),
             compaction_blocks_reused: c.compaction_blocks_reused.load(Relaxed),
             compaction_bytes_reused: c.compaction_bytes_reused.load(Relaxed),

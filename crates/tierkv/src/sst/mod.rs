@@ -19,7 +19,7 @@ mod table;
 
 pub use builder::TableBuilder;
 pub use properties::TableProperties;
-pub use table::{BlockLookup, DataBlocks, RawBlock, Table, TableIterator};
+pub use table::{BlockLookup, DataBlocks, RawBlock, ScanReads, Table, TableIterator};
 
 use crate::key::InternalKey;
 use block::Block;

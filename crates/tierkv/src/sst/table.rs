@@ -23,6 +23,18 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 
+/// What user scans have read from one table's file from disk, shared between its
+/// `FileMeta` and its open [`Table`] (the picker reads it: scan defragmentation and
+/// scan-triggered L0 compaction, `compaction::picker`).
+#[derive(Debug, Default)]
+pub struct ScanReads {
+    /// Reads (a window's spans, or a single block), each one I/O.
+    pub reads: AtomicU64,
+    /// Of those, the reads beyond one per window: its blocks lay in several runs of the
+    /// file (a semi-sorted table's appended generations; never a table in one run).
+    pub split: AtomicU64,
+}
+
 /// Sequential readers (compaction, verification) read this much at a time, so a slow
 /// disk sees few large reads instead of one small read per block.
 const READAHEAD: usize = 1 << 20;
@@ -88,12 +100,10 @@ pub struct Table {
     valid_data_bytes: u64,
     /// Bytes opening the table read (footer and metadata).
     open_bytes: u64,
-    /// Reads user scans spent beyond one per window because the window's blocks lay in
-    /// several places of the file (a semi-sorted table's appended generations): what
-    /// its fragmentation has cost so far. Shared with the file's `FileMeta` when the
-    /// table cache opens it ([`Table::with_split_counter`]), so the count outlives the
-    /// open table.
-    split_scan_reads: Arc<AtomicU64>,
+    /// What user scans read from this table. Shared with the file's `FileMeta` when the
+    /// table cache opens it ([`Table::with_scan_reads`]), so the counts outlive the open
+    /// table.
+    scan_reads: Arc<ScanReads>,
 }
 
 impl Table {
@@ -144,7 +154,7 @@ impl Table {
                 runs: Vec::new(),
                 valid_data_bytes: 0,
                 open_bytes: tail_len as u64 + s.read_bytes,
-                split_scan_reads: Arc::default(),
+                scan_reads: Arc::default(),
                 file,
             };
             t.runs = key_order_runs(&t.block_handles()?);
@@ -213,7 +223,7 @@ impl Table {
             runs: Vec::new(),
             valid_data_bytes: meta_start,
             open_bytes,
-            split_scan_reads: Arc::default(),
+            scan_reads: Arc::default(),
             file,
         })
     }
@@ -302,18 +312,18 @@ impl Table {
         self.valid_data_bytes as f64 / self.props.num_entries.max(1) as f64
     }
 
-    /// Counts this table's extra scan reads (see the field) into `counter` instead of
-    /// its own.
-    pub fn with_split_counter(mut self, counter: Arc<AtomicU64>) -> Self {
-        self.split_scan_reads = counter;
+    /// Counts what user scans read from this table into `counts` instead of its own.
+    pub fn with_scan_reads(mut self, counts: Arc<ScanReads>) -> Self {
+        self.scan_reads = counts;
         self
     }
 
-    /// Counts a user scan's window read as `spans` reads (see the field
-    /// `split_scan_reads`).
+    /// Counts a user scan's window (or single block) read as `spans` reads.
     fn note_scan_spans(&self, spans: usize) {
+        let spans = spans as u64;
+        self.scan_reads.reads.fetch_add(spans, Relaxed);
         if spans > 1 {
-            self.split_scan_reads.fetch_add(spans as u64 - 1, Relaxed);
+            self.scan_reads.split.fetch_add(spans - 1, Relaxed);
         }
     }
 

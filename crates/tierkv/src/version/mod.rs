@@ -21,11 +21,11 @@ use crate::env::{Env, IoCause, Tier};
 use crate::key::{compare_internal, user_key, SeqNo};
 use crate::sst::block::Block;
 use crate::sst::format::BlockHandle;
-use crate::sst::{BlockLookup, Table};
+use crate::sst::{BlockLookup, ScanReads, Table};
 use crate::tiers::LevelLayout;
 use crate::Result;
 use std::cmp::Ordering;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
 
 /// Name of a table file.
@@ -60,10 +60,9 @@ pub struct FileMeta {
     pub(crate) being_compacted: AtomicBool,
     /// Removed from the current version; unlink once unreferenced.
     obsolete: AtomicBool,
-    /// Extra reads user scans spent on the table because its blocks lie in several runs
-    /// of the file (`Table::split_scan_reads`; counted while it is open, kept while it
-    /// is closed; scan defragmentation reads it, `compaction::picker::pick_fragmented`).
-    pub(crate) split_scan_reads: Arc<AtomicU64>,
+    /// What user scans read from the table (counted while it is open, kept while it is
+    /// closed; the picker's scan-driven choices read it, `compaction::picker`).
+    pub(crate) scan_reads: Arc<ScanReads>,
     env: Arc<Env>,
 }
 
@@ -75,7 +74,7 @@ impl FileMeta {
             info,
             being_compacted: AtomicBool::new(false),
             obsolete: AtomicBool::new(false),
-            split_scan_reads: Arc::default(),
+            scan_reads: Arc::default(),
             env,
         }
     }

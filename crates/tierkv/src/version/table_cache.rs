@@ -160,7 +160,7 @@ impl TableCache {
                     .map(|c| c as Arc<dyn crate::sst::BlockCache>),
                 cause,
             )?
-            .with_split_counter(meta.split_scan_reads.clone());
+            .with_scan_reads(meta.scan_reads.clone());
             let tier = usize::from(meta.tier == crate::env::Tier::Slow);
             self.opens[tier].fetch_add(1, Relaxed);
             self.open_bytes[tier].fetch_add(t.open_read_bytes(), Relaxed);
