@@ -351,14 +351,16 @@ pub fn pick_fragmented(v: &Version, running: &[RangeClaim]) -> Option<Compaction
         pushdown: None,
         reason: DEFRAGMENT_REASON,
     };
+    unless_running(c, v, running)
+}
+
+/// `c`, unless its range claim conflicts with a `running` compaction's.
+fn unless_running(c: Compaction, v: &Version, running: &[RangeClaim]) -> Option<Compaction> {
     let claim = c.range_claim(&v.layout)?;
-    if running
+    let free = !running
         .iter()
-        .any(|r| r.conflicts(claim.levels, &claim.lo, &claim.hi))
-    {
-        return None;
-    }
-    Some(c)
+        .any(|r| r.conflicts(claim.levels, &claim.lo, &claim.hi));
+    free.then_some(c)
 }
 
 /// The reason the expiry sweep gives its compactions.
@@ -418,14 +420,7 @@ pub fn pick_expired(v: &Version, opts: &Options, running: &[RangeClaim]) -> Opti
         pushdown: None,
         reason: EXPIRY_REASON,
     };
-    let claim = c.range_claim(&v.layout)?;
-    if running
-        .iter()
-        .any(|r| r.conflicts(claim.levels, &claim.lo, &claim.hi))
-    {
-        return None;
-    }
-    Some(c)
+    unless_running(c, v, running)
 }
 
 /// L0 -> L1: every L0 file (they overlap each other) plus the L1 files they overlap.
