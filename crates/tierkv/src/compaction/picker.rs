@@ -282,24 +282,25 @@ pub fn pick_with(
 /// The reason scan defragmentation gives its compactions.
 pub const DEFRAGMENT_REASON: &str = "scan defragment";
 
-/// A table's rewrite is paid for once its scans have spent one extra read per this many
-/// bytes of it. LevelDB's seek compaction uses the same figure: a random read costs
-/// about what compacting 16 KiB does (on this machine's disk 16 KiB is also where random
-/// reads reach its bandwidth, and the rewrite reads and writes each byte once, in order).
-pub const DEFRAGMENT_BYTES_PER_READ: u64 = 16 << 10;
+/// A scan-driven compaction is paid for once scans have spent one read on its inputs per
+/// this many bytes of them. LevelDB's seek compaction uses the same figure: a random read
+/// costs about what compacting 16 KiB does (on this machine's disk 16 KiB is also where
+/// random reads reach its bandwidth, and a compaction reads and writes each byte once, in
+/// order).
+pub const SCAN_BYTES_PER_READ: u64 = 16 << 10;
 
-/// The fewest extra reads that make a table worth rewriting, however small (LevelDB's
-/// floor for seek compaction): a few unlucky scans do not rewrite a table.
-pub const DEFRAGMENT_MIN_READS: u64 = 100;
+/// The fewest reads that make a scan-driven compaction worth running, however small its
+/// inputs (LevelDB's floor for seek compaction): a few unlucky scans do not rewrite a table.
+pub const SCAN_MIN_READS: u64 = 100;
 
 /// The reason scan-triggered L0 compactions carry.
 pub const SCANNED_LEVEL0_REASON: &str = "scanned L0";
 
 /// What user scans must have read from a compaction's inputs for the reads to pay for
-/// it: one per [`DEFRAGMENT_BYTES_PER_READ`] of its input bytes, at least
-/// [`DEFRAGMENT_MIN_READS`].
+/// it: one per [`SCAN_BYTES_PER_READ`] of its input bytes, at least
+/// [`SCAN_MIN_READS`].
 fn scan_allowance(input_bytes: u64) -> u64 {
-    (input_bytes / DEFRAGMENT_BYTES_PER_READ).max(DEFRAGMENT_MIN_READS)
+    (input_bytes / SCAN_BYTES_PER_READ).max(SCAN_MIN_READS)
 }
 
 /// Scan-triggered L0 compaction: L0's tables overlap each other, so a scan's seek reads a
@@ -312,7 +313,7 @@ pub fn pick_scanned_level0(v: &Version, running: &[RangeClaim]) -> Option<Compac
         .iter()
         .map(|f| f.scan_reads.reads.load(Relaxed))
         .sum();
-    if reads < DEFRAGMENT_MIN_READS {
+    if reads < SCAN_MIN_READS {
         return None;
     }
     let c = pick_level0(v, running)?;
@@ -325,10 +326,10 @@ pub fn pick_scanned_level0(v: &Version, running: &[RangeClaim]) -> Option<Compac
 /// Scan defragmentation: the unclaimed slow-tier table whose extra scan reads
 /// (`ScanReads::split`: reads a scan window took because the table's blocks
 /// lie in several runs of the file, so never a table in one run) most exceed what its
-/// rewrite costs ([`DEFRAGMENT_BYTES_PER_READ`], [`DEFRAGMENT_MIN_READS`]), rewritten in
-/// place, so its blocks come to lie in key order again and a scan window is one read. A workload without scans never pays for it; the
-/// rewritten table starts counting from zero and lies in one run, so it is not picked
-/// again until merges have appended to it.
+/// rewrite costs ([`SCAN_BYTES_PER_READ`], [`SCAN_MIN_READS`]), rewritten in place, so
+/// its blocks come to lie in key order again and a scan window is one read. A workload
+/// without scans never pays for it; the rewritten table starts counting from zero and
+/// lies in one run, so it is not picked again until merges have appended to it.
 pub fn pick_fragmented(v: &Version, running: &[RangeClaim]) -> Option<Compaction> {
     let mut best: Option<(f64, usize, Arc<FileMeta>)> = None;
     for (level, f) in v.all_files() {

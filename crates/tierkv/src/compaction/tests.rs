@@ -1184,7 +1184,7 @@ fn dirtiest_slow_file_is_the_victim_under_space_pressure() {
 /// allowance, one claimed or the option off picks nothing.
 #[test]
 fn the_slow_table_scans_split_most_is_rewritten_in_place() {
-    use super::picker::{DEFRAGMENT_BYTES_PER_READ, DEFRAGMENT_MIN_READS, DEFRAGMENT_REASON};
+    use super::picker::{DEFRAGMENT_REASON, SCAN_BYTES_PER_READ, SCAN_MIN_READS};
     use std::sync::atomic::Ordering::Relaxed;
     let dir = tempfile::tempdir().unwrap();
     let env = Env::single(dir.path(), false).unwrap();
@@ -1194,7 +1194,7 @@ fn the_slow_table_scans_split_most_is_rewritten_in_place() {
         last_fast_level: 1,
     });
     let opts = Options::default();
-    let big = 200 * DEFRAGMENT_BYTES_PER_READ;
+    let big = 200 * SCAN_BYTES_PER_READ;
     let fast = meta(&env, 1, 1, "a00", "a09", 1000);
     let small = meta(&env, 2, 2, "b00", "b09", 1000);
     let large = meta(&env, 3, 3, "c00", "c09", big);
@@ -1221,11 +1221,11 @@ fn the_slow_table_scans_split_most_is_rewritten_in_place() {
     let set = |f: &Arc<FileMeta>, reads: u64| f.scan_reads.split.store(reads, Relaxed);
     // Under the allowance: nothing (the small table's floor is 100 reads).
     set(&fast, 10_000);
-    set(&small, DEFRAGMENT_MIN_READS - 1);
+    set(&small, SCAN_MIN_READS - 1);
     set(&large, 199);
     assert_eq!(picked(&opts), None);
     // At it: rewritten in place.
-    set(&small, DEFRAGMENT_MIN_READS);
+    set(&small, SCAN_MIN_READS);
     assert_eq!(picked(&opts), Some((2, 2, 2, DEFRAGMENT_REASON, 0)));
     // Two over: the one further over its allowance (150 of 100 against 400 of 200).
     set(&small, 150);
@@ -1246,7 +1246,7 @@ fn the_slow_table_scans_split_most_is_rewritten_in_place() {
 /// inputs (at least 100); fewer reads, or the option off, pick nothing.
 #[test]
 fn level0_is_compacted_once_scans_read_it_enough() {
-    use super::picker::{DEFRAGMENT_BYTES_PER_READ, SCANNED_LEVEL0_REASON};
+    use super::picker::{SCANNED_LEVEL0_REASON, SCAN_BYTES_PER_READ};
     use std::sync::atomic::Ordering::Relaxed;
     let dir = tempfile::tempdir().unwrap();
     let env = Env::single(dir.path(), false).unwrap();
@@ -1256,7 +1256,7 @@ fn level0_is_compacted_once_scans_read_it_enough() {
         last_fast_level: 2,
     });
     let opts = Options::default();
-    let kb = DEFRAGMENT_BYTES_PER_READ;
+    let kb = SCAN_BYTES_PER_READ;
     let l0 = vec![
         meta(&env, 1, 0, "a00", "m00", 100 * kb),
         meta(&env, 2, 0, "b00", "z00", 100 * kb),
