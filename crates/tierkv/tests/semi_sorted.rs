@@ -231,9 +231,9 @@ fn load_shuffled(db: &Db, n: u64, batch: usize) -> BTreeMap<Vec<u8>, Vec<u8>> {
 /// scan window finds in several places of the file: with defragmentation off, scans pay
 /// extra reads for that (`DbStats::split_scan_reads`). With it on, point reads never
 /// rewrite a table, however fragmented; the same scans get the tables they read in
-/// pieces rewritten in place (no table cut into a full one and a sliver), after which they make under a tenth of
-/// the split reads and at least half of them fewer slow-tier reads; every scan, get and
-/// checksum stays right, also after a reopen (1, 3).
+/// pieces rewritten in place (no table cut into a full one and a sliver), after which
+/// they make under a tenth of the split reads and at least half of them fewer slow-tier
+/// reads; every scan, get and checksum stays right, also after a reopen (1, 3).
 #[test]
 fn scans_defragment_the_tables_they_read_in_pieces() {
     let dir = tempfile::tempdir().unwrap();
