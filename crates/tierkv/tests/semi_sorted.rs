@@ -294,7 +294,7 @@ fn scans_defragment_the_tables_they_read_in_pieces() {
         .filter(|e| e.path().extension().is_some_and(|x| x == "sst"))
         .map(|e| {
             e.metadata()
-                .map_or(0, |m| m.len().div_ceil(2 * target).max(1) - 1)
+                .map_or(0, |m| m.len().div_ceil(2 * target).saturating_sub(1))
         })
         .sum();
     let tables_before = slow_tables(&db);

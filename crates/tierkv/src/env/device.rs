@@ -56,6 +56,14 @@ impl DeviceProfile {
         }
     }
 
+    /// What one read costs in bytes of bandwidth: the bytes the device moves in the time
+    /// its IOPS limit allows one operation (`None` when either limit is unknown). Readers
+    /// weigh an extra read against extra bytes with it: gp3-max's is 100 KiB, a read
+    /// costs as much as reading 100 KiB more in one.
+    pub fn read_cost_bytes(&self) -> Option<u64> {
+        Some(self.bandwidth? / self.iops?.max(1))
+    }
+
     /// True when the profile imposes no limit.
     pub fn is_none(&self) -> bool {
         self.iops.is_none() && self.bandwidth.is_none() && self.latency_us == 0

@@ -3,7 +3,7 @@
 //! ([`ReadSession`], through `uring.rs` on Linux), and buffered appends. Every syscall is charged to the tier's device model and
 //! counters.
 
-use super::{FaultOp, IoCause, TierHandle};
+use super::{DeviceModel, DeviceProfile, FaultOp, IoCause, TierHandle};
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -104,6 +104,14 @@ impl RandomAccessFile {
     /// Size of the file when it was opened.
     pub fn size(&self) -> u64 {
         self.size
+    }
+
+    /// The device profile of the file's tier (none when the tier is not emulated).
+    pub fn device_profile(&self) -> DeviceProfile {
+        self.tier
+            .device
+            .as_ref()
+            .map_or_else(DeviceProfile::none, DeviceModel::profile)
     }
 
     /// Whether reads bypass the page cache.

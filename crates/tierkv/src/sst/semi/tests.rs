@@ -4,7 +4,7 @@
 //! anywhere is detected or harmless, never wrong data (invariant 3, docs/DESIGN.md).
 
 use super::*;
-use crate::env::{Env, IoCause, Tier};
+use crate::env::{DeviceProfile, Env, IoCause, Tier};
 use crate::iter::InternalIterator;
 use crate::key::{compare_internal, make_internal_key, seek_key, user_key, ValueKind, MAX_SEQ};
 use crate::sst::{Table, TableBuilder, TableOptions};
@@ -652,37 +652,89 @@ fn scans_over_many_appended_generations_read_ahead_across_runs() {
 /// window from its seek: its spans (one per generation's cluster of blocks) all in flight
 /// together, about the bytes the scan needs (with the estimate's margin and the gaps the
 /// window may read through), where the adaptive readahead reads a block first, then a
-/// 64 KiB window mostly past the scan's end. It yields the model.
+/// 64 KiB window mostly past the scan's end. It yields the model. On a device where a
+/// read costs more than 64 KiB of bandwidth the window takes `SEMI_SCAN_SLACK` past the
+/// estimate, as a sorted table's ends inside a 16 KiB block: a scan 8 KiB longer than the
+/// estimate and its margin reads no more. Where the cost is unknown (no device model) it
+/// takes none, and such a scan reads again.
 #[test]
 fn an_expected_scan_over_many_generations_reads_one_window() {
     let dir = tempfile::tempdir().unwrap();
-    let env = Env::single(dir.path(), false).unwrap();
-    let (t, model, _) = many_generations(&env);
+    let unknown_cost = Env::single(dir.path(), false).unwrap();
+    expected_scans_over_many_generations(&unknown_cost, false);
+    let dir = tempfile::tempdir().unwrap();
+    // A read costs 100 KiB of bandwidth, as on gp3-max; fast enough not to slow the test.
+    let costly = DeviceProfile {
+        iops: Some(1_000_000),
+        bandwidth: Some(100 << 30),
+        latency_us: 0,
+    };
+    assert_eq!(costly.read_cost_bytes(), Some(107_374));
+    let costly_reads = Env::new(
+        dir.path(),
+        dir.path(),
+        DeviceProfile::none(),
+        costly,
+        false,
+        None,
+    )
+    .unwrap();
+    expected_scans_over_many_generations(&costly_reads, true);
+}
+
+/// Scans of `an_expected_scan_over_many_generations_reads_one_window` on `env`, whose
+/// slow tier's windows take slack or not.
+fn expected_scans_over_many_generations(env: &Env, slack: bool) {
+    let (t, model, _) = many_generations(env);
     let scan = 300;
-    let planned = (scan as f64 + 2.0 * (scan as f64).sqrt()) * t.stored_bytes_per_entry();
-    // (reads, bytes) of a seek at `from` and `scan` steps.
-    let run = |from: usize, expect: Option<f64>| {
-        let before = slow_scan_io(&env);
+    let slack_bytes = if slack {
+        crate::sst::table::SEMI_SCAN_SLACK as f64
+    } else {
+        0.0
+    };
+    let planned =
+        (scan as f64 + 2.0 * (scan as f64).sqrt()) * t.stored_bytes_per_entry() + slack_bytes;
+    // Entries past the estimate's margin: 8 KiB of them, what a sorted table's window
+    // takes past its estimate on average.
+    let beyond = (8192.0 / t.stored_bytes_per_entry()) as usize;
+    let margin = (2.0 * (scan as f64).sqrt()) as usize;
+    // (reads, bytes) of a seek at `from` and `steps` steps.
+    let run_steps = |from: usize, steps: usize, expect: Option<f64>| {
+        let before = slow_scan_io(env);
         let mut it = t.iter(IoCause::UserScan, false).expect_scan(expect);
         it.seek(&model[from].0).unwrap();
-        for (k, v) in &model[from..from + scan] {
+        for (k, v) in &model[from..from + steps] {
             assert_eq!((it.key(), it.value()), (&k[..], &v[..]));
             it.next().unwrap();
         }
-        let after = slow_scan_io(&env);
+        let after = slow_scan_io(env);
         (
             after.read_ops - before.read_ops,
             after.read_bytes - before.read_bytes,
         )
     };
-    for from in [model.len() / 5, model.len() / 2, model.len() * 2 / 3] {
-        let (ops, bytes) = run(from, Some(scan as f64));
-        let (_, adaptive_bytes) = run(from, None);
+    let mut longer_scans_read_again = 0;
+    for from in [model.len() / 5, model.len() / 2, model.len() * 3 / 5] {
+        let (ops, bytes) = run_steps(from, scan, Some(scan as f64));
+        let (longer_ops, _) = run_steps(from, scan + margin + beyond, Some(scan as f64));
+        longer_scans_read_again += usize::from(longer_ops > ops);
+        let (_, adaptive_bytes) = run_steps(from, scan, None);
         // One window: at most one span per generation (nine).
         assert!((1..=9).contains(&ops), "{ops} reads from {from}");
         assert!(
-            (bytes as f64) <= planned * 1.5 + 1024.0 && bytes * 2 < adaptive_bytes,
+            (bytes as f64) <= planned * 1.5 + 1024.0 && bytes < adaptive_bytes,
             "{bytes} bytes from {from} (planned {planned:.0}, adaptive {adaptive_bytes})"
+        );
+    }
+    if slack {
+        assert_eq!(
+            longer_scans_read_again, 0,
+            "{beyond} entries past the margin cost reads"
+        );
+    } else {
+        assert!(
+            longer_scans_read_again > 0,
+            "a window without slack covered {beyond} entries past the margin"
         );
     }
 }
