@@ -721,8 +721,15 @@ fn expected_scans_over_many_generations(env: &Env, slack: bool) {
         let (_, adaptive_bytes) = run_steps(from, scan, None);
         // One window: at most one span per generation (nine).
         assert!((1..=9).contains(&ops), "{ops} reads from {from}");
+        // The adaptive readahead's 64 KiB window mostly past the scan's end reads at
+        // least twice a window without slack.
+        let under_adaptive = if slack {
+            bytes < adaptive_bytes
+        } else {
+            bytes * 2 < adaptive_bytes
+        };
         assert!(
-            (bytes as f64) <= planned * 1.5 + 1024.0 && bytes < adaptive_bytes,
+            (bytes as f64) <= planned * 1.5 + 1024.0 && under_adaptive,
             "{bytes} bytes from {from} (planned {planned:.0}, adaptive {adaptive_bytes})"
         );
     }
