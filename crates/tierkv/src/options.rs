@@ -237,15 +237,17 @@ pub struct CompactionOptions {
     /// costs there grow with the block it lands in: with 1 KiB records the slow tier's
     /// writes per user byte were about 2.4 / 1.2 / 0.9 / 0.7 with 16 / 4 / 2 / 1 KiB blocks,
     /// while the block index grows the other way (docs/BENCHMARKS.md, "Semi-sorted block
-    /// size"). Sorted tables are rewritten whole either way and keep `block_size`.
+    /// size"). Sorted tables are rewritten whole either way and keep `block_size`, and so
+    /// do the tables scan defragmentation rewrites ([`CompactionOptions::defragment_scanned`]:
+    /// scans read them, and pay per block).
     pub semi_block_size: usize,
     /// Scan defragmentation (docs/DESIGN.md, "Semi-sorted slow tier"): when no level
     /// needs compacting, a semi-sorted table whose appended generations have cost user
     /// scans one extra read per 16 KiB of the table (at least 100; reads a scan window
-    /// split across the file) is rewritten in place, its blocks in key order again
-    /// (default true; only semi-sorted tables are ever fragmented). While the slow tier is
-    /// semi-sorted, the background threads wake every
-    /// [`CompactionOptions::expiry_check_interval`] to let the picker look, even when no
+    /// split across the file) is rewritten in place, its blocks in key order again and in
+    /// the sorted tables' `Options::block_size` (default true; only semi-sorted tables are
+    /// ever fragmented). While the slow tier is semi-sorted, the background threads wake
+    /// every [`CompactionOptions::expiry_check_interval`] to let the picker look, even when no
     /// write arrives.
     pub defragment_scanned: bool,
     /// Scan-triggered L0 compaction: when no level needs compacting, L0 is compacted into

@@ -45,6 +45,9 @@ pub(super) struct SemiOutputs {
     marks_seen: usize,
     /// A fresh table closes at this size ([`fresh_table_size`]).
     cut_size: u64,
+    /// Fresh tables take the sorted tables' block size, not the semi-sorted one
+    /// ([`SemiOutputs::for_scans`]).
+    scan_blocks: bool,
 }
 
 /// The size at which compaction `c` closes a fresh semi-sorted table: the target file
@@ -100,7 +103,21 @@ impl SemiOutputs {
             log,
             marks_seen: 0,
             cut_size,
+            scan_blocks: false,
         }
+    }
+
+    /// Writes fresh tables in the sorted tables' block size (`Options::block_size`, 16 KiB
+    /// by default, against the semi-sorted 2 KiB): for scan defragmentation, whose tables
+    /// are the ones user scans read. A scan's per-block work (checksum, copy, parse,
+    /// block-cache insert) then comes once per 16 KiB, as in the sorted tier: with 2 KiB
+    /// blocks a defragmented tier spent 1.05-1.36x the sorted tier's CPU per YCSB E scan
+    /// at equal reads, 1.06-1.17x since (docs/BENCHMARKS.md, "Defragmented tables in the
+    /// sorted block size"). A merge into such a table later dirties its larger blocks: it costs more
+    /// slow-tier writes only for tables both scanned and written.
+    pub(super) fn for_scans(mut self) -> Self {
+        self.scan_blocks = true;
+        self
     }
 
     /// Stored bytes of the dirty blocks the merge read.
@@ -213,7 +230,10 @@ impl SemiOutputs {
                 &table_file_name(number),
                 IoCause::Compaction,
             )?;
-            let opts = ctx.semi_table_options_for(lists.level);
+            let mut opts = ctx.semi_table_options_for(lists.level);
+            if self.scan_blocks {
+                opts.block_size = opts.block_size.max(ctx.table_options.block_size);
+            }
             self.fresh = Some((GenerationWriter::new(file, opts), number));
         }
         if let Some((w, _)) = self.fresh.as_mut() {

@@ -621,6 +621,52 @@ fn semi_sorted_merges_cut_blocks_at_the_semi_block_size() {
     );
 }
 
+/// Scan defragmentation writes its fresh semi-sorted tables in the sorted tables' block
+/// size (`SemiOutputs::for_scans`): the tables scans read get the sorted tier's per-block
+/// cost. The same merge under another reason cuts the semi-sorted size; what readers see
+/// is the same either way.
+#[test]
+fn scan_defragmentation_writes_the_sorted_block_size() {
+    let (mut scan_blocks, mut semi_blocks, mut cases) = (0usize, 0usize, 0);
+    for seed in 0..60 {
+        let mut case = make_case_with(seed, true);
+        if case.table_options.block_size < 1024 || case.table_options.block_records.is_some() {
+            continue;
+        }
+        cases += 1;
+        let fresh_blocks = |case: &Case, out: &JobOutput| -> usize {
+            out.edit
+                .added
+                .iter()
+                .filter(|f| f.level == case.compaction.output_level && f.garbage_bytes == 0)
+                .map(|f| {
+                    let meta = FileMeta::new(f.clone(), case.env.clone());
+                    let t = case.tables.get(&meta, IoCause::Check).unwrap();
+                    t.block_bounds().unwrap().len()
+                })
+                .sum()
+        };
+        case.semi_table_options.block_size = 256;
+        let (semi, want) = run_case(&case, false, true, 200_000);
+        semi_blocks += fresh_blocks(&case, &semi);
+        // The same case afresh (same seed, same draws), as scan defragmentation.
+        case = make_case_with(seed, true);
+        case.semi_table_options.block_size = 256;
+        case.compaction.reason = super::picker::DEFRAGMENT_REASON;
+        let (scan, got) = run_case(&case, false, true, 200_000);
+        scan_blocks += fresh_blocks(&case, &scan);
+        assert!(
+            visible(&got, case.smallest_snapshot) == visible(&want, case.smallest_snapshot),
+            "seed {seed}: visible versions differ in the sorted block size"
+        );
+    }
+    assert!(cases >= 5, "{cases} cases with blocks of 1 KiB or more");
+    assert!(
+        semi_blocks > 2 * scan_blocks && scan_blocks > 0,
+        "fresh tables of scan defragmentation: {scan_blocks} blocks, against {semi_blocks} in 256-byte semi-sorted blocks"
+    );
+}
+
 /// A merge into semi-sorted tables reads its inputs once (no pass over the sorted inputs
 /// before the merge to find the dirty blocks) and leaves clean blocks of the tables it
 /// continues unread: the compaction's fast-tier reads (the inputs) stay within the
