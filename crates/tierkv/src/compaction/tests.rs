@@ -578,6 +578,22 @@ fn semi_sorted_merges_leave_readers_what_a_sorted_merge_leaves() {
     assert!(garbage > 0);
 }
 
+/// Data blocks of the tables `out` wrote to the case's output level (`fresh_only`: only
+/// tables without garbage, i.e. not an appended generation).
+fn output_blocks(case: &Case, out: &JobOutput, fresh_only: bool) -> usize {
+    out.edit
+        .added
+        .iter()
+        .filter(|f| f.level == case.compaction.output_level)
+        .filter(|f| !fresh_only || f.garbage_bytes == 0)
+        .map(|f| {
+            let meta = FileMeta::new(f.clone(), case.env.clone());
+            let t = case.tables.get(&meta, IoCause::Check).unwrap();
+            t.block_bounds().unwrap().len()
+        })
+        .sum()
+}
+
 /// `CompactionOptions::semi_block_size`: a semi-sorted merge cuts the blocks it writes at
 /// the semi-sorted format's block size, not the table format's (so a later merge dirties
 /// smaller blocks), and what readers see does not change with it.
@@ -590,25 +606,13 @@ fn semi_sorted_merges_cut_blocks_at_the_semi_block_size() {
             continue;
         }
         cases += 1;
-        let blocks = |case: &Case, out: &JobOutput| -> usize {
-            out.edit
-                .added
-                .iter()
-                .filter(|f| f.level == case.compaction.output_level)
-                .map(|f| {
-                    let meta = FileMeta::new(f.clone(), case.env.clone());
-                    let t = case.tables.get(&meta, IoCause::Check).unwrap();
-                    t.block_bounds().unwrap().len()
-                })
-                .sum()
-        };
         let (wide, want) = run_case(&case, false, true, 200_000);
-        wide_blocks += blocks(&case, &wide);
+        wide_blocks += output_blocks(&case, &wide, false);
         // The same case afresh (same seed, same draws), its merge cutting smaller blocks.
         case = make_case_with(seed, true);
         case.semi_table_options.block_size = 256;
         let (narrow, got) = run_case(&case, false, true, 200_000);
-        narrow_blocks += blocks(&case, &narrow);
+        narrow_blocks += output_blocks(&case, &narrow, false);
         assert!(
             visible(&got, case.smallest_snapshot) == visible(&want, case.smallest_snapshot),
             "seed {seed}: visible versions differ with smaller semi-sorted blocks"
@@ -634,27 +638,15 @@ fn scan_defragmentation_writes_the_sorted_block_size() {
             continue;
         }
         cases += 1;
-        let fresh_blocks = |case: &Case, out: &JobOutput| -> usize {
-            out.edit
-                .added
-                .iter()
-                .filter(|f| f.level == case.compaction.output_level && f.garbage_bytes == 0)
-                .map(|f| {
-                    let meta = FileMeta::new(f.clone(), case.env.clone());
-                    let t = case.tables.get(&meta, IoCause::Check).unwrap();
-                    t.block_bounds().unwrap().len()
-                })
-                .sum()
-        };
         case.semi_table_options.block_size = 256;
         let (semi, want) = run_case(&case, false, true, 200_000);
-        semi_blocks += fresh_blocks(&case, &semi);
+        semi_blocks += output_blocks(&case, &semi, true);
         // The same case afresh (same seed, same draws), as scan defragmentation.
         case = make_case_with(seed, true);
         case.semi_table_options.block_size = 256;
         case.compaction.reason = super::picker::DEFRAGMENT_REASON;
         let (scan, got) = run_case(&case, false, true, 200_000);
-        scan_blocks += fresh_blocks(&case, &scan);
+        scan_blocks += output_blocks(&case, &scan, true);
         assert!(
             visible(&got, case.smallest_snapshot) == visible(&want, case.smallest_snapshot),
             "seed {seed}: visible versions differ in the sorted block size"
