@@ -98,12 +98,8 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             let inner = input_iterator(c, ctx, plan.rewrite_iterators())?;
             let mut iter = plan.dirty_blocks(inner, promoted);
             let cut = super::semi_sink::fresh_table_size(c, ctx.target_file_size);
-            let outputs = SemiOutputs::new(plan.targets, plan.log, cut);
-            m.down.semi = Some(if c.reason == super::picker::DEFRAGMENT_REASON {
-                outputs.for_scans()
-            } else {
-                outputs
-            });
+            let scans = c.reason == super::picker::DEFRAGMENT_REASON;
+            m.down.semi = Some(SemiOutputs::new(plan.targets, plan.log, cut).for_scans(scans));
             iter.seek_to_first()?;
             merge_iter(iter, m)
         } else if ctx.block_reuse {

@@ -107,7 +107,7 @@ impl SemiOutputs {
         }
     }
 
-    /// Writes fresh tables in the sorted tables' block size (`Options::block_size`, 16 KiB
+    /// With `scans`, writes fresh tables in the sorted tables' block size (`Options::block_size`, 16 KiB
     /// by default, against the semi-sorted 2 KiB): for scan defragmentation, whose tables
     /// are the ones user scans read. A scan's per-block work (checksum, copy, parse,
     /// block-cache insert) then comes once per 16 KiB, as in the sorted tier: with 2 KiB
@@ -117,8 +117,8 @@ impl SemiOutputs {
     /// costs more slow-tier writes only for tables both scanned and written. (Blocks cut
     /// at `block_records` entries stay cut there: record-sized blocks are a choice about
     /// the read unit, which this does not override.)
-    pub(super) fn for_scans(mut self) -> Self {
-        self.scan_blocks = true;
+    pub(super) fn for_scans(mut self, scans: bool) -> Self {
+        self.scan_blocks = scans;
         self
     }
 
