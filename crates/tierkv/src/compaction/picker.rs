@@ -283,11 +283,21 @@ pub fn pick_with(
 pub const DEFRAGMENT_REASON: &str = "scan defragment";
 
 /// A scan-driven compaction is paid for once scans have spent one read on its inputs per
-/// this many bytes of them. LevelDB's seek compaction uses the same figure: a random read
-/// costs about what compacting 16 KiB does (on this machine's disk 16 KiB is also where
-/// random reads reach its bandwidth, and a compaction reads and writes each byte once, in
-/// order).
+/// this many bytes of them, on a tier without a device model. LevelDB's seek compaction
+/// uses the same figure: a random read costs about what compacting 16 KiB does (on this
+/// machine's disk 16 KiB is also where random reads reach its bandwidth, and a compaction
+/// reads and writes each byte once, in order).
 pub const SCAN_BYTES_PER_READ: u64 = 16 << 10;
+
+/// Bytes of a scan-driven compaction's inputs one scan read pays for, on a tier whose
+/// device model gives a read's cost in bytes (`DeviceProfile::read_cost_bytes`): half of
+/// it, since the compaction moves each input byte twice (reads it, writes it), so the
+/// extra reads scans took cost as much device time as the rewrite once they reach its
+/// input bytes over this (the ski-rental rule: rent until rent paid the purchase). Never
+/// below [`SCAN_BYTES_PER_READ`]: `gp3-max` 51 KiB, `gp3` 21 KiB, `hdd` 410 KiB.
+fn scan_bytes_per_read(read_cost_bytes: Option<u64>) -> u64 {
+    read_cost_bytes.map_or(SCAN_BYTES_PER_READ, |c| (c / 2).max(SCAN_BYTES_PER_READ))
+}
 
 /// The fewest reads that make a scan-driven compaction worth running, however small its
 /// inputs (LevelDB's floor for seek compaction): a few unlucky scans do not rewrite a table.
@@ -296,11 +306,11 @@ pub const SCAN_MIN_READS: u64 = 100;
 /// The reason scan-triggered L0 compactions carry.
 pub const SCANNED_LEVEL0_REASON: &str = "scanned L0";
 
-/// What user scans must have read from a compaction's inputs for the reads to pay for
-/// it: one per [`SCAN_BYTES_PER_READ`] of its input bytes, at least
-/// [`SCAN_MIN_READS`].
-fn scan_allowance(input_bytes: u64) -> u64 {
-    (input_bytes / SCAN_BYTES_PER_READ).max(SCAN_MIN_READS)
+/// What user scans must have read from a compaction's inputs, on a tier whose reads cost
+/// `read_cost_bytes`, for the reads to pay for it: one per [`scan_bytes_per_read`] of its
+/// input bytes, at least [`SCAN_MIN_READS`].
+fn scan_allowance(input_bytes: u64, read_cost_bytes: Option<u64>) -> u64 {
+    (input_bytes / scan_bytes_per_read(read_cost_bytes)).max(SCAN_MIN_READS)
 }
 
 /// Scan-triggered L0 compaction: L0's tables overlap each other, so a scan's seek reads a
@@ -317,7 +327,8 @@ pub fn pick_scanned_level0(v: &Version, running: &[RangeClaim]) -> Option<Compac
         return None;
     }
     let c = pick_level0(v, running)?;
-    (reads >= scan_allowance(c.input_bytes())).then_some(Compaction {
+    let read_cost = c.inputs.first()?.device_profile().read_cost_bytes();
+    (reads >= scan_allowance(c.input_bytes(), read_cost)).then_some(Compaction {
         reason: SCANNED_LEVEL0_REASON,
         ..c
     })
@@ -326,7 +337,7 @@ pub fn pick_scanned_level0(v: &Version, running: &[RangeClaim]) -> Option<Compac
 /// Scan defragmentation: the unclaimed slow-tier table whose extra scan reads
 /// (`ScanReads::split`: reads a scan window took because the table's blocks
 /// lie in several runs of the file, so never a table in one run) most exceed what its
-/// rewrite costs ([`SCAN_BYTES_PER_READ`], [`SCAN_MIN_READS`]), rewritten in place, so
+/// rewrite costs ([`scan_bytes_per_read`], [`SCAN_MIN_READS`]), rewritten in place, so
 /// its blocks come to lie in key order again and a scan window is one read. A workload
 /// without scans never pays for it; the rewritten table starts counting from zero and
 /// lies in one run, so it is not picked again until merges have appended to it.
@@ -337,7 +348,8 @@ pub fn pick_fragmented(v: &Version, running: &[RangeClaim]) -> Option<Compaction
             continue;
         }
         let reads = f.scan_reads.split.load(Relaxed);
-        let over = reads as f64 / scan_allowance(f.size()) as f64;
+        let allowance = scan_allowance(f.size(), f.device_profile().read_cost_bytes());
+        let over = reads as f64 / allowance as f64;
         if over >= 1.0 && best.as_ref().is_none_or(|(b, _, _)| over > *b) {
             best = Some((over, level, f.clone()));
         }

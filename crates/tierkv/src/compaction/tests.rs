@@ -1279,6 +1279,62 @@ fn the_slow_table_scans_split_most_is_rewritten_in_place() {
     assert_eq!(picked(&off), None);
 }
 
+/// Scan defragmentation weighs reads by the slow tier's device model: where a read
+/// costs 100 KiB of bandwidth (`gp3-max`), one extra scan read pays for rewriting half of
+/// that (the rewrite reads and writes each byte), so a table is rewritten after a third of
+/// the reads it takes on a tier without a model (one per 16 KiB).
+#[test]
+fn defragmentation_pays_for_itself_sooner_where_reads_cost_more() {
+    use super::picker::{DEFRAGMENT_REASON, SCAN_BYTES_PER_READ};
+    use crate::env::DeviceProfile;
+    use std::sync::atomic::Ordering::Relaxed;
+    let dir = tempfile::tempdir().unwrap();
+    let size = 1000 * SCAN_BYTES_PER_READ;
+    let read_cost = DeviceProfile::gp3_max().read_cost_bytes().unwrap();
+    let costly_reads_needed = size / (read_cost / 2);
+    assert!(costly_reads_needed < 1000 / 3 + 1, "{costly_reads_needed}");
+    let picked_after = |slow: DeviceProfile, split_reads: u64| {
+        let sub = dir
+            .path()
+            .join(format!("{}-{split_reads}", slow.iops.unwrap_or(0)));
+        let env = Env::new(
+            &sub,
+            &sub.join("slow"),
+            DeviceProfile::none(),
+            slow,
+            false,
+            None,
+        )
+        .unwrap();
+        let layout = Arc::new(LevelLayout {
+            targets: vec![0, 1 << 30, 1 << 40],
+            tiers: vec![Tier::Fast, Tier::Fast, Tier::Slow],
+            last_fast_level: 1,
+        });
+        let table = meta(&env, 1, 2, "a00", "a09", size);
+        table.scan_reads.split.store(split_reads, Relaxed);
+        let version = Version {
+            levels: vec![Vec::new(), Vec::new(), vec![table]],
+            layout,
+        };
+        let c = super::picker::pick(&version, &Options::default(), None, &[]);
+        c.map(|c| {
+            c.release();
+            assert_eq!(c.reason, DEFRAGMENT_REASON);
+        })
+        .is_some()
+    };
+    assert!(!picked_after(
+        DeviceProfile::gp3_max(),
+        costly_reads_needed - 1
+    ));
+    assert!(picked_after(DeviceProfile::gp3_max(), costly_reads_needed));
+    // Without a model the same reads are not enough: one per 16 KiB, 1000.
+    assert!(!picked_after(DeviceProfile::none(), costly_reads_needed));
+    assert!(!picked_after(DeviceProfile::none(), 999));
+    assert!(picked_after(DeviceProfile::none(), 1000));
+}
+
 /// Scan-triggered L0 compaction: L0 (under its size trigger) goes into L1 with the L1
 /// files it overlaps once scans' reads of its tables reach one per 16 KiB of all those
 /// inputs (at least 100); fewer reads, or the option off, pick nothing.

@@ -167,6 +167,14 @@ impl Env {
         &self.tiers[tier.index()]
     }
 
+    /// The device model of a tier (none when the tier is not emulated).
+    pub fn device_profile(&self, tier: Tier) -> DeviceProfile {
+        self.tier(tier)
+            .device
+            .as_ref()
+            .map_or_else(DeviceProfile::none, DeviceModel::profile)
+    }
+
     /// The directory of a tier.
     pub fn dir(&self, tier: Tier) -> &Path {
         &self.tier(tier).dir

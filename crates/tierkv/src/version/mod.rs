@@ -79,6 +79,11 @@ impl FileMeta {
         }
     }
 
+    /// The device model of the tier holding the file (none when it is not emulated).
+    pub fn device_profile(&self) -> crate::env::DeviceProfile {
+        self.env.device_profile(self.tier)
+    }
+
     /// Smallest internal key.
     pub fn smallest(&self) -> &[u8] {
         &self.info.smallest
