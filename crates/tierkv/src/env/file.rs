@@ -3,7 +3,7 @@
 //! ([`ReadSession`], through `uring.rs` on Linux), and buffered appends. Every syscall is charged to the tier's device model and
 //! counters.
 
-use super::{DeviceModel, DeviceProfile, FaultOp, IoCause, TierHandle};
+use super::{DeviceProfile, FaultOp, IoCause, TierHandle};
 use crate::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -108,10 +108,7 @@ impl RandomAccessFile {
 
     /// The device profile of the file's tier (none when the tier is not emulated).
     pub fn device_profile(&self) -> DeviceProfile {
-        self.tier
-            .device
-            .as_ref()
-            .map_or_else(DeviceProfile::none, DeviceModel::profile)
+        self.tier.device_profile()
     }
 
     /// Whether reads bypass the page cache.

@@ -82,6 +82,13 @@ pub(crate) struct TierHandle {
 }
 
 impl TierHandle {
+    /// The tier's device model (none when the tier is not emulated).
+    pub(crate) fn device_profile(&self) -> DeviceProfile {
+        self.device
+            .as_ref()
+            .map_or_else(DeviceProfile::none, DeviceModel::profile)
+    }
+
     /// Fails with an injected I/O error if a fault rule says so.
     pub(crate) fn fault(&self, op: FaultOp, path: &Path) -> Result<()> {
         match self
@@ -169,10 +176,7 @@ impl Env {
 
     /// The device model of a tier (none when the tier is not emulated).
     pub fn device_profile(&self, tier: Tier) -> DeviceProfile {
-        self.tier(tier)
-            .device
-            .as_ref()
-            .map_or_else(DeviceProfile::none, DeviceModel::profile)
+        self.tier(tier).device_profile()
     }
 
     /// The directory of a tier.
