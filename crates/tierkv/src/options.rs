@@ -244,7 +244,8 @@ pub struct CompactionOptions {
     /// Scan defragmentation (docs/DESIGN.md, "Semi-sorted slow tier"): when no level
     /// needs compacting, a semi-sorted table whose appended generations have cost user
     /// scans one extra read per 16 KiB of the table (at least 100; reads a scan window
-    /// split across the file) is rewritten in place, its blocks in key order again and in
+    /// split across the file; more bytes per read where the tier's device model makes a
+    /// read cost more, half its `DeviceProfile::read_cost_bytes`) is rewritten in place, its blocks in key order again and in
     /// the sorted tables' `Options::block_size` (default true; only semi-sorted tables are
     /// ever fragmented). While the slow tier is semi-sorted, the background threads wake
     /// every [`CompactionOptions::expiry_check_interval`] to let the picker look, even when no
