@@ -214,8 +214,13 @@ impl PcTable {
         // Before the insert: a reader that may see the record must find its bits set.
         self.filter.insert(hash);
         self.map.insert(PcKey(ShortBytes::new(key)), record);
-        self.size.fetch_add(charge, Ordering::Relaxed);
-        self.size.fetch_sub(replaced, Ordering::Relaxed);
+        // One update of the net change: adding the new charge before subtracting the
+        // replaced one showed a sampler the cache over its limit in between.
+        if charge >= replaced {
+            self.size.fetch_add(charge - replaced, Ordering::Relaxed);
+        } else {
+            self.size.fetch_sub(replaced - charge, Ordering::Relaxed);
+        }
     }
 }
 
@@ -525,7 +530,11 @@ impl<V> PromotionCache<V> {
 
     /// Bytes held by all tables (records and filters).
     pub fn memory_usage(&self) -> usize {
-        self.mutable.read().memory()
+        // Holding the mutable table's lock while summing the frozen ones: a freeze swaps
+        // the mutable table and pushes the old one under that lock, and a sum across it
+        // would count the old table twice (a stats sampler saw the cache over its limit).
+        let mutable = self.mutable.read();
+        mutable.memory()
             + self
                 .immutables
                 .lock()
