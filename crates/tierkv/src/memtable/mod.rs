@@ -1,83 +1,36 @@
-//! The memtable: recent writes in a lock-free skiplist ordered by internal key, readable
-//! while written. It owns the in-memory ordering and size accounting only; when it is
-//! frozen, flushed and dropped is decided by the write path (`db::write`, `db::background`).
+//! The memtable: recent writes in a skiplist ordered by internal key, readable while
+//! written. It owns the in-memory ordering and size accounting only; when it is frozen,
+//! flushed and dropped is decided by the write path (`db::write`, `db::background`).
+//! The skiplist itself, its arena and its lock-free reads are `skiplist`'s.
+
+#[allow(unsafe_code)]
+mod skiplist;
 
 use crate::iter::InternalIterator;
-use crate::key::{
-    compare_internal, parse_internal_key, SeqNo, ShortBytes, ValueKind, KIND_FOR_SEEK, TRAILER_LEN,
-};
+use crate::key::{parse_internal_key, SeqNo, ShortBytes, ValueKind, KIND_FOR_SEEK, TRAILER_LEN};
 use crate::mem_filter::MemFilter;
 use crate::sst::filter::filter_hash;
 use crate::Result;
-use bytes::Bytes;
-use crossbeam_skiplist::SkipMap;
-use std::ops::Bound;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use skiplist::{node_size, Position, SkipList, MAX_HEIGHT};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// Per-entry bookkeeping charged on top of key and value bytes (skiplist node and tower,
-/// the key's and the value's heap blocks and their allocator headers), so
-/// `approximate_size` tracks real memory rather than payload only: measured at 245 bytes
-/// of resident memory per entry of an 8-byte key and a 100-byte value (116 bytes of key,
-/// sequence and value).
-/// (Measured while keys had their own heap block; a short key is now inline in the node,
-/// so the charge errs high by that block (16 bytes for an 8-byte key), which only makes a
-/// memtable switch a little early.)
-const ENTRY_OVERHEAD: usize = 128;
-
-/// An internal key as the memtable stores it: inline in the skiplist node when short
-/// (encoded up to [`ShortBytes::INLINE`] bytes: user keys up to 22 bytes), on the heap
-/// otherwise. Inline, an insert makes one allocation fewer, a lookup builds its seek key
-/// on the stack, and each comparison of a skiplist search reads the key from the node it
-/// already loaded instead of following a pointer to a separate heap block (the search's
-/// comparisons were its cost, mostly cache misses on those blocks). Its order is
-/// [`compare_internal`], as the on-disk tables'.
-#[derive(Clone, Debug)]
-struct MemKey(ShortBytes);
-
-impl MemKey {
-    /// The encoded internal key `user_key` + `trailer` (already packed).
-    fn with_trailer(user_key: &[u8], trailer: u64) -> Self {
-        MemKey(ShortBytes::concat(user_key, &trailer.to_le_bytes()))
-    }
-
-    /// An already encoded internal key (a seek target).
-    fn from_encoded(ikey: &[u8]) -> Self {
-        MemKey(ShortBytes::new(ikey))
-    }
-
-    /// The key to seek to for the newest version of `user_key` at or below `seq` (as
-    /// [`crate::key::seek_key`]).
-    fn seek(user_key: &[u8], seq: SeqNo) -> Self {
-        Self::with_trailer(user_key, (seq << 8) | KIND_FOR_SEEK as u64)
-    }
-
-    #[inline]
-    fn encoded(&self) -> &[u8] {
-        self.0.as_slice()
-    }
+/// The encoded internal key `user_key` + `trailer`, on the stack when short (user keys up
+/// to 22 bytes), for an insert to copy into its node or a lookup to search with.
+fn internal_key(user_key: &[u8], trailer: u64) -> ShortBytes {
+    ShortBytes::concat(user_key, &trailer.to_le_bytes())
 }
 
-impl PartialEq for MemKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.encoded() == other.encoded()
-    }
+/// The key to seek to for the newest version of `user_key` at or below `seq` (as
+/// [`crate::key::seek_key`]).
+fn seek_key(user_key: &[u8], seq: SeqNo) -> ShortBytes {
+    internal_key(user_key, (seq << 8) | KIND_FOR_SEEK as u64)
 }
 
-impl Eq for MemKey {}
-
-impl Ord for MemKey {
-    #[inline]
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        compare_internal(self.encoded(), other.encoded())
-    }
-}
-
-impl PartialOrd for MemKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
+/// The node size the memtable's filter is sized by: an 8-byte key and a 16-byte value, a
+/// small record (a memtable of larger ones holds fewer keys, and its filter only filters
+/// better).
+const SMALL_ENTRY: usize = node_size(8 + TRAILER_LEN, 16, 1);
 
 /// What a memtable knows about a key at a snapshot.
 #[derive(Debug, PartialEq, Eq)]
@@ -96,11 +49,10 @@ pub enum MemGet {
 /// A sorted, concurrent, in-memory write buffer.
 pub struct MemTable {
     id: u64,
-    map: SkipMap<MemKey, Bytes>,
+    list: SkipList,
     /// Every user key added, so that a lookup of a key never written here (most point
     /// reads, in every memtable they search) skips the skiplist.
     filter: MemFilter,
-    size: AtomicUsize,
     /// Bytes of WAL records written for this memtable (its WAL files' bytes), which stay
     /// on the fast disk until it is flushed.
     wal_bytes: AtomicU64,
@@ -115,9 +67,8 @@ impl MemTable {
     pub fn new(id: u64, capacity: usize) -> Self {
         MemTable {
             id,
-            map: SkipMap::new(),
-            filter: MemFilter::with_capacity(capacity / Self::entry_charge(0, 0)),
-            size: AtomicUsize::new(0),
+            list: SkipList::new(),
+            filter: MemFilter::with_capacity(capacity / SMALL_ENTRY),
             wal_bytes: AtomicU64::new(0),
             smallest_seq: AtomicU64::new(u64::MAX),
             largest_seq: AtomicU64::new(0),
@@ -129,9 +80,11 @@ impl MemTable {
         self.id
     }
 
-    /// Bytes an entry of these sizes adds to [`MemTable::approximate_size`].
+    /// The most bytes an entry of these sizes adds to [`MemTable::approximate_size`]: its
+    /// node with the tallest tower (most nodes take one link, an entry of an 8-byte key and
+    /// a 100-byte value 144 bytes in all).
     pub fn entry_charge(key_len: usize, value_len: usize) -> usize {
-        key_len + 8 + value_len + ENTRY_OVERHEAD
+        node_size(key_len + TRAILER_LEN, value_len, MAX_HEIGHT)
     }
 
     /// What a whole batch adds to [`MemTable::approximate_size`].
@@ -145,12 +98,10 @@ impl MemTable {
     /// Inserts one version. Sequence numbers are unique, so entries never collide. `value`
     /// is the stored value (an expiring one carries its deadline prefix).
     pub fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
-        let ikey = MemKey::with_trailer(key, crate::key::pack_trailer(seq, kind));
-        let charge = key.len() + TRAILER_LEN + value.len() + ENTRY_OVERHEAD;
+        let ikey = internal_key(key, crate::key::pack_trailer(seq, kind));
         // Before the insert: a reader that may see the entry must find its bits set.
         self.filter.insert(filter_hash(key));
-        self.map.insert(ikey, Bytes::copy_from_slice(value));
-        self.size.fetch_add(charge, Ordering::Relaxed);
+        self.list.insert(ikey.as_slice(), value);
         self.smallest_seq.fetch_min(seq, Ordering::Relaxed);
         self.largest_seq.fetch_max(seq, Ordering::Relaxed);
     }
@@ -168,22 +119,19 @@ impl MemTable {
         if !self.filter.may_contain(hash) {
             return MemGet::NotFound;
         }
-        let target = MemKey::seek(key, snapshot);
-        let Some(entry) = self.map.lower_bound(Bound::Included(&target)) else {
+        let Some(pos) = self.list.seek(seek_key(key, snapshot).as_slice()) else {
             return MemGet::NotFound;
         };
-        match parse_internal_key(entry.key().encoded()) {
+        let (ikey, stored) = self.list.entry(pos);
+        match parse_internal_key(ikey) {
             Some(p) if p.user_key == key => match p.kind {
-                ValueKind::Value => MemGet::Found(entry.value().to_vec(), None),
-                ValueKind::Expiring => {
-                    let stored = entry.value();
-                    match crate::expiry::split_stored(p.kind, stored) {
-                        Some((_, deadline)) => {
-                            MemGet::Found(stored[crate::expiry::DEADLINE_LEN..].to_vec(), deadline)
-                        }
-                        None => MemGet::Deleted,
+                ValueKind::Value => MemGet::Found(stored.to_vec(), None),
+                ValueKind::Expiring => match crate::expiry::split_stored(p.kind, stored) {
+                    Some((_, deadline)) => {
+                        MemGet::Found(stored[crate::expiry::DEADLINE_LEN..].to_vec(), deadline)
                     }
-                }
+                    None => MemGet::Deleted,
+                },
                 ValueKind::Delete => MemGet::Deleted,
             },
             _ => MemGet::NotFound,
@@ -195,9 +143,10 @@ impl MemTable {
         if !self.filter.may_contain(filter_hash(key)) {
             return None;
         }
-        let target = MemKey::seek(key, crate::key::MAX_SEQ);
-        let entry = self.map.lower_bound(Bound::Included(&target))?;
-        parse_internal_key(entry.key().encoded())
+        let pos = self
+            .list
+            .seek(seek_key(key, crate::key::MAX_SEQ).as_slice())?;
+        parse_internal_key(self.list.entry(pos).0)
             .filter(|p| p.user_key == key)
             .map(|p| p.seq)
     }
@@ -209,7 +158,7 @@ impl MemTable {
 
     /// Bytes of memory used, approximately (entries and the filter).
     pub fn approximate_size(&self) -> usize {
-        self.size.load(Ordering::Relaxed) + self.filter.memory()
+        self.list.memory() + self.filter.memory()
     }
 
     /// Counts `n` more bytes of WAL written for this memtable's records.
@@ -225,12 +174,12 @@ impl MemTable {
 
     /// Number of versions held.
     pub fn len(&self) -> usize {
-        self.map.len()
+        self.list.len()
     }
 
     /// True when nothing was written.
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.list.len() == 0
     }
 
     /// Smallest sequence number held (`u64::MAX` when empty).
@@ -245,12 +194,10 @@ impl MemTable {
     }
 
     /// Calls `f` with every version's encoded internal key and value, in internal-key
-    /// order, stopping at the first error. Each step follows one link (a
-    /// [`MemTableIterator`] re-searches the skiplist per step): for the full scans of a
-    /// flush.
+    /// order, stopping at the first error: for the full scans of a flush.
     pub fn for_each_entry(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
-        for e in self.map.iter() {
-            f(e.key().encoded(), e.value())?;
+        for (key, value) in self.list.iter() {
+            f(key, value)?;
         }
         Ok(())
     }
@@ -265,17 +212,11 @@ impl MemTable {
     }
 }
 
-/// Cursor over a memtable. Holds the current entry by value (a key copy, a `Bytes` clone) and
-/// re-seeks the skiplist to step, so it needs no borrow of the map.
+/// Cursor over a memtable: the memtable it holds keeps its entries alive, so the cursor
+/// steps forward by one link; backward, and after a seek, it searches.
 pub struct MemTableIterator {
     mem: Arc<MemTable>,
-    current: Option<(MemKey, Bytes)>,
-}
-
-impl MemTableIterator {
-    fn set(&mut self, entry: Option<crossbeam_skiplist::map::Entry<'_, MemKey, Bytes>>) {
-        self.current = entry.map(|e| (e.key().clone(), e.value().clone()));
-    }
+    current: Option<Position>,
 }
 
 impl InternalIterator for MemTableIterator {
@@ -283,40 +224,32 @@ impl InternalIterator for MemTableIterator {
         self.current.is_some()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        let mem = self.mem.clone();
-        self.set(mem.map.front());
+        self.current = self.mem.list.first();
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        let mem = self.mem.clone();
-        self.set(mem.map.back());
+        self.current = self.mem.list.last();
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let mem = self.mem.clone();
-        let t = MemKey::from_encoded(target);
-        self.set(mem.map.lower_bound(Bound::Included(&t)));
+        self.current = self.mem.list.seek(target);
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
-        let mem = self.mem.clone();
-        if let Some((k, _)) = self.current.take() {
-            self.set(mem.map.lower_bound(Bound::Excluded(&k)));
-        }
+        self.current = self.current.and_then(|p| self.mem.list.next(p));
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
-        let mem = self.mem.clone();
-        if let Some((k, _)) = self.current.take() {
-            self.set(mem.map.upper_bound(Bound::Excluded(&k)));
-        }
+        self.current = self
+            .current
+            .and_then(|p| self.mem.list.seek_before(self.mem.list.entry(p).0));
         Ok(())
     }
     fn key(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], |(k, _)| k.encoded())
+        self.current.map_or(&[], |p| self.mem.list.entry(p).0)
     }
     fn value(&self) -> &[u8] {
-        self.current.as_ref().map_or(&[], |(_, v)| v)
+        self.current.map_or(&[], |p| self.mem.list.entry(p).1)
     }
 }
 
@@ -357,7 +290,7 @@ mod tests {
         assert_eq!(m.get(b"", 9), MemGet::NotFound);
         assert!(m.contains_user_key(b"j"));
         assert_eq!((m.smallest_seq(), m.largest_seq(), m.len()), (1, 5, 4));
-        assert!(m.approximate_size() >= 4 * ENTRY_OVERHEAD);
+        assert!(m.approximate_size() >= 4 * node_size(TRAILER_LEN + 1, 1, 1));
         // An expiring value comes back without its deadline prefix, with the deadline.
         m.add(
             7,
