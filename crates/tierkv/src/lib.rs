@@ -12,8 +12,9 @@
 //! ```
 
 #![warn(missing_docs)]
-// The engine has no unsafe code but one module: `env::uring` (io_uring submissions of raw
-// buffer pointers), allowed there alone; docs/ARCHITECTURE.md lists it.
+// The engine has no unsafe code but in two modules, allowed there alone: `env::uring`
+// (io_uring submissions of raw buffer pointers) and `memtable::skiplist` (the memtable's
+// arena skiplist); docs/ARCHITECTURE.md lists them.
 #![deny(unsafe_code)]
 // No panic on an I/O or input path: library code returns errors. The few `expect`s left
 // state an invariant the code upholds, each with its reason; tests may unwrap.
