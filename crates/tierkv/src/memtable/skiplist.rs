@@ -252,8 +252,8 @@ impl SkipList {
             chunks: Vec::new(),
             free: NonNull::dangling(),
             left: 0,
-            // Any non-zero seed; the list's id varies it between memtables.
-            rng: 0x9E37_79B9_7F4A_7C15 ^ id.wrapping_mul(0xA24B_AED4_963E_E407),
+            // Any non-zero seed (xorshift stays at zero); the list's id varies it.
+            rng: (0x9E37_79B9_7F4A_7C15 ^ id.wrapping_mul(0xA24B_AED4_963E_E407)) | 1,
         };
         let head = writer.write_node(&[], &[], MAX_HEIGHT);
         SkipList {
