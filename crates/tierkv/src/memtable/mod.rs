@@ -67,7 +67,7 @@ impl MemTable {
     pub fn new(id: u64, capacity: usize) -> Self {
         MemTable {
             id,
-            list: SkipList::new(),
+            list: SkipList::new(capacity),
             filter: MemFilter::with_capacity(capacity / SMALL_ENTRY),
             wal_bytes: AtomicU64::new(0),
             smallest_seq: AtomicU64::new(u64::MAX),

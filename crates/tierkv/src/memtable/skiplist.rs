@@ -33,9 +33,15 @@ const HEADER: usize = 16;
 const LINK: usize = std::mem::size_of::<AtomicPtr<Node>>();
 /// Node alignment: the links are pointers.
 const ALIGN: usize = std::mem::align_of::<AtomicPtr<Node>>();
-/// Bytes of an arena chunk. A node larger than a quarter of it gets a chunk of its own, so
-/// the tail a chunk leaves unused is under a quarter of it (in practice under one node).
+/// Bytes of an arena chunk, at most: a list's chunks are a 32nd of the size it is expected
+/// to reach, between [`MIN_CHUNK`] and this, so that the one chunk a list has allocated but
+/// not filled, which [`SkipList::memory`] does not count, stays within about 3% of the
+/// list's memory (a memtable of a small memory budget is tens of KiB). A node larger than a
+/// quarter of a chunk gets a chunk of its own, so the tail a chunk leaves unused is under a
+/// quarter of it (in practice under one node).
 const CHUNK: usize = 64 << 10;
+/// Bytes of an arena chunk, at least (LevelDB's arena block).
+const MIN_CHUNK: usize = 4 << 10;
 
 /// Source of list identities, so that a [`Position`] is only ever read by its own list.
 static NEXT_LIST_ID: AtomicU64 = AtomicU64::new(1);
@@ -110,6 +116,8 @@ impl Node {
 
 /// The writer's side: the arena and the tower-height generator, behind the list's mutex.
 struct Writer {
+    /// Bytes of a chunk (see [`CHUNK`]).
+    chunk: usize,
     /// Every chunk allocated, freed when the list is dropped.
     chunks: Vec<(NonNull<u8>, Layout)>,
     /// Next free byte of the current chunk, and the bytes left after it.
@@ -141,12 +149,12 @@ impl Writer {
 
     /// `size` bytes (a multiple of `ALIGN`) of arena, aligned to `ALIGN`.
     fn alloc(&mut self, size: usize) -> NonNull<u8> {
-        if size > CHUNK / 4 {
+        if size > self.chunk / 4 {
             return self.new_chunk(size);
         }
         if size > self.left {
-            self.free = self.new_chunk(CHUNK);
-            self.left = CHUNK;
+            self.free = self.new_chunk(self.chunk);
+            self.left = self.chunk;
         }
         let p = self.free;
         // SAFETY: `size <= self.left`, so `p + size` is within (or one past) the chunk.
@@ -232,7 +240,8 @@ pub(crate) struct SkipList {
     /// that sees a new height before the links at it finds them null and moves down.
     height: AtomicUsize,
     len: AtomicUsize,
-    /// Bytes of the nodes written (the arena's chunks hold them and at most a chunk more).
+    /// Bytes of the nodes written (the arena's chunks hold them, the unused tails of full
+    /// chunks, and at most one chunk more).
     memory: AtomicUsize,
     writer: Mutex<Writer>,
 }
@@ -245,10 +254,11 @@ unsafe impl Send for SkipList {}
 unsafe impl Sync for SkipList {}
 
 impl SkipList {
-    /// An empty list.
-    pub(crate) fn new() -> Self {
+    /// An empty list expected to hold about `expected_bytes` of nodes (it may hold more).
+    pub(crate) fn new(expected_bytes: usize) -> Self {
         let id = NEXT_LIST_ID.fetch_add(1, Ordering::Relaxed);
         let mut writer = Writer {
+            chunk: (expected_bytes / 32).clamp(MIN_CHUNK, CHUNK) / ALIGN * ALIGN,
             chunks: Vec::new(),
             free: NonNull::dangling(),
             left: 0,
@@ -406,16 +416,21 @@ impl SkipList {
         self.memory.load(Ordering::Relaxed)
     }
 
+    /// Bytes of the chunks allocated (for tests of what `memory` leaves out).
+    #[cfg(test)]
+    fn allocated(&self) -> usize {
+        self.writer
+            .lock()
+            .chunks
+            .iter()
+            .map(|(_, l)| l.size())
+            .sum()
+    }
+
     /// Height of the tallest tower (for tests of the height distribution).
     #[cfg(test)]
     fn height(&self) -> usize {
         self.height.load(Ordering::Relaxed)
-    }
-}
-
-impl Default for SkipList {
-    fn default() -> Self {
-        Self::new()
     }
 }
 
@@ -465,7 +480,7 @@ mod tests {
     /// values up to a chunk of their own.
     #[test]
     fn answers_as_an_ordered_map_would() {
-        let list = SkipList::new();
+        let list = SkipList::new(0);
         let mut model = BTreeMap::new();
         let mut rng = 0x1234_5678_u64;
         let mut step = || {
@@ -534,7 +549,7 @@ mod tests {
 
     #[test]
     fn empty_list_has_no_positions() {
-        let list = SkipList::new();
+        let list = SkipList::new(1 << 20);
         assert!(list.first().is_none() && list.last().is_none());
         assert!(list.seek(&ikey(b"a", 1)).is_none());
         assert!(list.seek_before(&ikey(b"a", 1)).is_none());
@@ -545,7 +560,7 @@ mod tests {
     /// memtable's size (and the write path's room check) tracks the arena.
     #[test]
     fn memory_counts_every_node() {
-        let list = SkipList::new();
+        let list = SkipList::new(1 << 20);
         list.insert(&ikey(b"12345678", 1), &[7; 100]);
         let one = list.memory();
         assert!(one >= node_size(16, 100, 1) && one <= node_size(16, 100, MAX_HEIGHT));
@@ -553,13 +568,33 @@ mod tests {
         assert!(list.memory() - one >= CHUNK * 3);
     }
 
+    /// Invariant (budgets hold): what `memory` does not count, the chunk being filled and
+    /// the tails of full ones, stays within a chunk of a 32nd of the expected size and a
+    /// few percent: a memtable of a small budget is not under-counted by a 64 KiB chunk.
+    #[test]
+    fn chunks_are_sized_to_the_expected_list() {
+        for expected in [0, 100 << 10, 1 << 20, 64 << 20] {
+            let list = SkipList::new(expected);
+            let chunk = (expected / 32).clamp(MIN_CHUNK, CHUNK);
+            for seq in 1..=2_000u64 {
+                list.insert(&ikey(&seq.to_be_bytes(), seq), &[3; 100]);
+            }
+            let (used, allocated) = (list.memory(), list.allocated());
+            assert!(allocated >= used + node_size(0, 0, MAX_HEIGHT));
+            assert!(
+                allocated <= used + used / 20 + chunk + node_size(0, 0, MAX_HEIGHT),
+                "expected {expected}: {allocated} allocated for {used} of nodes"
+            );
+        }
+    }
+
     /// A position can only be read by the list it came from: another list's read would
     /// dereference a node it does not own.
     #[test]
     #[should_panic(expected = "another list")]
     fn a_position_from_another_list_is_refused() {
-        let a = SkipList::new();
-        let b = SkipList::new();
+        let a = SkipList::new(1 << 20);
+        let b = SkipList::new(1 << 20);
         a.insert(&ikey(b"k", 1), b"v");
         let p = a.first().unwrap();
         let _ = b.entry(p);
@@ -572,7 +607,7 @@ mod tests {
     fn readers_see_complete_sorted_entries_during_inserts() {
         // Smaller under Miri (`cargo +nightly miri test -p tierkv --lib skiplist`).
         const N: u64 = if cfg!(miri) { 200 } else { 20_000 };
-        let list = Arc::new(SkipList::new());
+        let list = Arc::new(SkipList::new(0));
         let published = Arc::new(AtomicU64::new(0));
         let done = Arc::new(AtomicBool::new(false));
         let key_of = |i: u64| ikey(&(i.wrapping_mul(0x9E37_79B9) % 1_000).to_be_bytes(), i + 1);
