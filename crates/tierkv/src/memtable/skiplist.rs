@@ -279,25 +279,11 @@ impl SkipList {
     /// Inserts `key` (an encoded internal key, not already present) with `value`.
     pub(crate) fn insert(&self, key: &[u8], value: &[u8]) {
         let mut writer = self.writer.lock();
-        let head = self.head.as_ptr().cast_const();
         // The last node before `key` at each level, as the writer (the only one that
         // links nodes in) sees them under its lock.
-        let mut prev = [head; MAX_HEIGHT];
+        let mut prev = [self.head.as_ptr().cast_const(); MAX_HEIGHT];
         let top = self.height.load(Ordering::Relaxed);
-        let mut x = head;
-        for level in (0..top).rev() {
-            loop {
-                // SAFETY: `x` is the head or a node reached by links, in this list.
-                let next = unsafe { Node::next(x, level) };
-                // SAFETY: as above, `next` is a published node of this list.
-                if !next.is_null() && compare_internal(unsafe { Node::key(next) }, key).is_lt() {
-                    x = next;
-                } else {
-                    break;
-                }
-            }
-            prev[level] = x;
-        }
+        self.find_recording(key, |level, x| prev[level] = x);
         let height = writer.random_height();
         if height > top {
             self.height.store(height, Ordering::Relaxed);
@@ -321,33 +307,47 @@ impl SkipList {
 
     /// The last node before `target` (the head when none is), and the first at or after it.
     fn find(&self, target: &[u8]) -> (*const Node, *const Node) {
+        self.find_recording(target, |_, _| {})
+    }
+
+    /// [`SkipList::find`], calling `at_level` with each level (top down) and the last node
+    /// before `target` on it (what an insert links its new node after).
+    fn find_recording(
+        &self,
+        target: &[u8],
+        mut at_level: impl FnMut(usize, *const Node),
+    ) -> (*const Node, *const Node) {
         let mut x = self.head.as_ptr().cast_const();
         let mut level = self.height.load(Ordering::Relaxed);
         loop {
             level -= 1;
-            loop {
+            let next = loop {
                 // SAFETY: `x` is the head or a node reached by links, in this list.
                 let next = unsafe { Node::next(x, level) };
                 // SAFETY: as above.
                 if !next.is_null() && compare_internal(unsafe { Node::key(next) }, target).is_lt() {
                     x = next;
-                } else if level == 0 {
-                    return (x, next);
                 } else {
-                    break;
+                    break next;
                 }
+            };
+            at_level(level, x);
+            if level == 0 {
+                // The link read here, not a second load: a node linked in since may lie
+                // before `target`.
+                return (x, next);
             }
         }
     }
 
     fn position(&self, node: *const Node) -> Option<Position> {
-        (node != self.head.as_ptr().cast_const())
-            .then_some(())
-            .and_then(|_| NonNull::new(node.cast_mut()))
-            .map(|node| Position {
-                list: self.id,
-                node,
-            })
+        if node == self.head.as_ptr().cast_const() {
+            return None;
+        }
+        NonNull::new(node.cast_mut()).map(|node| Position {
+            list: self.id,
+            node,
+        })
     }
 
     fn node(&self, pos: Position) -> *const Node {
