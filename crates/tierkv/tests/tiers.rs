@@ -444,8 +444,11 @@ fn a_long_scan_reads_ahead_on_both_tiers() {
         let blocks = sst_sizes(db.tier_dir(tier)).iter().sum::<u64>() / 1024;
         eprintln!("{tier:?}: {ops} read calls, {bytes} bytes, about {blocks} blocks");
         // How the 10 MB split between the tiers depends on when background compactions
-        // ran; a tier left with a few dozen blocks says nothing about readahead.
-        if blocks <= 50 {
+        // ran; a tier left with a few dozen blocks (a handful of memtable-sized tables,
+        // whose first two blocks are plain reads each) says nothing about readahead. Since
+        // memtables hold 1.7x the entries (stop 40) the fast tier is sometimes left with
+        // 52 blocks in 7-8 tables and 20 read calls: under 100 blocks it is not checked.
+        if blocks < 100 {
             assert!(tier == Tier::Fast, "{tier:?}: only {blocks} blocks of data");
             eprintln!("{tier:?}: only {blocks} blocks of data, not checked");
             continue;
