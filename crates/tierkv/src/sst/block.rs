@@ -5,13 +5,64 @@
 //! where `shared` is the length of the prefix this key has in common with the previous key.
 //! Every `restart_interval` entries the prefix is reset (`shared = 0`) and the entry's
 //! offset is recorded; the block ends with `restarts: u32 * n | n: u32`. Seeks binary-search
-//! the restart points, then scan forward. Owns the block encoding and the cursor over one
-//! block; checksums and compression belong to `format`.
+//! the restart points, then scan forward. An index block of table format 3 stores its values,
+//! block handles, delta-coded instead ([`ValueCoding::DeltaHandles`]). Owns the block
+//! encoding and the cursor over one block; checksums and compression belong to `format`.
 
-use crate::coding::{decode_fixed32, get_varint32, put_fixed32, put_varint32};
+use crate::coding::put_varint64;
+use crate::coding::{decode_fixed32, get_varint32, get_varint64, put_fixed32, put_varint32};
 use crate::key::compare_internal;
 use bytes::Bytes;
 use std::cmp::Ordering;
+
+/// How a block stores its entries' values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueCoding {
+    /// A `value_len: varint` in each entry's header, then the value's bytes: data blocks,
+    /// and index blocks before table format 3.
+    Plain,
+    /// Index blocks of table format 3: each value is a block handle and the header has no
+    /// `value_len` (the handle is two varints, self-delimiting). An entry at a restart point
+    /// stores `offset | size`; any other stores `gap | size`, `gap` a zigzag-coded signed
+    /// varint and the entry's offset the previous entry's `offset + size + gap`. Blocks
+    /// written back to back have a constant gap (their trailer), so an entry costs the
+    /// size and one byte instead of the whole offset, the size and a value length.
+    DeltaHandles,
+}
+
+/// Where a block lies in a table file (its contents, without the trailer): an index
+/// entry's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockHandle {
+    /// Offset of the first byte.
+    pub offset: u64,
+    /// Length of the contents.
+    pub size: u64,
+}
+
+impl BlockHandle {
+    /// Appends the varint encoding (the value of an index entry before format 3).
+    pub fn encode_varint(&self, dst: &mut Vec<u8>) {
+        put_varint64(dst, self.offset);
+        put_varint64(dst, self.size);
+    }
+
+    /// Decodes the varint encoding; `None` if malformed or followed by garbage.
+    pub fn decode_varint(src: &[u8]) -> Option<BlockHandle> {
+        let (offset, n) = get_varint64(src)?;
+        let (size, m) = get_varint64(&src[n..])?;
+        (n + m == src.len()).then_some(BlockHandle { offset, size })
+    }
+}
+
+/// A signed gap as an unsigned varint's value: small magnitudes stay small.
+fn zigzag(v: i64) -> u64 {
+    ((v << 1) ^ (v >> 63)) as u64
+}
+
+fn unzigzag(v: u64) -> i64 {
+    ((v >> 1) as i64) ^ -((v & 1) as i64)
+}
 
 /// Accumulates sorted entries into one block.
 pub struct BlockBuilder {
@@ -21,6 +72,8 @@ pub struct BlockBuilder {
     since_restart: usize,
     last_key: Vec<u8>,
     entries: usize,
+    /// The last handle added ([`BlockBuilder::add_handle`]): the base of the next gap.
+    last_handle: BlockHandle,
 }
 
 impl BlockBuilder {
@@ -33,27 +86,66 @@ impl BlockBuilder {
             since_restart: 0,
             last_key: Vec::new(),
             entries: 0,
+            last_handle: BlockHandle::default(),
         }
     }
 
-    /// Appends an entry. Keys must arrive in increasing order.
+    /// Appends an entry of a [`ValueCoding::Plain`] block. Keys must arrive in increasing
+    /// order.
     pub fn add(&mut self, key: &[u8], value: &[u8]) {
-        let shared = if self.since_restart < self.restart_interval {
-            self.last_key
-                .iter()
-                .zip(key)
-                .take_while(|(a, b)| a == b)
-                .count()
-        } else {
-            self.restarts.push(self.buf.len() as u32);
-            self.since_restart = 0;
-            0
-        };
-        put_varint32(&mut self.buf, shared as u32);
-        put_varint32(&mut self.buf, (key.len() - shared) as u32);
+        let (shared, _) = self.start_entry(key);
         put_varint32(&mut self.buf, value.len() as u32);
         self.buf.extend_from_slice(&key[shared..]);
         self.buf.extend_from_slice(value);
+        self.end_entry(key);
+    }
+
+    /// Appends an entry of a [`ValueCoding::DeltaHandles`] block (never mixed with
+    /// [`BlockBuilder::add`] in one block). Keys must arrive in increasing order; handles
+    /// may lie anywhere (a semi-sorted table's blocks in key order jump back and forth)
+    /// below 2^63.
+    pub fn add_handle(&mut self, key: &[u8], h: BlockHandle) {
+        let end = self
+            .last_handle
+            .offset
+            .saturating_add(self.last_handle.size);
+        let (shared, restart) = self.start_entry(key);
+        self.buf.extend_from_slice(&key[shared..]);
+        if restart {
+            put_varint64(&mut self.buf, h.offset);
+        } else {
+            let gap = (h.offset as i64).wrapping_sub(end as i64);
+            put_varint64(&mut self.buf, zigzag(gap));
+        }
+        put_varint64(&mut self.buf, h.size);
+        self.last_handle = h;
+        self.end_entry(key);
+    }
+
+    /// Writes `shared` and `unshared` for `key`, starting a restart point when one is due;
+    /// returns `shared` and whether the entry is a restart point.
+    fn start_entry(&mut self, key: &[u8]) -> (usize, bool) {
+        let (shared, restart) = if self.entries == 0 {
+            (0, true)
+        } else if self.since_restart < self.restart_interval {
+            let shared = self
+                .last_key
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count();
+            (shared, false)
+        } else {
+            self.restarts.push(self.buf.len() as u32);
+            self.since_restart = 0;
+            (0, true)
+        };
+        put_varint32(&mut self.buf, shared as u32);
+        put_varint32(&mut self.buf, (key.len() - shared) as u32);
+        (shared, restart)
+    }
+
+    fn end_entry(&mut self, key: &[u8]) {
         self.last_key.clear();
         self.last_key.extend_from_slice(key);
         self.since_restart += 1;
@@ -91,6 +183,7 @@ impl BlockBuilder {
         self.since_restart = 0;
         self.last_key.clear();
         self.entries = 0;
+        self.last_handle = BlockHandle::default();
         out
     }
 }
@@ -101,11 +194,17 @@ pub struct Block {
     data: Bytes,
     restarts_offset: usize,
     num_restarts: usize,
+    coding: ValueCoding,
 }
 
 impl Block {
-    /// Parses the restart array; `Err` names what is malformed.
+    /// Parses a [`ValueCoding::Plain`] block's restart array; `Err` names what is malformed.
     pub fn new(data: Bytes) -> Result<Block, &'static str> {
+        Block::with_coding(data, ValueCoding::Plain)
+    }
+
+    /// Parses the restart array of a block whose values are stored as `coding` says.
+    pub fn with_coding(data: Bytes, coding: ValueCoding) -> Result<Block, &'static str> {
         if data.len() < 4 {
             return Err("block shorter than its restart count");
         }
@@ -123,6 +222,7 @@ impl Block {
             data,
             restarts_offset,
             num_restarts,
+            coding,
         };
         for i in 0..num_restarts {
             if block.restart(i) > restarts_offset {
@@ -180,6 +280,7 @@ impl Block {
             restart_index: 0,
             key: Vec::new(),
             value: (0, 0),
+            handle: BlockHandle::default(),
         }
     }
 }
@@ -190,6 +291,8 @@ struct EntryHeader {
     key_start: usize,
     key_end: usize,
     value_end: usize,
+    /// A [`ValueCoding::DeltaHandles`] entry's two varints (offset or gap, and size).
+    handle_fields: (u64, u64),
 }
 
 /// Cursor over one block. Errors are structural problems in the entries (the block's
@@ -206,6 +309,8 @@ pub struct BlockIter {
     restart_index: usize,
     key: Vec<u8>,
     value: (usize, usize),
+    /// The current entry's handle, in a [`ValueCoding::DeltaHandles`] block.
+    handle: BlockHandle,
 }
 
 type BlockResult<T = ()> = std::result::Result<T, &'static str>;
@@ -231,6 +336,15 @@ impl BlockIter {
         self.block.data.slice(self.value.0..self.value.1)
     }
 
+    /// The current value read as a block handle (an index block's value, in either
+    /// coding); `None` if a plain value is not exactly two varints.
+    pub fn handle(&self) -> Option<BlockHandle> {
+        match self.block.coding {
+            ValueCoding::Plain => BlockHandle::decode_varint(self.value()),
+            ValueCoding::DeltaHandles => Some(self.handle),
+        }
+    }
+
     fn invalidate(&mut self) {
         self.current = self.block.restarts_offset;
         self.next = self.block.restarts_offset;
@@ -238,6 +352,9 @@ impl BlockIter {
     }
 
     fn header(&self, at: usize) -> BlockResult<EntryHeader> {
+        if self.block.coding == ValueCoding::DeltaHandles {
+            return self.handle_header(at);
+        }
         let data = &self.block.data[..self.block.restarts_offset];
         let (shared, unshared, value_len, p) = match data.get(at..at.saturating_add(3)) {
             // The common case (LevelDB's fast path): all three lengths below 128, one
@@ -267,6 +384,39 @@ impl BlockIter {
             key_start: p,
             key_end,
             value_end,
+            handle_fields: (0, 0),
+        })
+    }
+
+    /// [`BlockIter::header`] of a [`ValueCoding::DeltaHandles`] entry.
+    fn handle_header(&self, at: usize) -> BlockResult<EntryHeader> {
+        let data = &self.block.data[..self.block.restarts_offset];
+        let mut p = at;
+        let mut field = || -> BlockResult<u64> {
+            let (v, n) = get_varint64(&data[p.min(data.len())..]).ok_or("truncated entry")?;
+            p += n;
+            Ok(v)
+        };
+        let shared = usize::try_from(field()?).map_err(|_| "entry overflows")?;
+        let unshared = usize::try_from(field()?).map_err(|_| "entry overflows")?;
+        let key_start = p;
+        let key_end = key_start.checked_add(unshared).ok_or("entry overflows")?;
+        if key_end > data.len() {
+            return Err("entry runs past the block");
+        }
+        p = key_end;
+        let mut field = || -> BlockResult<u64> {
+            let (v, n) = get_varint64(&data[p.min(data.len())..]).ok_or("truncated entry")?;
+            p += n;
+            Ok(v)
+        };
+        let handle_fields = (field()?, field()?);
+        Ok(EntryHeader {
+            shared,
+            key_start,
+            key_end,
+            value_end: p,
+            handle_fields,
         })
     }
 
@@ -297,6 +447,23 @@ impl BlockIter {
             && self.block.restart(self.restart_index + 1) <= self.current
         {
             self.restart_index += 1;
+        }
+        if self.block.coding == ValueCoding::DeltaHandles {
+            let (first, size) = h.handle_fields;
+            // Cursors enter a block only at restart points, so the previous entry's handle
+            // is always the one before this entry.
+            let offset = if self.block.restart(self.restart_index) == self.current {
+                Some(first)
+            } else {
+                (self.handle.offset)
+                    .checked_add(self.handle.size)
+                    .and_then(|end| end.checked_add_signed(unzigzag(first)))
+            };
+            let Some(offset) = offset else {
+                self.invalidate();
+                return Err("block handle offset overflows");
+            };
+            self.handle = BlockHandle { offset, size };
         }
         Ok(true)
     }
@@ -442,6 +609,76 @@ mod tests {
         }
     }
 
+    /// Handles with the gaps blocks leave between them (a trailer, a garbage block, none)
+    /// and some jumping back.
+    fn handles(n: usize) -> Vec<BlockHandle> {
+        let mut end = 0u64;
+        (0..n)
+            .map(|i| {
+                let gap = [5, 5, 5, 0, 4_000_000][i % 5];
+                let offset = if i % 37 == 36 { end / 2 } else { end + gap };
+                let h = BlockHandle {
+                    offset,
+                    size: 900 + (i as u64 * 7919) % 300,
+                };
+                end = offset + h.size;
+                h
+            })
+            .collect()
+    }
+
+    fn build_handles(keys: &[Vec<u8>], hs: &[BlockHandle], interval: usize) -> Block {
+        let mut b = BlockBuilder::new(interval);
+        for (k, h) in keys.iter().zip(hs) {
+            b.add_handle(k, *h);
+        }
+        Block::with_coding(Bytes::from(b.finish()), ValueCoding::DeltaHandles).unwrap()
+    }
+
+    /// Delta-coded handles read back exactly from every way a cursor reaches an entry:
+    /// forward, backward, and by seek (which enters at a restart point).
+    #[test]
+    fn delta_coded_handles_read_back_from_any_entry() {
+        for interval in [1, 3, 16] {
+            let ks = keys(200);
+            let hs = handles(ks.len());
+            let block = build_handles(&ks, &hs, interval);
+            block.check_restarts().unwrap();
+            let mut it = block.iter();
+            it.seek_to_first().unwrap();
+            for (k, h) in ks.iter().zip(&hs) {
+                assert_eq!((it.key(), it.handle()), (k.as_slice(), Some(*h)));
+                it.next().unwrap();
+            }
+            assert!(!it.valid());
+            it.seek_to_last().unwrap();
+            for (k, h) in ks.iter().zip(&hs).rev() {
+                assert_eq!((it.key(), it.handle()), (k.as_slice(), Some(*h)));
+                it.prev().unwrap();
+            }
+            for (i, k) in ks.iter().enumerate() {
+                it.seek_by(k, bytewise).unwrap();
+                assert_eq!(it.handle(), Some(hs[i]), "seek {i}, interval {interval}");
+            }
+        }
+        // The same handles stored whole take more room.
+        let (ks, hs) = (keys(200), handles(200));
+        let mut plain = BlockBuilder::new(16);
+        for (k, h) in ks.iter().zip(&hs) {
+            let mut v = Vec::new();
+            h.encode_varint(&mut v);
+            plain.add(k, &v);
+        }
+        let plain = Block::new(Bytes::from(plain.finish())).unwrap();
+        assert!(build_handles(&ks, &hs, 16).size() < plain.size());
+        for v in [0, 1, -1, 5, -5, i64::MAX, i64::MIN] {
+            assert_eq!(unzigzag(zigzag(v)), v);
+        }
+        let mut it = plain.iter();
+        it.seek_to_first().unwrap();
+        assert_eq!(it.handle(), Some(hs[0]));
+    }
+
     #[test]
     fn malformed_blocks_are_rejected_not_panicked_on() {
         assert!(Block::new(Bytes::from_static(&[1, 2])).is_err());
@@ -461,17 +698,37 @@ mod tests {
                 let mut bad = good.clone();
                 bad[i] ^= bit;
                 if let Ok(block) = Block::new(Bytes::from(bad)) {
-                    let mut it = block.iter();
-                    let mut steps = 0;
-                    if it.seek_to_first().is_ok() {
-                        while it.valid() && steps < 100 && it.next().is_ok() {
-                            steps += 1;
-                        }
-                    }
-                    let _ = it.seek_to_last();
-                    let _ = it.seek_by(b"key00009", bytewise);
+                    walk_all_ways(&block);
                 }
             }
         }
+        let good = build_handles(&keys(10), &handles(10), 2);
+        let good = good.data.to_vec();
+        for i in 0..good.len() {
+            for bit in [0x01u8, 0x80] {
+                let mut bad = good.clone();
+                bad[i] ^= bit;
+                if let Ok(block) = Block::with_coding(Bytes::from(bad), ValueCoding::DeltaHandles) {
+                    walk_all_ways(&block);
+                }
+            }
+        }
+    }
+
+    /// Walks, seeks and steps back through a block, ignoring errors (they must not panic).
+    fn walk_all_ways(block: &Block) {
+        let mut it = block.iter();
+        let mut steps = 0;
+        if it.seek_to_first().is_ok() {
+            while it.valid() && steps < 100 && it.next().is_ok() {
+                let _ = it.handle();
+                steps += 1;
+            }
+        }
+        if it.seek_to_last().is_ok() && it.valid() {
+            let _ = it.prev();
+        }
+        let _ = it.seek_by(b"key00009", bytewise);
+        let _ = block.check_restarts();
     }
 }

@@ -1,8 +1,8 @@
 //! Writing a table: entries in internal-key order are cut into data blocks, only between
 //! two user keys (every version of a key stays in one block), each indexed by a short
-//! user-key separator between its last key and the next block's first (format version 2,
-//! docs/FORMAT.md); the bloom filter collects user keys; properties, index and footer
-//! close the file, which is synced before `finish` returns (a table the manifest names is
+//! user-key separator between its last key and the next block's first, its handle
+//! delta-coded (format version 3, docs/FORMAT.md); the bloom filter collects user keys;
+//! properties, index and footer close the file, which is synced before `finish` returns (a table the manifest names is
 //! always durable). A compaction may also append a data block of another table verbatim
 //! ([`TableBuilder::add_raw_block`]): the format is the same either way. Owns the write
 //! side of the format only.
@@ -38,9 +38,10 @@ pub struct TableBuilder {
     cut_wanted: bool,
     /// The last internal key of the block `pending` points at.
     pending_last: Vec<u8>,
-    /// Writes format 1 (index keyed by each block's last internal key, restart interval 1,
-    /// blocks cut mid-user-key): only tests, to prove such tables are still read.
-    format1: bool,
+    /// The format version written: [`FORMAT_VERSION`], or an older one for tests that prove
+    /// such tables are still read (1: index keyed by each block's last internal key,
+    /// restart interval 1, blocks cut mid-user-key; 2: handles stored whole).
+    version: u32,
 }
 
 impl TableBuilder {
@@ -64,25 +65,33 @@ impl TableBuilder {
             pending: None,
             cut_wanted: false,
             pending_last: Vec::new(),
-            format1: false,
+            version: FORMAT_VERSION,
         }
     }
 
-    /// A builder writing table format 1, as releases before format 2 did (tests only).
+    /// A builder writing table format 1 or 2, as releases before format 3 did (tests only).
     #[cfg(test)]
-    pub(crate) fn new_format1(file: WritableFile, opts: TableOptions) -> Self {
-        TableBuilder {
-            index: BlockBuilder::new(1),
-            format1: true,
-            ..TableBuilder::new(file, opts)
+    pub(crate) fn new_old_format(file: WritableFile, opts: TableOptions, version: u32) -> Self {
+        let b = TableBuilder::new(file, opts);
+        match version {
+            1 => TableBuilder {
+                index: BlockBuilder::new(1),
+                version,
+                ..b
+            },
+            _ => TableBuilder { version: 2, ..b },
         }
+    }
+
+    fn format1(&self) -> bool {
+        self.version == 1
     }
 
     /// Appends an entry; internal keys must arrive in increasing order.
     pub fn add(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         // A full block closes before the next user key, never between two versions of one
         // key: the index can then be keyed by user keys alone.
-        if self.cut_wanted && (self.format1 || user_key(key) != user_key(&self.last_key)) {
+        if self.cut_wanted && (self.format1() || user_key(key) != user_key(&self.last_key)) {
             self.flush_data_block()?;
         }
         if self.pending.is_some() && user_key(key) == self.pending_last_user_key() {
@@ -114,9 +123,13 @@ impl TableBuilder {
     }
 
     fn add_index_entry(&mut self, key: &[u8], h: BlockHandle) {
-        let mut encoded = Vec::with_capacity(16);
-        h.encode_varint(&mut encoded);
-        self.index.add(key, &encoded);
+        if self.version >= 3 {
+            self.index.add_handle(key, h);
+        } else {
+            let mut encoded = Vec::with_capacity(16);
+            h.encode_varint(&mut encoded);
+            self.index.add(key, &encoded);
+        }
     }
 
     /// Whether the data block in progress is complete: it reached `block_size`, or it holds
@@ -175,7 +188,7 @@ impl TableBuilder {
         };
         self.file.append(&raw.framed)?;
         self.offset += stored;
-        if self.format1 {
+        if self.format1() {
             let last = self.last_key.clone();
             self.add_index_entry(&last, handle);
         } else {
@@ -260,7 +273,7 @@ impl TableBuilder {
         }
         let raw = self.data.finish();
         let handle = self.write_block(&raw)?;
-        if self.format1 {
+        if self.format1() {
             let last = self.last_key.clone();
             self.add_index_entry(&last, handle);
         } else {
@@ -317,7 +330,7 @@ impl TableBuilder {
             filter,
             properties,
             index,
-            version: if self.format1 { 1 } else { FORMAT_VERSION },
+            version: self.version,
         }
         .encode();
         self.file.append(&footer)?;

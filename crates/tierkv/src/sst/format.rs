@@ -1,11 +1,11 @@
-//! The table file's framing: block handles, the per-block trailer (compression type and
-//! checksum), the footer, and reading one block back with its checks. See docs/FORMAT.md,
-//! "Table files". Owns framing only; what is inside a block belongs to `block`.
+//! The table file's framing: the per-block trailer (compression type and checksum), the
+//! footer and its fixed-width block handles, and reading one block back with its checks. See
+//! docs/FORMAT.md, "Table files". Owns framing only; what is inside a block belongs to `block`.
 
-use super::block::Block;
+pub use super::block::BlockHandle;
+use super::block::{Block, ValueCoding};
 use super::Compression;
-use crate::coding::{decode_fixed32, decode_fixed64, get_varint64, masked_crc, put_fixed32};
-use crate::coding::{put_fixed64, put_varint64};
+use crate::coding::{decode_fixed32, decode_fixed64, masked_crc, put_fixed32, put_fixed64};
 use crate::env::{IoCause, RandomAccessFile, WritableFile};
 use crate::{Error, Result};
 use bytes::Bytes;
@@ -14,9 +14,10 @@ use bytes::Bytes;
 pub const BLOCK_TRAILER_LEN: usize = 5;
 /// "tierkvT1" read as a little-endian u64.
 pub const TABLE_MAGIC: u64 = u64::from_le_bytes(*b"tierkvT1");
-/// Table format version written now: 2, whose index is keyed by user-key separators
-/// (see [`Footer::user_key_index`]).
-pub const FORMAT_VERSION: u32 = 2;
+/// Table format version written now: 3, whose index is keyed by user-key separators
+/// (see [`Footer::user_key_index`], since 2) and stores its handles delta-coded (see
+/// [`Footer::index_coding`]).
+pub const FORMAT_VERSION: u32 = 3;
 /// The oldest version still read: 1, whose index keys are the blocks' last internal keys.
 pub const MIN_FORMAT_VERSION: u32 = 1;
 /// Fixed footer size: three handles (16 bytes each), version, checksum, magic.
@@ -25,29 +26,8 @@ pub const FOOTER_LEN: usize = 3 * 16 + 4 + 4 + 8;
 const COMPRESSION_NONE: u8 = 0;
 const COMPRESSION_LZ4: u8 = 1;
 
-/// Where a block lies in the file (its contents, without the trailer).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct BlockHandle {
-    /// Offset of the first byte.
-    pub offset: u64,
-    /// Length of the contents.
-    pub size: u64,
-}
-
+/// The footer's fixed-width handles.
 impl BlockHandle {
-    /// Appends the varint encoding (used in index entries).
-    pub fn encode_varint(&self, dst: &mut Vec<u8>) {
-        put_varint64(dst, self.offset);
-        put_varint64(dst, self.size);
-    }
-
-    /// Decodes the varint encoding; `None` if malformed or followed by garbage.
-    pub fn decode_varint(src: &[u8]) -> Option<BlockHandle> {
-        let (offset, n) = get_varint64(src)?;
-        let (size, m) = get_varint64(&src[n..])?;
-        (n + m == src.len()).then_some(BlockHandle { offset, size })
-    }
-
     fn encode_fixed(&self, dst: &mut Vec<u8>) {
         put_fixed64(dst, self.offset);
         put_fixed64(dst, self.size);
@@ -81,6 +61,16 @@ impl Footer {
     /// by its block's last internal key.
     pub fn user_key_index(&self) -> bool {
         self.version >= 2
+    }
+
+    /// How the index block stores its handles: delta-coded from version 3
+    /// ([`ValueCoding::DeltaHandles`]), each whole with its length before that.
+    pub fn index_coding(&self) -> ValueCoding {
+        if self.version >= 3 {
+            ValueCoding::DeltaHandles
+        } else {
+            ValueCoding::Plain
+        }
     }
 
     /// Encodes the footer (exactly [`FOOTER_LEN`] bytes).

@@ -214,7 +214,8 @@ impl Table {
             let framed = meta.get(from..to).ok_or_else(outside)?;
             unframe_block(framed, &file, h.offset)
         };
-        let index = parse_block(block_at(footer.index)?, &file, footer.index.offset)?;
+        let index = Block::with_coding(block_at(footer.index)?, footer.index_coding())
+            .map_err(|reason| Error::corruption(file.path(), footer.index.offset, reason))?;
         let props = TableProperties::decode(&block_at(footer.properties)?).ok_or_else(|| {
             Error::corruption(
                 file.path(),
@@ -279,7 +280,7 @@ impl Table {
             if !it.valid() {
                 break;
             }
-            let n = self.decode_handle(it.value())?;
+            let n = self.index_handle(&it)?;
             let n_len = self.framed_len(n)? as u64;
             if n_len > budget && fit == Fit::Within {
                 break;
@@ -369,7 +370,7 @@ impl Table {
         idx.seek_to_first().map_err(|e| self.index_error(e))?;
         let mut out = Vec::new();
         while idx.valid() {
-            out.push(self.decode_handle(idx.value())?);
+            out.push(self.index_handle(&idx)?);
             idx.next().map_err(|e| self.index_error(e))?;
         }
         Ok(out)
@@ -484,8 +485,10 @@ impl Table {
         self.corrupt(self.index_offset, format!("index block: {reason}"))
     }
 
-    fn decode_handle(&self, raw: &[u8]) -> Result<BlockHandle> {
-        let h = BlockHandle::decode_varint(raw)
+    /// The handle at an index cursor's entry, checked to lie among the data blocks.
+    fn index_handle(&self, idx: &BlockIter) -> Result<BlockHandle> {
+        let h = idx
+            .handle()
             .ok_or_else(|| self.index_error("malformed block handle"))?;
         let end = h
             .offset
@@ -673,7 +676,7 @@ impl Table {
         if !idx.valid() {
             return Ok(None);
         }
-        Ok(Some(self.decode_handle(idx.value())?))
+        Ok(Some(self.index_handle(&idx)?))
     }
 
     /// Looks `seek_key` up in the data block at `h` (a handle this table's index gave, as
@@ -746,7 +749,7 @@ impl Table {
         let mut prev_index_key: Option<Vec<u8>> = None;
         let mut expected_offset = 0u64;
         while idx.valid() {
-            let h = self.decode_handle(idx.value())?;
+            let h = self.index_handle(&idx)?;
             if h.offset != expected_offset {
                 return Err(self.index_error("data blocks are not contiguous"));
             }
@@ -1254,7 +1257,7 @@ impl DataBlocks {
         if !self.index.valid() {
             return Ok(None);
         }
-        let h = self.table.decode_handle(self.index.value())?;
+        let h = self.table.index_handle(&self.index)?;
         let (framed, block) =
             self.readahead
                 .framed_block(&self.table, h, &self.index, self.cause)?;
@@ -1348,7 +1351,7 @@ impl TableIterator {
             self.data = None;
             return Ok(());
         }
-        let h = self.table.decode_handle(self.index.value())?;
+        let h = self.table.index_handle(&self.index)?;
         let block = match (self.readahead.as_mut(), self.scan_readahead.as_mut()) {
             (Some(ra), _) => ra.block(&self.table, h, &self.index, self.cause)?,
             (None, Some(sra)) => sra.block(
@@ -1446,7 +1449,7 @@ impl InternalIterator for TableIterator {
         if table.seek_index(&mut idx, target).is_err() || !idx.valid() {
             return;
         }
-        let Ok(h) = table.decode_handle(idx.value()) else {
+        let Ok(h) = table.index_handle(&idx) else {
             return;
         };
         if sra.window.covers(h) {

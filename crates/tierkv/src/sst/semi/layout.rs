@@ -8,7 +8,7 @@
 use crate::coding::{decode_fixed32, decode_fixed64, get_varint64, masked_crc};
 use crate::coding::{put_fixed32, put_fixed64, put_varint64};
 use crate::key::{parse_internal_key, user_key};
-use crate::sst::block::{Block, BlockBuilder};
+use crate::sst::block::{Block, BlockBuilder, ValueCoding};
 use crate::sst::format::{shortest_separator, BlockHandle, BLOCK_TRAILER_LEN};
 use crate::sst::INDEX_RESTART_INTERVAL;
 use bytes::Bytes;
@@ -16,14 +16,17 @@ use bytes::Bytes;
 /// "tierkvS1" read as a little-endian u64: a semi-sorted table (sorted tables end with
 /// "tierkvT1").
 pub const SEMI_MAGIC: u64 = u64::from_le_bytes(*b"tierkvS1");
-/// Semi-sorted format version written: 2 stores the lookup index a reader keeps, so
-/// opening a table never reads the block index (every block's first and last internal key
-/// and counts, dirty blocks too: several times the lookup index's size).
-pub const SEMI_VERSION: u32 = 2;
+/// Semi-sorted format version written: 3, whose stored lookup index keeps its handles
+/// delta-coded ([`ValueCoding::DeltaHandles`], as a sorted table's format-3 index).
+pub const SEMI_VERSION: u32 = 3;
+/// Version 2 (still read) stores the lookup index a reader keeps, so opening a table never
+/// reads the block index (every block's first and last internal key and counts, dirty
+/// blocks too: several times the lookup index's size); its handles are stored whole.
+pub const SEMI_VERSION_2: u32 = 2;
 /// The first version (still read): the footer has no lookup index and opening reads the
 /// block index and builds the lookup index from it.
 pub const SEMI_VERSION_1: u32 = 1;
-/// Footer size of version 2: five handles (16 bytes each), version, checksum, magic. The
+/// Footer size of versions 2 and 3: five handles (16 bytes each), version, checksum, magic. The
 /// longest semi-sorted footer: a reader reads this many bytes before the logical end.
 pub const SEMI_FOOTER_LEN: usize = 5 * 16 + 4 + 4 + 8;
 /// Footer size of version 1: four handles, version, checksum, magic.
@@ -227,21 +230,19 @@ fn check_blocks(blocks: &[SemiBlock], data_end: u64) -> Result<(), String> {
 
 /// The lookup index of valid blocks `valid` (in key order, ranges disjoint): one entry per
 /// block, a user-key separator `S` with `last user key <= S < next block's first user key`
-/// (the last block: its last user key) and the block's handle as varints: the same
-/// structure and separators as a sorted table's version-2 index, so a seek by user key
-/// lands on the only block that can hold it. Version 2 stores it; version 1 builds it at
-/// open.
+/// (the last block: its last user key) and the block's handle, delta-coded: the same
+/// structure and separators as a sorted table's format-3 index, so a seek by user key
+/// lands on the only block that can hold it. Version 3 stores it (version 2 stored it with
+/// whole handles); version 1 builds it at open. Blocks in key order may lie anywhere in
+/// the file: a handle before the previous one's end starts a restart point.
 pub fn lookup_index(valid: &[SemiBlock]) -> Vec<u8> {
     let mut b = BlockBuilder::new(INDEX_RESTART_INTERVAL);
-    let mut handle = Vec::with_capacity(16);
     for (i, blk) in valid.iter().enumerate() {
         let sep = match valid.get(i + 1) {
             Some(next) => shortest_separator(blk.last_user_key(), next.first_user_key()),
             None => blk.last_user_key().to_vec(),
         };
-        handle.clear();
-        blk.handle.encode_varint(&mut handle);
-        b.add(&sep, &handle);
+        b.add_handle(&sep, blk.handle);
     }
     b.finish()
 }
@@ -249,8 +250,12 @@ pub fn lookup_index(valid: &[SemiBlock]) -> Vec<u8> {
 /// Checks a stored lookup index against the valid blocks of the block index: one entry per
 /// valid block, in order, with that block's handle and a separator between it and the
 /// next. `Err` names what is wrong.
-pub fn check_lookup_index(lookup: Bytes, valid: &[SemiBlock]) -> Result<(), String> {
-    let block = Block::new(lookup).map_err(|e| format!("lookup index: {e}"))?;
+pub fn check_lookup_index(
+    lookup: Bytes,
+    coding: ValueCoding,
+    valid: &[SemiBlock],
+) -> Result<(), String> {
+    let block = Block::with_coding(lookup, coding).map_err(|e| format!("lookup index: {e}"))?;
     block
         .check_restarts()
         .map_err(|e| format!("lookup index: {e}"))?;
@@ -264,7 +269,7 @@ pub fn check_lookup_index(lookup: Bytes, valid: &[SemiBlock]) -> Result<(), Stri
                 valid.len()
             ));
         }
-        if BlockHandle::decode_varint(it.value()) != Some(b.handle) {
+        if it.handle() != Some(b.handle) {
             return Err(format!("lookup index entry {i} points at another block"));
         }
         let sep = it.key();
@@ -293,8 +298,11 @@ pub struct SemiFooter {
     pub keys: BlockHandle,
     /// The block index ([`encode_index`]): every block, valid and dirty.
     pub index: BlockHandle,
-    /// The lookup index ([`lookup_index`]), version 2; `None`: a version-1 footer.
+    /// The lookup index ([`lookup_index`]), versions 2 and 3; `None`: a version-1 footer.
     pub lookup: Option<BlockHandle>,
+    /// The format version: [`SEMI_VERSION`], [`SEMI_VERSION_2`], or [`SEMI_VERSION_1`]
+    /// (then `lookup` is `None`).
+    pub version: u32,
 }
 
 impl SemiFooter {
@@ -314,20 +322,24 @@ impl SemiFooter {
             .chain(self.lookup)
     }
 
-    /// Encodes the footer ([`SemiFooter::encoded_len`] bytes): version 2 with a lookup index,
-    /// version 1 without.
+    /// How the stored lookup index keeps its handles (version 3: delta-coded). A version-1
+    /// table has none stored; the one built at open is delta-coded.
+    pub fn lookup_coding(&self) -> ValueCoding {
+        if self.version == SEMI_VERSION_2 {
+            ValueCoding::Plain
+        } else {
+            ValueCoding::DeltaHandles
+        }
+    }
+
+    /// Encodes the footer ([`SemiFooter::encoded_len`] bytes).
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(self.encoded_len());
         for h in self.handles() {
             put_fixed64(&mut out, h.offset);
             put_fixed64(&mut out, h.size);
         }
-        let version = if self.lookup.is_some() {
-            SEMI_VERSION
-        } else {
-            SEMI_VERSION_1
-        };
-        put_fixed32(&mut out, version);
+        put_fixed32(&mut out, self.version);
         let crc = masked_crc(&out);
         put_fixed32(&mut out, crc);
         put_fixed64(&mut out, SEMI_MAGIC);
@@ -348,7 +360,7 @@ impl SemiFooter {
         let version = decode_fixed32(&tail[n - 16..]);
         let len = match version {
             SEMI_VERSION_1 => SEMI_FOOTER_V1_LEN,
-            SEMI_VERSION => SEMI_FOOTER_LEN,
+            SEMI_VERSION_2 | SEMI_VERSION => SEMI_FOOTER_LEN,
             v => return Err(format!("unsupported semi-sorted format version {v}")),
         };
         let src = tail
@@ -368,7 +380,8 @@ impl SemiFooter {
             properties: h(1),
             keys: h(2),
             index: h(3),
-            lookup: (version == SEMI_VERSION).then(|| h(4)),
+            lookup: (version != SEMI_VERSION_1).then(|| h(4)),
+            version,
         };
         let meta_limit = footer_end.saturating_sub(len as u64);
         for h in footer.handles() {
@@ -393,8 +406,8 @@ impl SemiFooter {
     }
 
     /// Where the metadata an open reads starts: the filter, properties and the index a
-    /// reader keeps (version 2: the lookup index; version 1: the block index), which come
-    /// after the key list (and in version 2 the block index) and end at the footer.
+    /// reader keeps (versions 2 and 3: the lookup index; version 1: the block index), which
+    /// come after the key list (and the block index) and end at the footer.
     pub fn open_start(&self) -> u64 {
         let kept = self.lookup.unwrap_or(self.index);
         [self.filter, self.properties, kept]

@@ -83,7 +83,8 @@ pub fn open(file: &RandomAccessFile, size: u64, tail: &[u8], cause: IoCause) -> 
     let index = match footer.lookup {
         // Handles are checked against the data blocks' end when a lookup decodes them, as
         // a sorted table's are; `tierkv check` compares the entries with the block index.
-        Some(h) => parse_block(block_at(h)?, file, h.offset)?,
+        Some(h) => Block::with_coding(block_at(h)?, footer.lookup_coding())
+            .map_err(|e| corrupt(file, h.offset, e))?,
         None => {
             let blocks = decode_index(&block_at(footer.index)?, data_end).map_err(|e| {
                 corrupt(file, footer.index.offset, format!("semi-sorted index: {e}"))
@@ -92,7 +93,8 @@ pub fn open(file: &RandomAccessFile, size: u64, tail: &[u8], cause: IoCause) -> 
             if valid.is_empty() {
                 return Err(corrupt(file, footer.index.offset, "no valid block"));
             }
-            Block::new(Bytes::from(lookup_index(&valid))).map_err(|e| {
+            let coding = footer.lookup_coding();
+            Block::with_coding(Bytes::from(lookup_index(&valid)), coding).map_err(|e| {
                 corrupt(file, footer.index.offset, format!("semi-sorted index: {e}"))
             })?
         }

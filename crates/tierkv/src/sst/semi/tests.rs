@@ -429,84 +429,134 @@ fn opening_reads_no_more_metadata_than_a_sorted_table() {
     assert_eq!(reads() - before, again.open_read_bytes());
 }
 
-/// Rewrites the version-2 table `from` (of logical size `size`) as a version-1 table `to`
-/// (no stored lookup index: key list, filter, properties, block index, 80-byte footer), as
-/// a binary before version 2 wrote it. Blocks are copied framed: a trailer's checksum does
-/// not cover the block's offset.
-fn rewrite_as_version_1(dir: &std::path::Path, from: &str, size: u64, to: &str) -> u64 {
-    use crate::sst::format::{BlockHandle, BLOCK_TRAILER_LEN};
+/// Rewrites the table `from` (of logical size `size`, written now) as a table `to` of an
+/// older `version`, as a binary before it wrote it: version 1 has no stored lookup index
+/// (key list, filter, properties, block index, 80-byte footer), version 2 stores it with
+/// whole handles. Blocks are copied framed: a trailer's checksum does not cover the
+/// block's offset.
+fn rewrite_as_old_version(
+    dir: &std::path::Path,
+    from: &str,
+    size: u64,
+    to: &str,
+    version: u32,
+) -> u64 {
+    use crate::sst::block::{Block, BlockBuilder, ValueCoding};
+    use crate::sst::format::{frame_block, BlockHandle, BLOCK_TRAILER_LEN};
+    use crate::sst::INDEX_RESTART_INTERVAL;
     let bytes = std::fs::read(dir.join(from)).unwrap();
     let bytes = &bytes[..size as usize];
     let footer = SemiFooter::decode(&bytes[bytes.len() - SEMI_FOOTER_LEN..], size).unwrap();
-    assert!(footer.lookup.is_some(), "written as version 2");
+    assert_eq!(
+        footer.version, SEMI_VERSION,
+        "written in the current version"
+    );
     let mut out = bytes[..footer.keys.offset as usize].to_vec();
-    let mut copy = |h: BlockHandle| {
-        if h.size == 0 {
-            return BlockHandle {
-                offset: out.len() as u64,
-                size: 0,
-            };
-        }
+    fn append(out: &mut Vec<u8>, framed: &[u8]) -> BlockHandle {
         let at = out.len() as u64;
-        let end = (h.offset + h.size) as usize + BLOCK_TRAILER_LEN;
-        out.extend_from_slice(&bytes[h.offset as usize..end]);
+        out.extend_from_slice(framed);
         BlockHandle {
             offset: at,
-            size: h.size,
+            size: (framed.len() - BLOCK_TRAILER_LEN) as u64,
+        }
+    }
+    let copy = |out: &mut Vec<u8>, h: BlockHandle| match h.size {
+        0 => BlockHandle {
+            offset: out.len() as u64,
+            size: 0,
+        },
+        _ => append(
+            out,
+            &bytes[h.offset as usize..(h.offset + h.size) as usize + BLOCK_TRAILER_LEN],
+        ),
+    };
+    let old = if version == 1 {
+        SemiFooter {
+            keys: copy(&mut out, footer.keys),
+            filter: copy(&mut out, footer.filter),
+            properties: copy(&mut out, footer.properties),
+            index: copy(&mut out, footer.index),
+            lookup: None,
+            version,
+        }
+    } else {
+        let keys = copy(&mut out, footer.keys);
+        let index = copy(&mut out, footer.index);
+        let filter = copy(&mut out, footer.filter);
+        let properties = copy(&mut out, footer.properties);
+        let h = footer.lookup.unwrap();
+        let raw = &bytes[h.offset as usize..(h.offset + h.size) as usize];
+        let stored = Block::with_coding(
+            bytes::Bytes::copy_from_slice(raw),
+            ValueCoding::DeltaHandles,
+        )
+        .unwrap();
+        let mut plain = BlockBuilder::new(INDEX_RESTART_INTERVAL);
+        let mut it = stored.iter();
+        it.seek_to_first().unwrap();
+        while it.valid() {
+            let mut v = Vec::new();
+            it.handle().unwrap().encode_varint(&mut v);
+            plain.add(it.key(), &v);
+            it.next().unwrap();
+        }
+        let (framed, _) = frame_block(&plain.finish(), crate::Compression::None);
+        SemiFooter {
+            keys,
+            index,
+            filter,
+            properties,
+            lookup: Some(append(&mut out, &framed)),
+            version,
         }
     };
-    let v1 = SemiFooter {
-        keys: copy(footer.keys),
-        filter: copy(footer.filter),
-        properties: copy(footer.properties),
-        index: copy(footer.index),
-        lookup: None,
-    };
-    out.extend_from_slice(&v1.encode());
+    out.extend_from_slice(&old.encode());
     std::fs::write(dir.join(to), &out).unwrap();
     out.len() as u64
 }
 
-/// Tables written before the lookup index was stored (format version 1) still open, read
-/// back exactly, verify, and take a new generation (written as version 2) that reads and
-/// verifies too.
+/// Tables written before the lookup index was stored (format version 1), or before its
+/// handles were delta-coded (version 2), still open, read back exactly, verify, and take a
+/// new generation (written in the current version) that reads and verifies too.
 #[test]
-fn version_1_tables_still_read_and_take_a_version_2_generation() {
+fn version_1_and_2_tables_still_read_and_take_a_new_generation() {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::single(dir.path(), false).unwrap();
     let mut model = first_entries(300);
     sort(&mut model);
     let info = write_first(&env, "000001.sst", &model);
-    let size = rewrite_as_version_1(dir.path(), "000001.sst", info.file_size, "000002.sst");
-    let t = open(&env, "000002.sst", size).unwrap();
-    check_against(&t, &model).unwrap();
-    assert_eq!(t.verify(IoCause::Check).unwrap(), model.len() as u64);
-    let v2 = open(&env, "000001.sst", info.file_size).unwrap();
-    assert_eq!(t.block_handles().unwrap(), v2.block_handles().unwrap());
-    assert_eq!(t.index_user_keys().unwrap(), v2.index_user_keys().unwrap());
-    let (next, size2, dirtied) = append(
-        &env,
-        ("000002.sst", size),
-        "000003.sst",
-        &model,
-        &second_entries(),
-    );
-    assert!(dirtied >= 1);
-    let t3 = open(&env, "000003.sst", size2).unwrap();
-    check_against(&t3, &next).unwrap();
-    t3.verify(IoCause::Check).unwrap();
-    let s = t3.semi_summary(IoCause::Check).unwrap().unwrap();
-    assert_eq!(s.dirty_blocks, dirtied as u64);
+    let now = open(&env, "000001.sst", info.file_size).unwrap();
+    for version in [1, 2] {
+        let (old, next) = (format!("{version}-old.sst"), format!("{version}-next.sst"));
+        let size = rewrite_as_old_version(dir.path(), "000001.sst", info.file_size, &old, version);
+        let t = open(&env, &old, size).unwrap();
+        check_against(&t, &model).unwrap();
+        assert_eq!(t.verify(IoCause::Check).unwrap(), model.len() as u64);
+        assert_eq!(t.block_handles().unwrap(), now.block_handles().unwrap());
+        assert_eq!(t.index_user_keys().unwrap(), now.index_user_keys().unwrap());
+        if version == 2 {
+            assert!(
+                t.index_bytes() > now.index_bytes(),
+                "whole handles take more room"
+            );
+        }
+        let (merged, size2, dirtied) = append(&env, (&old, size), &next, &model, &second_entries());
+        assert!(dirtied >= 1);
+        let t3 = open(&env, &next, size2).unwrap();
+        check_against(&t3, &merged).unwrap();
+        t3.verify(IoCause::Check).unwrap();
+        let s = t3.semi_summary(IoCause::Check).unwrap().unwrap();
+        assert_eq!(s.dirty_blocks, dirtied as u64);
+    }
 }
 
-/// `tierkv check` compares a version-2 table's stored lookup index with its block index:
-/// a lookup index whose separators and handles a reader would accept but that points a
-/// key range at the wrong block (here: the first two entries' handles swapped, checksum
-/// redone) is reported as corruption.
+/// `tierkv check` compares a table's stored lookup index with its block index: a lookup
+/// index whose separators and handles a reader would accept but that points a key range
+/// at the wrong block (here: the first two entries' handles swapped, the block and footer
+/// rewritten with their checksums) is reported as corruption.
 #[test]
 fn verify_catches_a_lookup_index_that_disagrees_with_the_block_index() {
-    use crate::sst::block::{Block, BlockBuilder};
-    use crate::sst::format::BLOCK_TRAILER_LEN;
+    use crate::sst::block::{Block, BlockBuilder, ValueCoding};
     use crate::sst::INDEX_RESTART_INTERVAL;
     let dir = tempfile::tempdir().unwrap();
     let env = Env::single(dir.path(), false).unwrap();
@@ -514,34 +564,41 @@ fn verify_catches_a_lookup_index_that_disagrees_with_the_block_index() {
     sort(&mut model);
     let info = write_first(&env, "000001.sst", &model);
     let path = dir.path().join("000001.sst");
-    let mut bytes = std::fs::read(&path).unwrap();
+    let bytes = std::fs::read(&path).unwrap();
     let footer =
         SemiFooter::decode(&bytes[bytes.len() - SEMI_FOOTER_LEN..], info.file_size).unwrap();
     let h = footer.lookup.unwrap();
     let (at, end) = (h.offset as usize, (h.offset + h.size) as usize);
-    let stored = Block::new(bytes::Bytes::copy_from_slice(&bytes[at..end])).unwrap();
+    assert_eq!(bytes[end], 0, "stored uncompressed (TableOptions::default)");
+    let raw = bytes::Bytes::copy_from_slice(&bytes[at..end]);
+    let stored = Block::with_coding(raw, ValueCoding::DeltaHandles).unwrap();
     let mut entries = Vec::new();
     let mut it = stored.iter();
     it.seek_to_first().unwrap();
     while it.valid() {
-        entries.push((it.key().to_vec(), it.value().to_vec()));
+        entries.push((it.key().to_vec(), it.handle().unwrap()));
         it.next().unwrap();
     }
-    let (v0, v1) = (entries[0].1.clone(), entries[1].1.clone());
-    (entries[0].1, entries[1].1) = (v1, v0);
+    (entries[0].1, entries[1].1) = (entries[1].1, entries[0].1);
     let mut b = BlockBuilder::new(INDEX_RESTART_INTERVAL);
-    entries.iter().for_each(|(k, v)| b.add(k, v));
-    let swapped = b.finish();
-    assert_eq!(bytes[end], 0, "stored uncompressed (TableOptions::default)");
-    let (framed, _) = crate::sst::format::frame_block(&swapped, crate::Compression::None);
-    assert_eq!(
-        framed.len(),
-        end + BLOCK_TRAILER_LEN - at,
-        "same length: layout holds"
+    entries.iter().for_each(|(k, h)| b.add_handle(k, *h));
+    let (framed, len) = crate::sst::format::frame_block(&b.finish(), crate::Compression::None);
+    // The lookup index is the last block before the footer: rewrite both.
+    let mut out = bytes[..at].to_vec();
+    out.extend_from_slice(&framed);
+    let lookup = crate::sst::format::BlockHandle {
+        offset: at as u64,
+        size: len as u64,
+    };
+    out.extend_from_slice(
+        &SemiFooter {
+            lookup: Some(lookup),
+            ..footer
+        }
+        .encode(),
     );
-    bytes[at..end + BLOCK_TRAILER_LEN].copy_from_slice(&framed);
-    std::fs::write(&path, &bytes).unwrap();
-    let t = open(&env, "000001.sst", info.file_size).unwrap();
+    std::fs::write(&path, &out).unwrap();
+    let t = open(&env, "000001.sst", out.len() as u64).unwrap();
     let e = t.verify(IoCause::Check).unwrap_err();
     assert!(
         e.is_corruption() && e.to_string().contains("lookup index"),

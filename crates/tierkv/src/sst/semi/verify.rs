@@ -33,7 +33,8 @@ pub fn verify(
             .take_while(|b| b.valid)
             .cloned()
             .collect();
-        check_lookup_index(read_block_contents(file, h, cause)?, &valid)
+        let coding = footer.lookup_coding();
+        check_lookup_index(read_block_contents(file, h, cause)?, coding, &valid)
             .map_err(|e| bad(h.offset, e))?;
     }
     let mut keys = generation.keys.iter();

@@ -6,7 +6,7 @@
 //! holding the previous generation's bytes (`super` explains how the file gets there).
 //! Owns the write side only.
 
-use super::layout::{encode_index, lookup_index, BlockStats, SemiBlock, SemiFooter};
+use super::layout::{encode_index, lookup_index, BlockStats, SemiBlock, SemiFooter, SEMI_VERSION};
 use crate::env::WritableFile;
 use crate::key::{compare_internal, parse_internal_key, user_key, InternalKey, ValueKind};
 use crate::sst::block::BlockBuilder;
@@ -393,6 +393,7 @@ impl GenerationWriter {
             keys: key_list,
             index,
             lookup: Some(lookup),
+            version: SEMI_VERSION,
         }
         .encode();
         self.file.append(&footer)?;
