@@ -391,26 +391,25 @@ impl BlockIter {
     /// [`BlockIter::header`] of a [`ValueCoding::DeltaHandles`] entry.
     fn handle_header(&self, at: usize) -> BlockResult<EntryHeader> {
         let data = &self.block.data[..self.block.restarts_offset];
-        let mut p = at;
-        let mut field = || -> BlockResult<u64> {
-            let (v, n) = get_varint64(&data[p.min(data.len())..]).ok_or("truncated entry")?;
-            p += n;
+        let varint = |p: &mut usize| -> BlockResult<u64> {
+            let (v, n) = match data.get(*p) {
+                // One byte: shared and unshared lengths and the gap, nearly always.
+                Some(&b) if b < 0x80 => (b as u64, 1),
+                _ => get_varint64(data.get(*p..).unwrap_or_default()).ok_or("truncated entry")?,
+            };
+            *p += n;
             Ok(v)
         };
-        let shared = usize::try_from(field()?).map_err(|_| "entry overflows")?;
-        let unshared = usize::try_from(field()?).map_err(|_| "entry overflows")?;
+        let mut p = at;
+        let shared = usize::try_from(varint(&mut p)?).map_err(|_| "entry overflows")?;
+        let unshared = usize::try_from(varint(&mut p)?).map_err(|_| "entry overflows")?;
         let key_start = p;
         let key_end = key_start.checked_add(unshared).ok_or("entry overflows")?;
         if key_end > data.len() {
             return Err("entry runs past the block");
         }
         p = key_end;
-        let mut field = || -> BlockResult<u64> {
-            let (v, n) = get_varint64(&data[p.min(data.len())..]).ok_or("truncated entry")?;
-            p += n;
-            Ok(v)
-        };
-        let handle_fields = (field()?, field()?);
+        let handle_fields = (varint(&mut p)?, varint(&mut p)?);
         Ok(EntryHeader {
             shared,
             key_start,
