@@ -9,8 +9,8 @@
 //! block handles, delta-coded instead ([`ValueCoding::DeltaHandles`]). Owns the block
 //! encoding and the cursor over one block; checksums and compression belong to `format`.
 
-use crate::coding::put_varint64;
-use crate::coding::{decode_fixed32, get_varint32, get_varint64, put_fixed32, put_varint32};
+use crate::coding::{decode_fixed32, get_varint32, get_varint64};
+use crate::coding::{put_fixed32, put_varint32, put_varint64};
 use crate::key::compare_internal;
 use bytes::Bytes;
 use std::cmp::Ordering;
@@ -326,7 +326,8 @@ impl BlockIter {
         &self.key
     }
 
-    /// The current value.
+    /// The current value (in a [`ValueCoding::DeltaHandles`] block, the entry's coded
+    /// bytes: read [`BlockIter::handle`] instead).
     pub fn value(&self) -> &[u8] {
         &self.block.data[self.value.0..self.value.1]
     }

@@ -2,10 +2,10 @@
 //! two user keys (every version of a key stays in one block), each indexed by a short
 //! user-key separator between its last key and the next block's first, its handle
 //! delta-coded (format version 3, docs/FORMAT.md); the bloom filter collects user keys;
-//! properties, index and footer close the file, which is synced before `finish` returns (a table the manifest names is
-//! always durable). A compaction may also append a data block of another table verbatim
-//! ([`TableBuilder::add_raw_block`]): the format is the same either way. Owns the write
-//! side of the format only.
+//! properties, index and footer close the file, which is synced before `finish` returns
+//! (a table the manifest names is always durable). A compaction may also append a data
+//! block of another table verbatim ([`TableBuilder::add_raw_block`]): the format is the
+//! same either way. Owns the write side of the format only.
 
 use super::block::BlockBuilder;
 use super::filter::BloomBuilder;

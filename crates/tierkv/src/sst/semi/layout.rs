@@ -26,8 +26,9 @@ pub const SEMI_VERSION_2: u32 = 2;
 /// The first version (still read): the footer has no lookup index and opening reads the
 /// block index and builds the lookup index from it.
 pub const SEMI_VERSION_1: u32 = 1;
-/// Footer size of versions 2 and 3: five handles (16 bytes each), version, checksum, magic. The
-/// longest semi-sorted footer: a reader reads this many bytes before the logical end.
+/// Footer size of versions 2 and 3: five handles (16 bytes each), version, checksum,
+/// magic. The longest semi-sorted footer: a reader reads this many bytes before the
+/// logical end.
 pub const SEMI_FOOTER_LEN: usize = 5 * 16 + 4 + 4 + 8;
 /// Footer size of version 1: four handles, version, checksum, magic.
 pub const SEMI_FOOTER_V1_LEN: usize = 4 * 16 + 4 + 4 + 8;
@@ -234,7 +235,7 @@ fn check_blocks(blocks: &[SemiBlock], data_end: u64) -> Result<(), String> {
 /// structure and separators as a sorted table's format-3 index, so a seek by user key
 /// lands on the only block that can hold it. Version 3 stores it (version 2 stored it with
 /// whole handles); version 1 builds it at open. Blocks in key order may lie anywhere in
-/// the file: a handle before the previous one's end starts a restart point.
+/// the file: the gaps are signed.
 pub fn lookup_index(valid: &[SemiBlock]) -> Vec<u8> {
     let mut b = BlockBuilder::new(INDEX_RESTART_INTERVAL);
     for (i, blk) in valid.iter().enumerate() {
