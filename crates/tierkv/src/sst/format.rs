@@ -190,9 +190,20 @@ pub fn read_block_contents(
     unframe_block(&framed, file, h.offset)
 }
 
-/// Parses verified contents as a block.
+/// Parses verified contents as a block of plain values (a data block).
 pub fn parse_block(contents: Bytes, file: &RandomAccessFile, offset: u64) -> Result<Block> {
-    Block::new(contents).map_err(|reason| Error::corruption(file.path(), offset, reason))
+    parse_block_as(contents, ValueCoding::Plain, file, offset)
+}
+
+/// Parses verified contents as a block whose values are stored as `coding` says (an index).
+pub fn parse_block_as(
+    contents: Bytes,
+    coding: ValueCoding,
+    file: &RandomAccessFile,
+    offset: u64,
+) -> Result<Block> {
+    Block::with_coding(contents, coding)
+        .map_err(|reason| Error::corruption(file.path(), offset, reason))
 }
 
 /// A short user key `S` with `a <= S < b` (`a < b` bytewise), for an index entry between a

@@ -8,8 +8,8 @@
 use super::block::{Block, BlockIter};
 use super::filter::may_contain;
 use super::format::{
-    parse_block, read_block_contents, unframe_block, BlockHandle, Footer, BLOCK_TRAILER_LEN,
-    FOOTER_LEN,
+    parse_block, parse_block_as, read_block_contents, unframe_block, BlockHandle, Footer,
+    BLOCK_TRAILER_LEN, FOOTER_LEN,
 };
 use super::properties::TableProperties;
 use super::semi::{self, PriorGeneration, SemiFooter, SemiSummary, SEMI_FOOTER_LEN};
@@ -214,8 +214,8 @@ impl Table {
             let framed = meta.get(from..to).ok_or_else(outside)?;
             unframe_block(framed, &file, h.offset)
         };
-        let index = Block::with_coding(block_at(footer.index)?, footer.index_coding())
-            .map_err(|reason| Error::corruption(file.path(), footer.index.offset, reason))?;
+        let (index, coding) = (footer.index, footer.index_coding());
+        let index = parse_block_as(block_at(index)?, coding, &file, index.offset)?;
         let props = TableProperties::decode(&block_at(footer.properties)?).ok_or_else(|| {
             Error::corruption(
                 file.path(),

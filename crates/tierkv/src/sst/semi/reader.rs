@@ -13,7 +13,7 @@ use crate::coding::decode_fixed64;
 use crate::env::{IoCause, RandomAccessFile};
 use crate::sst::block::Block;
 use crate::sst::format::{
-    parse_block, read_block_contents, unframe_block, BlockHandle, BLOCK_TRAILER_LEN,
+    parse_block, parse_block_as, read_block_contents, unframe_block, BlockHandle, BLOCK_TRAILER_LEN,
 };
 use crate::sst::TableProperties;
 use crate::{Error, Result};
@@ -83,8 +83,7 @@ pub fn open(file: &RandomAccessFile, size: u64, tail: &[u8], cause: IoCause) -> 
     let index = match footer.lookup {
         // Handles are checked against the data blocks' end when a lookup decodes them, as
         // a sorted table's are; `tierkv check` compares the entries with the block index.
-        Some(h) => Block::with_coding(block_at(h)?, footer.lookup_coding())
-            .map_err(|e| corrupt(file, h.offset, e))?,
+        Some(h) => parse_block_as(block_at(h)?, footer.lookup_coding(), file, h.offset)?,
         None => {
             let blocks = decode_index(&block_at(footer.index)?, data_end).map_err(|e| {
                 corrupt(file, footer.index.offset, format!("semi-sorted index: {e}"))
