@@ -55,16 +55,17 @@ pub struct Options {
     pub block_restart_interval: usize,
     /// Bloom filter bits per key, 0 disables filters (default 10).
     pub bloom_bits_per_key: u32,
-    /// Bloom filters on the tables compaction writes to the deepest level holding data
-    /// (default true). False is RocksDB's `optimize_filters_for_hits`: that level holds
+    /// Bloom filters on the tables of the deepest level holding data (default true). False is RocksDB's `optimize_filters_for_hits`: that level holds
     /// about nine keys in ten, so its filters are most of the filter memory (1.25 B per key
     /// at 10 bits), yet a read that reaches it for a key the store holds reads a block
     /// anyway. Without them a lookup of a key stored nowhere reads one data block of that
     /// level; every other lookup costs the same. Meant for point reads of keys that exist
     /// (small records with a tight memory budget: with `block_records` of 8, the index and
-    /// filters stay near 1.4 B per key with read units of about 1.5 KiB). Applies to sorted
-    /// tables; semi-sorted slow-tier tables (`CompactionOptions::slow_tier_format`) keep
-    /// their filters.
+    /// filters stay near 1.4 B per key with read units of about 1.5 KiB). Applies to both
+    /// slow-tier formats (`CompactionOptions::slow_tier_format`). A table that would reach
+    /// that level by a move with its filter is rewritten without it instead; a table left
+    /// above a level that later fills keeps going without a filter until a compaction
+    /// rewrites it.
     pub last_level_filters: bool,
     /// Block compression (default none).
     pub compression: Compression,

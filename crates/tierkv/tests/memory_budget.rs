@@ -240,3 +240,57 @@ fn last_level_filters_off_drops_only_the_deepest_levels_filters() {
         );
     }
 }
+
+/// `Options::last_level_filters = false` holds for tables that reach the deepest level by
+/// a move as well as for those a merge writes there: keys above every stored key are
+/// flushed into an L0 table (with its filter), and a full compaction carries that table
+/// down through levels where nothing overlaps it. Once it lands on the deepest level no
+/// open table holds filter bytes, with either slow-tier format, and every read answers.
+#[test]
+fn a_table_moved_to_the_deepest_level_drops_its_filter() {
+    let filter_bytes = |db: &Db| db.stats().memory.table_filter_bytes;
+    for format in [
+        tierkv::SlowTierFormat::Sorted,
+        tierkv::SlowTierFormat::SemiSorted,
+    ] {
+        let fast = tempfile::tempdir().unwrap();
+        let slow = tempfile::tempdir().unwrap();
+        let mut opts = tierkv::Options {
+            last_level_filters: false,
+            block_records: Some(8),
+            ..common::two_tier_options(slow.path(), 256 * 1024, false)
+        };
+        opts.compaction.slow_tier_format = format;
+        let db = Db::open(fast.path(), opts).unwrap();
+        for k in 0..KEYS / 2 {
+            db.put(k.to_be_bytes(), value(k, 0)).unwrap();
+        }
+        db.compact_range(None, None).unwrap();
+        assert_eq!(
+            filter_bytes(&db),
+            0,
+            "{format:?}: after the first compaction"
+        );
+        // A few keys above every stored one: their table overlaps nothing below L0.
+        for k in KEYS..KEYS + 50 {
+            db.put(k.to_be_bytes(), value(k, 0)).unwrap();
+        }
+        db.flush().unwrap();
+        db.compact_range(None, None).unwrap();
+        for k in (0..KEYS / 2).chain(KEYS..KEYS + 50) {
+            assert_eq!(
+                db.get(k.to_be_bytes()).unwrap(),
+                Some(value(k, 0)),
+                "{format:?}: key {k}"
+            );
+        }
+        assert_eq!(db.get((KEYS - 1).to_be_bytes()).unwrap(), None);
+        let s = db.stats();
+        assert_eq!(
+            s.memory.table_filter_bytes, 0,
+            "{format:?}: a table on the deepest level kept its filter ({} trivial moves)",
+            s.trivial_moves
+        );
+        db.verify_checksums().unwrap();
+    }
+}

@@ -1,10 +1,10 @@
 //! What a compaction job is given and what it returns: the types every part of the job
 //! (`job`, `merger`, `output`, `reuse`) shares, kept below them all.
 
-use crate::env::Env;
+use crate::env::{Env, IoCause};
 use crate::key::SeqNo;
 use crate::sst::{BlockWrites, TableOptions};
-use crate::version::{TableCache, Version, VersionEdit};
+use crate::version::{FileMeta, TableCache, Version, VersionEdit};
 use std::sync::Arc;
 
 pub use super::routing::HotRouting;
@@ -14,6 +14,9 @@ pub use super::routing::HotRouting;
 pub struct JobOutput {
     /// The edit to install: inputs deleted, outputs added.
     pub edit: VersionEdit,
+    /// The single input was re-linked to the output level as it is (a trivial move),
+    /// not rewritten.
+    pub moved: bool,
     /// Bytes of input tables.
     pub bytes_read: u64,
     /// Bytes of output tables.
@@ -95,6 +98,23 @@ impl JobContext<'_> {
     /// back.
     pub(super) fn semi_table_options_for(&self, level: usize) -> TableOptions {
         self.without_last_level_filter(self.semi_table_options, level)
+    }
+
+    /// True when a table moved to `level` as it is would keep a filter that the level's
+    /// new tables go without ([`JobContext::table_options_for`]): `last_level_filters` is
+    /// off, `level` is the deepest holding data, and `table` has a filter. Such a table is
+    /// rewritten instead of moved, so that the option holds for every table of the level
+    /// (a moved table's filter would take table memory the option means to save).
+    /// Only such a move opens the table (a trivial move otherwise reads nothing); a table
+    /// that cannot be opened is moved as it is, and its error reaches whoever reads it.
+    pub(super) fn move_would_keep_a_filter(&self, table: &Arc<FileMeta>, level: usize) -> bool {
+        !self.last_level_filters
+            && self.table_options.bloom_bits_per_key > 0
+            && self.table_options_for(level).bloom_bits_per_key == 0
+            && self
+                .tables
+                .get(table, IoCause::Compaction)
+                .is_ok_and(|t| t.filter_bytes() > 0)
     }
 
     fn without_last_level_filter(&self, mut o: TableOptions, level: usize) -> TableOptions {

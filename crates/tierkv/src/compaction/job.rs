@@ -48,13 +48,14 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
         ));
     }
     out.bytes_read = c.input_bytes();
-    if c.is_trivial_move() {
+    if c.is_trivial_move() && !ctx.move_would_keep_a_filter(&c.inputs[0], c.output_level) {
         let f = &c.inputs[0];
         out.edit.added.push(NewFile {
             level: c.output_level,
             ..f.info.clone()
         });
         out.bytes_read = 0;
+        out.moved = true;
         return Ok(out);
     }
     let place = |tier: Tier| if ctx.spill_to_slow { Tier::Slow } else { tier };

@@ -441,7 +441,7 @@ pub(crate) fn run_compaction(
         }
     };
     let mut st = inner.state.lock();
-    let trivial = c.is_trivial_move();
+    let trivial = out.moved;
     let stayed: u64 = out
         .edit
         .added
@@ -614,6 +614,13 @@ pub(crate) fn compact_range(
             .find(|&l| !v.overlapping(l, from, to).is_empty());
         let Some(deepest) = deepest else {
             return Ok(());
+        };
+        // Overlapping L0 tables are merged into L1 even when nothing lies deeper, so that a
+        // manual compaction always leaves the range in one sorted level.
+        let deepest = if deepest == 0 {
+            1.min(v.num_levels() - 1)
+        } else {
+            deepest
         };
         for level in 0..deepest {
             let v = inner.state.lock().versions.current();

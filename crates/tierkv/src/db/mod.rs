@@ -652,7 +652,8 @@ impl Db {
     }
 
     /// Compacts every level's files overlapping `[from, to]` (None = unbounded) down to the
-    /// deepest level that holds data in the range, then returns.
+    /// deepest level that holds data in the range (at least L1: L0's overlapping tables are
+    /// always merged into one sorted level), then returns.
     pub fn compact_range(&self, from: Option<&[u8]>, to: Option<&[u8]>) -> Result<()> {
         background::compact_range(&self.inner, from, to)
     }
