@@ -39,7 +39,6 @@ pub use shard::PointLookup;
 use crate::sst::block::Block;
 use adaptive::Comp;
 use adaptive::{Controller, HitCounts};
-use bytes::Bytes;
 use parking_lot::Mutex;
 use serde::Serialize;
 use shard::{FlushOutcome, Shard, ShardCounters};
@@ -159,12 +158,13 @@ pub struct AdaptiveCacheStats {
     pub flush_updates: u64,
 }
 
-/// A flushed key: its newest version in the flushed memtable (`None`: a tombstone).
-pub struct FlushedKey {
+/// A flushed key: its newest version in the flushed memtable (`None`: a tombstone),
+/// borrowed from the memtable (an entry the cache holds copies what it keeps).
+pub struct FlushedKey<'a> {
     /// User key.
-    pub key: Bytes,
+    pub key: &'a [u8],
     /// Newest value, or `None` for a deletion.
-    pub value: Option<Bytes>,
+    pub value: Option<&'a [u8]>,
 }
 
 impl Cache {
@@ -373,7 +373,7 @@ impl Cache {
     /// (`None`: drop the entry).
     pub fn apply_flush(
         &self,
-        keys: &[FlushedKey],
+        keys: &[FlushedKey<'_>],
         file: u64,
         mut handle_of: impl FnMut(&[u8]) -> Option<crate::sst::format::BlockHandle>,
     ) {
@@ -386,7 +386,7 @@ impl Cache {
             .iter()
             .enumerate()
             .map(|(i, k)| {
-                let h = key_hash(&k.key);
+                let h = key_hash(k.key);
                 (((h >> 32) as usize) & self.mask, h, i)
             })
             .collect();
@@ -398,7 +398,7 @@ impl Cache {
             let mut s = slot.shard.lock();
             for &(si, h, i) in group {
                 let k = &keys[i];
-                match s.flush_update(&k.key, h, k.value.as_deref(), &self.ctl) {
+                match s.flush_update(k.key, h, k.value, &self.ctl) {
                     FlushOutcome::Repoint => repoint.push((si, h, i)),
                     FlushOutcome::Updated => updated += 1,
                     FlushOutcome::NotCached => {}
@@ -410,7 +410,7 @@ impl Cache {
         let repoint: Vec<(usize, u64, usize, Option<BlockPtr>)> = repoint
             .into_iter()
             .map(|(si, h, i)| {
-                let p = handle_of(&keys[i].key).map(|handle| BlockPtr {
+                let p = handle_of(keys[i].key).map(|handle| BlockPtr {
                     file,
                     level: 0,
                     handle,
@@ -421,7 +421,7 @@ impl Cache {
         for group in repoint.chunk_by(|a, b| a.0 == b.0) {
             let mut s = self.slots[group[0].0].shard.lock();
             for &(_, h, i, p) in group {
-                s.repoint(&keys[i].key, h, p, &self.ctl);
+                s.repoint(keys[i].key, h, p, &self.ctl);
             }
         }
         updated += repoint.len() as u64;

@@ -118,28 +118,28 @@ fn a_flush_updates_kv_repoints_kp_and_drops_deleted_keys() {
     let new = vec![2u8; 120];
     let keys = vec![
         FlushedKey {
-            key: Bytes::from_static(b"kv"),
-            value: Some(Bytes::from(new.clone())),
+            key: b"kv",
+            value: Some(&new),
         },
         FlushedKey {
-            key: Bytes::from_static(b"kvdel"),
+            key: b"kvdel",
             value: None,
         },
         FlushedKey {
-            key: Bytes::from_static(b"kp"),
-            value: Some(Bytes::from(new.clone())),
+            key: b"kp",
+            value: Some(&new),
         },
         FlushedKey {
-            key: Bytes::from_static(b"kpdel"),
+            key: b"kpdel",
             value: None,
         },
         FlushedKey {
-            key: Bytes::from_static(b"kpsmall"),
-            value: Some(Bytes::from_static(b"small")),
+            key: b"kpsmall",
+            value: Some(b"small"),
         },
         FlushedKey {
-            key: Bytes::from_static(b"uncached"),
-            value: Some(Bytes::from_static(b"x")),
+            key: b"uncached",
+            value: Some(b"x"),
         },
     ];
     let before = c.fence();
@@ -170,8 +170,8 @@ fn a_flush_updates_kv_repoints_kp_and_drops_deleted_keys() {
     // A KP entry whose block cannot be found in the new table is dropped.
     c.apply_flush(
         &[FlushedKey {
-            key: Bytes::from_static(b"kp"),
-            value: Some(Bytes::from(new)),
+            key: b"kp",
+            value: Some(&new),
         }],
         43,
         |_| None,
@@ -187,8 +187,8 @@ fn inserts_from_before_a_flush_are_refused() {
     let fence = c.fence();
     c.apply_flush(
         &[FlushedKey {
-            key: Bytes::from_static(b"k"),
-            value: Some(Bytes::from_static(b"new version")),
+            key: b"k",
+            value: Some(b"new version"),
         }],
         9,
         |_| None,
@@ -428,14 +428,18 @@ fn the_budget_holds_under_any_mix() {
                     }
                 }
                 _ => {
-                    let keys: Vec<FlushedKey> = (0..rng.gen_range(1..50))
+                    let owned: Vec<([u8; 8], Option<Vec<u8>>)> = (0..rng.gen_range(1..50))
                         .map(|_| {
                             let j: u64 = rng.gen_range(0..4000);
                             let len = rng.gen_range(0..2000);
-                            FlushedKey {
-                                key: Bytes::copy_from_slice(&j.to_be_bytes()),
-                                value: rng.gen_bool(0.8).then(|| Bytes::from(vec![1u8; len])),
-                            }
+                            (j.to_be_bytes(), rng.gen_bool(0.8).then(|| vec![1u8; len]))
+                        })
+                        .collect();
+                    let keys: Vec<FlushedKey> = owned
+                        .iter()
+                        .map(|(k, v)| FlushedKey {
+                            key: k,
+                            value: v.as_deref(),
                         })
                         .collect();
                     let with_handles = rng.gen_bool(0.7);

@@ -349,11 +349,10 @@ fn update_cache_for_flush(inner: &Arc<DbInner>, mem: &Arc<MemTable>, file: &NewF
     mem.for_each_entry(|ikey, value| {
         if let Some(k) = crate::key::parse_internal_key(ikey) {
             // Versions of a key come newest first: keep the first of each.
-            if keys.last().is_none_or(|l| l.key.as_ref() != k.user_key) {
+            if keys.last().is_none_or(|l| l.key != k.user_key) {
                 keys.push(FlushedKey {
-                    key: bytes::Bytes::copy_from_slice(k.user_key),
-                    value: (k.kind == crate::key::ValueKind::Value)
-                        .then(|| bytes::Bytes::copy_from_slice(value)),
+                    key: k.user_key,
+                    value: (k.kind == crate::key::ValueKind::Value).then_some(value),
                 });
             }
         }

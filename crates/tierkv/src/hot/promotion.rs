@@ -25,10 +25,9 @@ use crate::mem_filter::MemFilter;
 use crate::memtable::MemTable;
 use crate::sst::filter::filter_hash;
 use bytes::Bytes;
-use crossbeam_skiplist::SkipMap;
+use hashbrown::HashTable;
 use parking_lot::{Mutex, RwLock};
 use std::collections::{BTreeMap, VecDeque};
-use std::ops::Bound;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -62,45 +61,26 @@ pub struct PcRecord {
 /// table is not frozen, and inserts stop once it holds twice its size (invariant 4).
 pub const MAX_FROZEN_TABLES: usize = 2;
 
-/// A promotion cache table's key: a user key held inline in the skiplist node when short
-/// (as the memtable's keys, [`ShortBytes`]), so a lookup's comparisons read the nodes they
-/// already loaded instead of following a pointer per node to a separate heap block (every
-/// get that misses the memtables searches this table). Ordered bytewise, as `[u8]`, the
-/// form lookups borrow it as.
-#[derive(Clone, Debug)]
-struct PcKey(ShortBytes);
+/// Shards of a table's records (a power of two): an insert or a lookup locks one.
+const PC_SHARDS: usize = 16;
 
-impl std::borrow::Borrow<[u8]> for PcKey {
-    fn borrow(&self) -> &[u8] {
-        self.0.as_slice()
-    }
-}
+/// One shard of a table: records indexed by their key's [`filter_hash`], the hash every
+/// reader has already computed for the memtables' filters, so a lookup hashes nothing.
+/// Keys are held inline when short ([`ShortBytes`]), so a probe compares bytes in the slot
+/// it loaded.
+type PcShard = Mutex<HashTable<(u64, ShortBytes, PcRecord)>>;
 
-impl PartialEq for PcKey {
-    fn eq(&self, other: &Self) -> bool {
-        self.0.as_slice() == other.0.as_slice()
-    }
-}
-
-impl Eq for PcKey {}
-
-impl Ord for PcKey {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.0.as_slice().cmp(other.0.as_slice())
-    }
-}
-
-impl PartialOrd for PcKey {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-/// One promotion cache table (mutable, then immutable while the checker works on it).
+/// One promotion cache table (mutable, then immutable while the checker works on it): a
+/// hash table, not an ordered map. Lookups and inserts are point operations, one per get
+/// that reaches the table and per slow-tier read; order is needed only by the checker and
+/// by compactions taking a key range, once per table or per compaction, which sort what
+/// they take. (A `crossbeam_skiplist::SkipMap` until stop 42: its searches were 2-3% of
+/// the CPU of YCSB A over F2's small records, almost all inserts of records that a later
+/// update made stale.)
 pub struct PcTable {
-    map: SkipMap<PcKey, PcRecord>,
+    shards: Box<[PcShard]>,
     /// Every key inserted: most reads that reach the cache find nothing in it, and the
-    /// filter answers them without a skiplist search.
+    /// filter answers them without locking a shard.
     filter: MemFilter,
     size: AtomicUsize,
     /// Memtables that became immutable while this table was frozen (HotRAP §3.4 steps
@@ -116,12 +96,18 @@ impl PcTable {
     /// keys and values: larger records only make it more accurate).
     fn new(capacity: usize) -> Self {
         PcTable {
-            map: SkipMap::new(),
+            shards: (0..PC_SHARDS).map(|_| Mutex::default()).collect(),
             filter: MemFilter::with_capacity(capacity / record_charge(16, 16)),
             size: AtomicUsize::new(0),
             switched: Mutex::new(Vec::new()),
             frozen_epoch: AtomicU64::new(0),
         }
+    }
+
+    /// The shard of a key whose `filter_hash` is `hash` (its top bits: the table uses the
+    /// low ones).
+    fn shard(&self, hash: u64) -> &PcShard {
+        &self.shards[(hash >> 60) as usize & (PC_SHARDS - 1)]
     }
 
     /// Bytes of records held, approximately (keys, values, overhead).
@@ -137,20 +123,36 @@ impl PcTable {
     /// True when empty.
     #[cfg(test)]
     pub fn is_empty(&self) -> bool {
-        self.map.is_empty()
+        self.shards.iter().all(|s| s.lock().is_empty())
     }
 
     /// Every record in key order.
     pub fn records(&self) -> Vec<(Bytes, PcRecord)> {
-        self.map
-            .iter()
-            .map(|e| {
-                (
-                    Bytes::copy_from_slice(e.key().0.as_slice()),
-                    e.value().clone(),
-                )
-            })
-            .collect()
+        let mut all: Vec<(Bytes, PcRecord)> = Vec::new();
+        for shard in self.shards.iter() {
+            all.extend(
+                shard
+                    .lock()
+                    .iter()
+                    .map(|(_, k, r)| (Bytes::copy_from_slice(k.as_slice()), r.clone())),
+            );
+        }
+        all.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
+    /// Takes every record whose key lies in `[lo, hi]`, in no particular order.
+    fn take_range(&self, lo: &[u8], hi: &[u8]) -> Vec<(Bytes, PcRecord)> {
+        let mut taken = Vec::new();
+        for shard in self.shards.iter() {
+            let mut shard = shard.lock();
+            for (_, k, r) in shard.extract_if(|(_, k, _)| (lo..=hi).contains(&k.as_slice())) {
+                let charge = record_charge(k.as_slice().len(), r.value.len());
+                self.size.fetch_sub(charge, Ordering::Relaxed);
+                taken.push((Bytes::copy_from_slice(k.as_slice()), r));
+            }
+        }
+        taken
     }
 
     /// True if `key` was written after the table froze (it is in a memtable switched since).
@@ -175,45 +177,49 @@ impl PcTable {
         self.frozen_epoch.load(Ordering::Acquire)
     }
 
+    /// The record of `key` (whose `filter_hash` is `hash`), asking the filter first.
     fn get(&self, key: &[u8], hash: u64) -> Option<PcRecord> {
-        self.entry(key, hash).map(|e| e.value().clone())
-    }
-
-    /// The entry of `key` (whose `filter_hash` is `hash`), asking the filter first.
-    fn entry(
-        &self,
-        key: &[u8],
-        hash: u64,
-    ) -> Option<crossbeam_skiplist::map::Entry<'_, PcKey, PcRecord>> {
         if !self.filter.may_contain(hash) {
             return None;
         }
-        self.map.get(key)
+        self.shard(hash)
+            .lock()
+            .find(hash, |(h, k, _)| *h == hash && k.as_slice() == key)
+            .map(|(_, _, r)| r.clone())
     }
 
     /// Drops `key` if the table holds exactly version `seq` of it.
     fn remove_version(&self, key: &[u8], seq: SeqNo) {
-        let Some(e) = self.map.get(key) else { return };
-        if e.value().seq != seq {
-            return;
-        }
-        let charge = key.len() + e.value().value.len() + ENTRY_OVERHEAD;
-        if e.remove() {
-            self.size.fetch_sub(charge, Ordering::Relaxed);
+        let hash = filter_hash(key);
+        let mut shard = self.shard(hash).lock();
+        if let Ok(e) = shard.find_entry(hash, |(h, k, r)| {
+            *h == hash && k.as_slice() == key && r.seq == seq
+        }) {
+            let ((_, _, r), _) = e.remove();
+            self.size
+                .fetch_sub(record_charge(key.len(), r.value.len()), Ordering::Relaxed);
         }
     }
 
     fn insert(&self, key: &[u8], record: PcRecord) {
         let hash = filter_hash(key);
-        let old = self.entry(key, hash);
-        if old.as_ref().is_some_and(|e| e.value().seq >= record.seq) {
-            return;
-        }
-        let charge = key.len() + record.value.len() + ENTRY_OVERHEAD;
-        let replaced = old.map_or(0, |e| key.len() + e.value().value.len() + ENTRY_OVERHEAD);
-        // Before the insert: a reader that may see the record must find its bits set.
-        self.filter.insert(hash);
-        self.map.insert(PcKey(ShortBytes::new(key)), record);
+        let charge = record_charge(key.len(), record.value.len());
+        let mut shard = self.shard(hash).lock();
+        let replaced = match shard.find_mut(hash, |(h, k, _)| *h == hash && k.as_slice() == key) {
+            Some((_, _, old)) if old.seq >= record.seq => return,
+            Some((_, _, old)) => {
+                let replaced = record_charge(key.len(), old.value.len());
+                *old = record;
+                replaced
+            }
+            None => {
+                // Before the record can be found: a reader that may see it must find its
+                // filter bits set.
+                self.filter.insert(hash);
+                shard.insert_unique(hash, (hash, ShortBytes::new(key), record), |e| e.0);
+                0
+            }
+        };
         // One update of the net change: adding the new charge before subtracting the
         // replaced one showed a sampler the cache over its limit in between.
         if charge >= replaced {
@@ -383,21 +389,7 @@ impl<V> PromotionCache<V> {
         tables.extend(self.frozen_tables());
         let mut taken: BTreeMap<Bytes, PcRecord> = BTreeMap::new();
         for table in tables {
-            let range = (Bound::Included(lo), Bound::Included(hi));
-            let in_range: Vec<(Bytes, PcRecord)> = table
-                .map
-                .range::<[u8], _>(range)
-                .map(|e| {
-                    (
-                        Bytes::copy_from_slice(e.key().0.as_slice()),
-                        e.value().clone(),
-                    )
-                })
-                .collect();
-            for (k, r) in in_range {
-                table.map.remove::<[u8]>(&k);
-                let charge = k.len() + r.value.len() + ENTRY_OVERHEAD;
-                table.size.fetch_sub(charge, Ordering::Relaxed);
+            for (k, r) in table.take_range(lo, hi) {
                 if taken.get(&k).is_none_or(|t| t.seq < r.seq) {
                     taken.insert(k, r);
                 }

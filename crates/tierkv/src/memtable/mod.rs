@@ -194,8 +194,12 @@ impl MemTable {
     }
 
     /// Calls `f` with every version's encoded internal key and value, in internal-key
-    /// order, stopping at the first error: for the full scans of a flush.
-    pub fn for_each_entry(&self, mut f: impl FnMut(&[u8], &[u8]) -> Result<()>) -> Result<()> {
+    /// order, stopping at the first error: for the full scans of a flush. The slices live
+    /// as long as the memtable (entries are never moved or freed before it is).
+    pub fn for_each_entry<'a>(
+        &'a self,
+        mut f: impl FnMut(&'a [u8], &'a [u8]) -> Result<()>,
+    ) -> Result<()> {
         for (key, value) in self.list.iter() {
             f(key, value)?;
         }
