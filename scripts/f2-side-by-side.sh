@@ -43,6 +43,7 @@
 #   TIERKV         tierkv binary (default target/release/tierkv)
 #   TIERKV_ARGS    extra `tierkv bench` flags (default none), e.g.
 #                  "--block-records 8 --no-last-level-filters" (the small-record table profile)
+#   TIERKV_SYSTEM  the `tierkv bench --systems` name to run (default tierkv), e.g. tierkv-kvonly
 #   RECORDS        records in the load file (4,000,000; quick 500,000)
 #   RUN_KEYS       keys in the run file (1,600,000; quick 320,000); both drivers cycle it
 #   TIERKV_MAX_OPS at most this many tierkv operations per cell (default RUN_KEYS), so a cell
@@ -82,6 +83,7 @@ F2_ROOT=${F2_ROOT:-/tmp/f2peer}
 F2_BIN=${F2_BIN:-$F2_ROOT/build-p20/f2_ycsb}
 TIERKV=${TIERKV:-${CARGO_TARGET_DIR:-target}/release/tierkv}
 TIERKV_ARGS=${TIERKV_ARGS:-}
+TIERKV_SYSTEM=${TIERKV_SYSTEM:-tierkv}
 RECORDS=${RECORDS:-$(q 4000000 500000)}
 RUN_KEYS=${RUN_KEYS:-$(q 1600000 320000)}
 TIERKV_MAX_OPS=${TIERKV_MAX_OPS:-$RUN_KEYS}
@@ -237,7 +239,7 @@ run_tierkv() { # W T SEQ REP OPS -> prints "ops ops_per_sec"
     : > "$log"
     "$TIERKV" bench --workload "$w" --load-keys "$load_file" --run-keys "${RUNFILE[$s]}" \
         --ops "$ops" --threads "$t" --memory-budget "$MEM_BYTES" --fd-budget "$FD_BUDGET" \
-        --slow-device none --systems tierkv --batch "$TIERKV_BATCH" --no-progress $TIERKV_ARGS \
+        --slow-device none --systems "$TIERKV_SYSTEM" --batch "$TIERKV_BATCH" --no-progress $TIERKV_ARGS \
         --out "$d" > "$log" 2>&1 &
     local pid=$!
     monitor "$pid" "$log" ': loaded [0-9]+ records in' 'run phase done in' "$log.samples"
@@ -306,7 +308,7 @@ out.append("$RECORDS records of 8-byte keys and 100-byte values, run file of $RU
            "${COLD_LOG_MB} MiB, cold-index log ${COLD_INDEX_MB} MiB, read cache ${READ_CACHE_MB} MiB, "
            "$HOT_INDEX_BUCKETS hot-index buckets, $COLD_INDEX_CHUNKS cold-index chunks; tierkv: "
            "--memory-budget, fast tier $((FD_BUDGET / 1024)) KiB, both tiers on the same disk, "
-           "--slow-device none, --batch $TIERKV_BATCH gets in flight per client thread${TIERKV_ARGS:+, $TIERKV_ARGS}); F2 ran ${F2_SECONDS} s per cell, tierkv as many operations over the same run file "
+           "--slow-device none, --systems $TIERKV_SYSTEM, --batch $TIERKV_BATCH gets in flight per client thread${TIERKV_ARGS:+, $TIERKV_ARGS}); F2 ran ${F2_SECONDS} s per cell, tierkv as many operations over the same run file "
            "(at most $TIERKV_MAX_OPS). "
            "Disk $DEVNAME, fio random-read ceiling at iodepth 32: {:,} IOPS at 512 B, {:,} at 4 KiB. "
            "Durability: tierkv's default (WAL written on every write, not fsynced); F2 has no WAL.".format(fio512, fio4k))
