@@ -55,8 +55,8 @@ pub struct Options {
     pub block_restart_interval: usize,
     /// Bloom filter bits per key, 0 disables filters (default 10).
     pub bloom_bits_per_key: u32,
-    /// Bloom filters on the tables of the deepest level holding data (default true). False is RocksDB's `optimize_filters_for_hits`: that level holds
-    /// about nine keys in ten, so its filters are most of the filter memory (1.25 B per key
+    /// Bloom filters on the tables of the deepest level holding data (default true). False
+    /// is RocksDB's `optimize_filters_for_hits`: that level holds about nine keys in ten, so its filters are most of the filter memory (1.25 B per key
     /// at 10 bits), yet a read that reaches it for a key the store holds reads a block
     /// anyway. Without them a lookup of a key stored nowhere reads one data block of that
     /// level; every other lookup costs the same. Meant for point reads of keys that exist

@@ -171,6 +171,24 @@ fn table_memory_limit_bounds_open_tables() {
     assert!(db.stats().memory.tables.bytes > 0);
 }
 
+/// A two-tier store of 8-record blocks in slow-tier `format`, with or without filters on
+/// the deepest level, after the guards of its directories (so it is dropped before them).
+fn open_small_records(
+    format: tierkv::SlowTierFormat,
+    last_level_filters: bool,
+) -> ([tempfile::TempDir; 2], Db) {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let mut opts = tierkv::Options {
+        last_level_filters,
+        block_records: Some(8),
+        ..common::two_tier_options(slow.path(), 256 * 1024, false)
+    };
+    opts.compaction.slow_tier_format = format;
+    let db = Db::open(fast.path(), opts).unwrap();
+    ([fast, slow], db)
+}
+
 /// `Options::last_level_filters = false` drops the filters of the deepest level only, with
 /// either slow-tier format (semi-sorted tables follow the sorted tables' rule): after a full
 /// compaction the open tables hold no filter bytes (with filters on they do), a flush
@@ -185,15 +203,7 @@ fn last_level_filters_off_drops_only_the_deepest_levels_filters() {
     ] {
         let mut bytes_after_compaction = Vec::new();
         for filters in [true, false] {
-            let fast = tempfile::tempdir().unwrap();
-            let slow = tempfile::tempdir().unwrap();
-            let mut opts = tierkv::Options {
-                last_level_filters: filters,
-                block_records: Some(8),
-                ..common::two_tier_options(slow.path(), 256 * 1024, false)
-            };
-            opts.compaction.slow_tier_format = format;
-            let db = Db::open(fast.path(), opts).unwrap();
+            let (_dirs, db) = open_small_records(format, filters);
             for k in (0..KEYS).step_by(2) {
                 db.put(k.to_be_bytes(), value(k, 0)).unwrap();
             }
@@ -253,15 +263,7 @@ fn a_table_moved_to_the_deepest_level_drops_its_filter() {
         tierkv::SlowTierFormat::Sorted,
         tierkv::SlowTierFormat::SemiSorted,
     ] {
-        let fast = tempfile::tempdir().unwrap();
-        let slow = tempfile::tempdir().unwrap();
-        let mut opts = tierkv::Options {
-            last_level_filters: false,
-            block_records: Some(8),
-            ..common::two_tier_options(slow.path(), 256 * 1024, false)
-        };
-        opts.compaction.slow_tier_format = format;
-        let db = Db::open(fast.path(), opts).unwrap();
+        let (_dirs, db) = open_small_records(format, false);
         for k in 0..KEYS / 2 {
             db.put(k.to_be_bytes(), value(k, 0)).unwrap();
         }
