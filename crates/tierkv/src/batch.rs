@@ -7,8 +7,8 @@
 //! Owns the encoding and its validation; it never touches memtables or files.
 
 use crate::coding::{decode_fixed32, decode_fixed64, get_length_prefixed, put_length_prefixed};
+use crate::error::{Error, Result};
 use crate::key::{SeqNo, ValueKind, MAX_SEQ};
-use crate::{Error, Result};
 use std::path::Path;
 
 const HEADER: usize = 12;

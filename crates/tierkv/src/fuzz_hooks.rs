@@ -12,7 +12,7 @@
 
 use crate::batch::DecodedBatch;
 use crate::key::SeqNo;
-use crate::{BatchEntry, Result};
+use crate::{batch::BatchEntry, error::Result};
 use std::path::Path;
 
 /// Decodes and validates one WAL record as recovery does: the sequence number of its first

@@ -17,7 +17,7 @@
 //! and `promotion.ralt.buffer_bytes`) are overridden, with a warning for each that differs from its default: the budget is the
 //! one knob, and a plain size field cannot tell an explicit default from an unset one.
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use serde::Serialize;
 
 /// The smallest accepted [`crate::Options::memory_budget`]: below it the memtables would be
@@ -251,9 +251,9 @@ impl MemoryStats {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::DeviceProfile;
     use crate::options::Options;
     use crate::options::SlowTier;
-    use crate::DeviceProfile;
 
     const MIB: usize = 1 << 20;
 

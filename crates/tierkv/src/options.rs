@@ -3,13 +3,13 @@
 //! derived from them (targets and tier placement); it never opens files.
 
 use crate::env::DeviceProfile;
+use crate::error::{Error, Result};
 use crate::hot::cascade::BloomCascadeOptions;
 use crate::hot::ralt::RaltOptions;
 use crate::hot::TrackerKind;
 use crate::memory::{MemoryDivision, MemoryShares};
 use crate::sst::{Compression, TableOptions};
 use crate::wal::RecoveryMode;
-use crate::{Error, Result};
 use std::path::PathBuf;
 
 const KIB: usize = 1024;
@@ -105,7 +105,7 @@ pub struct Options {
     pub cache_size: usize,
     /// How the cache budget is split between KV, KP and block caches (default: adaptive,
     /// AC-Key) and the adaptive policy's parameters.
-    pub cache: crate::CacheOptions,
+    pub cache: crate::cache::CacheOptions,
     /// Table files kept open (default 1000).
     pub max_open_files: usize,
     /// Most bytes of index and filter blocks the open tables hold (default `None`: only
@@ -151,7 +151,7 @@ pub struct Options {
     /// The time source of key expiry (default [`crate::SystemClock`]): a record whose
     /// deadline is at or before `clock.now_ms()` reads as deleted. Tests use a
     /// [`crate::ManualClock`].
-    pub clock: std::sync::Arc<dyn crate::Clock>,
+    pub clock: std::sync::Arc<dyn crate::expiry::Clock>,
 }
 
 /// Switches and sizes of HotRAP's retention and promotion, including the paper's ablations.
@@ -300,7 +300,7 @@ impl ReadIo {
 }
 
 impl std::str::FromStr for ReadIo {
-    type Err = crate::Error;
+    type Err = crate::error::Error;
 
     /// `auto`, `uring` or `threads`.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -308,7 +308,7 @@ impl std::str::FromStr for ReadIo {
             "auto" => Ok(ReadIo::Auto),
             "uring" => Ok(ReadIo::Uring),
             "threads" => Ok(ReadIo::Threads),
-            _ => Err(crate::Error::InvalidArgument(format!(
+            _ => Err(crate::error::Error::InvalidArgument(format!(
                 "unknown read I/O {s:?}: expected auto, uring or threads"
             ))),
         }
@@ -400,7 +400,7 @@ impl Default for Options {
             read_parallelism: 16,
             read_io: ReadIo::Auto,
             cache_size: 64 * MIB,
-            cache: crate::CacheOptions::default(),
+            cache: crate::cache::CacheOptions::default(),
             max_open_files: 1000,
             table_memory_limit: None,
             memory_budget: None,
@@ -417,7 +417,7 @@ impl Default for Options {
             compaction: CompactionOptions::default(),
             fault_injector: None,
             merge_operator: None,
-            clock: std::sync::Arc::new(crate::SystemClock),
+            clock: std::sync::Arc::new(crate::expiry::SystemClock),
         }
     }
 }

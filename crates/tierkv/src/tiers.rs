@@ -125,8 +125,8 @@ fn balanced_ratio(first: u64, total: u64, levels: usize) -> Option<f64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::env::DeviceProfile;
     use crate::options::{PromotionOptions, SlowTier};
-    use crate::DeviceProfile;
 
     #[test]
     fn fat_layout_fills_the_fd_budget() {

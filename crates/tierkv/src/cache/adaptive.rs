@@ -136,11 +136,12 @@ impl fmt::Display for CacheMode {
 }
 
 impl FromStr for CacheMode {
-    type Err = crate::Error;
+    type Err = crate::error::Error;
 
     /// `adaptive`, `block`, `kv`, `kp` or `split:KV:KP:BLOCK` (shares, e.g. `split:8:2:0`).
-    fn from_str(s: &str) -> crate::Result<Self> {
-        let bad = |m: String| crate::Error::InvalidArgument(format!("cache mode {s:?}: {m}"));
+    fn from_str(s: &str) -> crate::error::Result<Self> {
+        let bad =
+            |m: String| crate::error::Error::InvalidArgument(format!("cache mode {s:?}: {m}"));
         match s.trim().to_ascii_lowercase().as_str() {
             "adaptive" => Ok(CacheMode::Adaptive),
             "block" | "block-only" | "blockonly" => Ok(CacheMode::BlockOnly),

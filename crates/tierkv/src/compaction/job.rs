@@ -21,11 +21,11 @@ use super::semi_plan;
 use super::semi_sink::SemiOutputs;
 use super::Compaction;
 use crate::env::{IoCause, Tier};
+use crate::error::Result;
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::user_key;
 use crate::sst::TableOptions;
 use crate::version::{table_file_name, LevelIterator, NewFile};
-use crate::Result;
 
 pub use super::context::{HotRouting, JobContext, JobOutput};
 

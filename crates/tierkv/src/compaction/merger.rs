@@ -9,8 +9,8 @@ use super::pushdown::Pushdown;
 use super::routing::HotRouter;
 use super::stream::{tombstone_for, VersionStream};
 use super::Compaction;
+use crate::error::{Error, Result};
 use crate::key::{make_internal_key, parse_internal_key, ParsedKey, ValueKind};
-use crate::{Error, Result};
 
 /// The per-entry decisions of a merge, shared by both drivers: what to drop, where each
 /// survivor goes, when to cut output files.

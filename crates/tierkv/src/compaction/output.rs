@@ -5,9 +5,9 @@
 use super::context::JobContext;
 use super::semi_sink::{SemiOutputs, SinkLists};
 use crate::env::{IoCause, Tier};
+use crate::error::Result;
 use crate::sst::{BlockWrites, RawBlock, TableBuilder, TableOptions};
 use crate::version::{table_file_name, NewFile};
-use crate::Result;
 
 struct Output {
     builder: TableBuilder,

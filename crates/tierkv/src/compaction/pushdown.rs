@@ -24,10 +24,10 @@ use super::output::Sink;
 use super::semi_sink::SemiOutputs;
 use super::Compaction;
 use crate::env::{IoCause, Tier};
+use crate::error::Result;
 use crate::key::user_key;
 use crate::sst::{Table, TableOptions};
 use crate::version::{FileMeta, NewFile};
-use crate::Result;
 use std::sync::Arc;
 
 /// Where a user key stands on one level.

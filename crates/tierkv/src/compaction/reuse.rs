@@ -14,11 +14,11 @@ use super::context::JobContext;
 use super::merger::Merger;
 use super::Compaction;
 use crate::env::IoCause;
+use crate::error::{Error, Result};
 use crate::key::{compare_internal, parse_internal_key, user_key, SeqNo, MAX_SEQ};
 use crate::sst::block::BlockIter;
 use crate::sst::{DataBlocks, RawBlock};
 use crate::version::{FileMeta, TableCache};
-use crate::{Error, Result};
 use std::collections::VecDeque;
 use std::sync::Arc;
 

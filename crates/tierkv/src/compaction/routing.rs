@@ -2,9 +2,9 @@
 //! input keys stay on the fast tier because they are hot (retention), and which hot
 //! promotion-cache records the compaction writes there (promotion by compaction).
 
+use crate::error::Result;
 use crate::hot::promotion::PcRecord;
 use crate::hot::{HotKeys, HotTracker};
-use crate::Result;
 use std::collections::VecDeque;
 
 /// HotRAP's part in a compaction from the last fast level into the slow tier.

@@ -18,6 +18,7 @@ use super::context::JobContext;
 use super::span_reads::{SpanReadStats, SpanReads};
 use super::Compaction;
 use crate::env::{IoCause, Tier};
+use crate::error::{Error, Result};
 use crate::iter::{InternalIterator, MergingIterator};
 use crate::key::{compare_internal, user_key};
 use crate::sst::block::BlockIter;
@@ -25,7 +26,6 @@ use crate::sst::format::BlockHandle;
 use crate::sst::semi::PriorGeneration;
 use crate::sst::Table;
 use crate::version::FileMeta;
-use crate::{Error, Result};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 

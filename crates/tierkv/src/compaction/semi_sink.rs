@@ -13,11 +13,11 @@
 use super::context::JobContext;
 use super::semi_plan::{territory, DirtyLog, Target, TargetMode};
 use crate::env::{IoCause, Tier};
+use crate::error::Result;
 use crate::key::user_key;
 use crate::sst::semi::GenerationWriter;
 use crate::sst::BlockWrites;
 use crate::version::{table_file_name, NewFile};
-use crate::Result;
 use std::sync::Arc;
 
 /// An appended table's new generation in progress.

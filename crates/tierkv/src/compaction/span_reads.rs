@@ -13,8 +13,8 @@
 //! when the merge ends is dropped with the session (which reaps it first).
 
 use crate::env::{IoCause, ReadSession};
+use crate::error::{Error, Result};
 use crate::sst::Table;
-use crate::{Error, Result};
 use bytes::Bytes;
 use std::sync::Arc;
 

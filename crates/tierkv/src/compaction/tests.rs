@@ -376,7 +376,12 @@ fn run_case(
 }
 
 /// Runs the case's compaction job and returns its outcome.
-fn run_job(case: &Case, reuse: bool, semi: bool, first_number: u64) -> crate::Result<JobOutput> {
+fn run_job(
+    case: &Case,
+    reuse: bool,
+    semi: bool,
+    first_number: u64,
+) -> crate::error::Result<JobOutput> {
     let next = AtomicU64::new(first_number);
     let alloc = || next.fetch_add(1, Ordering::Relaxed);
     let hot = case.tracker.as_ref().map(|t| {
@@ -1034,7 +1039,7 @@ fn failed_span_read_in_a_batch_fails_the_merge_cleanly() {
         Err(e) => e,
     };
     assert!(
-        matches!(err, crate::Error::Io { .. }),
+        matches!(err, crate::error::Error::Io { .. }),
         "the merge failed with {err}, not the read's I/O error"
     );
     assert!(faults.injected() >= 1);
@@ -1795,7 +1800,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
         let e = job::run(&c, &ctx).unwrap_err();
         let msg = e.to_string();
         assert!(
-            matches!(e, crate::Error::Corruption { .. }) && msg.contains("000001.sst"),
+            matches!(e, crate::error::Error::Corruption { .. }) && msg.contains("000001.sst"),
             "reuse {reuse}: {msg}"
         );
         // The failed job left no output behind.

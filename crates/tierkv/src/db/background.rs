@@ -9,12 +9,12 @@ use crate::compaction::job::{self, HotRouting, JobContext};
 use crate::compaction::stream::{tombstone_for, VersionStream};
 use crate::compaction::{picker, Compaction};
 use crate::env::{Env, IoCause, Tier};
+use crate::error::{Error, Result};
 use crate::key::{parse_internal_key, SeqNo};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sst::TableBuilder;
 use crate::version::{table_file_name, wal_file_name, FileMeta, NewFile, VersionEdit};
-use crate::{Error, Result};
 use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -102,7 +102,8 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
         let expiring =
             co.expired_share_trigger <= 1.0 && v.all_files().any(|(_, f)| f.info.expiry.count > 0);
         let scan_driven = (co.compact_scanned_level0 && !v.levels[0].is_empty())
-            || (co.defragment_scanned && co.slow_tier_format == crate::SlowTierFormat::SemiSorted);
+            || (co.defragment_scanned
+                && co.slow_tier_format == crate::options::SlowTierFormat::SemiSorted);
         drop(v);
         if expiring || scan_driven {
             inner
@@ -419,7 +420,8 @@ pub(crate) fn run_compaction(
         hot,
         spill_to_slow: false,
         block_reuse: inner.opts.compaction.block_reuse,
-        semi_sorted: inner.opts.compaction.slow_tier_format == crate::SlowTierFormat::SemiSorted,
+        semi_sorted: inner.opts.compaction.slow_tier_format
+            == crate::options::SlowTierFormat::SemiSorted,
         now: inner.opts.clock.now_ms(),
     };
     let result = match job::run(c, &ctx) {

@@ -3,10 +3,10 @@
 
 use super::{DbInner, SuperVersion};
 use crate::env::IoCause;
+use crate::error::Result;
 use crate::iter::{InternalIterator, MergingIterator, UserIterator};
 use crate::options::ReadOptions;
 use crate::version::LevelIterator;
-use crate::Result;
 use std::sync::Arc;
 
 /// A cursor over the store's keys in order, forward or backward, at one snapshot.
@@ -160,15 +160,15 @@ mod tests {
             return;
         }
         let dir = tempfile::tempdir().unwrap();
-        let opts = crate::Options {
+        let opts = crate::options::Options {
             cache_size: 0,
             block_size: 1024,
             block_records: None,
             read_io: ReadIo::Uring,
             level0_compaction_trigger: 8,
-            ..crate::Options::default()
+            ..crate::options::Options::default()
         };
-        let db = crate::Db::open(dir.path(), opts).unwrap();
+        let db = crate::db::Db::open(dir.path(), opts).unwrap();
         let mut model = BTreeMap::new();
         let mut put = |i: u64, version: u8| {
             let value = vec![version; 200];

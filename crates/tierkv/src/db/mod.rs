@@ -31,6 +31,7 @@ pub use write::{ConditionalWrite, Update};
 
 use crate::batch::WriteBatch;
 use crate::env::{Env, IoCause, Tier};
+use crate::error::{Error, Result};
 use crate::expiry::{Entry, EntryRef};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::HotTracker;
@@ -40,7 +41,6 @@ use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::tiers::LevelLayout;
 use crate::version::{TableCache, Version, VersionSet};
 use crate::wal::LogWriter;
-use crate::{Error, Result};
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 use stats::Counters;

@@ -27,10 +27,10 @@ use super::pipeline::Pipeline;
 use super::read::{PendingKey, ReadPoint, StreamPin};
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
+use crate::error::{Error, Result};
 use crate::expiry::Entry;
 use crate::options::ReadIo;
 use crate::options::ReadOptions;
-use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
@@ -580,21 +580,24 @@ mod tests {
     /// A store of `n` records of 300 bytes compacted into 1 KiB blocks, with no block
     /// cache and io_uring reads on a fast tier of `device`, so every get of a record reads
     /// its block from disk; `None` (after saying why) where io_uring is unavailable.
-    fn cold_store(n: u64, device: crate::DeviceProfile) -> Option<(tempfile::TempDir, crate::Db)> {
+    fn cold_store(
+        n: u64,
+        device: crate::env::DeviceProfile,
+    ) -> Option<(tempfile::TempDir, crate::db::Db)> {
         if !crate::env::uring_available() {
             eprintln!("io_uring unavailable here; nothing to test");
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
-        let opts = crate::Options {
+        let opts = crate::options::Options {
             cache_size: 0,
             block_size: 1024,
             block_records: None,
             read_io: ReadIo::Uring,
             fast_device: device,
-            ..crate::Options::default()
+            ..crate::options::Options::default()
         };
-        let db = crate::Db::open(dir.path(), opts).unwrap();
+        let db = crate::db::Db::open(dir.path(), opts).unwrap();
         for i in 0..n {
             db.put(key(i), vec![b'v'; 300]).unwrap();
         }
@@ -641,7 +644,7 @@ mod tests {
     /// `io_uring_enter` holding one read per key), and is answered correctly.
     #[test]
     fn a_batch_of_cold_keys_submits_its_block_reads_together() {
-        let Some((_dir, db)) = cold_store(2000, crate::DeviceProfile::none()) else {
+        let Some((_dir, db)) = cold_store(2000, crate::env::DeviceProfile::none()) else {
             return;
         };
         // Every 20th key: 20 records of 300 bytes span several 1 KiB blocks.
@@ -670,7 +673,7 @@ mod tests {
     /// the reads' completions, so the result does not hang on how fast this disk is.
     #[test]
     fn a_stream_submits_new_reads_while_earlier_ones_are_in_flight() {
-        let device = crate::DeviceProfile {
+        let device = crate::env::DeviceProfile {
             iops: Some(2000),
             bandwidth: None,
             latency_us: 1000,
@@ -707,7 +710,7 @@ mod tests {
     /// cold block (the same key ten times, no cache) share one read, and each is answered.
     #[test]
     fn keys_needing_a_block_in_flight_join_its_read() {
-        let Some((_dir, db)) = cold_store(2000, crate::DeviceProfile::none()) else {
+        let Some((_dir, db)) = cold_store(2000, crate::env::DeviceProfile::none()) else {
             return;
         };
         let mut keys = std::iter::repeat_n(key(501), 10);

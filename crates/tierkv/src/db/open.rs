@@ -16,6 +16,7 @@ use super::{Db, DbInner, State, SuperVersion, Wal};
 use crate::batch::DecodedBatch;
 use crate::cache::Cache;
 use crate::env::{DeviceProfile, Env, IoCause, Tier};
+use crate::error::{Error, Result};
 use crate::hot::cascade::{BloomCascade, BloomCascadeOptions};
 use crate::hot::promotion::PromotionCache;
 use crate::hot::ralt::{Ralt, RaltOptions};
@@ -27,7 +28,6 @@ use crate::version::{
     manifest_file_name, parse_file_number, wal_file_name, TableCache, VersionEdit, VersionSet,
 };
 use crate::wal::{LogReader, LogWriter};
-use crate::{Error, Result};
 use arc_swap::ArcSwap;
 use parking_lot::{Condvar, Mutex};
 use std::collections::{BTreeMap, HashSet, VecDeque};

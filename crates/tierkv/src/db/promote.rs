@@ -6,11 +6,11 @@
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
 use crate::env::{IoCause, Tier};
+use crate::error::Result;
 use crate::hot::promotion::{InsertOutcome, PcRecord, PcTable, MAX_FROZEN_TABLES};
 use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
 use crate::sst::TableBuilder;
 use crate::version::{table_file_name, NewFile, VersionEdit};
-use crate::Result;
 use bytes::Bytes;
 use std::sync::Arc;
 

@@ -26,6 +26,7 @@ use super::stats::Counters;
 use super::{DbInner, SuperVersion};
 use crate::cache::{key_hash, BlockPtr, Cache, PointLookup};
 use crate::env::{thread_read_count, IoCause, Tier};
+use crate::error::Result;
 use crate::expiry::{is_expired, Entry};
 use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::MemGet;
@@ -34,7 +35,6 @@ use crate::sst::block::Block;
 use crate::sst::format::BlockHandle;
 use crate::sst::{BlockLookup, Table};
 use crate::version::{LevelGet, LevelHit, LevelLookup, LevelStep, Version};
-use crate::Result;
 use arc_swap::Guard;
 use bytes::Bytes;
 use std::borrow::Cow;
@@ -732,7 +732,10 @@ impl<'a> DiskGet<'a> {
 
 #[cfg(test)]
 mod tests {
-    use crate::{Db, Options, ReadOptions};
+    use crate::{
+        db::Db,
+        options::{Options, ReadOptions},
+    };
     use std::rc::Rc;
     use std::sync::Arc;
 

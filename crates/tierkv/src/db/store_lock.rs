@@ -7,7 +7,7 @@
 //! immediate reopen would fail with `Locked`. Dropping a [`StoreLock`] therefore unlocks
 //! the description explicitly (`LOCK_UN` applies to every copy) before closing it.
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions, TryLockError};
 use std::path::Path;
 

@@ -11,8 +11,8 @@
 
 use crate::coding::{get_length_prefixed, get_varint64, masked_crc, put_fixed32, put_varint64};
 use crate::env::DeviceProfile;
+use crate::error::{Error, Result};
 use crate::options::{Options, SlowTier};
-use crate::{Error, Result};
 use std::ffi::OsStr;
 use std::io::Write;
 use std::os::unix::ffi::OsStrExt;

@@ -71,13 +71,13 @@ impl DeviceProfile {
 }
 
 impl FromStr for DeviceProfile {
-    type Err = crate::Error;
+    type Err = crate::error::Error;
 
     /// Parses `none`, `gp3`, `gp3-max`, `hdd`, or a custom
     /// `custom:IOPS:MIB_PER_SEC[:LATENCY_US]` (0 means unlimited).
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let bad = || {
-            crate::Error::InvalidArgument(format!(
+            crate::error::Error::InvalidArgument(format!(
                 "unknown device profile {s:?}: expected none, gp3, gp3-max, hdd or custom:IOPS:MIBPS[:LATENCY_US]"
             ))
         };

@@ -4,7 +4,7 @@
 //! counters.
 
 use super::{DeviceProfile, FaultOp, IoCause, TierHandle};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};

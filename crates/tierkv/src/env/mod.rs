@@ -26,7 +26,7 @@ pub(crate) use file::{
 };
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

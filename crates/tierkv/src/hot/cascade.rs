@@ -19,8 +19,8 @@
 //! accessed (exact while the hot set fits the sample, scaled up otherwise); see
 //! [`BloomCascade::range_hot_sizer`].
 
+use crate::error::{Error, Result};
 use crate::sst::filter::filter_hash;
-use crate::{Error, Result};
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 

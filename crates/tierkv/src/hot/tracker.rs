@@ -10,7 +10,7 @@
 use super::cascade::{BloomCascade, BloomCascadeStats, BloomRangeSizer};
 use super::promotion::PcRecord;
 use super::ralt::{Ralt, RaltStats, RangeHotSizer};
-use crate::Result;
+use crate::error::Result;
 
 /// Hot keys of a range in key order, each with its value length.
 pub type HotKeys = Box<dyn Iterator<Item = Result<(Vec<u8>, u32)>> + Send>;

@@ -3,8 +3,8 @@
 //! one per deeper level), so a heap would not pay for its bookkeeping on direction changes.
 
 use super::InternalIterator;
+use crate::error::Result;
 use crate::key::compare_internal;
-use crate::Result;
 use std::cmp::Ordering;
 
 #[derive(Clone, Copy, PartialEq, Eq)]

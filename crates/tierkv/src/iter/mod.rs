@@ -7,7 +7,7 @@
 //!
 //! [`compare_internal`]: crate::key::compare_internal
 
-use crate::Result;
+use crate::error::Result;
 
 mod merging;
 mod user;

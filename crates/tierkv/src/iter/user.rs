@@ -7,7 +7,10 @@
 use super::InternalIterator;
 use crate::expiry::{is_expired, split_stored};
 use crate::key::{parse_internal_key, seek_key, ParsedKey, SeqNo, ValueKind, MAX_SEQ};
-use crate::{Clock, Error, Result};
+use crate::{
+    error::{Error, Result},
+    expiry::Clock,
+};
 use std::sync::Arc;
 
 #[derive(Clone, Copy, PartialEq, Eq)]

@@ -6,11 +6,11 @@
 #[allow(unsafe_code)]
 mod skiplist;
 
+use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::key::{parse_internal_key, SeqNo, ShortBytes, ValueKind, KIND_FOR_SEEK, TRAILER_LEN};
 use crate::mem_filter::MemFilter;
 use crate::sst::filter::filter_hash;
-use crate::Result;
 use skiplist::{node_size, Position, SkipList, MAX_HEIGHT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

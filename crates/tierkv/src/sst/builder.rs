@@ -16,8 +16,8 @@ use super::properties::TableProperties;
 use super::table::RawBlock;
 use super::{BlockWrites, TableInfo, TableOptions, INDEX_RESTART_INTERVAL, MIN_RECORD_BLOCK};
 use crate::env::WritableFile;
+use crate::error::{Error, Result};
 use crate::key::{compare_internal, parse_internal_key, user_key, InternalKey, ValueKind};
-use crate::{Error, Result};
 
 /// Builds one table file.
 pub struct TableBuilder {

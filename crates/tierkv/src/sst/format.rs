@@ -7,7 +7,7 @@ use super::block::{Block, ValueCoding};
 use super::Compression;
 use crate::coding::{decode_fixed32, decode_fixed64, masked_crc, put_fixed32, put_fixed64};
 use crate::env::{IoCause, RandomAccessFile, WritableFile};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use bytes::Bytes;
 
 /// Bytes after every block: `compression: u8 | masked_crc32c: u32` (over contents + type).

@@ -60,7 +60,7 @@ fn build_as(
     b.finish().unwrap()
 }
 
-fn open(env: &Env, name: &str, cache: Option<Arc<Cache>>) -> crate::Result<Arc<Table>> {
+fn open(env: &Env, name: &str, cache: Option<Arc<Cache>>) -> crate::error::Result<Arc<Table>> {
     let file = env.open_random(Tier::Fast, name)?;
     let cache = cache.map(|c| c as Arc<dyn crate::sst::BlockCache>);
     Ok(Arc::new(Table::open(file, 1, cache, IoCause::UserGet)?))

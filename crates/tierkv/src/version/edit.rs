@@ -7,8 +7,8 @@
 
 use crate::coding::{get_length_prefixed, get_varint64, put_length_prefixed, put_varint64};
 use crate::env::Tier;
+use crate::error::{Error, Result};
 use crate::key::SeqNo;
-use crate::{Error, Result};
 use std::path::Path;
 
 const TAG_LOG_NUMBER: u64 = 1;

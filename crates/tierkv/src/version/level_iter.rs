@@ -3,9 +3,9 @@
 
 use super::{FileMeta, TableCache, Version};
 use crate::env::IoCause;
+use crate::error::Result;
 use crate::iter::InternalIterator;
 use crate::sst::TableIterator;
-use crate::Result;
 use std::sync::Arc;
 
 /// Concatenates the tables of one level (L1 and deeper, or a single L0 file).

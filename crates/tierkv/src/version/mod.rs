@@ -18,12 +18,12 @@ pub use set::VersionSet;
 pub use table_cache::{TableCache, TableOpenStats};
 
 use crate::env::{Env, IoCause, Tier};
+use crate::error::Result;
 use crate::key::{compare_internal, user_key, SeqNo};
 use crate::sst::block::Block;
 use crate::sst::format::BlockHandle;
 use crate::sst::{BlockLookup, ScanReads, Table};
 use crate::tiers::LevelLayout;
-use crate::Result;
 use std::cmp::Ordering;
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::Arc;
@@ -429,7 +429,7 @@ impl LevelLookup {
         };
         let f = &version.levels[self.level][file];
         let parsed = crate::key::parse_internal_key(&ikey).ok_or_else(|| {
-            crate::Error::corruption(
+            crate::error::Error::corruption(
                 tables_path(tables, f),
                 0,
                 "table returned a malformed internal key",
@@ -443,7 +443,7 @@ impl LevelLookup {
             crate::key::ValueKind::Expiring => {
                 let (_, deadline) =
                     crate::expiry::split_stored(parsed.kind, &value).ok_or_else(|| {
-                        crate::Error::corruption(
+                        crate::error::Error::corruption(
                             tables_path(tables, f),
                             0,
                             "expiring value shorter than its deadline",

@@ -8,10 +8,10 @@
 
 use super::{manifest_file_name, table_file_name, FileMeta, NewFile, Version, VersionEdit};
 use crate::env::{Env, IoCause, Tier};
+use crate::error::{Error, Result};
 use crate::key::{compare_internal, SeqNo, MAX_SEQ};
 use crate::tiers::LevelLayout;
 use crate::wal::{LogReader, LogWriter, RecoveryMode};
-use crate::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 

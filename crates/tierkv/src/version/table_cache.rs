@@ -6,8 +6,8 @@
 use super::FileMeta;
 use crate::cache::Cache;
 use crate::env::{Env, IoCause};
+use crate::error::Result;
 use crate::sst::Table;
-use crate::Result;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;

@@ -2,7 +2,7 @@
 
 use super::{FragmentType, RecoveryMode, BLOCK_SIZE, HEADER_SIZE};
 use crate::coding::{decode_fixed32, masked_crc_parts};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 use std::path::PathBuf;
 
 /// One fragment, or why there is none at a position.

@@ -3,7 +3,7 @@
 
 use super::*;
 use crate::env::{Env, IoCause, Tier};
-use crate::Result;
+use crate::error::Result;
 use rand::{Rng, SeedableRng};
 
 fn write_log(records: &[Vec<u8>]) -> (tempfile::TempDir, Vec<u8>) {

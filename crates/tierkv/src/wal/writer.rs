@@ -3,7 +3,7 @@
 use super::{FragmentType, BLOCK_SIZE, HEADER_SIZE};
 use crate::coding::masked_crc_parts;
 use crate::env::WritableFile;
-use crate::Result;
+use crate::error::Result;
 use std::path::Path;
 
 /// Writes records to a log. Not synchronized: callers serialize appends.

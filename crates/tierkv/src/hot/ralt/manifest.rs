@@ -6,7 +6,7 @@
 use super::buffer::Clock;
 use crate::coding::{decode_fixed32, get_varint64, masked_crc, put_fixed32, put_varint64};
 use crate::env::{Env, IoCause, Tier};
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 pub(crate) const DIR: &str = "ralt";
 pub(crate) const MANIFEST: &str = "ralt/MANIFEST";

@@ -50,8 +50,8 @@ mod version;
 pub use options::{RaltOptions, ScoringMethod};
 
 use crate::env::{Env, Tier};
+use crate::error::{Error, Result};
 use crate::sst::filter::filter_hash;
-use crate::{Error, Result};
 use arc_swap::ArcSwap;
 use buffer::{entry_cost, Buffer, Clock};
 use maint::Maint;

@@ -1,7 +1,7 @@
 //! RALT's user-facing options, their validation, and the internal parameters derived from
 //! them (time slice, counter period, auto-tuning bounds, file and level sizes).
 
-use crate::{Error, Result};
+use crate::error::{Error, Result};
 
 /// How RALT scores a key's accesses (HotRAP §3.2, §4.7 ablation).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]

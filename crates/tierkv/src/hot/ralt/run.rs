@@ -13,8 +13,8 @@ use crate::coding::{
     put_fixed64, put_length_prefixed, put_varint64,
 };
 use crate::env::{Env, IoCause, RandomAccessFile, Tier};
+use crate::error::{Error, Result};
 use crate::sst::filter::{may_contain_hash, BloomBuilder};
-use crate::{Error, Result};
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};

@@ -4,7 +4,7 @@
 //! reader holding one never blocks and never sees a file disappear.
 
 use super::run::{Rec, RunCursor, RunFile};
-use crate::Result;
+use crate::error::Result;
 use std::collections::VecDeque;
 use std::sync::Arc;
 

@@ -11,12 +11,12 @@ use super::layout::{decode_index, lookup_index, SemiFooter, SEMI_FOOTER_V1_LEN, 
 use super::writer::PriorGeneration;
 use crate::coding::decode_fixed64;
 use crate::env::{IoCause, RandomAccessFile};
+use crate::error::{Error, Result};
 use crate::sst::block::Block;
 use crate::sst::format::{
     parse_block, parse_block_as, read_block_contents, unframe_block, BlockHandle, BLOCK_TRAILER_LEN,
 };
 use crate::sst::TableProperties;
-use crate::{Error, Result};
 use bytes::Bytes;
 
 /// True if `tail` (the last bytes before a table's logical end) ends with the

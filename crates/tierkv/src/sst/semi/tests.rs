@@ -57,7 +57,7 @@ fn write_first(env: &Env, name: &str, e: &Entries) -> crate::sst::TableInfo {
     w.finish().unwrap()
 }
 
-fn open(env: &Env, name: &str, size: u64) -> crate::Result<Arc<Table>> {
+fn open(env: &Env, name: &str, size: u64) -> crate::error::Result<Arc<Table>> {
     let f = env.open_random(Tier::Slow, name)?;
     Ok(Arc::new(Table::open_sized(
         f,
@@ -70,7 +70,7 @@ fn open(env: &Env, name: &str, size: u64) -> crate::Result<Arc<Table>> {
 
 /// Every user key of the model reads its newest version, keys between them read nothing,
 /// and the iterator yields exactly the model.
-fn check_against(t: &Arc<Table>, model: &Entries) -> crate::Result<()> {
+fn check_against(t: &Arc<Table>, model: &Entries) -> crate::error::Result<()> {
     let mut it = t.iter(IoCause::UserGet, false);
     it.seek_to_first()?;
     let mut i = 0;
@@ -500,7 +500,7 @@ fn rewrite_as_old_version(
             plain.add(it.key(), &v);
             it.next().unwrap();
         }
-        let (framed, _) = frame_block(&plain.finish(), crate::Compression::None);
+        let (framed, _) = frame_block(&plain.finish(), crate::sst::Compression::None);
         SemiFooter {
             keys,
             index,
@@ -582,7 +582,7 @@ fn verify_catches_a_lookup_index_that_disagrees_with_the_block_index() {
     (entries[0].1, entries[1].1) = (entries[1].1, entries[0].1);
     let mut b = BlockBuilder::new(INDEX_RESTART_INTERVAL);
     entries.iter().for_each(|(k, h)| b.add_handle(k, *h));
-    let (framed, len) = crate::sst::format::frame_block(&b.finish(), crate::Compression::None);
+    let (framed, len) = crate::sst::format::frame_block(&b.finish(), crate::sst::Compression::None);
     // The lookup index is the last block before the footer: rewrite both.
     let mut out = bytes[..at].to_vec();
     out.extend_from_slice(&framed);
@@ -891,7 +891,7 @@ fn a_failed_readahead_span_is_an_error_never_wrong_data() {
             });
             let mut it = t.iter(cause, false);
             let mut i = 0;
-            let r = (|| -> crate::Result<()> {
+            let r = (|| -> crate::error::Result<()> {
                 it.seek_to_first()?;
                 while it.valid() {
                     assert_eq!(

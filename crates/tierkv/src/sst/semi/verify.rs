@@ -10,11 +10,11 @@
 use super::layout::{check_lookup_index, BlockStats, SemiFooter};
 use super::reader::read_generation;
 use crate::env::{IoCause, RandomAccessFile};
+use crate::error::{Error, Result};
 use crate::key::{compare_internal, parse_internal_key, user_key, ValueKind};
 use crate::sst::filter::may_contain;
 use crate::sst::format::{parse_block, read_block_contents};
 use crate::sst::TableProperties;
-use crate::{Error, Result};
 
 /// Checks the table; returns the number of entries in its valid blocks.
 pub fn verify(

@@ -8,13 +8,13 @@
 
 use super::layout::{encode_index, lookup_index, BlockStats, SemiBlock, SemiFooter, SEMI_VERSION};
 use crate::env::WritableFile;
+use crate::error::{Error, Result};
 use crate::key::{compare_internal, parse_internal_key, user_key, InternalKey, ValueKind};
 use crate::sst::block::BlockBuilder;
 use crate::sst::filter::BloomBuilder;
 use crate::sst::format::{append_block, BlockHandle, BLOCK_TRAILER_LEN};
 use crate::sst::{BlockWrites, TableInfo, TableOptions, TableProperties};
 use crate::sst::{INDEX_RESTART_INTERVAL, MIN_RECORD_BLOCK};
-use crate::{Error, Result};
 
 /// What a generation continues from: the previous generation's blocks (valid and dirty),
 /// its valid user keys, and its properties (for the sequence and deadline bounds).
