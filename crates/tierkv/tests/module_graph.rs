@@ -5,6 +5,11 @@
 //! engine that is the data flow (public API -> db -> compaction, version, hot, cache -> sst,
 //! wal -> env; docs/ARCHITECTURE.md); for the bench, plain names -> runs -> reports.
 //!
+//! The engine's modules also stand on floors (`ENGINE_FLOORS`, bottom first): a module may
+//! import only modules on lower floors, and nothing imports through the crate root's
+//! re-exports (`crate::Error` is `crate::error::Error` seen from the top floor, which every
+//! module is below).
+//!
 //! Reads the sources (not the compiled crates), drops comments, string literals, `tests.rs`
 //! files and `#[cfg(test)] mod` blocks (a test may build its fixtures from any module),
 //! collects every `crate::<module>` path (including `use crate::{a, b}` groups and names the
@@ -255,8 +260,18 @@ fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
     }
 }
 
-/// Module -> modules it references, for the crate whose sources are in `src`.
+/// The name `module_graph` gives an import through the crate root's re-exports.
+const ROOT: &str = "(crate root)";
+
+/// Module -> modules it references, for the crate whose sources are in `src`; a name the
+/// crate root re-exports counts as an import of its module.
 fn module_graph(src: &Path) -> Graph {
+    module_graph_with(src, false)
+}
+
+/// `module_graph`, with `root_as_node` naming imports through the root's re-exports
+/// [`ROOT`] instead of the module they come from.
+fn module_graph_with(src: &Path, root_as_node: bool) -> Graph {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     let module_of = |p: &Path| -> Option<String> {
@@ -292,7 +307,11 @@ fn module_graph(src: &Path) -> Graph {
             let to = if modules.contains(&t) {
                 t
             } else if let Some(m) = reexports.get(&t) {
-                m.clone()
+                if root_as_node {
+                    ROOT.to_string()
+                } else {
+                    m.clone()
+                }
             } else {
                 continue;
             };
@@ -302,6 +321,46 @@ fn module_graph(src: &Path) -> Graph {
         }
     }
     graph
+}
+
+/// The engine's floors, bottom first (docs/ARCHITECTURE.md, "Engine modules"): each module
+/// imports only modules on floors below its own. Leaves (errors, encodings, options) at the
+/// bottom, then files and formats, then the in-memory and on-disk structures, then the
+/// policies and jobs over them, then the database that drives them.
+const ENGINE_FLOORS: &[&[&str]] = &[
+    &["error", "coding", "mem_filter", "merge"],
+    &["key", "env", "memory"],
+    &["expiry"],
+    &["options"],
+    &["wal", "batch", "iter", "tiers"],
+    &["sst"],
+    &["memtable", "cache"],
+    &["hot"],
+    &["version"],
+    &["compaction"],
+    &["db"],
+    &["fuzz_hooks"],
+];
+
+/// Every import that does not point to a lower floor (`floors` bottom first), as
+/// `from -> to`; a module on no floor is reported too, so a new module must be placed.
+fn floor_violations(graph: &Graph, floors: &[&[&str]]) -> Vec<String> {
+    let floor_of = |m: &str| floors.iter().position(|f| f.contains(&m));
+    let mut bad = Vec::new();
+    for (from, targets) in graph {
+        let Some(here) = floor_of(from) else {
+            bad.push(format!("{from} is on no floor"));
+            continue;
+        };
+        for to in targets {
+            match floor_of(to) {
+                Some(there) if there < here => {}
+                Some(_) => bad.push(format!("{from} -> {to} (not a lower floor)")),
+                None => bad.push(format!("{from} -> {to} (above every floor)")),
+            }
+        }
+    }
+    bad
 }
 
 /// The files (and sub-folders) of one folder module -> the siblings they reference, through
@@ -470,6 +529,56 @@ fn check_crate(name: &str, module: &str, min_imports: usize) {
 #[test]
 fn engine_modules_form_no_circle() {
     check_crate("tierkv", "db", 8);
+}
+
+/// Every engine import points down a floor; none goes through the crate root.
+#[test]
+fn engine_imports_point_down_the_floors() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let graph = module_graph_with(&src, true);
+    assert!(
+        graph.get("db").is_some_and(|to| to.len() >= 8),
+        "the imports of `db` were not found:\n{}",
+        render(&graph)
+    );
+    let bad = floor_violations(&graph, ENGINE_FLOORS);
+    assert!(
+        bad.is_empty(),
+        "imports that do not point down a floor:\n  {}\nfull graph:\n{}",
+        bad.join("\n  "),
+        render(&graph)
+    );
+}
+
+/// The floor check itself: an import of a lower floor passes; one of the same floor, of a
+/// higher floor, through the crate root, or from a module on no floor is reported.
+#[test]
+fn the_floor_check_finds_planted_upward_imports() {
+    let floors: &[&[&str]] = &[&["a", "b"], &["c"]];
+    let graph = |edges: &[(&str, &str)]| -> Graph {
+        let mut g = Graph::new();
+        for (from, to) in edges {
+            g.entry(from.to_string())
+                .or_default()
+                .insert(to.to_string());
+        }
+        g
+    };
+    assert!(floor_violations(&graph(&[("c", "a"), ("c", "b")]), floors).is_empty());
+    assert_eq!(floor_violations(&graph(&[("a", "c")]), floors).len(), 1);
+    assert_eq!(floor_violations(&graph(&[("a", "b")]), floors).len(), 1);
+    assert_eq!(floor_violations(&graph(&[("c", ROOT)]), floors).len(), 1);
+    assert_eq!(floor_violations(&graph(&[("d", "a")]), floors).len(), 1);
+
+    // Through the scanner: `crate::Thing`, re-exported by the root, is an import of ROOT.
+    let dir = tempfile::tempdir().expect("tempdir");
+    let src = dir.path();
+    std::fs::write(src.join("lib.rs"), "mod a; mod c; pub use a::Thing;").expect("write");
+    std::fs::write(src.join("a.rs"), "pub struct Thing;").expect("write");
+    std::fs::write(src.join("c.rs"), "fn f() -> crate::Thing { todo!() }").expect("write");
+    let g = module_graph_with(src, true);
+    assert_eq!(g["c"].iter().collect::<Vec<_>>(), [ROOT]);
+    assert_eq!(floor_violations(&g, floors).len(), 1);
 }
 
 /// Nor has the bench's.

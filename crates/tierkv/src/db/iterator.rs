@@ -17,7 +17,7 @@ pub struct DbIterator {
 }
 
 pub(crate) fn new_iterator(db: &DbInner, ropts: &ReadOptions) -> Result<DbIterator> {
-    let (seq, sv) = db.read_view(ropts.snapshot)?;
+    let (seq, sv) = db.reads.read_view(ropts.snapshot)?;
     let sv = arc_swap::Guard::into_inner(sv);
     let lo = ropts.lower_bound.as_deref();
     let hi = ropts.upper_bound.as_deref();

@@ -13,6 +13,8 @@
 //! `state` mutex and publish a new SuperVersion. Lock order: writers -> write_lock -> state.
 
 mod background;
+mod compact;
+mod flush;
 mod iterator;
 mod multi_get;
 mod open;
@@ -33,6 +35,7 @@ use crate::batch::WriteBatch;
 use crate::env::{Env, IoCause, Tier};
 use crate::error::{Error, Result};
 use crate::expiry::{Entry, EntryRef};
+use crate::hot::policy::Retention;
 use crate::hot::promotion::PromotionCache;
 use crate::hot::HotTracker;
 use crate::key::SeqNo;
@@ -69,58 +72,117 @@ pub struct SuperVersion {
     pub drop_horizon: SeqNo,
 }
 
-/// State changed only under the `state` mutex.
+/// The tree's structure and the background jobs: everything under `DbInner::state`.
+/// Background threads wait on `Signals::bg_cv` with it held.
 pub(crate) struct State {
+    /// What the next SuperVersion is made of.
+    pub tree: Tree,
+    /// Which background jobs run, and the error that stopped them.
+    pub jobs: Jobs,
+    /// HotRAP's memory of the last compaction into the slow tier (`hot::policy`).
+    pub retention: Retention,
+}
+
+/// The version set (with the manifest it writes) and the memtables. Changed under
+/// `DbInner::state` and published to readers by `ReadView::install`.
+pub(crate) struct Tree {
     pub versions: VersionSet,
+    /// The mutable memtable.
     pub mem: Arc<MemTable>,
+    /// Immutable memtables awaiting flush, newest first.
     pub imms: Vec<Arc<MemTable>>,
-    pub flush_running: bool,
-    /// What each running compaction may write (see `compaction::RangeClaim`).
-    pub running_compactions: Vec<crate::compaction::RangeClaim>,
-    pub manual_compaction: bool,
-    pub bg_error: Option<Arc<Error>>,
-    pub checker_running: bool,
-    /// The hotness tracker's maintenance (RALT's flushes, compactions, evictions) runs.
-    pub tracker_maint_running: bool,
-    /// Bytes of the last fast level when a compaction into the slow tier last retained
-    /// nearly all of its input: until the level grows past this by a file, picking it again
-    /// would only rewrite hot data in place.
-    pub retention_saturated_at: Option<u64>,
     /// See `SuperVersion::drop_horizon`.
     pub drop_horizon: SeqNo,
 }
 
+impl Tree {
+    /// What the live WALs hold on the fast tier: those of every memtable not yet flushed
+    /// (a flush removes its memtable's WALs).
+    pub(crate) fn wal_bytes(&self) -> u64 {
+        std::iter::once(&self.mem)
+            .chain(&self.imms)
+            .map(|m| m.wal_bytes())
+            .sum()
+    }
+}
+
+/// The background jobs' bookkeeping, under `DbInner::state`: a job is claimed here before
+/// it runs (with the lock released) and released here when it ends.
+#[derive(Default)]
+pub(crate) struct Jobs {
+    pub flush_running: bool,
+    /// What each running compaction may write (see `compaction::RangeClaim`).
+    pub running_compactions: Vec<crate::compaction::RangeClaim>,
+    pub manual_compaction: bool,
+    pub checker_running: bool,
+    /// The hotness tracker's maintenance (RALT's flushes, compactions, evictions) runs.
+    pub tracker_maint_running: bool,
+    /// The background error that made the store read-only.
+    pub bg_error: Option<Arc<Error>>,
+}
+
+/// The WAL being appended to.
 pub(crate) struct Wal {
     pub writer: LogWriter,
 }
 
-pub(crate) struct DbInner {
-    pub env: Arc<Env>,
-    pub opts: Options,
-    pub layout: Arc<LevelLayout>,
-    pub state: Mutex<State>,
+/// The write path (`write.rs`). Lock order: `commit`, then `wal`, then `DbInner::state`;
+/// `queue` is only ever held alone, briefly.
+pub(crate) struct WriteQueue {
+    /// Writers waiting to commit, in order; the head leads the next group. Waiters park
+    /// (`write.rs`): no condition variable, each is unparked by the leader concerning it.
+    pub queue: Mutex<VecDeque<Arc<write::PendingWrite>>>,
+    /// Held by a group's leader from the memtable switch to the memtable insert, and by
+    /// close: commits never interleave.
+    pub commit: Mutex<()>,
+    /// The WAL; switched with the memtable, under `commit`.
+    pub wal: Mutex<Wal>,
+}
+
+/// What readers load without locks: the visible sequence number and the SuperVersion
+/// (in that order, `read_view`); plus the registered snapshots, under their own mutex.
+pub(crate) struct ReadView {
+    pub visible_seq: AtomicU64,
+    pub sv: ArcSwap<SuperVersion>,
+    pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
+}
+
+/// How the foreground and the background threads wake each other. Both condition
+/// variables are waited on with `DbInner::state` held.
+pub(crate) struct Signals {
     /// Wakes background threads.
     pub bg_cv: Condvar,
     /// Signals finished background work (stalled writers, `flush`, `compact_range`).
     pub done_cv: Condvar,
-    pub sv: ArcSwap<SuperVersion>,
-    /// Writers waiting to commit, in order; the head leads the next group. Waiters park
-    /// (`write.rs`): no condition variable, each is unparked by the leader concerning it.
-    pub writers: Mutex<VecDeque<Arc<write::PendingWrite>>>,
-    pub write_lock: Mutex<()>,
-    pub wal: Mutex<Wal>,
-    pub visible_seq: AtomicU64,
-    pub tables: Arc<TableCache>,
-    pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
     pub shutting_down: AtomicBool,
-    pub counters: Counters,
+}
+
+/// HotRAP's runtime state (present or not, the promotion cache is internally locked).
+pub(crate) struct Hotness {
     /// Records read from the slow tier awaiting promotion; its frozen tables await the
     /// checker with the SuperVersion taken when they froze (HotRAP §3.4 steps 3-4).
     pub pc: PromotionCache<Arc<SuperVersion>>,
     /// The hotness tracker, RALT or the bloom cascade (when promotion is active).
-    pub hot_tracker: Option<Arc<HotTracker>>,
+    pub tracker: Option<Arc<HotTracker>>,
+}
+
+/// The engine's shared state, grouped by owner: the type of a field says what guards it
+/// (docs/ARCHITECTURE.md, "Locks").
+pub(crate) struct DbInner {
+    /// Fixed at open: no lock.
+    pub env: Arc<Env>,
+    pub opts: Options,
+    pub layout: Arc<LevelLayout>,
     /// How `Options::memory_budget` was divided (`opts` already holds the derived sizes).
     pub memory: Option<crate::memory::MemoryDivision>,
+    /// Internally synchronized.
+    pub tables: Arc<TableCache>,
+    pub counters: Counters,
+    pub writes: WriteQueue,
+    pub reads: ReadView,
+    pub state: Mutex<State>,
+    pub signals: Signals,
+    pub hot: Hotness,
     /// Released last, when the inner state drops (after every background thread ended).
     _store_lock: store_lock::StoreLock,
 }
@@ -149,13 +211,7 @@ impl Snapshot {
 
 impl Drop for Snapshot {
     fn drop(&mut self) {
-        let mut snaps = self.inner.snapshots.lock();
-        if let Some(n) = snaps.get_mut(&self.seq) {
-            *n -= 1;
-            if *n == 0 {
-                snaps.remove(&self.seq);
-            }
-        }
+        self.inner.reads.release_snapshot(self.seq);
     }
 }
 
@@ -416,7 +472,7 @@ impl Db {
     /// `since` of an optimistic write that depends on what was read
     /// ([`Db::write_if_unchanged`]).
     pub fn latest_sequence(&self) -> u64 {
-        self.inner.visible_seq.load(Ordering::Acquire)
+        self.inner.reads.visible_seq.load(Ordering::Acquire)
     }
 
     /// An optimistic read-modify-write whose read was made some other way (a pipelined
@@ -603,10 +659,7 @@ impl Db {
 
     /// Takes a snapshot of the current state.
     pub fn snapshot(&self) -> Snapshot {
-        let mut snaps = self.inner.snapshots.lock();
-        // Read the sequence under the lock so compaction never misses a new snapshot.
-        let seq = self.inner.visible_seq.load(Ordering::Acquire);
-        *snaps.entry(seq).or_insert(0) += 1;
+        let seq = self.inner.reads.take_snapshot();
         Snapshot {
             seq,
             inner: self.inner.clone(),
@@ -675,7 +728,7 @@ impl Db {
 
     /// Verifies every checksum of every live table; returns the number of entries checked.
     pub fn verify_checksums(&self) -> Result<u64> {
-        let v = self.inner.sv.load().version.clone();
+        let v = self.inner.reads.sv.load().version.clone();
         let mut entries = 0;
         for (_, f) in v.all_files() {
             entries += self
@@ -701,7 +754,7 @@ impl Db {
     /// The background error that made the store read-only, if one did (writes fail until
     /// the store is reopened).
     pub fn background_error(&self) -> Option<Arc<Error>> {
-        self.inner.state.lock().bg_error.clone()
+        self.inner.state.lock().jobs.bg_error.clone()
     }
 
     /// Stops background work, syncs the WAL and closes the store. Dropping the `Db` does
@@ -711,23 +764,28 @@ impl Db {
     }
 
     fn shutdown(&self) -> Result<()> {
-        if self.inner.shutting_down.swap(true, Ordering::AcqRel) {
+        if self
+            .inner
+            .signals
+            .shutting_down
+            .swap(true, Ordering::AcqRel)
+        {
             return Ok(());
         }
         {
             let _st = self.inner.state.lock();
-            self.inner.bg_cv.notify_all();
-            self.inner.done_cv.notify_all();
+            self.inner.signals.bg_cv.notify_all();
+            self.inner.signals.done_cv.notify_all();
         }
         self.readers.stop();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
         // Serialize with any in-flight leader, then make the log durable.
-        let _w = self.inner.write_lock.lock();
-        self.inner.wal.lock().writer.sync()?;
+        let _w = self.inner.writes.commit.lock();
+        self.inner.writes.wal.lock().writer.sync()?;
         // Hotness survives a restart (the promotion cache itself is only a cache).
-        match &self.inner.hot_tracker {
+        match &self.inner.hot.tracker {
             Some(tracker) => tracker.flush(),
             None => Ok(()),
         }
@@ -743,26 +801,31 @@ impl Drop for Db {
 }
 
 impl DbInner {
+    /// Makes the store read-only with `e` (the first background error wins) and wakes
+    /// everyone waiting for background work, so they see it.
     pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) -> Arc<Error> {
         let e = match e {
             Error::Background(inner) => inner,
             e => Arc::new(e),
         };
-        if st.bg_error.is_none() {
+        if st.jobs.bg_error.is_none() {
             tracing::error!("background error, store is now read-only: {e}");
-            st.bg_error = Some(e.clone());
+            st.jobs.bg_error = Some(e.clone());
         }
-        self.done_cv.notify_all();
+        self.signals.done_cv.notify_all();
         e
     }
+}
 
-    /// Publishes the memtables and version in `st` to readers.
-    pub(crate) fn install_super_version(&self, st: &State) {
+impl ReadView {
+    /// Publishes the memtables and version of `tree` to readers (called with
+    /// `DbInner::state` held, so installs are ordered).
+    pub(crate) fn install(&self, tree: &Tree) {
         self.sv.store(Arc::new(SuperVersion {
-            mem: st.mem.clone(),
-            imms: st.imms.clone(),
-            version: st.versions.current(),
-            drop_horizon: st.drop_horizon,
+            mem: tree.mem.clone(),
+            imms: tree.imms.clone(),
+            version: tree.versions.current(),
+            drop_horizon: tree.drop_horizon,
         }));
     }
 
@@ -796,6 +859,26 @@ impl DbInner {
         let latest = self.visible_seq.load(Ordering::Acquire);
         snaps.keys().next().copied().unwrap_or(latest).min(latest)
     }
+
+    /// Registers a snapshot at the latest visible sequence number.
+    fn take_snapshot(&self) -> SeqNo {
+        let mut snaps = self.snapshots.lock();
+        // Read the sequence under the lock so compaction never misses a new snapshot.
+        let seq = self.visible_seq.load(Ordering::Acquire);
+        *snaps.entry(seq).or_insert(0) += 1;
+        seq
+    }
+
+    /// Releases one registration of the snapshot at `seq`.
+    fn release_snapshot(&self, seq: SeqNo) {
+        let mut snaps = self.snapshots.lock();
+        if let Some(n) = snaps.get_mut(&seq) {
+            *n -= 1;
+            if *n == 0 {
+                snaps.remove(&seq);
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -818,12 +901,12 @@ mod tests {
         let db = Db::open(dir.path(), opts).unwrap();
         db.put(b"k", b"v1").unwrap();
         // The reader takes its number here...
-        let stale = db.inner.visible_seq.load(Ordering::Acquire);
+        let stale = db.inner.reads.visible_seq.load(Ordering::Acquire);
         // ...and while it waits, v2 is written and the flush drops v1.
         db.put(b"k", b"v2").unwrap();
         db.flush().unwrap();
         assert_eq!(db.stats().flush_entries_dropped, 1);
-        let sv = db.inner.sv.load();
+        let sv = db.inner.reads.sv.load();
         assert!(sv.drop_horizon > stale);
         let lookup = seek_key(b"k", stale);
         let hit = sv
@@ -839,7 +922,7 @@ mod tests {
             !matches!(hit.map(|h| h.result), Some(LevelGet::Found(_))),
             "the stale pair finds no version: the hazard read_view exists for"
         );
-        let (seq, sv) = db.inner.read_view(None).unwrap();
+        let (seq, sv) = db.inner.reads.read_view(None).unwrap();
         assert!(seq >= sv.drop_horizon);
         assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v2"[..]));
     }

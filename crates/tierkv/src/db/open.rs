@@ -9,15 +9,19 @@
 //! needs: its flush retires exactly the WALs below the next memtable's, so a crash at any
 //! point replays every WAL whose records are not in a table, and none that are.
 
-use super::background::{thread_loop, write_level0_table};
+use super::background::thread_loop;
+use super::flush::write_level0_table;
 use super::stats::Counters;
 use super::stored_tiers::{self, StoredTiers};
-use super::{Db, DbInner, State, SuperVersion, Wal};
+use super::{
+    Db, DbInner, Hotness, Jobs, ReadView, Signals, State, SuperVersion, Tree, Wal, WriteQueue,
+};
 use crate::batch::DecodedBatch;
 use crate::cache::Cache;
 use crate::env::{DeviceProfile, Env, IoCause, Tier};
 use crate::error::{Error, Result};
 use crate::hot::cascade::{BloomCascade, BloomCascadeOptions};
+use crate::hot::policy::Retention;
 use crate::hot::promotion::PromotionCache;
 use crate::hot::ralt::{Ralt, RaltOptions};
 use crate::hot::{HotTracker, TrackerKind};
@@ -265,35 +269,40 @@ fn open_inner(
     let inner = Arc::new(DbInner {
         env,
         layout,
-        state: Mutex::new(State {
-            versions,
-            mem,
-            imms,
-            flush_running: false,
-            running_compactions: Vec::new(),
-            manual_compaction: false,
-            bg_error: None,
-            checker_running: false,
-            tracker_maint_running: false,
-            retention_saturated_at: None,
-            drop_horizon: 0,
-        }),
-        bg_cv: Condvar::new(),
-        done_cv: Condvar::new(),
-        sv: ArcSwap::from_pointee(sv),
-        writers: Mutex::new(VecDeque::new()),
-        write_lock: Mutex::new(()),
-        wal: Mutex::new(Wal {
-            writer: LogWriter::new(wal_file),
-        }),
-        visible_seq: AtomicU64::new(last_seq),
-        tables,
-        snapshots: Mutex::new(BTreeMap::new()),
-        shutting_down: AtomicBool::new(false),
-        counters,
-        pc: PromotionCache::new(opts.promotion_cache_size()),
-        hot_tracker,
         memory,
+        tables,
+        counters,
+        writes: WriteQueue {
+            queue: Mutex::new(VecDeque::new()),
+            commit: Mutex::new(()),
+            wal: Mutex::new(Wal {
+                writer: LogWriter::new(wal_file),
+            }),
+        },
+        reads: ReadView {
+            visible_seq: AtomicU64::new(last_seq),
+            sv: ArcSwap::from_pointee(sv),
+            snapshots: Mutex::new(BTreeMap::new()),
+        },
+        state: Mutex::new(State {
+            tree: Tree {
+                versions,
+                mem,
+                imms,
+                drop_horizon: 0,
+            },
+            jobs: Jobs::default(),
+            retention: Retention::default(),
+        }),
+        signals: Signals {
+            bg_cv: Condvar::new(),
+            done_cv: Condvar::new(),
+            shutting_down: AtomicBool::new(false),
+        },
+        hot: Hotness {
+            pc: PromotionCache::new(opts.promotion_cache_size()),
+            tracker: hot_tracker,
+        },
         _store_lock: store_lock,
         opts,
     });
@@ -307,7 +316,7 @@ fn open_inner(
         })
         .collect::<Result<Vec<_>>>()?;
     // Work may be pending right away (e.g. L0 full after recovery).
-    inner.bg_cv.notify_all();
+    inner.signals.bg_cv.notify_all();
     let db = Db {
         inner,
         threads: Mutex::new(threads),

@@ -1,12 +1,15 @@
 //! HotRAP's pathways on the engine side: recording accesses in RALT, offering records read
 //! from the slow tier to the promotion cache, freezing it, and the checker that promotes
-//! the hot records of a frozen cache by flush (HotRAP §3.4). Retention and promotion by
-//! compaction live in `compaction::job`; the cache itself in `hot::promotion`.
+//! the hot records of a frozen cache by flush (HotRAP §3.4): which records go is
+//! `hot::policy::select_for_flush`'s decision, writing and installing their file is this
+//! file's. Retention and promotion by compaction live in `compaction::job` (routing) and
+//! `db::compact`; the cache itself in `hot::promotion`.
 
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
 use crate::env::{IoCause, Tier};
 use crate::error::Result;
+use crate::hot::policy;
 use crate::hot::promotion::{InsertOutcome, PcRecord, PcTable, MAX_FROZEN_TABLES};
 use crate::key::{make_internal_key, seek_key, ValueKind, MAX_SEQ};
 use crate::sst::TableBuilder;
@@ -18,14 +21,14 @@ impl DbInner {
     /// Logs a read of `key` in RALT. A failure to log loses hotness information, never
     /// data, so it is reported rather than failing the read.
     pub(crate) fn record_access(&self, key: &[u8], value_len: usize) {
-        let Some(tracker) = &self.hot_tracker else {
+        let Some(tracker) = &self.hot.tracker else {
             return;
         };
         if let Err(e) = tracker.record_access(key, value_len.min(u32::MAX as usize) as u32) {
             tracing::warn!("RALT could not record an access: {e}");
         }
         if tracker.work_waiting() {
-            self.bg_cv.notify_one();
+            self.signals.bg_cv.notify_one();
         }
     }
 
@@ -42,7 +45,7 @@ impl DbInner {
         epoch: u64,
     ) {
         let limit = self.opts.promotion_cache_size();
-        let inserted = if self.pc.mutable_size() >= 2 * limit {
+        let inserted = if self.hot.pc.mutable_size() >= 2 * limit {
             // The checker is behind (frozen tables at their cap): memory stays bounded
             // (invariant 4) and the record simply stays where it is.
             Counters::add(&self.counters.promotion_cache_full, 1);
@@ -60,7 +63,7 @@ impl DbInner {
             // With a memory limit (the memory budget's share) every table together stays
             // within it.
             let cap = self.opts.promotion.memory_limit;
-            match self.pc.try_insert_within(key, record, epoch, cap) {
+            match self.hot.pc.try_insert_within(key, record, epoch, cap) {
                 InsertOutcome::Inserted => true,
                 InsertOutcome::Aborted => false,
                 InsertOutcome::Full => {
@@ -76,7 +79,7 @@ impl DbInner {
         }
         // Also when the insert was refused: a full table must freeze once the checker
         // catches up, or it would stay full forever.
-        if self.pc.mutable_size() < limit || self.pc.frozen_count() >= MAX_FROZEN_TABLES {
+        if self.hot.pc.mutable_size() < limit || self.hot.pc.frozen_count() >= MAX_FROZEN_TABLES {
             return;
         }
         // Freeze under the database mutex (HotRAP §3.4 step 3), so the list of frozen
@@ -85,21 +88,25 @@ impl DbInner {
         let Some(_st) = self.state.try_lock() else {
             return;
         };
-        if self.pc.mutable_size() < limit || self.pc.frozen_count() >= MAX_FROZEN_TABLES {
+        if self.hot.pc.mutable_size() < limit || self.hot.pc.frozen_count() >= MAX_FROZEN_TABLES {
             return;
         }
         // The checker reads the SuperVersion of the freeze (HotRAP §3.4 step 4): under the
         // database mutex none can be installed meanwhile.
         let by_flush = self.opts.promotion.by_flush;
-        let Some(frozen) = self.pc.freeze(by_flush.then(|| self.sv.load_full())) else {
+        let Some(frozen) = self
+            .hot
+            .pc
+            .freeze(by_flush.then(|| self.reads.sv.load_full()))
+        else {
             return;
         };
         if by_flush {
-            self.bg_cv.notify_all();
+            self.signals.bg_cv.notify_all();
         } else {
             // Without promotion by flush, a full cache is simply emptied: its records are
             // still on the slow tier.
-            self.pc.retire(&frozen);
+            self.hot.pc.retire(&frozen);
         }
     }
 }
@@ -114,51 +121,44 @@ pub(crate) fn run_checker(
     table: &Arc<PcTable>,
     sv: &SuperVersion,
 ) -> Result<()> {
-    let Some(tracker) = &inner.hot_tracker else {
-        inner.pc.retire(table);
+    let Some(tracker) = &inner.hot.tracker else {
+        inner.hot.pc.retire(table);
         return Ok(());
     };
     let counters = &inner.counters;
     Counters::add(&counters.checker_runs, 1);
     let last_fast = inner.layout.last_fast_level;
-    let half_file = inner.opts.promotion_cache_size() / 2;
+    let file_bytes = inner.opts.promotion_cache_size();
     // Compactions into the slow tier announced before this epoch already took the frozen
     // records in their ranges (promotion by compaction); later ones are checked at install.
-    let check_epoch = inner.pc.read_epoch();
+    let check_epoch = inner.hot.pc.read_epoch();
     let mut switched_seen = table.switched_count();
-    let mut hot: Vec<(Bytes, PcRecord)> = Vec::new();
-    // Expired records are never promoted (they read as deletions; the slow tier's copy is
-    // rewritten as a tombstone or dropped by its next compaction).
-    let now = inner.opts.clock.now_ms();
-    for (key, record) in table.records() {
-        if table.is_updated(&key) || crate::expiry::is_expired(record.deadline, now) {
-            continue;
-        }
-        tracker.record_cached_read(&key, &record)?;
-        if inner.opts.promotion.hotness_check && !tracker.is_hot(&key) {
-            continue;
-        }
-        // A newer version in the snapshot (memtables or fast levels) must not be shadowed
-        // by an older one promoted to L0 (HotRAP §3.4 step 8).
-        let newer_in_memory = std::iter::once(&sv.mem)
+    // A newer version in the snapshot (memtables or fast levels) must not be shadowed by
+    // an older one promoted to L0 (HotRAP §3.4 step 8).
+    let newer_exists = |key: &[u8]| -> Result<bool> {
+        let in_memory = std::iter::once(&sv.mem)
             .chain(sv.imms.iter())
-            .any(|m| m.contains_user_key(&key));
-        let newer_on_fast = !newer_in_memory
-            && sv
+            .any(|m| m.contains_user_key(key));
+        Ok(in_memory
+            || sv
                 .version
                 .get(
                     &inner.tables,
-                    &seek_key(&key, MAX_SEQ),
+                    &seek_key(key, MAX_SEQ),
                     0..=last_fast,
                     IoCause::Promotion,
                 )?
-                .is_some();
-        if newer_in_memory || newer_on_fast {
-            Counters::add(&counters.checker_dropped_newer, 1);
-            continue;
-        }
-        hot.push((key, record));
-    }
+                .is_some())
+    };
+    let selected = policy::select_for_flush(
+        table,
+        tracker,
+        inner.opts.promotion.hotness_check,
+        inner.opts.clock.now_ms(),
+        newer_exists,
+    )?;
+    Counters::add(&counters.checker_dropped_newer, selected.dropped_newer);
+    let mut hot = selected.hot;
     let bytes = |hot: &[(Bytes, PcRecord)]| -> usize {
         hot.iter().map(|(k, r)| k.len() + r.value.len()).sum()
     };
@@ -166,16 +166,16 @@ pub(crate) fn run_checker(
         if hot.is_empty() {
             break;
         }
-        if bytes(&hot) < half_file {
+        if !policy::worth_a_file(bytes(&hot), file_bytes) {
             Counters::add(&counters.checker_put_back, 1);
-            inner.pc.put_back(table, hot);
+            inner.hot.pc.put_back(table, hot);
             break;
         }
-        let number = inner.state.lock().versions.new_file_number();
+        let number = inner.state.lock().tree.versions.new_file_number();
         let info = match write_promotion_file(inner, number, &hot) {
             Ok(info) => info,
             Err(e) => {
-                inner.pc.retire(table);
+                inner.hot.pc.retire(table);
                 return Err(e);
             }
         };
@@ -186,7 +186,8 @@ pub(crate) fn run_checker(
         let stale: Vec<usize> = (0..hot.len())
             .filter(|&i| {
                 let k = &hot[i].0;
-                table.is_updated_since(k, switched_seen) || inner.pc.compacted_since(k, check_epoch)
+                table.is_updated_since(k, switched_seen)
+                    || inner.hot.pc.compacted_since(k, check_epoch)
             })
             .collect();
         if stale.is_empty() {
@@ -194,16 +195,16 @@ pub(crate) fn run_checker(
                 added: vec![NewFile::from_table(0, number, Tier::Fast, info)],
                 ..Default::default()
             };
-            if let Err(e) = st.versions.log_and_apply(edit) {
+            if let Err(e) = st.tree.versions.log_and_apply(edit) {
                 // The file stays: the edit may be durable anyway (see log_and_apply).
                 drop(st);
-                inner.pc.retire(table);
+                inner.hot.pc.retire(table);
                 return Err(e);
             }
-            inner.install_super_version(&st);
+            inner.reads.install(&st.tree);
             drop(st);
             Counters::add(&counters.promoted_by_flush_bytes, bytes(&hot) as u64);
-            inner.bg_cv.notify_all();
+            inner.signals.bg_cv.notify_all();
             break;
         }
         // Rare (the window is one file write): rewrite the file without the stale keys.
@@ -217,7 +218,7 @@ pub(crate) fn run_checker(
         }
         hot.sort_by(|a, b| a.0.cmp(&b.0));
     }
-    inner.pc.retire(table);
+    inner.hot.pc.retire(table);
     Ok(())
 }
 

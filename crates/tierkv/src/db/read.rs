@@ -363,8 +363,8 @@ impl DbInner {
         let fence = self
             .point_cache(latest)
             .map_or(0, |c: &Arc<Cache>| c.fence());
-        let epoch = self.pc.read_epoch();
-        let (seq, sv) = self.read_view(ropts.snapshot)?;
+        let epoch = self.hot.pc.read_epoch();
+        let (seq, sv) = self.reads.read_view(ropts.snapshot)?;
         Ok((
             ReadPoint {
                 seq,
@@ -395,15 +395,17 @@ impl DbInner {
             let fence = self
                 .point_cache(latest)
                 .map_or(0, |c: &Arc<Cache>| c.fence());
-            let epoch = self.pc.read_epoch();
-            let seq = ropts
-                .snapshot
-                .unwrap_or_else(|| self.visible_seq.load(std::sync::atomic::Ordering::Acquire));
+            let epoch = self.hot.pc.read_epoch();
+            let seq = ropts.snapshot.unwrap_or_else(|| {
+                self.reads
+                    .visible_seq
+                    .load(std::sync::atomic::Ordering::Acquire)
+            });
             if at.latest == latest
                 && at.fence == fence
                 && at.epoch == epoch
                 && at.seq == seq
-                && Arc::ptr_eq(&self.sv.load(), sv)
+                && Arc::ptr_eq(&self.reads.sv.load(), sv)
             {
                 let at = ReadPoint {
                     now: self.opts.clock.now_ms(),
@@ -430,7 +432,7 @@ impl DbInner {
 
     /// [`DbInner::read_at`] for a key and SuperVersion the read may own.
     fn read_pinned<'a>(&'a self, key: Cow<'a, [u8]>, sv: Pinned<'a>, at: ReadPoint) -> Read<'a> {
-        let promoting = self.hot_tracker.is_some();
+        let promoting = self.hot.tracker.is_some();
         let last = sv.version.num_levels() - 1;
         let split = if promoting {
             self.layout.last_fast_level.min(last)
@@ -581,7 +583,7 @@ impl DbInner {
     /// the KV cache as a record of the first slow level (its table is there), unless it
     /// expires; an expired one answers "absent" (it is the slow tier's newest version).
     fn get_from_promotion_cache(&self, r: &Read<'_>) -> Verdict {
-        let rec = self.pc.get_hashed(r.key(), r.hash, r.seq)?;
+        let rec = self.hot.pc.get_hashed(r.key(), r.hash, r.seq)?;
         Counters::add(&self.counters.get_promotion_cache, 1);
         if is_expired(rec.deadline, r.now) {
             return Some(None);
@@ -771,7 +773,7 @@ mod tests {
             !Arc::ptr_eq(&sv4, &sv5),
             "a key entering after a flush reads the SuperVersion it installed"
         );
-        assert!(Arc::ptr_eq(&inner.sv.load(), &sv5));
+        assert!(Arc::ptr_eq(&inner.reads.sv.load(), &sv5));
 
         let snap = db.snapshot();
         let at_snap = ReadOptions {

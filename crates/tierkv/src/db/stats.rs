@@ -385,7 +385,7 @@ impl DbInner {
             slow: c.get_slow.load(Relaxed),
             not_found: c.get_not_found.load(Relaxed),
         };
-        let sv = self.sv.load();
+        let sv = self.reads.sv.load();
         let v = &sv.version;
         let wal_bytes: u64 = std::iter::once(&sv.mem)
             .chain(&sv.imms)
@@ -409,8 +409,8 @@ impl DbInner {
             .cache()
             .map(|c: &Arc<Cache>| c.stats())
             .unwrap_or_default();
-        let ralt_stats = self.hot_tracker.as_ref().and_then(|r| r.ralt_stats());
-        let bloom_stats = self.hot_tracker.as_ref().and_then(|r| r.bloom_stats());
+        let ralt_stats = self.hot.tracker.as_ref().and_then(|r| r.ralt_stats());
+        let bloom_stats = self.hot.tracker.as_ref().and_then(|r| r.bloom_stats());
         let tracker_bytes = ralt_stats
             .as_ref()
             .map(|s| s.memory_bytes + s.run_memory_bytes)
@@ -485,14 +485,14 @@ impl DbInner {
             memory,
             memtable_bytes: sv.mem.approximate_size(),
             immutable_memtables: sv.imms.len(),
-            last_sequence: self.visible_seq.load(Relaxed),
+            last_sequence: self.reads.visible_seq.load(Relaxed),
             estimated_keys: estimate_keys(&sv),
             io: self.env.stats().snapshot(),
             promotion: PromotionStats {
-                active: self.hot_tracker.is_some(),
-                cache_bytes: self.pc.memory_usage(),
-                cache_inserts: self.pc.inserted(),
-                cache_inserts_aborted: self.pc.aborted(),
+                active: self.hot.tracker.is_some(),
+                cache_bytes: self.hot.pc.memory_usage(),
+                cache_inserts: self.hot.pc.inserted(),
+                cache_inserts_aborted: self.hot.pc.aborted(),
                 promoted_by_flush_bytes: c.promoted_by_flush_bytes.load(Relaxed),
                 promoted_by_compaction_bytes: c.promoted_by_compaction_bytes.load(Relaxed),
                 retained_bytes: c.retained_bytes.load(Relaxed),
@@ -522,12 +522,12 @@ impl DbInner {
             std::iter::once(&sv.mem).chain(sv.imms.iter()).collect();
         let mut memtable_bytes: usize = live.iter().map(|m| m.approximate_size()).sum();
         // Flushed memtables a frozen promotion table still holds are memory too.
-        for m in self.pc.held_memtables() {
+        for m in self.hot.pc.held_memtables() {
             if !live.iter().any(|l| std::sync::Arc::ptr_eq(l, &m)) {
                 memtable_bytes += m.approximate_size();
             }
         }
-        let active = self.hot_tracker.is_some();
+        let active = self.hot.tracker.is_some();
         let promotion_limit =
             if !active {
                 Some(0)
@@ -541,7 +541,7 @@ impl DbInner {
         let tracker_limit = if !active {
             Some(0)
         } else {
-            match &self.hot_tracker.as_deref() {
+            match &self.hot.tracker.as_deref() {
                 Some(crate::hot::HotTracker::Ralt(_)) => {
                     let ralt = &opts.promotion.ralt;
                     ralt.memory_limit.map(|l| {
@@ -570,7 +570,7 @@ impl DbInner {
         };
         let promotion_cache = MemoryComponent {
             limit: promotion_limit,
-            bytes: self.pc.memory_usage(),
+            bytes: self.hot.pc.memory_usage(),
         };
         let tracker = MemoryComponent {
             limit: tracker_limit,

@@ -117,7 +117,7 @@ impl DbInner {
     ) -> Result<Option<Vec<u8>>> {
         loop {
             // The sequence before the read (see the module comment).
-            let seq = self.visible_seq.load(Ordering::Acquire);
+            let seq = self.reads.visible_seq.load(Ordering::Acquire);
             let old = self.get(key, &crate::options::ReadOptions::new())?;
             let mut batch = WriteBatch::new();
             let old_ref = old.as_ref().map(|e| EntryRef {
@@ -159,7 +159,7 @@ impl DbInner {
         mut f: impl FnMut(&[Option<crate::expiry::Entry>]) -> Option<WriteBatch>,
     ) -> Result<bool> {
         loop {
-            let seq = self.visible_seq.load(Ordering::Acquire);
+            let seq = self.reads.visible_seq.load(Ordering::Acquire);
             let mut old = Vec::with_capacity(keys.len());
             for k in keys {
                 old.push(self.get(k, &crate::options::ReadOptions::new())?);
@@ -219,7 +219,7 @@ impl DbInner {
         writes: Vec<(WriteBatch, Option<Condition>)>,
         sync: bool,
     ) -> Result<Vec<Result<bool>>> {
-        if self.shutting_down.load(Ordering::Acquire) {
+        if self.signals.shutting_down.load(Ordering::Acquire) {
             return Err(Error::Closed);
         }
         // An empty batch applies at once, whatever its condition.
@@ -241,11 +241,12 @@ impl DbInner {
             mine.push((i, Arc::new(w)));
         }
         let mut next = 0; // mine[..next] have outcomes
-        self.writers
+        self.writes
+            .queue
             .lock()
             .extend(mine.iter().map(|(_, w)| w.clone()));
         while let Some((slot, me)) = mine.get(next) {
-            let queue = self.writers.lock();
+            let queue = self.writes.queue.lock();
             if let Some(r) = me.result.lock().take() {
                 outcomes[*slot] = Some(r.map_err(Error::Background));
                 next += 1;
@@ -263,7 +264,7 @@ impl DbInner {
             // Leader: commit a group that starts with this write, in a memtable with room
             // for at least this write (so memtables stay within write_buffer_size:
             // invariant 4).
-            let guard = self.write_lock.lock();
+            let guard = self.writes.commit.lock();
             let charge = me.batch.lock().as_ref().map_or(0, MemTable::batch_charge);
             let outcome = self
                 .make_room_for_write(false, charge)
@@ -275,7 +276,7 @@ impl DbInner {
             };
             let mut wake: Vec<std::thread::Thread> = Vec::new();
             {
-                let mut queue = self.writers.lock();
+                let mut queue = self.writes.queue.lock();
                 let me_id = me.waiter.id();
                 for (i, w) in queue.drain(..group_len).enumerate().skip(1) {
                     *w.result.lock() = Some(match &result {
@@ -320,8 +321,8 @@ impl DbInner {
             let room = self
                 .opts
                 .write_buffer_size
-                .saturating_sub(self.sv.load().mem.approximate_size());
-            let queue = self.writers.lock();
+                .saturating_sub(self.reads.sv.load().mem.approximate_size());
+            let queue = self.writes.queue.lock();
             let leader_sync = queue[0].sync;
             let (mut size, mut charge) = (0, 0);
             let mut group = Vec::new();
@@ -359,9 +360,9 @@ impl DbInner {
             return Ok(outcome);
         }
         let sync = group.iter().any(|w| w.sync);
-        let first_seq = self.visible_seq.load(Ordering::Acquire) + 1;
+        let first_seq = self.reads.visible_seq.load(Ordering::Acquire) + 1;
         let wal_written = {
-            let mut wal = self.wal.lock();
+            let mut wal = self.writes.wal.lock();
             let before = wal.writer.len();
             let r = wal
                 .writer
@@ -376,7 +377,7 @@ impl DbInner {
         };
         // The leader holds the write lock, so no switch came between the WAL write and
         // here: this is the memtable the WAL belongs to.
-        let mem = self.sv.load().mem.clone();
+        let mem = self.reads.sv.load().mem.clone();
         mem.add_wal_bytes(wal_written);
         let mut seq = first_seq;
         let (mut puts, mut dels, mut bytes) = (0, 0, 0);
@@ -389,7 +390,7 @@ impl DbInner {
             }
             bytes += (e.key.len() + e.value.len()) as u64;
         }
-        self.visible_seq.store(seq - 1, Ordering::Release);
+        self.reads.visible_seq.store(seq - 1, Ordering::Release);
         let c = &self.counters;
         Counters::add(&c.puts, puts);
         Counters::add(&c.deletes, dels);
@@ -409,8 +410,8 @@ impl DbInner {
         }
         // The superversion first, then the sequence: every write newer than the oldest
         // in-memory memtable's first one is in this superversion's memtables.
-        let sv = self.sv.load();
-        let visible = self.visible_seq.load(Ordering::Acquire);
+        let sv = self.reads.sv.load();
+        let visible = self.reads.visible_seq.load(Ordering::Acquire);
         let oldest = sv.imms.last().unwrap_or(&sv.mem);
         let in_memory_from = if oldest.is_empty() {
             visible + 1
@@ -457,13 +458,13 @@ impl DbInner {
         let mut delayed = false;
         let mut st = self.state.lock();
         loop {
-            if let Some(e) = &st.bg_error {
+            if let Some(e) = &st.jobs.bg_error {
                 return Err(e.clone());
             }
-            if self.shutting_down.load(Ordering::Acquire) {
+            if self.signals.shutting_down.load(Ordering::Acquire) {
                 return Err(Arc::new(Error::Closed));
             }
-            let l0 = st.versions.current().levels[0].len();
+            let l0 = st.tree.versions.current().levels[0].len();
             if !delayed && l0 >= self.opts.level0_slowdown_trigger {
                 // Spread the delay over many writes instead of one long stall.
                 delayed = true;
@@ -473,28 +474,32 @@ impl DbInner {
                 st = self.state.lock();
                 continue;
             }
-            let size = st.mem.approximate_size();
-            if !force && (st.mem.is_empty() || size + incoming <= self.opts.write_buffer_size) {
+            let size = st.tree.mem.approximate_size();
+            if !force && (st.tree.mem.is_empty() || size + incoming <= self.opts.write_buffer_size)
+            {
                 return Ok(());
             }
-            if force && st.mem.is_empty() {
+            if force && st.tree.mem.is_empty() {
                 return Ok(());
             }
             // A flushed memtable that a frozen promotion cache still holds for its update
             // check is memory like an immutable one: it counts against the same limit.
             let held = self
+                .hot
                 .pc
                 .held_memtables()
                 .iter()
-                .filter(|m| !st.imms.iter().any(|i| Arc::ptr_eq(i, m)))
+                .filter(|m| !st.tree.imms.iter().any(|i| Arc::ptr_eq(i, m)))
                 .count();
-            if st.imms.len() + held >= self.opts.max_immutable_memtables
+            if st.tree.imms.len() + held >= self.opts.max_immutable_memtables
                 || l0 >= self.opts.level0_stop_trigger
             {
                 let start = Instant::now();
                 Counters::add(&self.counters.write_stalls, 1);
-                self.bg_cv.notify_all();
-                self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+                self.signals.bg_cv.notify_all();
+                self.signals
+                    .done_cv
+                    .wait_for(&mut st, Duration::from_millis(100));
                 Counters::add(
                     &self.counters.write_stall_micros,
                     start.elapsed().as_micros() as u64,
@@ -505,13 +510,13 @@ impl DbInner {
                 return Err(Arc::new(full));
             }
             // Switch to a new WAL and memtable.
-            let number = st.versions.new_file_number();
+            let number = st.tree.versions.new_file_number();
             let file = self
                 .env
                 .create_writable(Tier::Fast, &wal_file_name(number), IoCause::Wal)
                 .map_err(|e| self.set_bg_error(&mut st, e))?;
             {
-                let mut wal = self.wal.lock();
+                let mut wal = self.writes.wal.lock();
                 // The old log's tail must be durable before later writes are, or a power cut
                 // could lose a middle of the history (invariant 2).
                 wal.writer
@@ -522,15 +527,15 @@ impl DbInner {
                 };
             }
             let old = std::mem::replace(
-                &mut st.mem,
+                &mut st.tree.mem,
                 Arc::new(MemTable::new(number, self.opts.write_buffer_size)),
             );
             // HotRAP §3.4 steps a-c: keys written while a frozen promotion cache awaits
             // the checker must not be promoted from it (O(frozen caches) here).
-            self.pc.note_switched(&old);
-            st.imms.insert(0, old);
-            self.install_super_version(&st);
-            self.bg_cv.notify_all();
+            self.hot.pc.note_switched(&old);
+            st.tree.imms.insert(0, old);
+            self.reads.install(&st.tree);
+            self.signals.bg_cv.notify_all();
             force = false;
         }
     }
@@ -540,7 +545,7 @@ impl DbInner {
     /// moves down; a full fast disk spills table files to the slow tier.)
     fn tiers_over_budget(&self, st: &super::State) -> Option<Error> {
         let slow_budget = self.opts.slow.as_ref()?.budget?;
-        let v = st.versions.current();
+        let v = st.tree.versions.current();
         let (fast, slow) = (v.tier_bytes(Tier::Fast), v.tier_bytes(Tier::Slow));
         // Tables may fill the fast budget less what the WALs need (see
         // `Options::fast_tier_reserve`).
@@ -560,20 +565,22 @@ impl DbInner {
     /// memtable is flushed.
     pub(crate) fn flush_and_wait(&self) -> Result<()> {
         {
-            let _w = self.write_lock.lock();
+            let _w = self.writes.commit.lock();
             self.make_room_for_write(true, 0)
                 .map_err(Error::Background)?;
         }
         let mut st = self.state.lock();
-        while !st.imms.is_empty() {
-            if let Some(e) = &st.bg_error {
+        while !st.tree.imms.is_empty() {
+            if let Some(e) = &st.jobs.bg_error {
                 return Err(Error::Background(e.clone()));
             }
-            if self.shutting_down.load(Ordering::Acquire) {
+            if self.signals.shutting_down.load(Ordering::Acquire) {
                 return Err(Error::Closed);
             }
-            self.bg_cv.notify_all();
-            self.done_cv.wait_for(&mut st, Duration::from_millis(100));
+            self.signals.bg_cv.notify_all();
+            self.signals
+                .done_cv
+                .wait_for(&mut st, Duration::from_millis(100));
         }
         Ok(())
     }

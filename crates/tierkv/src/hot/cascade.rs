@@ -19,74 +19,11 @@
 //! accessed (exact while the hot set fits the sample, scaled up otherwise); see
 //! [`BloomCascade::range_hot_sizer`].
 
-use crate::error::{Error, Result};
+use crate::error::Result;
+pub use crate::options::BloomCascadeOptions;
 use crate::sst::filter::filter_hash;
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-
-/// Settings of the bloom-cascade tracker.
-#[derive(Clone, Debug)]
-pub struct BloomCascadeOptions {
-    /// Objects per window; `None`: the fast tier's capacity in bytes (filled in by the
-    /// engine, see `fd_bytes`) over the mean record size seen so far (HyperDB: "the number
-    /// of objects the NVMe tier holds").
-    pub window_objects: Option<u64>,
-    /// Bytes of the fast levels; filled in by the engine from `Options::fd_budget`.
-    pub fd_bytes: u64,
-    /// Record size assumed before any access was seen (key plus value bytes).
-    pub initial_record_size: u64,
-    /// Bits per object of each filter (HyperDB: 10, about 1% false positives).
-    pub bits_per_object: usize,
-    /// Sealed filters kept (HyperDB: 4).
-    pub filters: usize,
-    /// Sealed filters that must contain a key for it to be hot (HyperDB: 3).
-    pub hot_threshold: usize,
-    /// Keys kept in the hot sample that estimates `range_hot_size` (0: estimate 0).
-    pub sample_keys: usize,
-}
-
-impl Default for BloomCascadeOptions {
-    fn default() -> Self {
-        BloomCascadeOptions {
-            window_objects: None,
-            fd_bytes: 0,
-            initial_record_size: 1024,
-            bits_per_object: 10,
-            filters: 4,
-            hot_threshold: 3,
-            sample_keys: 1 << 16,
-        }
-    }
-}
-
-impl BloomCascadeOptions {
-    /// Checks every field (`fd_bytes` 0 is accepted: the engine fills it in).
-    pub fn validate(&self) -> Result<()> {
-        let bad = |m: String| Err(Error::InvalidArgument(format!("bloom cascade: {m}")));
-        if self.window_objects == Some(0) {
-            return bad("window_objects must be positive".into());
-        }
-        if self.initial_record_size == 0 {
-            return bad("initial_record_size must be positive".into());
-        }
-        if !(1..=64).contains(&self.bits_per_object) {
-            return bad(format!(
-                "bits_per_object must be in 1..=64, got {}",
-                self.bits_per_object
-            ));
-        }
-        if !(1..=64).contains(&self.filters) {
-            return bad(format!("filters must be in 1..=64, got {}", self.filters));
-        }
-        if !(1..=self.filters).contains(&self.hot_threshold) {
-            return bad(format!(
-                "hot_threshold must be in 1..=filters ({}), got {}",
-                self.filters, self.hot_threshold
-            ));
-        }
-        Ok(())
-    }
-}
 
 /// One bloom filter sized for a window of objects.
 struct Filter {

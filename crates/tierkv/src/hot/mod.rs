@@ -3,6 +3,7 @@
 //! access tracker) or HyperDB's bloom-filter cascade, behind one interface (`tracker`).
 
 pub(crate) mod cascade;
+pub(crate) mod policy;
 pub(crate) mod promotion;
 pub mod ralt;
 pub(crate) mod tracker;

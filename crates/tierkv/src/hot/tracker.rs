@@ -11,19 +11,10 @@ use super::cascade::{BloomCascade, BloomCascadeStats, BloomRangeSizer};
 use super::promotion::PcRecord;
 use super::ralt::{Ralt, RaltStats, RangeHotSizer};
 use crate::error::Result;
+pub use crate::options::TrackerKind;
 
 /// Hot keys of a range in key order, each with its value length.
 pub type HotKeys = Box<dyn Iterator<Item = Result<(Vec<u8>, u32)>> + Send>;
-
-/// Which hotness tracker promotion and retention use.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TrackerKind {
-    /// RALT (HotRAP §3.2): scored access records in a small LSM-tree on the fast disk.
-    #[default]
-    Ralt,
-    /// HyperDB's cascade of bloom filters: hot when seen in 3 of the last 4 windows.
-    BloomCascade,
-}
 
 /// A hotness tracker. (One per store, held behind an `Arc`: the size difference between
 /// the variants costs nothing.)

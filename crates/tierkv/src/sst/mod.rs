@@ -9,6 +9,7 @@
 //! Owns the format, its builder and reader, and the table iterator. It does not decide
 //! which tables exist (`version`) nor what goes into them (`db`, `compaction`).
 
+pub use crate::options::{Compression, TableOptions};
 pub mod block;
 mod builder;
 pub mod filter;
@@ -33,16 +34,6 @@ pub trait BlockCache: Send + Sync {
     fn insert_block(&self, file: u64, offset: u64, block: Block);
 }
 
-/// Block compression.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum Compression {
-    /// Blocks are stored as they are.
-    #[default]
-    None,
-    /// LZ4 (a block is stored compressed only when that saves at least an eighth).
-    Lz4,
-}
-
 /// Smallest data block `block_records` cuts: a direct read moves whole 512-byte sectors,
 /// so a smaller block saves no I/O and only adds index entries.
 pub const MIN_RECORD_BLOCK: usize = 1024;
@@ -54,36 +45,6 @@ pub const MIN_RECORD_BLOCK: usize = 1024;
 /// scans at most 16 entries, as in a data block. (Tables written before kept every entry
 /// a restart; readers handle both.)
 pub const INDEX_RESTART_INTERVAL: usize = 16;
-
-/// How tables are written.
-#[derive(Clone, Copy, Debug)]
-pub struct TableOptions {
-    /// Target uncompressed size of a data block (with `block_records`: the most a block
-    /// grows to).
-    pub block_size: usize,
-    /// Cut a data block once it holds this many entries and at least
-    /// [`MIN_RECORD_BLOCK`] bytes (`None`: cut by `block_size` only). See
-    /// [`crate::Options::block_records`].
-    pub block_records: Option<usize>,
-    /// Keys between restart points in a data block.
-    pub restart_interval: usize,
-    /// Bloom filter bits per key (0: no filter).
-    pub bloom_bits_per_key: usize,
-    /// Block compression.
-    pub compression: Compression,
-}
-
-impl Default for TableOptions {
-    fn default() -> Self {
-        TableOptions {
-            block_size: 16 * 1024,
-            block_records: None,
-            restart_interval: 16,
-            bloom_bits_per_key: 10,
-            compression: Compression::None,
-        }
-    }
-}
 
 /// What a finished table holds, for the manifest.
 #[derive(Clone, Debug)]

@@ -3,6 +3,7 @@
 //! docs/FORMAT.md). This module owns framing only; what a record means (a write batch, a
 //! version edit) belongs to its user.
 
+pub use crate::options::RecoveryMode;
 mod reader;
 mod writer;
 
@@ -37,34 +38,6 @@ impl FragmentType {
             4 => FragmentType::Last,
             _ => return None,
         })
-    }
-}
-
-/// What recovery does when a log is damaged.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub enum RecoveryMode {
-    /// A damaged or incomplete tail (nothing valid after it) is the end of the log, as a
-    /// crash mid-append leaves it; damage followed by valid records is corruption.
-    #[default]
-    TolerateTornTail,
-    /// Stops at the first damage anywhere and drops everything after it (recovers a
-    /// consistent prefix, possibly losing acknowledged writes).
-    PointInTime,
-    /// Any damage, including a torn tail, is an error.
-    Strict,
-}
-
-impl std::str::FromStr for RecoveryMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "tolerate-torn-tail" => Ok(RecoveryMode::TolerateTornTail),
-            "point-in-time" => Ok(RecoveryMode::PointInTime),
-            "strict" => Ok(RecoveryMode::Strict),
-            _ => Err(format!(
-                "unknown recovery mode {s:?} (expected tolerate-torn-tail, point-in-time or strict)"
-            )),
-        }
     }
 }
 

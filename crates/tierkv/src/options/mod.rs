@@ -4,13 +4,18 @@
 
 use crate::env::DeviceProfile;
 use crate::error::{Error, Result};
-use crate::hot::cascade::BloomCascadeOptions;
-use crate::hot::ralt::RaltOptions;
-use crate::hot::TrackerKind;
 use crate::memory::{MemoryDivision, MemoryShares};
-use crate::sst::{Compression, TableOptions};
-use crate::wal::RecoveryMode;
 use std::path::PathBuf;
+
+mod cache;
+mod recovery;
+mod table;
+mod tracker;
+
+pub use cache::{CacheMode, CacheOptions};
+pub use recovery::RecoveryMode;
+pub use table::{Compression, TableOptions};
+pub use tracker::{BloomCascadeOptions, RaltOptions, ScoringMethod, TrackerKind};
 
 const KIB: usize = 1024;
 const MIB: usize = 1024 * KIB;
@@ -105,7 +110,7 @@ pub struct Options {
     pub cache_size: usize,
     /// How the cache budget is split between KV, KP and block caches (default: adaptive,
     /// AC-Key) and the adaptive policy's parameters.
-    pub cache: crate::cache::CacheOptions,
+    pub cache: CacheOptions,
     /// Table files kept open (default 1000).
     pub max_open_files: usize,
     /// Most bytes of index and filter blocks the open tables hold (default `None`: only
@@ -400,7 +405,7 @@ impl Default for Options {
             read_parallelism: 16,
             read_io: ReadIo::Auto,
             cache_size: 64 * MIB,
-            cache: crate::cache::CacheOptions::default(),
+            cache: CacheOptions::default(),
             max_open_files: 1000,
             table_memory_limit: None,
             memory_budget: None,
