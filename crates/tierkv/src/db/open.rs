@@ -137,24 +137,7 @@ fn open_inner(
     let (opts, memory) = opts.resolve_memory_budget()?;
     opts.validate()?;
     let layout = Arc::new(LevelLayout::new(&opts));
-    let (slow_dir, slow_device) = match &opts.slow {
-        Some(s) => (s.dir.clone(), s.device),
-        None => (path.to_path_buf(), DeviceProfile::none()),
-    };
-    if opts.slow.is_some() && same_dir(path, &slow_dir) {
-        return Err(Error::InvalidArgument(format!(
-            "the slow tier directory {} is the fast tier directory",
-            slow_dir.display()
-        )));
-    }
-    let env = Env::new(
-        path,
-        &slow_dir,
-        opts.fast_device,
-        slow_device,
-        opts.use_direct_io,
-        opts.fault_injector.clone(),
-    )?;
+    let env = open_env(path, &opts)?;
     let lock_path = env.path(Tier::Fast, LOCK);
     let store_lock = super::store_lock::StoreLock::acquire(path, &lock_path)?;
     needs.manifest = current_manifest_size(path);
@@ -181,13 +164,105 @@ fn open_inner(
         opts.table_memory_limit,
         cache,
     ));
-
     let counters = Counters::default();
+    let tree = recover(&env, &opts, &mut versions, &counters, needs)?;
+    let hot_tracker = open_tracker(&env, &opts, &layout)?;
+    let inner = Arc::new(DbInner {
+        env,
+        layout,
+        memory,
+        tables,
+        counters,
+        writes: WriteQueue {
+            queue: Mutex::new(VecDeque::new()),
+            commit: Mutex::new(()),
+            wal: Mutex::new(Wal {
+                writer: LogWriter::new(tree.wal_file),
+            }),
+        },
+        reads: ReadView {
+            visible_seq: AtomicU64::new(tree.last_seq),
+            sv: ArcSwap::from_pointee(SuperVersion {
+                mem: tree.mem.clone(),
+                imms: tree.imms.clone(),
+                version: versions.current(),
+                drop_horizon: 0,
+            }),
+            snapshots: Mutex::new(BTreeMap::new()),
+        },
+        state: Mutex::new(State {
+            tree: Tree {
+                versions,
+                mem: tree.mem,
+                imms: tree.imms,
+                drop_horizon: 0,
+            },
+            jobs: Jobs::default(),
+            retention: Retention::default(),
+        }),
+        signals: Signals {
+            bg_cv: Condvar::new(),
+            done_cv: Condvar::new(),
+            shutting_down: AtomicBool::new(false),
+        },
+        hot: Hotness {
+            pc: PromotionCache::new(opts.promotion_cache_size()),
+            tracker: hot_tracker,
+        },
+        _store_lock: store_lock,
+        opts,
+    });
+    start(inner)
+}
+
+/// The tier directories' environment (the slow tier's directory must not be the fast one's).
+fn open_env(path: &Path, opts: &Options) -> Result<Arc<Env>> {
+    let (slow_dir, slow_device) = match &opts.slow {
+        Some(s) => (s.dir.clone(), s.device),
+        None => (path.to_path_buf(), DeviceProfile::none()),
+    };
+    if opts.slow.is_some() && same_dir(path, &slow_dir) {
+        return Err(Error::InvalidArgument(format!(
+            "the slow tier directory {} is the fast tier directory",
+            slow_dir.display()
+        )));
+    }
+    Env::new(
+        path,
+        &slow_dir,
+        opts.fast_device,
+        slow_device,
+        opts.use_direct_io,
+        opts.fault_injector.clone(),
+    )
+}
+
+/// What recovery hands the open store: its memtables, the WAL it appends to next and the
+/// last sequence number.
+struct RecoveredTree {
+    /// The mutable memtable.
+    mem: Arc<MemTable>,
+    /// Immutable memtables awaiting flush, newest first.
+    imms: Vec<Arc<MemTable>>,
+    wal_file: crate::env::WritableFile,
+    last_seq: u64,
+}
+
+/// Replays the WALs into memtables (flushing only those the write path would not let
+/// wait), starts a fresh WAL, records the recovered state in the manifest and removes the
+/// files no version references.
+fn recover(
+    env: &Arc<Env>,
+    opts: &Options,
+    versions: &mut VersionSet,
+    counters: &Counters,
+    needs: &mut SpaceNeeds,
+) -> Result<RecoveredTree> {
     let Recovered {
         mut memtables,
         last_seq,
         empty_logs,
-    } = replay_wals(&env, &opts, &mut versions)?;
+    } = replay_wals(env, opts, versions)?;
     // The last recovered memtable stays the mutable one (the next write that does not fit
     // switches it), unless it gathered many small WALs (each open of a store that takes
     // a few writes adds one): then it waits for flush too, so WAL files do not pile up.
@@ -215,16 +290,10 @@ fn open_inner(
         .map(|r| r.mem.approximate_size() as u64)
         .sum();
     flush_at_open(
-        &env,
-        &opts,
-        &mut versions,
-        &counters,
-        &memtables,
-        log_number,
-        last_seq,
+        env, opts, versions, counters, &memtables, log_number, last_seq,
     )?;
     let wal_file = env.create_writable(Tier::Fast, &wal_file_name(wal_number), IoCause::Wal)?;
-    // `State::imms` is newest first.
+    // `Tree::imms` is newest first.
     imms.reverse();
     versions.log_and_apply(VersionEdit {
         log_number: Some(log_number),
@@ -232,80 +301,49 @@ fn open_inner(
         ..Default::default()
     })?;
     env.sync_dir(Tier::Fast)?;
-    remove_obsolete_files(&env, &versions, log_number, wal_number, &empty_logs)?;
+    remove_obsolete_files(env, versions, log_number, wal_number, &empty_logs)?;
+    Ok(RecoveredTree {
+        mem,
+        imms,
+        wal_file,
+        last_seq,
+    })
+}
 
-    let sv = SuperVersion {
-        mem: mem.clone(),
-        imms: imms.clone(),
-        version: versions.current(),
-        drop_horizon: 0,
+/// The hotness tracker, when promotion is active on two tiers: RALT reopened from its
+/// files, or a fresh bloom cascade.
+fn open_tracker(
+    env: &Arc<Env>,
+    opts: &Options,
+    layout: &LevelLayout,
+) -> Result<Option<Arc<HotTracker>>> {
+    let (true, Some(fd_budget)) = (opts.promotion_active(), opts.fd_budget) else {
+        return Ok(None);
     };
-    let hot_tracker = match (opts.promotion_active(), opts.fd_budget) {
-        (true, Some(fd_budget)) => {
-            // RALT's "FD size" is what the fast levels below L0 hold: the hot set limit
-            // must fit the level that retains hot records (the layout reserves part of the
-            // budget for L0).
-            let fast_levels: u64 = layout.targets[1..=layout.last_fast_level].iter().sum();
-            let fd_bytes = fast_levels.clamp(1, fd_budget);
-            Some(Arc::new(match opts.promotion.tracker {
-                TrackerKind::Ralt => HotTracker::Ralt(Ralt::open(
-                    env.clone(),
-                    RaltOptions {
-                        fd_budget: fd_bytes,
-                        ..opts.promotion.ralt.clone()
-                    },
-                )?),
-                // The same "FD size": one window is what the fast levels hold.
-                TrackerKind::BloomCascade => {
-                    HotTracker::BloomCascade(BloomCascade::new(BloomCascadeOptions {
-                        fd_bytes,
-                        ..opts.promotion.bloom_cascade.clone()
-                    })?)
-                }
-            }))
-        }
-        _ => None,
-    };
-    let inner = Arc::new(DbInner {
-        env,
-        layout,
-        memory,
-        tables,
-        counters,
-        writes: WriteQueue {
-            queue: Mutex::new(VecDeque::new()),
-            commit: Mutex::new(()),
-            wal: Mutex::new(Wal {
-                writer: LogWriter::new(wal_file),
-            }),
-        },
-        reads: ReadView {
-            visible_seq: AtomicU64::new(last_seq),
-            sv: ArcSwap::from_pointee(sv),
-            snapshots: Mutex::new(BTreeMap::new()),
-        },
-        state: Mutex::new(State {
-            tree: Tree {
-                versions,
-                mem,
-                imms,
-                drop_horizon: 0,
+    // RALT's "FD size" is what the fast levels below L0 hold: the hot set limit must fit
+    // the level that retains hot records (the layout reserves part of the budget for L0).
+    let fast_levels: u64 = layout.targets[1..=layout.last_fast_level].iter().sum();
+    let fd_bytes = fast_levels.clamp(1, fd_budget);
+    Ok(Some(Arc::new(match opts.promotion.tracker {
+        TrackerKind::Ralt => HotTracker::Ralt(Ralt::open(
+            env.clone(),
+            RaltOptions {
+                fd_budget: fd_bytes,
+                ..opts.promotion.ralt.clone()
             },
-            jobs: Jobs::default(),
-            retention: Retention::default(),
-        }),
-        signals: Signals {
-            bg_cv: Condvar::new(),
-            done_cv: Condvar::new(),
-            shutting_down: AtomicBool::new(false),
-        },
-        hot: Hotness {
-            pc: PromotionCache::new(opts.promotion_cache_size()),
-            tracker: hot_tracker,
-        },
-        _store_lock: store_lock,
-        opts,
-    });
+        )?),
+        // The same "FD size": one window is what the fast levels hold.
+        TrackerKind::BloomCascade => {
+            HotTracker::BloomCascade(BloomCascade::new(BloomCascadeOptions {
+                fd_bytes,
+                ..opts.promotion.bloom_cascade.clone()
+            })?)
+        }
+    })))
+}
+
+/// Starts the background threads and the reader pool of an opened store.
+fn start(inner: Arc<DbInner>) -> Result<Db> {
     let threads = (0..inner.opts.background_threads)
         .map(|i| {
             let inner = inner.clone();

@@ -66,6 +66,20 @@ impl Counters {
     pub fn add(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Relaxed);
     }
+
+    /// Where gets found their answer, so far.
+    pub fn get_sources(&self) -> GetSources {
+        GetSources {
+            memtable: self.get_memtable.load(Relaxed),
+            block_cache: self.get_block_cache.load(Relaxed),
+            kv_cache: self.get_kv_cache.load(Relaxed),
+            kp_cache: self.get_kp_cache.load(Relaxed),
+            promotion_cache: self.get_promotion_cache.load(Relaxed),
+            fast: self.get_fast.load(Relaxed),
+            slow: self.get_slow.load(Relaxed),
+            not_found: self.get_not_found.load(Relaxed),
+        }
+    }
 }
 
 /// Where gets found their answer.
@@ -375,35 +389,14 @@ impl DbInner {
     pub(super) fn stats(&self) -> DbStats {
         use std::sync::atomic::Ordering::Relaxed;
         let c = &self.counters;
-        let get_sources = GetSources {
-            memtable: c.get_memtable.load(Relaxed),
-            block_cache: c.get_block_cache.load(Relaxed),
-            kv_cache: c.get_kv_cache.load(Relaxed),
-            kp_cache: c.get_kp_cache.load(Relaxed),
-            promotion_cache: c.get_promotion_cache.load(Relaxed),
-            fast: c.get_fast.load(Relaxed),
-            slow: c.get_slow.load(Relaxed),
-            not_found: c.get_not_found.load(Relaxed),
-        };
+        let get_sources = c.get_sources();
         let sv = self.reads.sv.load();
         let v = &sv.version;
         let wal_bytes: u64 = std::iter::once(&sv.mem)
             .chain(&sv.imms)
             .map(|m| m.wal_bytes())
             .sum();
-        let targets = crate::compaction::picker::level_targets(v, &self.opts, wal_bytes);
-        let levels = (0..v.num_levels())
-            .map(|l| LevelStats {
-                level: l,
-                tier: self.layout.tiers[l],
-                files: v.levels[l].len(),
-                bytes: v.level_bytes(l),
-                sized_bytes: v.level_sized_bytes(l),
-                target_bytes: targets[l],
-                compaction_read_bytes: self.counters.compaction_level_read[l].load(Relaxed),
-                compaction_write_bytes: self.counters.compaction_level_written[l].load(Relaxed),
-            })
-            .collect();
+        let levels = self.level_stats(v, wal_bytes);
         let cache = self
             .tables
             .cache()
@@ -488,22 +481,51 @@ impl DbInner {
             last_sequence: self.reads.visible_seq.load(Relaxed),
             estimated_keys: estimate_keys(&sv),
             io: self.env.stats().snapshot(),
-            promotion: PromotionStats {
-                active: self.hot.tracker.is_some(),
-                cache_bytes: self.hot.pc.memory_usage(),
-                cache_inserts: self.hot.pc.inserted(),
-                cache_inserts_aborted: self.hot.pc.aborted(),
-                promoted_by_flush_bytes: c.promoted_by_flush_bytes.load(Relaxed),
-                promoted_by_compaction_bytes: c.promoted_by_compaction_bytes.load(Relaxed),
-                retained_bytes: c.retained_bytes.load(Relaxed),
-                checker_runs: c.checker_runs.load(Relaxed),
-                checker_dropped_newer: c.checker_dropped_newer.load(Relaxed),
-                checker_put_back: c.checker_put_back.load(Relaxed),
-                checker_stale: c.checker_stale.load(Relaxed),
-                cache_full: c.promotion_cache_full.load(Relaxed),
-                ralt: ralt_stats,
-                bloom_tracker: bloom_stats,
-            },
+            promotion: self.promotion_stats(ralt_stats, bloom_stats),
+        }
+    }
+
+    /// Every level's files, bytes, target and compaction traffic.
+    fn level_stats(&self, v: &crate::version::Version, wal_bytes: u64) -> Vec<LevelStats> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let targets = crate::compaction::picker::level_targets(v, &self.opts, wal_bytes);
+        (0..v.num_levels())
+            .map(|l| LevelStats {
+                level: l,
+                tier: self.layout.tiers[l],
+                files: v.levels[l].len(),
+                bytes: v.level_bytes(l),
+                sized_bytes: v.level_sized_bytes(l),
+                target_bytes: targets[l],
+                compaction_read_bytes: self.counters.compaction_level_read[l].load(Relaxed),
+                compaction_write_bytes: self.counters.compaction_level_written[l].load(Relaxed),
+            })
+            .collect()
+    }
+
+    /// HotRAP's promotion cache, pathways and tracker.
+    fn promotion_stats(
+        &self,
+        ralt: Option<crate::hot::ralt::RaltStats>,
+        bloom_tracker: Option<crate::hot::cascade::BloomCascadeStats>,
+    ) -> PromotionStats {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.counters;
+        PromotionStats {
+            active: self.hot.tracker.is_some(),
+            cache_bytes: self.hot.pc.memory_usage(),
+            cache_inserts: self.hot.pc.inserted(),
+            cache_inserts_aborted: self.hot.pc.aborted(),
+            promoted_by_flush_bytes: c.promoted_by_flush_bytes.load(Relaxed),
+            promoted_by_compaction_bytes: c.promoted_by_compaction_bytes.load(Relaxed),
+            retained_bytes: c.retained_bytes.load(Relaxed),
+            checker_runs: c.checker_runs.load(Relaxed),
+            checker_dropped_newer: c.checker_dropped_newer.load(Relaxed),
+            checker_put_back: c.checker_put_back.load(Relaxed),
+            checker_stale: c.checker_stale.load(Relaxed),
+            cache_full: c.promotion_cache_full.load(Relaxed),
+            ralt,
+            bloom_tracker,
         }
     }
 

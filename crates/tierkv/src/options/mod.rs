@@ -430,6 +430,14 @@ impl Default for Options {
 impl Options {
     /// Checks every value; a clear error names the first bad one.
     pub fn validate(&self) -> Result<()> {
+        self.validate_memtables_and_tables()?;
+        self.validate_levels_and_threads()?;
+        self.validate_limits()?;
+        self.validate_tiers_caches_and_promotion()
+    }
+
+    /// Memtables and the table format.
+    fn validate_memtables_and_tables(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::InvalidArgument(msg));
         if self.write_buffer_size < 4 * KIB {
             return bad(format!(
@@ -464,6 +472,12 @@ impl Options {
                 self.bloom_bits_per_key
             ));
         }
+        Ok(())
+    }
+
+    /// Level sizing, L0 triggers, background and reader threads.
+    fn validate_levels_and_threads(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::InvalidArgument(msg));
         if self.target_file_size < 4 * KIB as u64 {
             return bad(format!(
                 "target_file_size {} is below 4 KiB",
@@ -505,6 +519,12 @@ impl Options {
         if self.read_io == ReadIo::Uring && !cfg!(target_os = "linux") {
             return bad("read_io Uring needs Linux (io_uring)".into());
         }
+        Ok(())
+    }
+
+    /// Open files and the sizes of keys, values and levels.
+    fn validate_limits(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::InvalidArgument(msg));
         if self.max_open_files < 10 {
             return bad(format!(
                 "max_open_files {} is below 10",
@@ -526,6 +546,12 @@ impl Options {
         if self.max_bytes_for_level_base == 0 {
             return bad("max_bytes_for_level_base must be positive".into());
         }
+        Ok(())
+    }
+
+    /// The tiers, the caches, the memory budget and the hotness tracker.
+    fn validate_tiers_caches_and_promotion(&self) -> Result<()> {
+        let bad = |msg: String| Err(Error::InvalidArgument(msg));
         if self.slow.is_some() && self.fd_budget.is_none() {
             return bad(
                 "a slow tier needs fd_budget: the fast tier's levels are sized to it".into(),
@@ -566,7 +592,6 @@ impl Options {
         }
         Ok(())
     }
-
     /// True when hot-record promotion runs: enabled, with a slow tier actually in use.
     pub fn promotion_active(&self) -> bool {
         self.promotion.enabled && self.slow.is_some() && !self.all_on_fast
