@@ -35,7 +35,7 @@ struct TieredLayout {
     /// the levels before it. So L1 lands on the fast path only if that target covers L0's
     /// estimate plus L1's target, twice `l1_target`, even though L0 really holds about four
     /// memtables (with `budget less the WALs` as the target, L1 went to the slow disk:
-    /// docs/BENCHMARKS.md, "Against RocksDB (YCSB A)").
+    /// docs/bench/background-traffic.md).
     fast_path_target: u64,
 }
 

@@ -1,5 +1,5 @@
 //! The `tierkv` binary's allocator: mimalloc, set up so that the process's resident size
-//! follows its live heap (docs/DEPLOYMENT.md, "Memory"; docs/BENCHMARKS.md, F2's "Memory").
+//! follows its live heap (docs/DEPLOYMENT.md, "Memory"; docs/bench/f2-memory.md).
 //!
 //! The library allocates through whatever global allocator its embedder chose; only this
 //! binary picks one. mimalloc rather than glibc's malloc: glibc keeps freed memory in
@@ -28,7 +28,7 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
 /// Milliseconds a freed page stays committed before mimalloc returns it (its default is
-/// 1,000 in v3): measured in docs/BENCHMARKS.md (F2, "Memory").
+/// 1,000 in v3): measured in docs/bench/f2-memory.md.
 pub const PURGE_DELAY_MS: i64 = 10;
 
 /// Applies the settings above. Called first thing in `main`; later allocations follow

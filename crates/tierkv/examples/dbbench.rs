@@ -1,6 +1,6 @@
 //! Engine micro-benchmark in the spirit of LevelDB's db_bench: sequential and random fill,
 //! random gets served from the block cache and from disk with direct I/O, and short scans,
-//! on one directory (no tiers). The figures in docs/BENCHMARKS.md ("Engine core") come
+//! on one directory (no tiers). The figures in docs/bench/engine-core.md come
 //! from it:
 //!
 //! ```sh

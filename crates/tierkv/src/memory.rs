@@ -37,7 +37,7 @@ pub struct MemoryShares {
     /// Index and filter blocks of open tables (default 0.20: 1.5 bytes per key of 8-byte
     /// keys and 100-byte values, 16 KiB blocks and 10-bit filters, are 1.4% of the data, so
     /// a budget of 10% of the data needs 14% of it before updates add versions; see
-    /// docs/BENCHMARKS.md). A table that does not fit is reopened on each use.
+    /// docs/bench/read-units.md). A table that does not fit is reopened on each use.
     pub tables: f64,
     /// The promotion cache, when promotion is active (default 0.10).
     pub promotion_cache: f64,

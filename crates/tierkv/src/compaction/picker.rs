@@ -56,7 +56,7 @@ use std::sync::Arc;
 /// arises instead: a merge rewrites a table whole once it would be
 /// more than half garbage (`super::semi_plan`), and past [`DIRTY_VICTIM_SPACE_AMP`] a slow
 /// level's victim is its dirtiest file. (Counting file bytes made garbage alone overflow
-/// the slow levels into compactions the sorted tier never runs: docs/BENCHMARKS.md.)
+/// the slow levels into compactions the sorted tier never runs: docs/bench/semi-sorted-tier.md.)
 ///
 /// L0 goes by bytes because an L0 compaction rewrites the L1 files it overlaps (usually
 /// all of L1, since every flush spans the key space), whatever L0 holds: what pays for it
@@ -107,8 +107,9 @@ pub fn level_targets(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<u64> {
 /// under half its memory charge). L0 is where the room pays most: an L0 compaction rewrites
 /// the L1 files its flushes overlap, usually all of L1, so the fewer and larger L0
 /// compactions are, the fewer times L1 is rewritten per byte flushed. Giving the room to
-/// the last fast level instead was measured worse in F2's setup (docs/BENCHMARKS.md: the
-/// cross-tier step fell 2.30 -> 1.42 per user byte but L0 -> L1 rose 2.31 -> 3.54, since
+/// the last fast level instead was measured worse in F2's setup
+/// (docs/bench/fill-fast-budget.md: the cross-tier step fell 2.30 -> 1.42 per user byte but
+/// L0 -> L1 rose 2.31 -> 3.54, since
 /// every L0 compaction rewrote the larger L1). Tables and WALs together still fill at most
 /// the budget (invariant 4): L0 is compacted once it holds what the others leave, and the
 /// other levels keep their layout targets.

@@ -112,8 +112,9 @@ impl SemiOutputs {
     /// are the ones user scans read. A scan's per-block work (checksum, copy, parse,
     /// block-cache insert) then comes once per 16 KiB, as in the sorted tier: with 2 KiB
     /// blocks a defragmented tier spent 1.05-1.36x the sorted tier's CPU per YCSB E scan
-    /// at equal reads, 1.06-1.17x since (docs/BENCHMARKS.md, "Defragmented tables in the
-    /// sorted block size"). A merge into such a table later dirties its larger blocks: it
+    /// at equal reads, 1.06-1.17x since (docs/bench/semi-sorted-scans.md, "Defragmented
+    /// tables in the sorted block size"). A merge into such a table later dirties its larger
+    /// blocks: it
     /// costs more slow-tier writes only for tables both scanned and written. (Blocks cut
     /// at `block_records` entries stay cut there: record-sized blocks are a choice about
     /// the read unit, which this does not override.)

@@ -1395,7 +1395,7 @@ fn level0_is_compacted_once_scans_read_it_enough() {
 /// are under it, is not compacted into the next level; once its live bytes pass the
 /// target it is. A table's key list (recorded in the manifest) does not count either.
 /// (Counting file bytes compacted garbage down, rewriting live records the sorted tier
-/// never rewrites: docs/BENCHMARKS.md, semi-sorted slow tier.)
+/// never rewrites: docs/bench/semi-sorted-tier.md.)
 #[test]
 fn slow_levels_are_sized_by_live_bytes_not_garbage() {
     let dir = tempfile::tempdir().unwrap();

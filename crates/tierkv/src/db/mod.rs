@@ -1,16 +1,18 @@
 //! The database. This file holds the public API ([`Db`], [`Snapshot`]) and the store's
 //! state ([`SuperVersion`], `State`, `DbInner`); the paths live beside it: `open` (open and
 //! recovery), `write` (WAL group commit, memtables, write stalls), `read` (the get path,
-//! stage by stage in tier order), `multi_get` (batched reads and their reader pool), `iterator`, `background` (the threads that flush and
-//! compact), `promote` (HotRAP's pathways), `stats` and `store_lock` (the `LOCK` file).
+//! stage by stage in tier order), `multi_get` (batched reads and their reader pool),
+//! `iterator`, `background` (the threads' scheduling), `flush` and `compact` (the jobs),
+//! `promote` (HotRAP's pathways), `stats` and `store_lock` (the `LOCK` file).
 //! Invariants: docs/DESIGN.md.
 //!
 //! Concurrency in one paragraph: readers take no lock; they load the visible sequence
 //! number, then the current [`SuperVersion`] (memtables + version) through an `ArcSwap`.
-//! Writers queue; the writer at the head becomes leader, takes `write_lock`, commits the
-//! whole group to the WAL and the memtable, then publishes the new sequence number.
+//! Writers queue; the writer at the head becomes leader, takes `WriteQueue::commit`, commits
+//! the whole group to the WAL and the memtable, then publishes the new sequence number.
 //! Structural changes (memtable switch, flush, compaction install) happen under the
-//! `state` mutex and publish a new SuperVersion. Lock order: writers -> write_lock -> state.
+//! `state` mutex and publish a new SuperVersion. `DbInner`'s fields are grouped by owner;
+//! docs/ARCHITECTURE.md, "Owners and locks", has what guards each and the lock order.
 
 mod background;
 mod compact;
@@ -126,8 +128,8 @@ pub(crate) struct Wal {
     pub writer: LogWriter,
 }
 
-/// The write path (`write.rs`). Lock order: `commit`, then `wal`, then `DbInner::state`;
-/// `queue` is only ever held alone, briefly.
+/// The write path (`write.rs`). `queue` is only ever held alone, briefly; `commit` comes
+/// before `wal` and `DbInner::state`, which are held together only under it.
 pub(crate) struct WriteQueue {
     /// Writers waiting to commit, in order; the head leads the next group. Waiters park
     /// (`write.rs`): no condition variable, each is unparked by the leader concerning it.

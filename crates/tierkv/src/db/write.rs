@@ -8,7 +8,7 @@
 //! snapshot read at `s`, so it is served by the KV/KP caches and counts as an access for
 //! hot-record promotion like any get; it stays exact for the condition, because a version
 //! it returns that is newer than `s` was written after `s`, which fails the condition.
-//! The leader checks the condition while holding `write_lock`, where every write newer
+//! The leader checks the condition while holding `WriteQueue::commit`, where every write newer
 //! than the oldest in-memory memtable is in a memtable; a write whose condition fails is
 //! dropped and retried by its caller. So an RMW is atomic with respect to every other
 //! write (puts, deletes, batches and other RMWs) and no lock is held while it reads from
@@ -313,7 +313,7 @@ impl DbInner {
     }
 
     /// Writes the queue's head group to the WAL and the memtable. Called by the leader
-    /// holding `write_lock`.
+    /// holding `WriteQueue::commit`.
     fn commit_group(&self) -> Result<GroupOutcome, Arc<Error>> {
         let group: Vec<Arc<PendingWrite>> = {
             // The leader made room for its own write; followers join only while the
@@ -402,7 +402,7 @@ impl DbInner {
 
     /// Which writes of a group may apply: a conditional write fails if its key has a
     /// version newer than the one it read, in a memtable or possibly flushed, or if an
-    /// earlier write of the same group touches the key. Called holding `write_lock`, so
+    /// earlier write of the same group touches the key. Called holding `WriteQueue::commit`, so
     /// no write commits meanwhile.
     fn check_conditions(&self, group: &[Arc<PendingWrite>]) -> Vec<bool> {
         if group.iter().all(|w| w.condition.is_none()) {
@@ -446,7 +446,7 @@ impl DbInner {
 
     /// Ensures the memtable has room, switching to a new one (and WAL) when it is full or
     /// `force` is set, and stalling while too much awaits flush or compaction. Called with
-    /// `write_lock` held.
+    /// `WriteQueue::commit` held.
     /// `incoming` is what the next write adds to the memtable: a memtable that cannot take
     /// it is switched first, unless it is empty (a batch larger than a whole memtable
     /// still goes into one).

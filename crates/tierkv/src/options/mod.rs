@@ -230,7 +230,7 @@ pub struct CompactionOptions {
     /// ranges, no data read) and it falls in a gap between that level's files, instead of
     /// into the output level where the next compaction would rewrite it. The compaction
     /// then claims its key range on every level down to the deepest it may write (default
-    /// false: see docs/BENCHMARKS.md, "Preemptive block compaction").
+    /// false: see docs/bench/preemptive.md).
     pub preemptive_pushdown: bool,
     /// On a slow level not under space pressure, pick the victim as HyperDB's Algorithm 1:
     /// the highest overlap score (blocks overlapped level by level below, from the open
@@ -242,8 +242,8 @@ pub struct CompactionOptions {
     /// table rewrites every block an input key lands in, so the bytes a demoted record
     /// costs there grow with the block it lands in: with 1 KiB records the slow tier's
     /// writes per user byte were about 2.4 / 1.2 / 0.9 / 0.7 with 16 / 4 / 2 / 1 KiB blocks,
-    /// while the block index grows the other way (docs/BENCHMARKS.md, "Semi-sorted block
-    /// size"). Sorted tables are rewritten whole either way and keep `block_size`, and so
+    /// while the block index grows the other way (docs/bench/semi-block-size.md). Sorted
+    /// tables are rewritten whole either way and keep `block_size`, and so
     /// do the tables scan defragmentation rewrites ([`CompactionOptions::defragment_scanned`]:
     /// scans read them, and pay per block).
     pub semi_block_size: usize,

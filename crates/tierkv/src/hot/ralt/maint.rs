@@ -406,8 +406,8 @@ impl Ralt {
     /// a fraction of that and may never reach the initial limits (50% of the fast levels
     /// for the hot set), so no threshold was ever set: every key seen twice counted as
     /// hot and was retained on the fast tier, up to half of it, and the cross-tier
-    /// compaction overlapped more of the slow tier per byte demoted (docs/BENCHMARKS.md,
-    /// "Cross-tier step bisected"). Once a period is enough: the stability counters
+    /// compaction overlapped more of the slow tier per byte demoted
+    /// (docs/bench/cross-tier-bisect.md). Once a period is enough: the stability counters
     /// Algorithm 1 measures change only when one ends.
     fn retune_due(&self, m: &Maint) -> bool {
         self.opts.auto_tune && self.front.lock().clock.epoch > m.tuned_epoch

@@ -606,7 +606,7 @@ fn auto_tuning_hotspot_settles_near_hotspot_size() {
 /// are still tuned, once per counter period, and a hotspot's hot set settles near its size
 /// instead of every key seen twice counting as hot until the hot set reaches half of FD
 /// (which retained up to half the fast tier and made the cross-tier compaction rewrite it:
-/// docs/BENCHMARKS.md, "Cross-tier step bisected").
+/// docs/bench/cross-tier-bisect.md).
 #[test]
 fn auto_tuning_runs_below_the_initial_limits() {
     let dir = tempfile::tempdir().unwrap();

@@ -28,7 +28,7 @@ const SEMI_SCAN_READAHEAD_AFTER: u32 = 1;
 /// a block it reads whole, half a block more on average; a semi-sorted table's blocks are
 /// an eighth of that size, so without slack its window ends about where the expectation
 /// does and scans outrun it: 2.3 slow-disk reads per YCSB E scan against the sorted tier's
-/// 1.95; this slack brings them to 2.0 (docs/BENCHMARKS.md, "Scan window slack").
+/// 1.95; this slack brings them to 2.0 (docs/bench/semi-sorted-scans.md, "Scan window slack").
 pub(crate) const SEMI_SCAN_SLACK: u64 = 16 << 10;
 /// The least cost of a read, in bytes of the device's bandwidth
 /// ([`crate::DeviceProfile::read_cost_bytes`]), at which a semi-sorted scan window takes
