@@ -90,19 +90,7 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
     let merged = Merger::new(c, ctx, &mut down, &mut fast, &mut out).and_then(|mut m| {
         m.push = push.as_mut();
         if semi {
-            // One pass: the dirty blocks are found and read as the merge reaches them.
-            let plan = semi_plan::plan(c, ctx)?;
-            semi_read = Some(plan.read_bytes);
-            let promoted = ctx.hot.as_ref().map_or_else(Vec::new, |h| {
-                h.promote.iter().map(|(k, _)| k.to_vec()).collect()
-            });
-            let inner = input_iterator(c, ctx, plan.rewrite_iterators())?;
-            let mut iter = plan.dirty_blocks(inner, promoted);
-            let cut = super::semi_sink::fresh_table_size(c, ctx.target_file_size);
-            let scans = c.reason == super::picker::DEFRAGMENT_REASON;
-            m.down.semi = Some(SemiOutputs::new(plan.targets, plan.log, cut).for_scans(scans));
-            iter.seek_to_first()?;
-            merge_iter(iter, m)
+            merge_semi(c, ctx, m, &mut semi_read)
         } else if ctx.block_reuse {
             merge_blocks(c, ctx, m)
         } else {
@@ -118,9 +106,7 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
             .into_iter()
             .flat_map(|s| s.created.iter().map(|&n| (s.tier, n)))
             .chain(push.iter().flat_map(|p| p.created()));
-        for (tier, number) in created {
-            let _ = ctx.env.remove(tier, &table_file_name(number));
-        }
+        remove_files(ctx, created);
         return Err(e);
     }
     let (pushed, pushed_blocks) = match push.as_mut() {
@@ -157,6 +143,36 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
     out.bytes_written = written.iter().map(|f| f.size).sum::<u64>() - appended_base;
     out.edit.added = written;
     Ok(out)
+}
+
+/// The merge into semi-sorted slow-tier tables, in one pass: the dirty blocks are found
+/// and read as the merge reaches them. `read_bytes` gets the plan's estimate of its reads.
+fn merge_semi(
+    c: &Compaction,
+    ctx: &JobContext<'_>,
+    m: Merger<'_, '_>,
+    read_bytes: &mut Option<u64>,
+) -> Result<()> {
+    let plan = semi_plan::plan(c, ctx)?;
+    *read_bytes = Some(plan.read_bytes);
+    let promoted = ctx.hot.as_ref().map_or_else(Vec::new, |h| {
+        h.promote.iter().map(|(k, _)| k.to_vec()).collect()
+    });
+    let inner = input_iterator(c, ctx, plan.rewrite_iterators())?;
+    let mut iter = plan.dirty_blocks(inner, promoted);
+    let cut = super::semi_sink::fresh_table_size(c, ctx.target_file_size);
+    let scans = c.reason == super::picker::DEFRAGMENT_REASON;
+    m.down.semi = Some(SemiOutputs::new(plan.targets, plan.log, cut).for_scans(scans));
+    iter.seek_to_first()?;
+    merge_iter(iter, m)
+}
+
+/// Removes the tables a failed job created (a table that cannot be removed now is removed
+/// by the next open, as no version names it).
+fn remove_files(ctx: &JobContext<'_>, created: impl Iterator<Item = (Tier, u64)>) {
+    for (tier, number) in created {
+        let _ = ctx.env.remove(tier, &table_file_name(number));
+    }
 }
 
 /// The merge's input: the input level's files, then `outputs` (the output level's part).

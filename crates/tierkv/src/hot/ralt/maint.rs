@@ -734,65 +734,16 @@ impl Ralt {
         let files: Vec<&Arc<RunFile>> = v.files().map(|(_, f)| f).collect();
         let est_h: u64 = files.iter().map(|f| f.info.hotrap_bytes).sum();
         let est_p: u64 = files.iter().map(|f| f.info.record_bytes).sum();
-        // Systematic sampling: N evenly spaced points in [0, A) with a random offset. A is
-        // known only after the merge, so the points span the files' (larger) total and
-        // the points past the merged total simply find no record.
-        let seed = key_fraction(&clock.total.to_le_bytes());
-        let stride_h = (est_h as f64 / SAMPLE_POINTS as f64).max(1.0);
-        let stride_p = (est_p as f64 / SAMPLE_POINTS as f64).max(1.0);
-        let (mut next_h, mut next_p) = (seed * stride_h, seed * stride_p);
-        let (mut cum_h, mut cum_p) = (0.0f64, 0.0f64);
-        let (mut samples_h, mut samples_p) = (Vec::new(), Vec::new());
-        let (mut all_h, mut all_p, mut st_h, mut st_p, mut cand_h, mut cand_p) =
-            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-        let sources = v
-            .levels
-            .iter()
-            .enumerate()
-            .flat_map(|(l, fs)| {
-                if l == 0 {
-                    fs.iter()
-                        .map(|f| Source::files(vec![f.clone()], None, false))
-                        .collect::<Vec<_>>()
-                } else {
-                    vec![Source::files(fs.clone(), None, false)]
-                }
-            })
-            .collect();
-        let mut it = MergeIter::new(sources);
-        while let Some(group) = it.next_group()? {
-            let meta = fold(self, &group);
-            let key = &group[0].1.key;
-            let h = key.len() as u64 + meta.value_len as u64;
-            let p = encoded_len(key.len(), &meta) as u64;
-            let stable = is_stable(&meta, e);
-            let rank = self.scorer.rank(&meta, t);
-            let candidate = !auto || stable;
-            all_h += h;
-            all_p += p;
-            if stable {
-                st_h += h;
-                st_p += p;
-            }
-            if candidate {
-                cand_h += h;
-                cand_p += p;
-            }
-            cum_h += h as f64;
-            while next_h < cum_h {
-                if candidate {
-                    samples_h.push(rank);
-                }
-                next_h += stride_h;
-            }
-            cum_p += p as f64;
-            while next_p < cum_p {
-                if candidate {
-                    samples_p.push(rank);
-                }
-                next_p += stride_p;
-            }
-        }
+        let SizeScan {
+            all_h,
+            all_p,
+            st_h,
+            st_p,
+            cand_h,
+            cand_p,
+            samples_h,
+            samples_p,
+        } = self.scan_sizes(v, clock.total, (est_h, est_p), t, e)?;
         if auto {
             // Algorithm 1, lines 18-21.
             let pr = &self.params;
@@ -851,6 +802,86 @@ impl Ralt {
         // Records flushed from now on are judged by the new threshold: make it durable
         // (at the next checkpoint while the runs are in memory).
         self.save_or_defer(m, v, &[]).map(|_| ())
+    }
+
+    /// One pass over every record for `start_eviction`: the totals and the sampled ranks.
+    fn scan_sizes(
+        &self,
+        v: &Version,
+        total: u64,
+        (est_h, est_p): (u64, u64),
+        t: u64,
+        e: u64,
+    ) -> Result<SizeScan> {
+        // Systematic sampling: N evenly spaced points in [0, A) with a random offset. A is
+        // known only after the merge, so the points span the files' (larger) total and
+        // the points past the merged total simply find no record.
+        let seed = key_fraction(&total.to_le_bytes());
+        let stride_h = (est_h as f64 / SAMPLE_POINTS as f64).max(1.0);
+        let stride_p = (est_p as f64 / SAMPLE_POINTS as f64).max(1.0);
+        let (mut next_h, mut next_p) = (seed * stride_h, seed * stride_p);
+        let (mut cum_h, mut cum_p) = (0.0f64, 0.0f64);
+        let (mut samples_h, mut samples_p) = (Vec::new(), Vec::new());
+        let (mut all_h, mut all_p, mut st_h, mut st_p, mut cand_h, mut cand_p) =
+            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+        let sources = v
+            .levels
+            .iter()
+            .enumerate()
+            .flat_map(|(l, fs)| {
+                if l == 0 {
+                    fs.iter()
+                        .map(|f| Source::files(vec![f.clone()], None, false))
+                        .collect::<Vec<_>>()
+                } else {
+                    vec![Source::files(fs.clone(), None, false)]
+                }
+            })
+            .collect();
+        let mut it = MergeIter::new(sources);
+        while let Some(group) = it.next_group()? {
+            let meta = fold(self, &group);
+            let key = &group[0].1.key;
+            let h = key.len() as u64 + meta.value_len as u64;
+            let p = encoded_len(key.len(), &meta) as u64;
+            let stable = is_stable(&meta, e);
+            let rank = self.scorer.rank(&meta, t);
+            let candidate = !self.opts.auto_tune || stable;
+            all_h += h;
+            all_p += p;
+            if stable {
+                st_h += h;
+                st_p += p;
+            }
+            if candidate {
+                cand_h += h;
+                cand_p += p;
+            }
+            cum_h += h as f64;
+            while next_h < cum_h {
+                if candidate {
+                    samples_h.push(rank);
+                }
+                next_h += stride_h;
+            }
+            cum_p += p as f64;
+            while next_p < cum_p {
+                if candidate {
+                    samples_p.push(rank);
+                }
+                next_p += stride_p;
+            }
+        }
+        Ok(SizeScan {
+            all_h,
+            all_p,
+            st_h,
+            st_p,
+            cand_h,
+            cand_p,
+            samples_h,
+            samples_p,
+        })
     }
 
     /// Merges the next few files of the eviction's output level with everything above
@@ -947,4 +978,19 @@ impl Ralt {
         }
         Ok(())
     }
+}
+
+/// What one scan of every record tells an eviction (`Ralt::scan_sizes`): the hot-set
+/// (`_h`, key plus value) and physical (`_p`, encoded) bytes of all records, of the stable
+/// ones and of the eviction's candidates, and the candidates' ranks at systematically
+/// sampled points of each.
+struct SizeScan {
+    all_h: u64,
+    all_p: u64,
+    st_h: u64,
+    st_p: u64,
+    cand_h: u64,
+    cand_p: u64,
+    samples_h: Vec<f64>,
+    samples_p: Vec<f64>,
 }
