@@ -1,0 +1,159 @@
+//! What promotion learnt survives a restart (issue 46, "Keep what was learnt across
+//! restarts"): after a skewed read phase has brought the hot set to the fast tier, the
+//! store is closed cleanly, or its process is killed with SIGKILL, and reopened; the
+//! fast-disk hit rate over the first reads after the reopen (the engine's own counters,
+//! `DbStats::get_sources`) must be close to the hit rate of the last reads before it. The
+//! promoted records live in fast-tier tables (durable like any table) and RALT's scores in
+//! its own files, so neither a close nor a kill should send the hot set back to the slow
+//! tier (invariant 2 keeps the data; this checks that placement and hotness survive too).
+
+mod common;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::path::Path;
+use std::process::Command;
+use tierkv::{Db, GetSources, Options};
+
+const KEYS: u64 = 6000;
+/// Reads of the learning phase (as `promotion.rs`'s `hot_records_end_up_on_the_fast_tier`).
+const LEARN_READS: u64 = 60_000;
+/// The window compared before and after the restart: the last tenth of the learning phase
+/// against the same number of reads after the reopen.
+const WINDOW: u64 = LEARN_READS / 10;
+/// Largest drop of the hit rate across a restart, in points (the issue's target is 2; the
+/// first reads after a reopen also meet an empty block cache and memtable, which a
+/// fast-tier table read makes up for, so the margin is the same).
+const MAX_DROP_POINTS: f64 = 2.0;
+
+const CHILD_ENV: &str = "TIERKV_HOT_RESTART_CHILD_DIR";
+
+fn options(dir: &Path) -> Options {
+    common::two_tier_options(&dir.join("slow"), 256 * 1024, true)
+}
+
+fn value_of(k: u64) -> Vec<u8> {
+    let mut v = format!("{k}:").into_bytes();
+    v.resize(200, b'.');
+    v
+}
+
+/// 2.5% of the keys take 95% of the reads.
+fn next_key(rng: &mut StdRng) -> u64 {
+    if rng.gen_bool(0.95) {
+        rng.gen_range(0..KEYS / 40) * 40
+    } else {
+        rng.gen_range(0..KEYS)
+    }
+}
+
+fn load(db: &Db) {
+    for k in 0..KEYS {
+        db.put(common::key(k), value_of(k)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+}
+
+/// `reads` skewed reads (checking every value); returns the hit rate of the last `WINDOW`.
+fn read_phase(db: &Db, seed: u64, reads: u64) -> f64 {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut window_start = None;
+    for i in 0..reads {
+        if i == reads - WINDOW {
+            window_start = Some(db.stats().get_sources);
+        }
+        let k = next_key(&mut rng);
+        assert_eq!(db.get(common::key(k)).unwrap().unwrap(), value_of(k));
+    }
+    let start = window_start.expect("reads >= WINDOW");
+    hit_rate_since(&start, &db.stats().get_sources)
+}
+
+/// The fast-disk hit rate of the gets between two readings of the counters.
+fn hit_rate_since(before: &GetSources, after: &GetSources) -> f64 {
+    let diff = GetSources {
+        memtable: after.memtable - before.memtable,
+        block_cache: after.block_cache - before.block_cache,
+        kv_cache: after.kv_cache - before.kv_cache,
+        kp_cache: after.kp_cache - before.kp_cache,
+        promotion_cache: after.promotion_cache - before.promotion_cache,
+        fast: after.fast - before.fast,
+        slow: after.slow - before.slow,
+        not_found: after.not_found - before.not_found,
+    };
+    diff.fd_hit_rate()
+}
+
+fn check(before: f64, after: f64, how: &str) {
+    eprintln!(
+        "hot restart ({how}): hit rate {:.1}% over the last {WINDOW} reads before, {:.1}% over the first {WINDOW} after",
+        before * 100.0,
+        after * 100.0
+    );
+    assert!(before >= 0.9, "the learning phase reached {before:.3}: nothing to keep");
+    assert!(
+        (before - after) * 100.0 <= MAX_DROP_POINTS,
+        "after a {how} the hit rate fell from {before:.3} to {after:.3}"
+    );
+}
+
+#[test]
+fn the_hot_set_survives_a_clean_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("fast"), options(dir.path())).unwrap();
+    load(&db);
+    let before = read_phase(&db, 1, LEARN_READS);
+    db.wait_for_background().unwrap();
+    db.close().unwrap();
+    let db = Db::open(dir.path().join("fast"), options(dir.path())).unwrap();
+    let after = read_phase(&db, 2, WINDOW);
+    check(before, after, "clean close");
+}
+
+/// The child: learns the hot set, writes its last window's hit rate to `rate`, waits for
+/// background work (so what the kill interrupts is idle, not a half-done promotion) and
+/// then waits to be killed.
+#[test]
+#[ignore = "the child process of the_hot_set_survives_a_kill"]
+fn hot_restart_child() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let db = Db::open(dir.join("fast"), options(dir)).unwrap();
+    load(&db);
+    let before = read_phase(&db, 1, LEARN_READS);
+    db.wait_for_background().unwrap();
+    std::fs::write(dir.join("rate.tmp"), before.to_string()).unwrap();
+    std::fs::rename(dir.join("rate.tmp"), dir.join("rate")).unwrap();
+    loop {
+        std::thread::park();
+    }
+}
+
+#[test]
+fn the_hot_set_survives_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args(["hot_restart_child", "--exact", "--ignored", "--nocapture"])
+        .env(CHILD_ENV, dir.path())
+        .spawn()
+        .unwrap();
+    let rate = dir.path().join("rate");
+    // Bounds a hang only (the child needs a few seconds); not a speed claim.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    while !rate.exists() {
+        if let Ok(Some(status)) = child.try_wait() {
+            panic!("the child ended before learning the hot set: {status}");
+        }
+        assert!(std::time::Instant::now() < deadline, "the child hung");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let before: f64 = std::fs::read_to_string(&rate).unwrap().parse().unwrap();
+    let db = Db::open(dir.path().join("fast"), options(dir.path())).unwrap();
+    let after = read_phase(&db, 2, WINDOW);
+    check(before, after, "kill -9");
+}
