@@ -90,7 +90,10 @@ fn check(before: f64, after: f64, how: &str) {
         before * 100.0,
         after * 100.0
     );
-    assert!(before >= 0.9, "the learning phase reached {before:.3}: nothing to keep");
+    assert!(
+        before >= 0.9,
+        "the learning phase reached {before:.3}: nothing to keep"
+    );
     assert!(
         (before - after) * 100.0 <= MAX_DROP_POINTS,
         "after a {how} the hit rate fell from {before:.3} to {after:.3}"

@@ -821,9 +821,7 @@ impl Ralt {
         let stride_p = (est_p as f64 / SAMPLE_POINTS as f64).max(1.0);
         let (mut next_h, mut next_p) = (seed * stride_h, seed * stride_p);
         let (mut cum_h, mut cum_p) = (0.0f64, 0.0f64);
-        let (mut samples_h, mut samples_p) = (Vec::new(), Vec::new());
-        let (mut all_h, mut all_p, mut st_h, mut st_p, mut cand_h, mut cand_p) =
-            (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+        let mut s = SizeScan::default();
         let sources = v
             .levels
             .iter()
@@ -847,41 +845,32 @@ impl Ralt {
             let stable = is_stable(&meta, e);
             let rank = self.scorer.rank(&meta, t);
             let candidate = !self.opts.auto_tune || stable;
-            all_h += h;
-            all_p += p;
+            s.all_h += h;
+            s.all_p += p;
             if stable {
-                st_h += h;
-                st_p += p;
+                s.st_h += h;
+                s.st_p += p;
             }
             if candidate {
-                cand_h += h;
-                cand_p += p;
+                s.cand_h += h;
+                s.cand_p += p;
             }
             cum_h += h as f64;
             while next_h < cum_h {
                 if candidate {
-                    samples_h.push(rank);
+                    s.samples_h.push(rank);
                 }
                 next_h += stride_h;
             }
             cum_p += p as f64;
             while next_p < cum_p {
                 if candidate {
-                    samples_p.push(rank);
+                    s.samples_p.push(rank);
                 }
                 next_p += stride_p;
             }
         }
-        Ok(SizeScan {
-            all_h,
-            all_p,
-            st_h,
-            st_p,
-            cand_h,
-            cand_p,
-            samples_h,
-            samples_p,
-        })
+        Ok(s)
     }
 
     /// Merges the next few files of the eviction's output level with everything above
@@ -984,6 +973,7 @@ impl Ralt {
 /// (`_h`, key plus value) and physical (`_p`, encoded) bytes of all records, of the stable
 /// ones and of the eviction's candidates, and the candidates' ranks at systematically
 /// sampled points of each.
+#[derive(Default)]
 struct SizeScan {
     all_h: u64,
     all_p: u64,
