@@ -597,6 +597,7 @@ pub fn write_all(res: &BenchResults, out: &Path) -> Result<String> {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
+    use crate::budget::MemoryUse;
     use crate::results::tests::sample_results;
     use crate::results::RESULTS_VERSION;
 
@@ -771,6 +772,109 @@ pub(crate) mod tests {
         let mut cfg = res.config.clone();
         cfg.systems = vec![System::Tierkv, System::TierkvFd];
         assert_eq!(load_label(&cfg, System::Tierkv), "tierkv");
+    }
+
+    /// Compares `got` with the golden file `tests/golden/<name>` (written by the code the
+    /// renderer replaced, so a refactoring that changes one byte fails here);
+    /// `TIERKV_BLESS=1` rewrites the file instead, for a deliberate change of the output.
+    pub(crate) fn assert_golden(name: &str, got: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name);
+        if std::env::var_os("TIERKV_BLESS").is_some() {
+            std::fs::write(&path, got).unwrap();
+            return;
+        }
+        let want =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if got != want {
+            let line = got
+                .lines()
+                .zip(want.lines())
+                .position(|(g, w)| g != w)
+                .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
+            panic!(
+                "{name} differs from line {}:\n got: {:?}\nwant: {:?}\n\nwhole output:\n{got}",
+                line + 1,
+                got.lines().nth(line),
+                want.lines().nth(line)
+            );
+        }
+    }
+
+    /// [`sample_results`] with every section of the report filled in, and both sides of
+    /// each choice a cell makes (present and missing figures, ghosts on and off, ...).
+    fn full_results(dir: &Path) -> BenchResults {
+        let mut res = sample_results(dir);
+        res.command = "tierkv bench --scale smoke --batch 8".into();
+        let c = &mut res.config;
+        c.batch = 8;
+        c.read_io = "threads".into();
+        c.semi_block_size = Some(4096);
+        c.block_records = Some(16);
+        c.last_level_filters = false;
+        let [a, b, fd] = &mut res.systems[..] else {
+            panic!("three systems")
+        };
+        b.cpu_us_per_op = None;
+        fd.phases.truncate(1);
+        let bg = a.background.as_mut().unwrap();
+        bg.settle_seconds = Some(1.5);
+        let bg = b.background.as_mut().unwrap();
+        (bg.fd_write_amp, bg.sd_compaction_peak_mib_s) = (None, None);
+        bg.reused_block_bytes = None;
+        let bg = fd.background.as_mut().unwrap();
+        (bg.sd_write_bytes, bg.sd_compaction_mib_s) = (None, None);
+        a.memory = Some(MemoryUse {
+            budget: Some(64 << 20),
+            rss_before_bytes: Some(10 << 20),
+            rss_peak_bytes: Some(90 << 20),
+            rss_added_bytes: Some(80 << 20),
+            overhead_bytes: Some(16 << 20),
+            anon_before_bytes: Some(6 << 20),
+            anon_peak_bytes: Some(70 << 20),
+            engine_peak_bytes: Some(60 << 20),
+        });
+        b.memory = Some(MemoryUse {
+            rss_peak_bytes: Some(50 << 20),
+            ..Default::default()
+        });
+        fd.io_amp = None;
+        let cache = |mode: &str, ghosts: bool| {
+            serde_json::json!({
+                "mode": mode,
+                "kv": {"bytes": 3 << 20, "hit_rate": 0.5},
+                "kp": {"bytes": 1 << 20, "hit_rate": null},
+                "block": {"bytes": 4 << 20, "hit_rate": 0.25},
+                "ghosts_on": ghosts,
+                "ghost_bytes": 2048
+            })
+        };
+        a.engine_stats["cache"] = cache("adaptive", true);
+        b.engine_stats = serde_json::json!({ "cache": cache("block", false) });
+        res
+    }
+
+    #[test]
+    fn the_full_report_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_golden("report_full.md", &markdown(&full_results(dir.path())));
+    }
+
+    #[test]
+    fn a_sparse_report_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut res = sample_results(dir.path());
+        res.command = "tierkv bench --trace /traces/t.csv".into();
+        res.config.trace = Some("/traces/t.csv".into());
+        res.systems.truncate(2);
+        let r = &mut res.systems[1];
+        // Its bound is its slow disk's alone: no tierkv-fd ran.
+        (r.background, r.memory, r.io_amp) = (None, None, None);
+        r.cpu_us_per_op = None;
+        res.systems.remove(0);
+        res.systems[0].phases.truncate(1);
+        assert_golden("report_sparse.md", &markdown(&res));
     }
 
     #[test]

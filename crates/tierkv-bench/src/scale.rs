@@ -502,6 +502,106 @@ mod tests {
         }
     }
 
+    /// Every error `from_args` reports, in the order it checks (two bad flags: the first
+    /// checked is named), and configurations derived from the preset, from flags and from
+    /// key files, against the text the code before the split into helpers produced.
+    #[test]
+    fn flag_errors_and_derived_configs_are_unchanged() {
+        type Case = (&'static str, fn(&mut BenchArgs));
+        let cases: Vec<Case> = vec![
+            ("smoke", |_| {}),
+            ("small", |a| a.scale = "small".into()),
+            ("unknown scale", |a| a.scale = "huge".into()),
+            ("unknown workload", |a| a.workload = Some("z".into())),
+            ("workload d", |a| a.workload = Some("d".into())),
+            ("bad distribution", |a| a.distribution = Some("nope".into())),
+            ("half the key files", |a| a.load_keys = Some("l.dat".into())),
+            ("key files", |a| {
+                a.load_keys = Some("l.dat".into());
+                a.run_keys = Some("r.dat".into());
+                a.workload = Some("c".into());
+            }),
+            ("key files with records", |a| {
+                (a.load_keys, a.run_keys) = (Some("l".into()), Some("r".into()));
+                a.records = Some(5);
+            }),
+            ("key files with a key size", |a| {
+                (a.load_keys, a.run_keys) = (Some("l".into()), Some("r".into()));
+                a.key_size = Some(24);
+            }),
+            ("key files inserting", |a| {
+                (a.load_keys, a.run_keys) = (Some("l".into()), Some("r".into()));
+                a.workload = Some("d".into());
+            }),
+            ("key size", |a| a.key_size = Some(4)),
+            ("record size", |a| a.record_size = Some(10)),
+            ("record size too large", |a| a.record_size = Some(65 << 20)),
+            ("fd budget", |a| a.fd_budget = Some(1000)),
+            ("no records", |a| a.records = Some(0)),
+            ("no ops", |a| a.ops = Some(0)),
+            ("trace", |a| {
+                a.trace = Some("t.csv".into());
+                a.records = Some(0);
+            }),
+            ("threads", |a| a.threads = Some(0)),
+            ("batch", |a| a.batch = Some(5000)),
+            ("read io", |a| a.read_io = Some("mmap".into())),
+            ("slow device", |a| a.sd_profile = Some("ssd".into())),
+            ("unknown system", |a| a.systems = Some(vec!["mysql".into()])),
+            ("a system twice", |a| {
+                a.systems = Some(vec!["tierkv".into(), " tierkv ".into()])
+            }),
+            ("no systems", |a| a.systems = Some(vec![" ".into()])),
+            ("interval", |a| a.interval = Some(0.01)),
+            ("cache with a memory budget", |a| {
+                a.memory_budget = Some(64 * MIB);
+                a.cache_size = Some(MIB);
+            }),
+            ("memory budget too small", |a| a.memory_budget = Some(1000)),
+            ("memory budget", |a| a.memory_budget = Some(40 * MIB)),
+            ("threads and systems", |a| {
+                a.threads = Some(0);
+                a.systems = Some(vec!["mysql".into()]);
+            }),
+            ("systems and interval", |a| {
+                a.systems = Some(vec![]);
+                a.interval = Some(0.0);
+            }),
+            ("read io and slow device", |a| {
+                a.read_io = Some("x".into());
+                a.sd_profile = Some("y".into());
+            }),
+            ("every flag", |a| {
+                a.workload = Some("b".into());
+                a.distribution = Some("uniform".into());
+                (a.record_size, a.key_size) = (Some(200), Some(16));
+                (a.records, a.ops) = (Some(1000), Some(3000));
+                (a.threads, a.batch, a.fd_budget) = (Some(3), Some(4), Some(16 * MIB));
+                a.sd_profile = Some("hdd".into());
+                a.systems = Some(vec!["tierkv-fd".into(), "tierkv".into()]);
+                (a.fast_dir, a.slow_dir) = (Some("f".into()), Some("s".into()));
+                (a.seed, a.cache_size) = (Some(7), Some(3 * MIB));
+                (a.block_records, a.semi_block_size) = (Some(8), Some(8192));
+                a.no_last_level_filters = true;
+                (a.read_io, a.interval) = (Some("threads".into()), Some(2.5));
+                (a.keep_data, a.no_progress) = (true, true);
+            }),
+        ];
+        let mut text = String::new();
+        for (name, f) in cases {
+            let mut a = args("smoke");
+            f(&mut a);
+            let line = match Config::from_args(&a) {
+                // As `results.json` holds it (the engine's device type is left out: its
+                // own tests cover its parsing).
+                Ok(c) => serde_json::to_string(&c).unwrap(),
+                Err(e) => format!("error: {e}"),
+            };
+            text.push_str(&format!("{name}: {line}\n"));
+        }
+        crate::report::tests::assert_golden("flags.txt", &text);
+    }
+
     #[test]
     fn bad_flags_are_clear_errors() {
         type Case = (fn(&mut BenchArgs), &'static str);

@@ -597,7 +597,150 @@ fn print_stats(out: &mut impl Write, s: &tierkv::DbStats) -> std::io::Result<()>
 
 #[cfg(test)]
 mod tests {
-    use super::human;
+    use super::{human, print_stats};
+    use std::path::Path;
+
+    /// Compares `got` with the golden file `tests/golden/<name>` (written by the code the
+    /// report replaced, so a refactoring that changes one byte fails here);
+    /// `TIERKV_BLESS=1` rewrites the file instead, for a deliberate change of the output.
+    fn assert_golden(name: &str, got: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name);
+        if std::env::var_os("TIERKV_BLESS").is_some() {
+            std::fs::write(&path, got).unwrap();
+            return;
+        }
+        let want =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if got != want {
+            let line = got
+                .lines()
+                .zip(want.lines())
+                .position(|(g, w)| g != w)
+                .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
+            panic!(
+                "{name} differs from line {}:\n got: {:?}\nwant: {:?}\n\nwhole output:\n{got}",
+                line + 1,
+                got.lines().nth(line),
+                want.lines().nth(line)
+            );
+        }
+    }
+
+    /// A two-tier store's statistics with every figure the text report shows set to a
+    /// distinct value, and the optional lines present. Starts from a real store's, so a
+    /// figure the engine adds later needs no change here.
+    fn full_stats(dir: &Path) -> tierkv::DbStats {
+        let db = tierkv::Db::open(
+            dir.join("fast"),
+            tierkv::Options {
+                fd_budget: Some(64 << 20),
+                slow: Some(tierkv::SlowTier {
+                    dir: dir.join("slow"),
+                    budget: None,
+                    device: tierkv::DeviceProfile::none(),
+                }),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        let mut s = db.stats();
+        db.close().unwrap();
+        (s.estimated_keys, s.last_sequence) = (123_456, 200_001);
+        (s.fast_tier_bytes, s.fd_budget, s.slow_tier_bytes) = (40 << 20, Some(64 << 20), 3 << 30);
+        (s.slow_tier_dirty_tables, s.slow_tier_dirty_bytes) = (3, 5 << 20);
+        s.slow_tier_space_amp = 1.25;
+        // Four levels, two on each tier, whatever the engine's default shape.
+        s.levels.truncate(4);
+        for (i, l) in s.levels.iter_mut().enumerate() {
+            l.tier = if i < 2 {
+                tierkv::Tier::Fast
+            } else {
+                tierkv::Tier::Slow
+            };
+            let i = i as u64;
+            l.files = 2 * i as usize + 1;
+            (l.bytes, l.sized_bytes) = ((i + 1) << 20, (i + 1) << 19);
+            l.target_bytes = (i + 2) << 22;
+            // Levels without compactions have no line of their own.
+            let n = if i % 2 == 1 { i << 18 } else { 0 };
+            (l.compaction_read_bytes, l.compaction_write_bytes) = (n, n / 2);
+        }
+        (s.puts, s.deletes, s.user_bytes_written) = (1000, 20, 3 << 20);
+        (s.write_batches, s.write_groups, s.gets) = (900, 450, 5000);
+        let g = &mut s.get_sources;
+        (g.memtable, g.block_cache, g.fast, g.slow, g.not_found) = (100, 200, 3000, 1500, 200);
+        (g.kv_cache, g.kp_cache) = (40, 60);
+        s.fd_hit_rate = 0.6667;
+        (s.flushes, s.flush_bytes_written, s.flush_entries_dropped) = (12, 24 << 20, 7);
+        (s.compactions, s.trivial_moves) = (30, 4);
+        (s.compaction_bytes_read, s.compaction_bytes_written) = (100 << 20, 90 << 20);
+        (s.compaction_blocks_reused, s.compaction_bytes_reused) = (800, 3 << 20);
+        (s.compaction_blocks_rewritten, s.compaction_bytes_rewritten) = (1200, 5 << 20);
+        s.compaction_pushdown_bytes = 9 << 20;
+        (s.write_stalls, s.write_stall_micros, s.write_slowdowns) = (3, 4567, 8);
+        for (tier, k) in [(&mut s.io.fast, 1), (&mut s.io.slow, 3)] {
+            for c in &mut tier.causes {
+                // Causes without I/O have no line; a cause the engine adds later has none.
+                let i = match c.cause.name() {
+                    "flush" => k,
+                    "compaction" => k + 1,
+                    "wal" if k == 1 => 5,
+                    _ => 0,
+                };
+                (c.read_bytes, c.read_ops) = (i << 20, i * 10);
+                (c.write_bytes, c.write_ops) = (i << 21, i * 7);
+            }
+        }
+        let t = &mut s.table_opens;
+        (t.fast_opens, t.fast_bytes, t.slow_opens, t.slow_bytes) = (5, 6 << 10, 7, 8 << 10);
+        let c = &mut s.cache;
+        c.mode = "adaptive".into();
+        (c.usage, c.capacity, c.ghosts_on, c.ghost_bytes) = (7 << 20, 8 << 20, true, 4096);
+        for (i, x) in [&mut c.kv, &mut c.kp, &mut c.block].into_iter().enumerate() {
+            (x.bytes, x.entries, x.target) = ((i + 1) << 20, 100 * (i + 1), (i + 2) << 20);
+            (x.hit_rate, x.ghost_hits) = (0.125 * (i + 1) as f64, 11 * i as u64);
+        }
+        let m = &mut s.memory;
+        (m.total_bytes, m.budget) = (30 << 20, Some(32 << 20));
+        for (i, c) in [
+            &mut m.memtables,
+            &mut m.cache,
+            &mut m.tables,
+            &mut m.promotion_cache,
+            &mut m.tracker,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            (c.bytes, c.limit) = ((i + 1) << 20, (i != 3).then_some((i + 2) << 20));
+        }
+        s
+    }
+
+    #[test]
+    fn the_stats_report_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut s = full_stats(dir.path());
+        let mut out = Vec::new();
+        print_stats(&mut out, &s).unwrap();
+        assert_golden("stats_full.txt", &String::from_utf8(out).unwrap());
+        // The other side of each optional figure.
+        (
+            s.fd_budget,
+            s.slow_tier_dirty_tables,
+            s.compaction_pushdown_bytes,
+        ) = (None, 0, 0);
+        s.user_bytes_written = 0;
+        (s.cache.ghosts_on, s.memory.budget) = (false, None);
+        for l in &mut s.levels {
+            (l.compaction_read_bytes, l.compaction_write_bytes) = (0, 0);
+        }
+        let mut out = Vec::new();
+        print_stats(&mut out, &s).unwrap();
+        assert_golden("stats_sparse.txt", &String::from_utf8(out).unwrap());
+    }
 
     #[test]
     fn sizes_print_in_binary_units_with_one_decimal() {

@@ -365,3 +365,184 @@ fn now_usec() -> u128 {
         .map(|d| d.as_micros())
         .unwrap_or(0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServerConfig;
+    use crate::state::{ClientInfo, ConnState, ServerStats};
+    use parking_lot::Mutex;
+    use std::collections::VecDeque;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    /// Compares `got` with the golden file `tests/golden/<name>` (written by the code the
+    /// report replaced, so a refactoring that changes one byte fails here);
+    /// `TIERKV_BLESS=1` rewrites the file instead, for a deliberate change of the output.
+    fn assert_golden(name: &str, got: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name);
+        if std::env::var_os("TIERKV_BLESS").is_some() {
+            std::fs::write(&path, got).unwrap();
+            return;
+        }
+        let want =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if got != want {
+            let line = got
+                .lines()
+                .zip(want.lines())
+                .position(|(g, w)| g != w)
+                .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
+            panic!(
+                "{name} differs from line {}:\n got: {:?}\nwant: {:?}\n\nwhole output:\n{got}",
+                line + 1,
+                got.lines().nth(line),
+                want.lines().nth(line)
+            );
+        }
+    }
+
+    /// Fields whose values differ from run to run or machine to machine (time, process,
+    /// platform, version, resident memory), shown as `*`; every other byte is compared.
+    const VOLATILE: &[&str] = &[
+        "tierkv_version",
+        "os",
+        "arch_bits",
+        "process_id",
+        "server_time_usec",
+        "uptime_in_seconds",
+        "started_unix_time",
+        "used_memory_rss",
+        "used_memory_rss_human",
+        "keys_counted_seconds_ago",
+    ];
+
+    /// INFO's text with CRLF line ends checked and turned into `\n`, and the
+    /// [`VOLATILE`] values masked.
+    fn normalized(info: &str) -> String {
+        assert!(
+            !info.replace("\r\n", "").contains('\n'),
+            "a line of INFO does not end with CRLF"
+        );
+        let mut out = String::new();
+        for line in info.replace("\r\n", "\n").split_inclusive('\n') {
+            match line.split_once(':') {
+                Some((name, _)) if VOLATILE.contains(&name) => {
+                    out.push_str(name);
+                    out.push_str(":*\n");
+                }
+                _ => out.push_str(line),
+            }
+        }
+        out
+    }
+
+    /// A server's shared state over a fresh store at `dir` (two tiers with promotion, or
+    /// one), after a few commands and a flush, with every server counter set.
+    fn loaded_shared(dir: &Path, two_tiers: bool) -> Shared {
+        let opts = tierkv::Options {
+            fd_budget: two_tiers.then_some(64 << 20),
+            slow: two_tiers.then(|| tierkv::SlowTier {
+                dir: dir.join("slow"),
+                budget: None,
+                device: tierkv::DeviceProfile::none(),
+            }),
+            ..Default::default()
+        };
+        let db = tierkv::Db::open(dir.join("fast"), opts).unwrap();
+        let versions = crate::keyspace::open(&db).unwrap();
+        let config = ServerConfig {
+            db_dir: Some("/data/fast".into()),
+            slow_dir: two_tiers.then(|| "/data/slow".into()),
+            sync: two_tiers,
+            ..Default::default()
+        };
+        let (tx, _) = tokio::sync::watch::channel(false);
+        let shared = Shared::new(Arc::new(db), config, 6390, Arc::new(tx), versions);
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 50_000));
+        let info = Arc::new(ClientInfo {
+            id: 1,
+            addr,
+            laddr: addr,
+            created: Instant::now(),
+            name: Mutex::new(None),
+            last_cmd: Mutex::new("NULL"),
+            last_active: Mutex::new(Instant::now()),
+            proto: Mutex::new(crate::resp::Proto::Resp2),
+        });
+        shared.clients.lock().insert(1, info.clone());
+        let mut conn = ConnState {
+            info,
+            authed: true,
+            proto: crate::resp::Proto::Resp2,
+            resume: None,
+            auth_failures: 0,
+        };
+        let run = |conn: &mut ConnState, cmds: &[&[&str]]| {
+            let mut pending: VecDeque<crate::resp::Args> = cmds
+                .iter()
+                .map(|c| {
+                    c.iter()
+                        .map(|a| bytes::Bytes::from(a.to_string()))
+                        .collect()
+                })
+                .collect();
+            let mut out = crate::resp::ReplyWriter::new(conn.proto);
+            crate::commands::run_pipeline(&shared, conn, &mut out, &mut pending, 1 << 20);
+        };
+        run(
+            &mut conn,
+            &[
+                &["SET", "a", "1"],
+                &["SET", "b", "2", "EX", "100000"],
+                &["HSET", "h", "f", "v"],
+                &["GET", "a"],
+            ],
+        );
+        shared.db.flush().unwrap();
+        run(
+            &mut conn,
+            &[
+                &["GET", "a"],
+                &["GET", "nosuch"],
+                &["SCAN", "0", "COUNT", "1"],
+            ],
+        );
+        let st = &shared.stats;
+        for (i, c) in [
+            &st.connections_received,
+            &st.connections_rejected,
+            &st.commands,
+            &st.protocol_errors,
+            &st.keyspace_hits,
+            &st.keyspace_misses,
+            &st.net_input_bytes,
+            &st.net_output_bytes,
+            &st.hash_fields_swept,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            ServerStats::bump(c, 10 + i as u64);
+        }
+        st.query_buffer_bytes.store(4096, Relaxed);
+        shared
+    }
+
+    #[test]
+    fn the_info_report_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = loaded_shared(dir.path(), true);
+        let info = render(&shared, &[]).unwrap();
+        assert_golden("info_two_tiers.txt", &normalized(&info));
+        // A selection is reported in section order, unknown names ignored.
+        let dir = tempfile::tempdir().unwrap();
+        let shared = loaded_shared(dir.path(), false);
+        let args = ["ralt", "tiers", "nosuch", "memory"].map(String::from);
+        let info = render(&shared, &args).unwrap();
+        assert_golden("info_one_tier.txt", &normalized(&info));
+    }
+}
