@@ -5,6 +5,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
+use crate::budget::{IoAmplification, MemoryUse};
 use crate::error::{BenchError, Result};
 use crate::results::{BackgroundTraffic, BenchResults, SystemResult};
 use crate::scale::Config;
@@ -175,111 +176,191 @@ pub fn summary_line(cfg: &Config, r: &SystemResult) -> String {
     s
 }
 
+/// One column of a markdown table: its header, its alignment and its cell in one row.
+struct Column<R> {
+    head: String,
+    /// Numbers are right-aligned (`--:`), names and words left-aligned (`---`).
+    numeric: bool,
+    cell: fn(&R) -> String,
+}
+
+impl<R> Column<R> {
+    fn text(head: impl Into<String>, cell: fn(&R) -> String) -> Self {
+        Column {
+            head: head.into(),
+            numeric: false,
+            cell,
+        }
+    }
+
+    fn num(head: impl Into<String>, cell: fn(&R) -> String) -> Self {
+        Column {
+            head: head.into(),
+            numeric: true,
+            cell,
+        }
+    }
+}
+
+/// `| a | b |`: one line of a markdown table.
+fn table_line(s: &mut String, cells: impl IntoIterator<Item = String>) {
+    let cells: Vec<String> = cells.into_iter().collect();
+    let _ = writeln!(s, "| {} |", cells.join(" | "));
+}
+
+/// A markdown table: the header, the alignment line and one line per row.
+fn table<R>(s: &mut String, columns: &[Column<R>], rows: impl IntoIterator<Item = R>) {
+    table_line(s, columns.iter().map(|c| c.head.clone()));
+    s.push('|');
+    for c in columns {
+        s.push_str(if c.numeric { "--:|" } else { "---|" });
+    }
+    s.push('\n');
+    for row in rows {
+        table_line(s, columns.iter().map(|c| (c.cell)(&row)));
+    }
+}
+
+/// The parts of the report, in order; each writes nothing when no system has its figures.
+const PARTS: [fn(&mut String, &BenchResults); 11] = [
+    setup,
+    systems_table,
+    whole_run,
+    bounds_table,
+    ralt_table,
+    background_table,
+    phases_table,
+    memory_table,
+    io_amp_table,
+    cache_table,
+    charts,
+];
+
 /// The markdown report.
 pub fn markdown(res: &BenchResults) -> String {
-    let c = &res.config;
     let mut s = String::new();
+    for part in PARTS {
+        part(&mut s, res);
+    }
+    s
+}
+
+/// The setup list under the command line, one line each; `None` leaves a line out (a
+/// setting at its default).
+const SETUP: [fn(&Config) -> Option<String>; 6] = [
+    |c| {
+        Some(format!(
+            "workload: {}, distribution: {}",
+            c.workload_label(),
+            c.keys_label()
+        ))
+    },
+    |c| {
+        Some(format!(
+            "{} records of {} loaded ({}), then {} operations with {} client threads{}",
+            rate(c.records as f64),
+            if c.trace.is_some() {
+                "trace sizes".to_string()
+            } else {
+                format!("{} B", c.record_size)
+            },
+            bytes(c.loaded_bytes),
+            rate(c.ops as f64),
+            c.threads,
+            if c.batch > 1 {
+                format!(
+                    ", each issuing up to {} consecutive gets as one batched read (--batch)",
+                    c.batch
+                )
+            } else {
+                String::new()
+            }
+        ))
+    },
+    |c| {
+        Some(format!(
+            "fast disk budget {} (no device model), slow disk model `{}`, block cache {}, scale `{}`, seed {}",
+            bytes(c.fd_budget),
+            c.sd_profile,
+            bytes(c.cache_size),
+            serde_json::to_value(c.scale)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            c.seed
+        ))
+    },
+    |c| {
+        (c.read_io != tierkv::Options::default().read_io.name())
+            .then(|| format!("tierkv batched reads: read_io {}", c.read_io))
+    },
+    |c| {
+        c.semi_block_size
+            .map(|b| format!("tierkv semi-sorted tables: data blocks of at most {b} bytes"))
+    },
+    |c| {
+        (c.block_records.is_some() || !c.last_level_filters).then(|| {
+            format!(
+                "tierkv tables: {} records per data block, {}",
+                c.block_records
+                    .map_or("the default".to_string(), |n| n.to_string()),
+                if c.last_level_filters {
+                    "filters on every level"
+                } else {
+                    "no filters on the deepest level"
+                }
+            )
+        })
+    },
+];
+
+/// The title, the command line and the setup.
+fn setup(s: &mut String, res: &BenchResults) {
     let _ = writeln!(s, "# tierkv bench\n");
     let _ = writeln!(s, "`{}`\n", res.command);
-    let _ = writeln!(
-        s,
-        "- workload: {}, distribution: {}",
-        c.workload_label(),
-        c.keys_label()
-    );
-    let _ = writeln!(
-        s,
-        "- {} records of {} loaded ({}), then {} operations with {} client threads{}",
-        rate(c.records as f64),
-        if c.trace.is_some() {
-            "trace sizes".to_string()
-        } else {
-            format!("{} B", c.record_size)
-        },
-        bytes(c.loaded_bytes),
-        rate(c.ops as f64),
-        c.threads,
-        if c.batch > 1 {
-            format!(
-                ", each issuing up to {} consecutive gets as one batched read (--batch)",
-                c.batch
-            )
-        } else {
-            String::new()
-        }
-    );
-    let _ = writeln!(
-        s,
-        "- fast disk budget {} (no device model), slow disk model `{}`, block cache {}, scale `{}`, seed {}",
-        bytes(c.fd_budget),
-        c.sd_profile,
-        bytes(c.cache_size),
-        serde_json::to_value(c.scale)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
-        c.seed
-    );
-    if c.read_io != tierkv::Options::default().read_io.name() {
-        let _ = writeln!(s, "- tierkv batched reads: read_io {}", c.read_io);
-    }
-    if let Some(b) = c.semi_block_size {
-        let _ = writeln!(
-            s,
-            "- tierkv semi-sorted tables: data blocks of at most {b} bytes"
-        );
-    }
-    if c.block_records.is_some() || !c.last_level_filters {
-        let _ = writeln!(
-            s,
-            "- tierkv tables: {} records per data block, {}",
-            c.block_records
-                .map_or("the default".to_string(), |n| n.to_string()),
-            if c.last_level_filters {
-                "filters on every level"
-            } else {
-                "no filters on the deepest level"
-            }
-        );
+    for line in SETUP.iter().filter_map(|line| line(&res.config)) {
+        let _ = writeln!(s, "- {line}");
     }
     let _ = writeln!(
         s,
         "- throughput and FD hit rate over the final 10% of the run phase; latency over the whole run; bytes are run-phase totals; total time {:.0} s\n",
         res.total_seconds
     );
+}
+
+/// The main table: throughput, latency and bytes per system.
+fn systems_table(s: &mut String, res: &BenchResults) {
     let unit = LatencyUnit::for_values(
         res.systems
             .iter()
             .flat_map(|r| [r.p50_us, r.p99_us, r.p999_us]),
     );
-    let u = unit.name();
-    let _ = writeln!(
-        s,
-        "| system | ops/s | vs {} | FD hit rate | p50 {u} | p99 {u} | p999 {u} | FD read | FD write | SD read | SD write | promoted | retained |",
-        res.systems.first().map_or("first", |r| r.name.as_str())
+    let (u, first) = (
+        unit.name(),
+        res.systems.first().map_or("first", |r| r.name.as_str()),
     );
-    let _ = writeln!(s, "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|");
-    for r in &res.systems {
-        let _ = writeln!(
-            s,
-            "| {} | {} | {:.2}x | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-            r.name,
-            rate(r.throughput_ops),
-            r.ratio,
-            pct(r.fd_hit_rate),
-            unit.format(r.p50_us),
-            unit.format(r.p99_us),
-            unit.format(r.p999_us),
-            opt_bytes(r.fd_read_bytes),
-            opt_bytes(r.fd_write_bytes),
-            opt_bytes(r.sd_read_bytes),
-            opt_bytes(r.sd_write_bytes),
-            opt_bytes(r.promoted_bytes),
-            opt_bytes(r.retained_bytes),
-        );
-    }
-    // The final 10% is a short window that a shared machine moves by a third; the whole
-    // run is what comparisons between binaries and with other drivers should use.
+    let columns: [Column<(LatencyUnit, &SystemResult)>; 13] = [
+        Column::text("system", |(_, r)| r.name.clone()),
+        Column::num("ops/s", |(_, r)| rate(r.throughput_ops)),
+        Column::num(format!("vs {first}"), |(_, r)| format!("{:.2}x", r.ratio)),
+        Column::num("FD hit rate", |(_, r)| pct(r.fd_hit_rate)),
+        Column::num(format!("p50 {u}"), |(unit, r)| unit.format(r.p50_us)),
+        Column::num(format!("p99 {u}"), |(unit, r)| unit.format(r.p99_us)),
+        Column::num(format!("p999 {u}"), |(unit, r)| unit.format(r.p999_us)),
+        Column::num("FD read", |(_, r)| opt_bytes(r.fd_read_bytes)),
+        Column::num("FD write", |(_, r)| opt_bytes(r.fd_write_bytes)),
+        Column::num("SD read", |(_, r)| opt_bytes(r.sd_read_bytes)),
+        Column::num("SD write", |(_, r)| opt_bytes(r.sd_write_bytes)),
+        Column::num("promoted", |(_, r)| opt_bytes(r.promoted_bytes)),
+        Column::num("retained", |(_, r)| opt_bytes(r.retained_bytes)),
+    ];
+    table(s, &columns, res.systems.iter().map(|r| (unit, r)));
+}
+
+/// Throughput over the whole run phase. The final 10% is a short window that a shared
+/// machine moves by a third; the whole run is what comparisons between binaries and with
+/// other drivers should use.
+fn whole_run(s: &mut String, res: &BenchResults) {
     let whole: Vec<String> = res
         .systems
         .iter()
@@ -295,210 +376,243 @@ pub fn markdown(res: &BenchResults) -> String {
         })
         .collect();
     let _ = writeln!(s, "\nWhole run phase: {}.", whole.join("; "));
-    let bounds: Vec<&SystemResult> = res
+}
+
+/// A row of the bounds table: a system's slow-disk bound, the all-on-FD ceiling, and the
+/// lower of the two it is held to.
+struct BoundRow<'a> {
+    r: &'a SystemResult,
+    sd: f64,
+    fd_ceiling: Option<f64>,
+    bound: f64,
+}
+
+/// Throughput against the physical bound of the throttled slow disk.
+fn bounds_table(s: &mut String, res: &BenchResults) {
+    let c = &res.config;
+    let bounded: Vec<&SystemResult> = res
         .systems
         .iter()
         .filter(|r| r.sd_bound_ops.is_some())
         .collect();
-    if !bounds.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nPhysical bound of the throttled slow disk (`{}`: {} IOPS, {}/s) over the final 10%: \
-             IOPS limit / SD I/Os per operation (reads and writes draw on the same limit), or the \
-             bandwidth limit / SD bytes per operation if lower; and never above the all-on-FD \
-             throughput measured in the same run.\n",
-            c.sd_profile,
-            c.sd_device.iops.map_or("unlimited".to_string(), |i| i.to_string()),
-            c.sd_device.bandwidth.map_or("unlimited".to_string(), bytes)
-        );
-        // Nothing placed across the two tiers outruns the same store with every level on
-        // the fast disk either (docs/DESIGN.md): when tierkv-fd ran too, the bound is the lower
-        // of the two.
-        let fd_ceiling = res
-            .systems
-            .iter()
-            .find(|r| r.name == "tierkv-fd")
-            .map(|r| r.throughput_ops);
-        let _ = writeln!(
-            s,
-            "| system | ops/s | SD reads/op | SD I/Os/op | SD bound ops/s | all-on-FD ops/s | bound ops/s | share of bound |"
-        );
-        let _ = writeln!(s, "|---|--:|--:|--:|--:|--:|--:|--:|");
-        for r in bounds {
-            let sd = r.sd_bound_ops.unwrap_or(0.0);
-            let b = fd_ceiling.map_or(sd, |fd| sd.min(fd));
-            let _ = writeln!(
-                s,
-                "| {} | {} | {:.3} | {:.3} | {} | {} | {} | {} |",
-                r.name,
-                rate(r.throughput_ops),
-                r.sd_reads_per_op.unwrap_or(0.0),
-                r.sd_ios_per_op.unwrap_or(0.0),
-                rate(sd),
-                fd_ceiling.map_or("-".to_string(), rate),
-                rate(b),
-                share_of_bound(r.throughput_ops, b, fd_ceiling.is_some_and(|fd| fd < sd))
-            );
-        }
+    if bounded.is_empty() {
+        return;
     }
+    let _ =
+        writeln!(
+        s,
+        "\nPhysical bound of the throttled slow disk (`{}`: {} IOPS, {}/s) over the final 10%: \
+         IOPS limit / SD I/Os per operation (reads and writes draw on the same limit), or the \
+         bandwidth limit / SD bytes per operation if lower; and never above the all-on-FD \
+         throughput measured in the same run.\n",
+        c.sd_profile,
+        c.sd_device.iops.map_or("unlimited".to_string(), |i| i.to_string()),
+        c.sd_device.bandwidth.map_or("unlimited".to_string(), bytes)
+    );
+    // Nothing placed across the two tiers outruns the same store with every level on
+    // the fast disk either (docs/DESIGN.md): when tierkv-fd ran too, the bound is the lower
+    // of the two.
+    let fd_ceiling = res
+        .systems
+        .iter()
+        .find(|r| r.name == "tierkv-fd")
+        .map(|r| r.throughput_ops);
+    let columns: [Column<BoundRow>; 8] = [
+        Column::text("system", |b| b.r.name.clone()),
+        Column::num("ops/s", |b| rate(b.r.throughput_ops)),
+        Column::num("SD reads/op", |b| {
+            format!("{:.3}", b.r.sd_reads_per_op.unwrap_or(0.0))
+        }),
+        Column::num("SD I/Os/op", |b| {
+            format!("{:.3}", b.r.sd_ios_per_op.unwrap_or(0.0))
+        }),
+        Column::num("SD bound ops/s", |b| rate(b.sd)),
+        Column::num("all-on-FD ops/s", |b| {
+            b.fd_ceiling.map_or("-".to_string(), rate)
+        }),
+        Column::num("bound ops/s", |b| rate(b.bound)),
+        Column::num("share of bound", |b| {
+            let fd_binds = b.fd_ceiling.is_some_and(|fd| fd < b.sd);
+            share_of_bound(b.r.throughput_ops, b.bound, fd_binds)
+        }),
+    ];
+    let rows = bounded.into_iter().map(|r| {
+        let sd = r.sd_bound_ops.unwrap_or(0.0);
+        BoundRow {
+            r,
+            sd,
+            fd_ceiling,
+            bound: fd_ceiling.map_or(sd, |fd| sd.min(fd)),
+        }
+    });
+    table(s, &columns, rows);
+}
+
+/// The hotness tracker's sizes against their limits.
+fn ralt_table(s: &mut String, res: &BenchResults) {
     let ralt: Vec<&SystemResult> = res
         .systems
         .iter()
         .filter(|r| r.ralt_hot_set_bytes.is_some())
         .collect();
-    if !ralt.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nHotness tracker (RALT) at the end of the run:\n\n\
-             | system | hot set | hot set limit | physical size | physical limit |\n\
-             |---|--:|--:|--:|--:|"
-        );
-        for r in ralt {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} |",
-                r.name,
-                opt_bytes(r.ralt_hot_set_bytes),
-                opt_bytes(r.ralt_hot_set_limit),
-                opt_bytes(r.ralt_physical_bytes),
-                opt_bytes(r.ralt_physical_limit)
-            );
-        }
+    if ralt.is_empty() {
+        return;
     }
+    let _ = writeln!(s, "\nHotness tracker (RALT) at the end of the run:\n");
+    let columns: [Column<&SystemResult>; 5] = [
+        Column::text("system", |r| r.name.clone()),
+        Column::num("hot set", |r| opt_bytes(r.ralt_hot_set_bytes)),
+        Column::num("hot set limit", |r| opt_bytes(r.ralt_hot_set_limit)),
+        Column::num("physical size", |r| opt_bytes(r.ralt_physical_bytes)),
+        Column::num("physical limit", |r| opt_bytes(r.ralt_physical_limit)),
+    ];
+    table(s, &columns, ralt);
+}
+
+/// Bytes with their amplification in parentheses when known.
+fn with_amp(b: Option<u64>, a: Option<f64>) -> String {
+    match (b, a) {
+        (Some(b), Some(a)) => format!("{} ({a:.2})", bytes(b)),
+        (Some(b), None) => bytes(b),
+        _ => "n/a".to_string(),
+    }
+}
+
+/// Background traffic and write amplification by tier.
+fn background_table(s: &mut String, res: &BenchResults) {
     let bg: Vec<(&SystemResult, &BackgroundTraffic)> = res
         .systems
         .iter()
         .filter_map(|r| r.background.as_ref().map(|b| (r, b)))
         .collect();
-    if !bg.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nBackground traffic of the run phase (flushes, compactions, promotion, hotness \
-             tracking; not the WAL), counted until background work settled after the last \
-             operation so that compaction debt is included: bytes, and in parentheses per \
-             byte users wrote (write amplification by tier); `during run`: background writes \
-             while the operations ran. Block reuse: share of compacted data-block bytes \
-             copied as stored. SD compaction: slow-disk bandwidth compactions used during the \
-             run, mean / peak interval.\n\n\
-             | system | user writes | background writes | during run | settle s | FD write | SD write | FD read | SD read | block reuse | SD compaction MiB/s |\n\
-             |---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|"
-        );
-        let amp = |b: Option<u64>, a: Option<f64>| match (b, a) {
-            (Some(b), Some(a)) => format!("{} ({a:.2})", bytes(b)),
-            (Some(b), None) => bytes(b),
-            _ => "n/a".to_string(),
-        };
-        for (r, b) in bg {
-            let reuse = match (b.reused_block_bytes, b.rewritten_block_bytes) {
+    if bg.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nBackground traffic of the run phase (flushes, compactions, promotion, hotness \
+         tracking; not the WAL), counted until background work settled after the last \
+         operation so that compaction debt is included: bytes, and in parentheses per \
+         byte users wrote (write amplification by tier); `during run`: background writes \
+         while the operations ran. Block reuse: share of compacted data-block bytes \
+         copied as stored. SD compaction: slow-disk bandwidth compactions used during the \
+         run, mean / peak interval.\n"
+    );
+    let columns: [Column<(&SystemResult, &BackgroundTraffic)>; 11] = [
+        Column::text("system", |(r, _)| r.name.clone()),
+        Column::num("user writes", |(_, b)| bytes(b.user_bytes_written)),
+        Column::num("background writes", |(_, b)| {
+            with_amp(Some(b.write_bytes), b.write_amp)
+        }),
+        Column::num("during run", |(_, b)| bytes(b.run_phase_write_bytes)),
+        Column::num("settle s", |(_, b)| {
+            b.settle_seconds
+                .map_or("-".to_string(), |s| format!("{s:.1}"))
+        }),
+        Column::num("FD write", |(_, b)| {
+            with_amp(b.fd_write_bytes, b.fd_write_amp)
+        }),
+        Column::num("SD write", |(_, b)| {
+            with_amp(b.sd_write_bytes, b.sd_write_amp)
+        }),
+        Column::num("FD read", |(_, b)| with_amp(b.fd_read_bytes, b.fd_read_amp)),
+        Column::num("SD read", |(_, b)| with_amp(b.sd_read_bytes, b.sd_read_amp)),
+        Column::num("block reuse", |(_, b)| {
+            match (b.reused_block_bytes, b.rewritten_block_bytes) {
                 (Some(u), Some(w)) if u + w > 0 => {
                     format!("{:.1}%", 100.0 * u as f64 / (u + w) as f64)
                 }
                 _ => "n/a".to_string(),
-            };
-            let bw = match (b.sd_compaction_mib_s, b.sd_compaction_peak_mib_s) {
+            }
+        }),
+        Column::num("SD compaction MiB/s", |(_, b)| {
+            match (b.sd_compaction_mib_s, b.sd_compaction_peak_mib_s) {
                 (Some(m), Some(p)) => format!("{m:.1} / {p:.1}"),
                 (Some(m), None) => format!("{m:.1}"),
                 _ => "n/a".to_string(),
-            };
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                r.name,
-                bytes(b.user_bytes_written),
-                amp(Some(b.write_bytes), b.write_amp),
-                bytes(b.run_phase_write_bytes),
-                b.settle_seconds
-                    .map_or("-".to_string(), |s| format!("{s:.1}")),
-                amp(b.fd_write_bytes, b.fd_write_amp),
-                amp(b.sd_write_bytes, b.sd_write_amp),
-                amp(b.fd_read_bytes, b.fd_read_amp),
-                amp(b.sd_read_bytes, b.sd_read_amp),
-                reuse,
-                bw
-            );
-        }
-    }
-    if res.systems.iter().any(|r| r.phases.len() > 1) {
-        let _ = writeln!(
-            s,
-            "\nThroughput by phase (ops/s over the whole phase / over its second half; in \
-             brackets, disk reads of gets and scans per operation over the same spans):\n"
-        );
-        let n = res
-            .systems
-            .iter()
-            .map(|r| r.phases.len())
-            .max()
-            .unwrap_or(0);
-        let head: Vec<String> = (0..n).map(|i| format!("phase {i}")).collect();
-        let _ = writeln!(s, "| system | {} |", head.join(" | "));
-        let _ = writeln!(s, "|---|{}", "--:|".repeat(n));
-        for r in &res.systems {
-            let cells: Vec<String> = r
-                .phases
-                .iter()
-                .map(|p| {
-                    let ios = match (p.read_ios_per_op, p.second_half_read_ios_per_op) {
-                        (Some(a), Some(b)) => format!(" ({a:.3} / {b:.3} reads/op)"),
-                        _ => String::new(),
-                    };
-                    format!(
-                        "{} / {}{ios}",
-                        rate(p.ops_per_sec),
-                        rate(p.second_half_ops_per_sec)
-                    )
-                })
-                .collect();
-            let _ = writeln!(s, "| {} | {} |", r.name, cells.join(" | "));
-        }
-    }
-    s.push_str(&budget_markdown(res));
-    let caches: Vec<(&SystemResult, &serde_json::Value)> = res
-        .systems
-        .iter()
-        .filter_map(|r| r.engine_stats.get("cache").map(|c| (r, c)))
-        .filter(|(_, c)| c.get("mode").is_some())
-        .collect();
-    if !caches.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nCache at the end of the run (size / hit rate; KV and KP hit rates are shares of \
-             point lookups; ghosts on/off and their memory):\n\n\
-             | system | mode | KV | KP | block | ghosts |\n|---|---|--:|--:|--:|--:|"
-        );
-        for (r, c) in caches {
-            let comp = |name: &str| {
-                let x = &c[name];
-                format!(
-                    "{} / {}",
-                    bytes(x["bytes"].as_u64().unwrap_or(0)),
-                    pct(x["hit_rate"].as_f64())
-                )
-            };
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} {} |",
-                r.name,
-                c["mode"].as_str().unwrap_or("?"),
-                comp("kv"),
-                comp("kp"),
-                comp("block"),
-                if c["ghosts_on"].as_bool().unwrap_or(false) {
-                    "on"
-                } else {
-                    "off"
-                },
-                bytes(c["ghost_bytes"].as_u64().unwrap_or(0))
-            );
-        }
+            }
+        }),
+    ];
+    table(s, &columns, bg);
+}
+
+/// Throughput by phase of a phased workload (left out when every system ran one phase).
+fn phases_table(s: &mut String, res: &BenchResults) {
+    if !res.systems.iter().any(|r| r.phases.len() > 1) {
+        return;
     }
     let _ = writeln!(
         s,
-        "\nCharts: `throughput.png`, `fd_hit_rate.png`, `sd_read.png`, `sd_compaction.png` \
-         (slow-disk bandwidth of compactions), `cache_<system>.png` (cache component sizes \
-         over time). Full data: `results.json`."
+        "\nThroughput by phase (ops/s over the whole phase / over its second half; in \
+         brackets, disk reads of gets and scans per operation over the same spans):\n"
     );
-    s
+    let n = res
+        .systems
+        .iter()
+        .map(|r| r.phases.len())
+        .max()
+        .unwrap_or(0);
+    table_line(
+        s,
+        std::iter::once("system".to_string()).chain((0..n).map(|i| format!("phase {i}"))),
+    );
+    let _ = writeln!(s, "|---|{}", "--:|".repeat(n));
+    for r in &res.systems {
+        let cells: Vec<String> = r
+            .phases
+            .iter()
+            .map(|p| {
+                let ios = match (p.read_ios_per_op, p.second_half_read_ios_per_op) {
+                    (Some(a), Some(b)) => format!(" ({a:.3} / {b:.3} reads/op)"),
+                    _ => String::new(),
+                };
+                format!(
+                    "{} / {}{ios}",
+                    rate(p.ops_per_sec),
+                    rate(p.second_half_ops_per_sec)
+                )
+            })
+            .collect();
+        // Joined rather than one cell each: a system without phases still gets its
+        // (empty) cell.
+        let _ = writeln!(s, "| {} | {} |", r.name, cells.join(" | "));
+    }
+}
+
+/// Memory against the memory budget ([`crate::budget`]'s figures).
+fn memory_table(s: &mut String, res: &BenchResults) {
+    let mem: Vec<(&SystemResult, &MemoryUse)> = res
+        .systems
+        .iter()
+        .filter_map(|r| r.memory.as_ref().map(|m| (r, m)))
+        .filter(|(_, m)| m.rss_peak_bytes.is_some())
+        .collect();
+    if mem.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nMemory during the run phase: peak resident set size (`VmHWM`, reset before each \
+         system's open; the allocator's free memory is trimmed between systems) against the \
+         memory budget. \"Added\" is the peak less the resident size before the open (the \
+         bench's own plan, buffers and code); \"overhead\" is what of it the budget does \
+         not cover (thread stacks, compaction and read buffers, allocator slack). \
+         \"Engine peak\" is tierkv's own accounting of its budgeted components. \
+         \"Anon\": anonymous memory only (heap and stacks, not the binary's pages), before \
+         the open and the highest sampled once per interval.\n"
+    );
+    let columns: [Column<(&SystemResult, &MemoryUse)>; 9] = [
+        Column::text("system", |(r, _)| r.name.clone()),
+        Column::num("budget", |(_, m)| opt_bytes(m.budget)),
+        Column::num("engine peak", |(_, m)| opt_bytes(m.engine_peak_bytes)),
+        Column::num("RSS before", |(_, m)| opt_bytes(m.rss_before_bytes)),
+        Column::num("peak RSS", |(_, m)| opt_bytes(m.rss_peak_bytes)),
+        Column::num("added", |(_, m)| opt_bytes(m.rss_added_bytes)),
+        Column::num("overhead", |(_, m)| opt_bytes(m.overhead_bytes)),
+        Column::num("anon before", |(_, m)| opt_bytes(m.anon_before_bytes)),
+        Column::num("anon peak", |(_, m)| opt_bytes(m.anon_peak_bytes)),
+    ];
+    table(s, &columns, mem);
 }
 
 /// An amplification ratio, `-` when unknown.
@@ -506,78 +620,88 @@ fn amp_ratio(a: Option<f64>) -> String {
     a.map_or_else(|| "-".to_string(), |a| format!("{a:.2}"))
 }
 
-/// The memory and amplification tables ([`crate::budget`]'s figures; empty when no system
-/// has either).
-fn budget_markdown(res: &BenchResults) -> String {
-    let mut s = String::new();
-    let mem: Vec<_> = res
-        .systems
-        .iter()
-        .filter_map(|r| r.memory.as_ref().map(|m| (r, m)))
-        .filter(|(_, m)| m.rss_peak_bytes.is_some())
-        .collect();
-    if !mem.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nMemory during the run phase: peak resident set size (`VmHWM`, reset before each \
-             system's open; the allocator's free memory is trimmed between systems) against the \
-             memory budget. \"Added\" is the peak less the resident size before the open (the \
-             bench's own plan, buffers and code); \"overhead\" is what of it the budget does \
-             not cover (thread stacks, compaction and read buffers, allocator slack). \
-             \"Engine peak\" is tierkv's own accounting of its budgeted components. \
-             \"Anon\": anonymous memory only (heap and stacks, not the binary's pages), before \
-             the open and the highest sampled once per interval.\n\n\
-             | system | budget | engine peak | RSS before | peak RSS | added | overhead | anon before | anon peak |\n\
-             |---|--:|--:|--:|--:|--:|--:|--:|--:|"
-        );
-        for (r, m) in mem {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                r.name,
-                opt_bytes(m.budget),
-                opt_bytes(m.engine_peak_bytes),
-                opt_bytes(m.rss_before_bytes),
-                opt_bytes(m.rss_peak_bytes),
-                opt_bytes(m.rss_added_bytes),
-                opt_bytes(m.overhead_bytes),
-                opt_bytes(m.anon_before_bytes),
-                opt_bytes(m.anon_peak_bytes),
-            );
-        }
-    }
-    let io: Vec<_> = res
+/// Disk bytes per user byte by tier, F2's Table 2 ([`crate::budget`]'s figures).
+fn io_amp_table(s: &mut String, res: &BenchResults) {
+    let io: Vec<(&SystemResult, &IoAmplification)> = res
         .systems
         .iter()
         .filter_map(|r| r.io_amp.as_ref().map(|a| (r, a)))
         .collect();
-    if !io.is_empty() {
-        let _ = writeln!(
-            s,
-            "\nI/O amplification over the run phase and its settling (as F2's Table 2): disk \
-             bytes read per byte users read, disk bytes written (WAL included) per byte users \
-             wrote, by tier (RocksDB cannot split its I/O by tier: its totals are the \
-             process's read and write system calls, all direct I/O on its files).\n\n\
-             | system | user read | user write | read amp FD | read amp SD | read amp | write amp FD | write amp SD | write amp |\n\
-             |---|--:|--:|--:|--:|--:|--:|--:|--:|"
-        );
-        for (r, a) in io {
-            let _ = writeln!(
-                s,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
-                r.name,
-                bytes(a.user_read_bytes),
-                bytes(a.user_write_bytes),
-                amp_ratio(a.fd_read_amp),
-                amp_ratio(a.sd_read_amp),
-                amp_ratio(a.read_amp),
-                amp_ratio(a.fd_write_amp),
-                amp_ratio(a.sd_write_amp),
-                amp_ratio(a.write_amp),
-            );
-        }
+    if io.is_empty() {
+        return;
     }
-    s
+    let _ = writeln!(
+        s,
+        "\nI/O amplification over the run phase and its settling (as F2's Table 2): disk \
+         bytes read per byte users read, disk bytes written (WAL included) per byte users \
+         wrote, by tier (RocksDB cannot split its I/O by tier: its totals are the \
+         process's read and write system calls, all direct I/O on its files).\n"
+    );
+    let columns: [Column<(&SystemResult, &IoAmplification)>; 9] = [
+        Column::text("system", |(r, _)| r.name.clone()),
+        Column::num("user read", |(_, a)| bytes(a.user_read_bytes)),
+        Column::num("user write", |(_, a)| bytes(a.user_write_bytes)),
+        Column::num("read amp FD", |(_, a)| amp_ratio(a.fd_read_amp)),
+        Column::num("read amp SD", |(_, a)| amp_ratio(a.sd_read_amp)),
+        Column::num("read amp", |(_, a)| amp_ratio(a.read_amp)),
+        Column::num("write amp FD", |(_, a)| amp_ratio(a.fd_write_amp)),
+        Column::num("write amp SD", |(_, a)| amp_ratio(a.sd_write_amp)),
+        Column::num("write amp", |(_, a)| amp_ratio(a.write_amp)),
+    ];
+    table(s, &columns, io);
+}
+
+/// One cache component from the engine's statistics: `size / hit rate`.
+fn cache_component(cache: &serde_json::Value, name: &str) -> String {
+    let x = &cache[name];
+    format!(
+        "{} / {}",
+        bytes(x["bytes"].as_u64().unwrap_or(0)),
+        pct(x["hit_rate"].as_f64())
+    )
+}
+
+/// The cache's components at the end of the run (from the engine's own statistics).
+fn cache_table(s: &mut String, res: &BenchResults) {
+    let caches: Vec<(&SystemResult, &serde_json::Value)> = res
+        .systems
+        .iter()
+        .filter_map(|r| r.engine_stats.get("cache").map(|c| (r, c)))
+        .filter(|(_, c)| c.get("mode").is_some())
+        .collect();
+    if caches.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nCache at the end of the run (size / hit rate; KV and KP hit rates are shares of \
+         point lookups; ghosts on/off and their memory):\n"
+    );
+    let columns: [Column<(&SystemResult, &serde_json::Value)>; 6] = [
+        Column::text("system", |(r, _)| r.name.clone()),
+        Column::text("mode", |(_, c)| {
+            c["mode"].as_str().unwrap_or("?").to_string()
+        }),
+        Column::num("KV", |(_, c)| cache_component(c, "kv")),
+        Column::num("KP", |(_, c)| cache_component(c, "kp")),
+        Column::num("block", |(_, c)| cache_component(c, "block")),
+        Column::num("ghosts", |(_, c)| {
+            let on = c["ghosts_on"].as_bool().unwrap_or(false);
+            let ghost_bytes = bytes(c["ghost_bytes"].as_u64().unwrap_or(0));
+            format!("{} {ghost_bytes}", if on { "on" } else { "off" })
+        }),
+    ];
+    table(s, &columns, caches);
+}
+
+/// Where the charts and the full data are.
+fn charts(s: &mut String, _: &BenchResults) {
+    let _ = writeln!(
+        s,
+        "\nCharts: `throughput.png`, `fd_hit_rate.png`, `sd_read.png`, `sd_compaction.png` \
+         (slow-disk bandwidth of compactions), `cache_<system>.png` (cache component sizes \
+         over time). Full data: `results.json`."
+    );
 }
 
 /// Writes `report.md`, `results.json` and the charts to `out`; returns the markdown.
@@ -771,6 +895,109 @@ pub(crate) mod tests {
         let mut cfg = res.config.clone();
         cfg.systems = vec![System::Tierkv, System::TierkvFd];
         assert_eq!(load_label(&cfg, System::Tierkv), "tierkv");
+    }
+
+    /// Compares `got` with the golden file `tests/golden/<name>` (written by the code the
+    /// renderer replaced, so a refactoring that changes one byte fails here);
+    /// `TIERKV_BLESS=1` rewrites the file instead, for a deliberate change of the output.
+    pub(crate) fn assert_golden(name: &str, got: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name);
+        if std::env::var_os("TIERKV_BLESS").is_some() {
+            std::fs::write(&path, got).unwrap();
+            return;
+        }
+        let want =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if got != want {
+            let line = got
+                .lines()
+                .zip(want.lines())
+                .position(|(g, w)| g != w)
+                .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
+            panic!(
+                "{name} differs from line {}:\n got: {:?}\nwant: {:?}\n\nwhole output:\n{got}",
+                line + 1,
+                got.lines().nth(line),
+                want.lines().nth(line)
+            );
+        }
+    }
+
+    /// [`sample_results`] with every section of the report filled in, and both sides of
+    /// each choice a cell makes (present and missing figures, ghosts on and off, ...).
+    fn full_results(dir: &Path) -> BenchResults {
+        let mut res = sample_results(dir);
+        res.command = "tierkv bench --scale smoke --batch 8".into();
+        let c = &mut res.config;
+        c.batch = 8;
+        c.read_io = "threads".into();
+        c.semi_block_size = Some(4096);
+        c.block_records = Some(16);
+        c.last_level_filters = false;
+        let [a, b, fd] = &mut res.systems[..] else {
+            panic!("three systems")
+        };
+        b.cpu_us_per_op = None;
+        fd.phases.truncate(1);
+        let bg = a.background.as_mut().unwrap();
+        bg.settle_seconds = Some(1.5);
+        let bg = b.background.as_mut().unwrap();
+        (bg.fd_write_amp, bg.sd_compaction_peak_mib_s) = (None, None);
+        bg.reused_block_bytes = None;
+        let bg = fd.background.as_mut().unwrap();
+        (bg.sd_write_bytes, bg.sd_compaction_mib_s) = (None, None);
+        a.memory = Some(MemoryUse {
+            budget: Some(64 << 20),
+            rss_before_bytes: Some(10 << 20),
+            rss_peak_bytes: Some(90 << 20),
+            rss_added_bytes: Some(80 << 20),
+            overhead_bytes: Some(16 << 20),
+            anon_before_bytes: Some(6 << 20),
+            anon_peak_bytes: Some(70 << 20),
+            engine_peak_bytes: Some(60 << 20),
+        });
+        b.memory = Some(MemoryUse {
+            rss_peak_bytes: Some(50 << 20),
+            ..Default::default()
+        });
+        fd.io_amp = None;
+        let cache = |mode: &str, ghosts: bool| {
+            serde_json::json!({
+                "mode": mode,
+                "kv": {"bytes": 3 << 20, "hit_rate": 0.5},
+                "kp": {"bytes": 1 << 20, "hit_rate": null},
+                "block": {"bytes": 4 << 20, "hit_rate": 0.25},
+                "ghosts_on": ghosts,
+                "ghost_bytes": 2048
+            })
+        };
+        a.engine_stats["cache"] = cache("adaptive", true);
+        b.engine_stats = serde_json::json!({ "cache": cache("block", false) });
+        res
+    }
+
+    #[test]
+    fn the_full_report_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_golden("report_full.md", &markdown(&full_results(dir.path())));
+    }
+
+    #[test]
+    fn a_sparse_report_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut res = sample_results(dir.path());
+        res.command = "tierkv bench --trace /traces/t.csv".into();
+        res.config.trace = Some("/traces/t.csv".into());
+        res.systems.truncate(2);
+        let r = &mut res.systems[1];
+        // Its bound is its slow disk's alone: no tierkv-fd ran.
+        (r.background, r.memory, r.io_amp) = (None, None, None);
+        r.cpu_us_per_op = None;
+        res.systems.remove(0);
+        res.systems[0].phases.truncate(1);
+        assert_golden("report_sparse.md", &markdown(&res));
     }
 
     #[test]

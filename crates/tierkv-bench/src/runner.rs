@@ -6,10 +6,11 @@
 
 use hdrhistogram::Histogram;
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io::IsTerminal;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use crate::budget::MemoryUse;
@@ -329,7 +330,70 @@ fn new_hist() -> Histogram<u64> {
         .unwrap_or_else(|_| Histogram::new(3).expect("3 significant digits are valid"))
 }
 
-impl Shared<'_> {
+impl<'a> Shared<'a> {
+    /// The state of a run of `plan` on `store` whose final 10% begins after `mark_ops`
+    /// operations, with marks at each phase's start, middle and end (`bounds`); the marks
+    /// due before the first operation are taken now.
+    fn new(
+        plan: &'a OpPlan,
+        values: &'a ValueSource,
+        store: &'a dyn Store,
+        mark_ops: u64,
+        bounds: &[(u64, u64, u64)],
+    ) -> Self {
+        let mut mark_at: Vec<u64> = bounds.iter().flat_map(|&(a, m, e)| [a, m, e]).collect();
+        mark_at.sort_unstable();
+        mark_at.dedup();
+        let sh = Shared {
+            plan,
+            values,
+            store,
+            next_chunk: AtomicU64::new(0),
+            done: AtomicU64::new(0),
+            abort: AtomicBool::new(false),
+            mark_ops,
+            mark: OnceLock::new(),
+            end: OnceLock::new(),
+            total: plan.total_ops(),
+            phase_marks: mark_at.iter().map(|&a| (a, OnceLock::new())).collect(),
+        };
+        if let Some((_, when)) = sh.phase_marks.iter().find(|(a, _)| *a == 0) {
+            let _ = when.set((Instant::now(), store.counters()));
+        }
+        sh
+    }
+
+    /// Each phase's throughput and disk reads per operation, over the whole phase and its
+    /// second half, from the marks taken at its start, middle and end (`bounds`).
+    fn phase_results(&self, bounds: &[(u64, u64, u64)]) -> Vec<PhaseResult> {
+        let at = |n: u64| {
+            self.phase_marks
+                .iter()
+                .find(|(a, _)| *a == n)
+                .and_then(|(_, w)| w.get())
+        };
+        let rate = |from: u64, to: u64| match (at(from), at(to)) {
+            (Some((t1, _)), Some((t2, _))) if t2 > t1 => {
+                (to - from) as f64 / (*t2 - *t1).as_secs_f64()
+            }
+            _ => 0.0,
+        };
+        let ios = |from: u64, to: u64| {
+            let ((_, c1), (_, c2)) = (at(from)?, at(to)?);
+            let n = c2.user_read_ios?.checked_sub(c1.user_read_ios?)?;
+            (to > from).then(|| n as f64 / (to - from) as f64)
+        };
+        let phase = |(i, &(a, m, e)): (usize, &(u64, u64, u64))| PhaseResult {
+            phase: i,
+            ops: e - a,
+            ops_per_sec: rate(a, e),
+            second_half_ops_per_sec: rate(m, e),
+            read_ios_per_op: ios(a, e),
+            second_half_read_ios_per_op: ios(m, e),
+        };
+        bounds.iter().enumerate().map(phase).collect()
+    }
+
     /// Counts one completed operation and takes the snapshots due at its count.
     fn complete_one(&self) {
         let done = self.done.fetch_add(1, Relaxed) + 1;
@@ -348,6 +412,24 @@ impl Shared<'_> {
 }
 
 impl WorkerOut {
+    fn new() -> Self {
+        WorkerOut {
+            hist: new_hist(),
+            reads_found: 0,
+            reads_missing: 0,
+            writes: 0,
+        }
+    }
+
+    /// Adds another thread's tallies.
+    fn add(&mut self, other: &WorkerOut) {
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.hist.add(&other.hist);
+        self.reads_found += other.reads_found;
+        self.reads_missing += other.reads_missing;
+        self.writes += other.writes;
+    }
+
     fn tally(&mut self, found: Option<bool>) {
         match found {
             Some(true) => self.reads_found += 1,
@@ -408,12 +490,7 @@ fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
     if batch > 1 {
         return stream_worker(sh, batch);
     }
-    let mut out = WorkerOut {
-        hist: new_hist(),
-        reads_found: 0,
-        reads_missing: 0,
-        writes: 0,
-    };
+    let mut out = WorkerOut::new();
     let mut ops = Vec::new();
     let mut key = Vec::new();
     let chunks = sh.plan.chunks();
@@ -448,155 +525,214 @@ fn worker(sh: &Shared, batch: usize) -> Result<WorkerOut> {
 /// operation's latency runs from its entry to its end (a grouped write's to its group's
 /// commit).
 fn stream_worker(sh: &Shared, window: usize) -> Result<WorkerOut> {
-    let out = std::cell::RefCell::new(WorkerOut {
-        hist: new_hist(),
-        reads_found: 0,
-        reads_missing: 0,
-        writes: 0,
-    });
-    // Keys of the gets in flight (a key may be in flight more than once).
-    let in_flight: std::cell::RefCell<KeyCounts> = Default::default();
-    // Keys of the read-modify-writes in flight (a subset of `in_flight`'s): a get of one
-    // waits too, as it must see the write.
-    let rmw_in_flight: std::cell::RefCell<KeyCounts> = Default::default();
-    let failed: std::cell::RefCell<Option<BenchError>> = Default::default();
-    let mut ops: Vec<Op> = Vec::new();
-    let mut pos = 0;
-    let chunks = sh.plan.chunks();
-    // An operation that waits for the stream to drain.
-    let mut held: Option<(Op, Vec<u8>)> = None;
-    let reads_at_entry = sh.store.stream_reads_at_entry();
-    // Writes not yet committed, committed together.
-    let grouped = std::cell::RefCell::new(GroupedWrites::default());
+    let stream = Stream::new(sh, window);
+    let mut cursor = Cursor::default();
     loop {
-        if let Some((op, key)) = held.take() {
-            run_one(sh, &op, &key, &mut out.borrow_mut())?;
+        if let Some((op, key)) = cursor.held.take() {
+            run_one(sh, &op, &key, &mut stream.out.borrow_mut())?;
         }
-        let mut exhausted = false;
-        let mut next = || -> Option<StreamGet> {
-            loop {
-                if failed.borrow().is_some() {
-                    return None;
-                }
-                if pos == ops.len() {
-                    let c = sh.next_chunk.fetch_add(1, Relaxed);
-                    if sh.abort.load(Relaxed) || c >= chunks {
-                        exhausted = true;
-                        // The stream drains next: its writes need not wait for that.
-                        if let Err(e) = grouped.borrow_mut().commit(sh, &mut out.borrow_mut()) {
-                            *failed.borrow_mut() = Some(e);
-                        }
-                        return None;
-                    }
-                    sh.plan.chunk_ops(c, &mut ops);
-                    pos = 0;
-                    continue;
-                }
-                let op = ops[pos];
-                pos += 1;
-                let mut key = Vec::new();
-                sh.plan.key(op.id, &mut key);
-                let waits_for_drain = match op.kind {
-                    OpKind::Scan => true,
-                    OpKind::Read => rmw_in_flight.borrow().contains(&key),
-                    _ if reads_at_entry => rmw_in_flight.borrow().contains(&key),
-                    _ => in_flight.borrow().contains(&key),
-                };
-                let joins = !waits_for_drain && GroupedWrites::takes(&op);
-                {
-                    let mut grouped = grouped.borrow_mut();
-                    // An operation of a key written, a scan or an operation that waits
-                    // runs after the writes before it; a full or old group commits before
-                    // anything else.
-                    let commit = grouped.is_due(window)
-                        || (!joins && (waits_for_drain || op.kind == OpKind::Scan))
-                        || grouped.must_commit_before(&key, joins);
-                    if commit {
-                        if let Err(e) = grouped.commit(sh, &mut out.borrow_mut()) {
-                            *failed.borrow_mut() = Some(e);
-                            return None;
-                        }
-                    }
-                    if joins {
-                        grouped.add(sh, op, key);
-                        continue;
-                    }
-                }
-                if waits_for_drain {
-                    if matches!(op.kind, OpKind::Read | OpKind::ReadModifyWrite) {
-                        // Streamed by the next stream, once this one drained.
-                        pos -= 1;
-                    } else {
-                        held = Some((op, key));
-                    }
-                    return None;
-                }
-                if matches!(op.kind, OpKind::Read | OpKind::ReadModifyWrite) {
-                    in_flight.borrow_mut().enter(&key);
-                    let then = (op.kind == OpKind::ReadModifyWrite).then_some(op);
-                    if then.is_some() {
-                        rmw_in_flight.borrow_mut().enter(&key);
-                    }
-                    // Taken before the read enters, so the write can tell whether the
-                    // key changed after the read.
-                    let token = then.and_then(|_| sh.store.read_token());
-                    return Some(StreamGet {
-                        key,
-                        entered: Instant::now(),
-                        then,
-                        token,
-                    });
-                }
-                if let Err(e) = run_one(sh, &op, &key, &mut out.borrow_mut()) {
-                    *failed.borrow_mut() = Some(e);
-                    return None;
-                }
-            }
-        };
-        let mut done = |g: StreamGet, found: Result<bool>| {
-            // The read-modify-write runs before its key leaves the in-flight sets, while
-            // every later operation of its key is still held back.
-            let found = match (g.then, g.token, found) {
-                // Its write joins the group; counted when the group commits.
-                (Some(op), Some(token), Ok(found)) => {
-                    grouped.borrow_mut().add_rmw(sh, &g, &op, token, found);
-                    Ok(None)
-                }
-                (Some(op), None, Ok(_)) => {
-                    run_one_since(sh, &op, &g.key, &mut out.borrow_mut(), g.entered).map(|()| None)
-                }
-                (_, _, found) => found.map(Some),
-            };
-            in_flight.borrow_mut().leave(&g.key);
-            if g.then.is_some() {
-                rmw_in_flight.borrow_mut().leave(&g.key);
-            }
-            match found {
-                // Recorded by `run_one_since`.
-                Ok(None) => {}
-                Ok(Some(found)) => {
-                    let mut out = out.borrow_mut();
-                    out.hist
-                        .saturating_record((g.entered.elapsed().as_nanos() as u64).max(1));
-                    out.tally(Some(found));
-                    sh.complete_one();
-                }
-                Err(e) => {
-                    failed.borrow_mut().get_or_insert(e);
-                }
-            }
-        };
-        sh.store.get_stream(window, &mut next, &mut done);
-        if let Some(e) = failed.borrow_mut().take() {
+        cursor.exhausted = false;
+        sh.store.get_stream(
+            window,
+            &mut || stream.next_get(&mut cursor),
+            &mut |g, found| stream.answered(g, found),
+        );
+        if let Some(e) = stream.failed.borrow_mut().take() {
             return Err(e);
         }
         // Read-modify-writes answered while the stream drained.
-        grouped.borrow_mut().commit(sh, &mut out.borrow_mut())?;
-        if exhausted && held.is_none() {
+        stream
+            .grouped
+            .borrow_mut()
+            .commit(sh, &mut stream.out.borrow_mut())?;
+        if cursor.exhausted && cursor.held.is_none() {
             break;
         }
     }
-    Ok(out.into_inner())
+    Ok(stream.out.into_inner())
+}
+
+/// Where a [`stream_worker`] is in the plan.
+#[derive(Default)]
+struct Cursor {
+    /// The operations of the chunk being run, and the next one's index.
+    ops: Vec<Op>,
+    pos: usize,
+    /// An operation that waits for the stream to drain.
+    held: Option<(Op, Vec<u8>)>,
+    /// No chunk is left (or the run aborts): this stream is the last.
+    exhausted: bool,
+}
+
+/// The state of a [`stream_worker`] its stream's two callbacks share: the one that feeds
+/// gets in ([`Stream::next_get`]) and the one that takes their answers
+/// ([`Stream::answered`]).
+struct Stream<'s> {
+    sh: &'s Shared<'s>,
+    window: usize,
+    out: RefCell<WorkerOut>,
+    /// Keys of the gets in flight (a key may be in flight more than once).
+    in_flight: RefCell<KeyCounts>,
+    /// Keys of the read-modify-writes in flight (a subset of `in_flight`'s): a get of one
+    /// waits too, as it must see the write.
+    rmw_in_flight: RefCell<KeyCounts>,
+    failed: RefCell<Option<BenchError>>,
+    reads_at_entry: bool,
+    /// Writes not yet committed, committed together.
+    grouped: RefCell<GroupedWrites>,
+}
+
+impl<'s> Stream<'s> {
+    fn new(sh: &'s Shared<'s>, window: usize) -> Self {
+        Stream {
+            sh,
+            window,
+            out: RefCell::new(WorkerOut::new()),
+            in_flight: Default::default(),
+            rmw_in_flight: Default::default(),
+            failed: Default::default(),
+            reads_at_entry: sh.store.stream_reads_at_entry(),
+            grouped: Default::default(),
+        }
+    }
+
+    /// The next operation of the plan, taking a new chunk when the cursor's is done;
+    /// `None` once none is left (after committing the group: the stream drains next, and
+    /// its writes need not wait for that).
+    fn next_op(&self, cur: &mut Cursor) -> Option<Op> {
+        let sh = self.sh;
+        while cur.pos == cur.ops.len() {
+            let c = sh.next_chunk.fetch_add(1, Relaxed);
+            if sh.abort.load(Relaxed) || c >= sh.plan.chunks() {
+                cur.exhausted = true;
+                if let Err(e) = self.commit() {
+                    *self.failed.borrow_mut() = Some(e);
+                }
+                return None;
+            }
+            sh.plan.chunk_ops(c, &mut cur.ops);
+            cur.pos = 0;
+        }
+        cur.pos += 1;
+        Some(cur.ops[cur.pos - 1])
+    }
+
+    /// The next get for the stream: operations before it that join the write group or
+    /// run inline are done on the way. `None` ends the stream: nothing is left, an
+    /// operation waits for the drain, or one failed.
+    fn next_get(&self, cur: &mut Cursor) -> Option<StreamGet> {
+        let sh = self.sh;
+        while self.failed.borrow().is_none() {
+            let op = self.next_op(cur)?;
+            let mut key = Vec::new();
+            sh.plan.key(op.id, &mut key);
+            let waits_for_drain = match op.kind {
+                OpKind::Scan => true,
+                OpKind::Read => self.rmw_in_flight.borrow().contains(&key),
+                _ if self.reads_at_entry => self.rmw_in_flight.borrow().contains(&key),
+                _ => self.in_flight.borrow().contains(&key),
+            };
+            let joins = !waits_for_drain && GroupedWrites::takes(&op);
+            {
+                let mut grouped = self.grouped.borrow_mut();
+                // An operation of a key written, a scan or an operation that waits runs
+                // after the writes before it; a full or old group commits before anything
+                // else.
+                let commit = grouped.is_due(self.window)
+                    || (!joins && (waits_for_drain || op.kind == OpKind::Scan))
+                    || grouped.must_commit_before(&key, joins);
+                if commit {
+                    if let Err(e) = grouped.commit(sh, &mut self.out.borrow_mut()) {
+                        *self.failed.borrow_mut() = Some(e);
+                        return None;
+                    }
+                }
+                if joins {
+                    grouped.add(sh, op, key);
+                    continue;
+                }
+            }
+            let streamed = matches!(op.kind, OpKind::Read | OpKind::ReadModifyWrite);
+            if waits_for_drain {
+                if streamed {
+                    // Streamed by the next stream, once this one drained.
+                    cur.pos -= 1;
+                } else {
+                    cur.held = Some((op, key));
+                }
+                return None;
+            }
+            if streamed {
+                return Some(self.enter(op, key));
+            }
+            if let Err(e) = run_one(sh, &op, &key, &mut self.out.borrow_mut()) {
+                *self.failed.borrow_mut() = Some(e);
+                return None;
+            }
+        }
+        None
+    }
+
+    /// A get (or a read-modify-write's read) entering the stream.
+    fn enter(&self, op: Op, key: Vec<u8>) -> StreamGet {
+        self.in_flight.borrow_mut().enter(&key);
+        let then = (op.kind == OpKind::ReadModifyWrite).then_some(op);
+        if then.is_some() {
+            self.rmw_in_flight.borrow_mut().enter(&key);
+        }
+        // Taken before the read enters, so the write can tell whether the key changed
+        // after the read.
+        let token = then.and_then(|_| self.sh.store.read_token());
+        StreamGet {
+            key,
+            entered: Instant::now(),
+            then,
+            token,
+        }
+    }
+
+    /// A get's answer: counted, or, for a read-modify-write, its write run or grouped.
+    fn answered(&self, g: StreamGet, found: Result<bool>) {
+        let sh = self.sh;
+        // The read-modify-write runs before its key leaves the in-flight sets, while
+        // every later operation of its key is still held back.
+        let found = match (g.then, g.token, found) {
+            // Its write joins the group; counted when the group commits.
+            (Some(op), Some(token), Ok(found)) => {
+                self.grouped.borrow_mut().add_rmw(sh, &g, &op, token, found);
+                Ok(None)
+            }
+            (Some(op), None, Ok(_)) => {
+                let mut out = self.out.borrow_mut();
+                run_one_since(sh, &op, &g.key, &mut out, g.entered).map(|()| None)
+            }
+            (_, _, found) => found.map(Some),
+        };
+        self.in_flight.borrow_mut().leave(&g.key);
+        if g.then.is_some() {
+            self.rmw_in_flight.borrow_mut().leave(&g.key);
+        }
+        match found {
+            // Recorded by `run_one_since`.
+            Ok(None) => {}
+            Ok(Some(found)) => {
+                let mut out = self.out.borrow_mut();
+                out.hist
+                    .saturating_record((g.entered.elapsed().as_nanos() as u64).max(1));
+                out.tally(Some(found));
+                sh.complete_one();
+            }
+            Err(e) => {
+                self.failed.borrow_mut().get_or_insert(e);
+            }
+        }
+    }
+
+    fn commit(&self) -> Result<()> {
+        self.grouped
+            .borrow_mut()
+            .commit(self.sh, &mut self.out.borrow_mut())
+    }
 }
 
 /// A stream's writes, held back so that several go to the store together
@@ -794,6 +930,17 @@ impl std::hash::Hasher for HashedKey {
     }
 }
 
+/// Each phase's start, middle and end, by completed operations.
+fn phase_bounds(plan: &OpPlan) -> Vec<(u64, u64, u64)> {
+    let mut bounds = Vec::new();
+    let mut start = 0u64;
+    for &end in plan.phase_ends() {
+        bounds.push((start, start + (end - start) / 2, end));
+        start = end;
+    }
+    bounds
+}
+
 /// Runs the plan against one open store.
 fn run_phase(
     cfg: &Config,
@@ -805,32 +952,8 @@ fn run_phase(
 ) -> Result<SystemResult> {
     let total = plan.total_ops();
     let mark_ops = total - (total / 10).max(1);
-    // Each phase's start, middle and end (by completed operations).
-    let mut bounds = Vec::new();
-    let mut start = 0u64;
-    for &end in plan.phase_ends() {
-        bounds.push((start, start + (end - start) / 2, end));
-        start = end;
-    }
-    let mut mark_at: Vec<u64> = bounds.iter().flat_map(|&(a, m, e)| [a, m, e]).collect();
-    mark_at.sort_unstable();
-    mark_at.dedup();
-    let sh = Shared {
-        plan,
-        values,
-        store,
-        next_chunk: AtomicU64::new(0),
-        done: AtomicU64::new(0),
-        abort: AtomicBool::new(false),
-        mark_ops,
-        mark: OnceLock::new(),
-        end: OnceLock::new(),
-        total,
-        phase_marks: mark_at.iter().map(|&a| (a, OnceLock::new())).collect(),
-    };
-    if let Some((_, when)) = sh.phase_marks.iter().find(|(a, _)| *a == 0) {
-        let _ = when.set((Instant::now(), store.counters()));
-    }
+    let bounds = phase_bounds(plan);
+    let sh = Shared::new(plan, values, store, mark_ops, &bounds);
     let pb = ui.bar(total, format!("run {}", system.name()));
     let c0 = store.counters();
     let cpu0 = crate::rss::cpu_seconds();
@@ -838,80 +961,16 @@ fn run_phase(
     if mark_ops == 0 {
         let _ = sh.mark.set((t0, c0.clone()));
     }
-    let interval = Duration::from_secs_f64(cfg.interval);
-    let timeline: Mutex<Vec<TimelinePoint>> = Mutex::new(Vec::new());
-    let outs: Vec<Result<WorkerOut>> = std::thread::scope(|s| {
-        let handles: Vec<_> = (0..cfg.threads)
-            .map(|_| {
-                s.spawn(|| {
-                    let r = worker(&sh, cfg.batch);
-                    if r.is_err() {
-                        sh.abort.store(true, Relaxed);
-                    }
-                    r
-                })
-            })
-            .collect();
-        let mut last = (t0, 0u64, c0.clone());
-        let mut next_point = t0 + interval;
-        loop {
-            let finished = handles.iter().all(|h| h.is_finished());
-            let now = match (finished, sh.end.get()) {
-                (true, Some(&end)) => end.max(last.0),
-                _ => Instant::now(),
-            };
-            let done = sh.done.load(Relaxed);
-            pb.set_position(done);
-            if now >= next_point || finished {
-                let c = store.counters();
-                let dt = now.duration_since(last.0).as_secs_f64();
-                if dt > 1e-3 && (done > last.1 || !finished) {
-                    let mut p = TimelinePoint::between(
-                        now.duration_since(t0).as_secs_f64(),
-                        dt,
-                        done - last.1,
-                        &c.since(&last.2),
-                        plan.phase_of(done.saturating_sub(1)),
-                    );
-                    if let Some(r) = crate::rss::read() {
-                        (p.rss_bytes, p.rss_anon_bytes) = (Some(r.current), Some(r.anon));
-                    }
-                    pb.set_message(format!(
-                        "{:>9.0} ops/s  FD hit {}",
-                        p.ops_per_sec,
-                        p.fd_hit_rate
-                            .map_or("-".to_string(), |r| format!("{:.1}%", r * 100.0))
-                    ));
-                    if let Ok(mut t) = timeline.lock() {
-                        t.push(p);
-                    }
-                }
-                last = (now, done, c);
-                next_point += interval;
-                while next_point <= now {
-                    next_point += interval;
-                }
-            }
-            if finished {
-                break;
-            }
-            let wait = next_point
-                .saturating_duration_since(Instant::now())
-                .min(TICK);
-            std::thread::sleep(wait);
-        }
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(BenchError::engine(
-                        &system.name(),
-                        "a client thread panicked",
-                    ))
-                })
-            })
-            .collect()
-    });
+    let mut sampler = Sampler {
+        store,
+        plan,
+        pb: &pb,
+        t0,
+        interval: Duration::from_secs_f64(cfg.interval),
+        last: (t0, 0, c0.clone()),
+        timeline: Vec::new(),
+    };
+    let outs = run_clients(cfg, &sh, &mut sampler, system);
     let t_end = sh.end.get().copied().unwrap_or_else(Instant::now);
     let cpu_end = crate::rss::cpu_seconds();
     let c_end = store.counters();
@@ -929,49 +988,11 @@ fn run_phase(
     store.settle()?;
     let settle_seconds = settle_start.elapsed().as_secs_f64();
     let c_settled = store.counters();
-    let mut hist = new_hist();
-    let (mut found, mut missing, mut writes) = (0, 0, 0);
+    let mut all = WorkerOut::new();
     for o in outs {
-        let o = o?;
-        // Same bounds on both sides: adding cannot fail.
-        let _ = hist.add(&o.hist);
-        found += o.reads_found;
-        missing += o.reads_missing;
-        writes += o.writes;
+        all.add(&o?);
     }
     let (t_mark, c_mark) = sh.mark.get().cloned().unwrap_or((t0, c0.clone()));
-    let timeline = timeline.into_inner().unwrap_or_default();
-    let at = |n: u64| {
-        sh.phase_marks
-            .iter()
-            .find(|(a, _)| *a == n)
-            .and_then(|(_, w)| w.get())
-    };
-    let phases = bounds
-        .iter()
-        .enumerate()
-        .map(|(i, &(a, m, e))| {
-            let rate = |from: u64, to: u64| match (at(from), at(to)) {
-                (Some((t1, _)), Some((t2, _))) if t2 > t1 => {
-                    (to - from) as f64 / (*t2 - *t1).as_secs_f64()
-                }
-                _ => 0.0,
-            };
-            let ios = |from: u64, to: u64| {
-                let ((_, c1), (_, c2)) = (at(from)?, at(to)?);
-                let n = c2.user_read_ios?.checked_sub(c1.user_read_ios?)?;
-                (to > from).then(|| n as f64 / (to - from) as f64)
-            };
-            PhaseResult {
-                phase: i,
-                ops: e - a,
-                ops_per_sec: rate(a, e),
-                second_half_ops_per_sec: rate(m, e),
-                read_ios_per_op: ios(a, e),
-                second_half_read_ios_per_op: ios(m, e),
-            }
-        })
-        .collect();
     Ok(SystemResult::new(
         cfg,
         system,
@@ -982,17 +1003,125 @@ fn run_phase(
             final_seconds: t_end.duration_since(t_mark).as_secs_f64(),
             run: c_end.since(&c0),
             final_window: c_end.since(&c_mark),
-            hist,
-            reads_found: found,
-            reads_missing: missing,
-            writes,
-            timeline,
-            phases,
+            hist: all.hist,
+            reads_found: all.reads_found,
+            reads_missing: all.reads_missing,
+            writes: all.writes,
+            timeline: sampler.timeline,
+            phases: sh.phase_results(&bounds),
             settled: Some(c_settled.since(&c0)),
             settle_seconds,
             cpu_seconds: cpu_end.zip(cpu0).map(|(e, s)| e - s),
         },
     ))
+}
+
+/// Runs `cfg.threads` client threads over `sh` while `sampler` takes the timeline;
+/// returns each thread's tallies. A thread that fails stops the others.
+fn run_clients(
+    cfg: &Config,
+    sh: &Shared,
+    sampler: &mut Sampler,
+    system: System,
+) -> Vec<Result<WorkerOut>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = (0..cfg.threads)
+            .map(|_| {
+                s.spawn(|| {
+                    let r = worker(sh, cfg.batch);
+                    if r.is_err() {
+                        sh.abort.store(true, Relaxed);
+                    }
+                    r
+                })
+            })
+            .collect();
+        sampler.run(sh, || handles.iter().all(|h| h.is_finished()));
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(BenchError::engine(
+                        &system.name(),
+                        "a client thread panicked",
+                    ))
+                })
+            })
+            .collect()
+    })
+}
+
+/// Takes the run's timeline while the client threads run, and moves the progress bar.
+struct Sampler<'a> {
+    store: &'a dyn Store,
+    plan: &'a OpPlan,
+    pb: &'a ProgressBar,
+    /// When the run started.
+    t0: Instant,
+    /// Time between two points.
+    interval: Duration,
+    /// The previous point: when, completed operations, counters.
+    last: (Instant, u64, Counters),
+    timeline: Vec<TimelinePoint>,
+}
+
+impl Sampler<'_> {
+    /// Samples every interval until `finished` says every client thread is done, then
+    /// takes the last point.
+    fn run(&mut self, sh: &Shared, finished: impl Fn() -> bool) {
+        let mut next_point = self.t0 + self.interval;
+        loop {
+            let finished = finished();
+            let now = match (finished, sh.end.get()) {
+                (true, Some(&end)) => end.max(self.last.0),
+                _ => Instant::now(),
+            };
+            let done = sh.done.load(Relaxed);
+            self.pb.set_position(done);
+            if now >= next_point || finished {
+                self.point(now, done, finished);
+                next_point += self.interval;
+                while next_point <= now {
+                    next_point += self.interval;
+                }
+            }
+            if finished {
+                break;
+            }
+            let wait = next_point
+                .saturating_duration_since(Instant::now())
+                .min(TICK);
+            std::thread::sleep(wait);
+        }
+    }
+
+    /// The point of the interval since the last one, ending `now` with `done` operations
+    /// completed (none for an empty interval, except while the run goes on).
+    fn point(&mut self, now: Instant, done: u64, finished: bool) {
+        let c = self.store.counters();
+        let (t, n, ref c_last) = self.last;
+        let dt = now.duration_since(t).as_secs_f64();
+        if dt > 1e-3 && (done > n || !finished) {
+            let mut p = TimelinePoint::between(
+                now.duration_since(self.t0).as_secs_f64(),
+                dt,
+                done - n,
+                &c.since(c_last),
+                self.plan.phase_of(done.saturating_sub(1)),
+            );
+            if let Some(r) = crate::rss::read() {
+                (p.rss_bytes, p.rss_anon_bytes) = (Some(r.current), Some(r.anon));
+            }
+            self.pb.set_message(format!(
+                "{:>9.0} ops/s  FD hit {}",
+                p.ops_per_sec,
+                p.fd_hit_rate
+                    .map_or("-".to_string(), |r| format!("{:.1}%", r * 100.0))
+            ));
+            self.timeline.push(p);
+        }
+        self.last = (now, done, c);
+    }
 }
 
 #[cfg(test)]
@@ -1001,6 +1130,7 @@ mod tests {
     use crate::args::BenchArgs;
     use crate::distribution::DistSpec;
     use std::collections::BTreeMap;
+    use std::sync::Mutex;
 
     /// An in-memory store: exercises the runner without the engine. Keys in the first half
     /// of the key space count as fast-disk hits.

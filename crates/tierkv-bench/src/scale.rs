@@ -180,10 +180,160 @@ fn ser_dist<S: serde::Serializer>(d: &DistSpec, s: S) -> std::result::Result<S::
     s.serialize_str(&d.describe())
 }
 
+/// An invalid flag, as the error `from_args` returns.
+fn bad<T>(m: impl Into<String>) -> Result<T> {
+    Err(BenchError::InvalidArgument(m.into()))
+}
+
+/// The F2 driver key files (load, run), when given, checked against the flags they
+/// replace.
+fn key_files(a: &BenchArgs, workload: Workload) -> Result<Option<(PathBuf, PathBuf)>> {
+    let key_files = match (&a.load_keys, &a.run_keys) {
+        (Some(l), Some(r)) => Some((l.clone(), r.clone())),
+        (None, None) => None,
+        _ => return bad("--load-keys and --run-keys go together"),
+    };
+    if key_files.is_some() {
+        if a.trace.is_some() || a.distribution.is_some() || a.records.is_some() {
+            return bad(
+                "--load-keys/--run-keys decide the keys and the record count: drop --trace, --distribution and --records",
+            );
+        }
+        if a.key_size.is_some_and(|k| k != MIN_KEY_SIZE) {
+            return bad(format!(
+                "key files hold {MIN_KEY_SIZE}-byte keys: drop --key-size"
+            ));
+        }
+        if workload.mix().insert > 0.0 {
+            return bad(format!(
+                "--workload {} inserts new records, which key files cannot name: use a, b, c, f, ro, uh or scan",
+                workload.name()
+            ));
+        }
+    }
+    Ok(key_files)
+}
+
+/// The key and record sizes of generated records: `--key-size` and `--record-size`, or
+/// F2's driver's (8-byte keys, 100-byte values) for key files.
+fn record_shape(a: &BenchArgs, key_files: bool) -> Result<(usize, u64)> {
+    let key_size = a
+        .key_size
+        .unwrap_or(if key_files { MIN_KEY_SIZE } else { KEY_SIZE });
+    if !(MIN_KEY_SIZE..=1024).contains(&key_size) {
+        return bad(format!(
+            "--key-size {key_size} must be in {MIN_KEY_SIZE}..=1024 bytes"
+        ));
+    }
+    let record_size = a
+        .record_size
+        .unwrap_or(if key_files { F2_RECORD_SIZE } else { KIB });
+    if record_size <= key_size as u64 || record_size > 64 * MIB {
+        return bad(format!(
+            "--record-size {record_size} must be above the {key_size}-byte key and at most 64 MiB"
+        ));
+    }
+    Ok((key_size, record_size))
+}
+
+/// Records loaded and operations run: the flags, or the preset's ratios to the fast-disk
+/// budget (docs/DESIGN.md, "Measuring"). `replayed`: a trace or key files decide them.
+fn volume(
+    a: &BenchArgs,
+    p: &Preset,
+    fd_budget: u64,
+    record_size: u64,
+    replayed: bool,
+) -> Result<(u64, u64)> {
+    let records = match a.records {
+        Some(n) => n,
+        None => ((fd_budget as f64 * p.load_factor) / record_size as f64).round() as u64,
+    };
+    if records == 0 && !replayed {
+        return bad("--records must be positive");
+    }
+    let ops = match a.ops {
+        Some(n) => n,
+        // A trace is replayed whole unless --ops caps it; a run file once.
+        None if replayed => u64::MAX,
+        None => {
+            let loaded_kib = records as f64 * record_size as f64 / KIB as f64;
+            let n = (loaded_kib * p.ops_per_kib).round() as u64;
+            p.max_ops.map_or(n, |m| n.min(m))
+        }
+    };
+    if ops == 0 {
+        return bad("--ops must be positive");
+    }
+    Ok((records, ops))
+}
+
+/// The systems `--systems` names (each once), or the default three.
+fn systems(a: &BenchArgs) -> Result<Vec<System>> {
+    let names = a.systems.clone().unwrap_or_else(|| {
+        vec![
+            "tierkv".to_string(),
+            "tierkv-nopromo".to_string(),
+            "tierkv-fd".to_string(),
+        ]
+    });
+    let mut systems = Vec::new();
+    for n in names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
+        let s: System = n.parse()?;
+        if systems.contains(&s) {
+            return bad(format!("--systems lists {n} twice"));
+        }
+        systems.push(s);
+    }
+    if systems.is_empty() {
+        return bad("--systems is empty");
+    }
+    Ok(systems)
+}
+
+/// Engine sizes scaled to the fast-disk budget, or divided from the memory budget.
+struct EngineSizes {
+    write_buffer_size: u64,
+    target_file_size: u64,
+    level_base: u64,
+    cache_size: u64,
+}
+
+impl EngineSizes {
+    fn new(a: &BenchArgs, fd_budget: u64) -> Result<EngineSizes> {
+        // Engine sizes follow the paper's ratios (10 GB fast disk: 64 MiB memtables and
+        // files, 256 MiB L1), clamped so tiny budgets still get sane files.
+        let mut write_buffer_size = (fd_budget / 128).clamp(MIB, 64 * MIB);
+        let target_file_size = write_buffer_size;
+        let level_base = (fd_budget / 32).clamp(2 * MIB, 256 * MIB);
+        // The paper's 128 MiB cache for 10 GB of fast disk.
+        let mut cache_size = a
+            .cache_size
+            .unwrap_or((fd_budget / 80).clamp(MIB, 128 * MIB));
+        if let Some(budget) = a.memory_budget {
+            if a.cache_size.is_some() {
+                return bad("--memory-budget sizes the cache: drop --cache-size");
+            }
+            // tierkv's division with promotion on (the first system's usual case; each
+            // system divides its own budget at open): these sizes go to the report and to
+            // RocksDB, whose memtables and block cache then match tierkv's.
+            let d = memory_division(budget, fd_budget)?;
+            write_buffer_size = d.write_buffer_size as u64;
+            cache_size = d.cache as u64;
+        }
+        Ok(EngineSizes {
+            write_buffer_size,
+            target_file_size,
+            level_base,
+            cache_size,
+        })
+    }
+}
+
 impl Config {
-    /// Resolves the flags against the preset and checks every value.
+    /// Resolves the flags against the preset and checks every value (in the order the
+    /// flags' errors are reported).
     pub fn from_args(a: &BenchArgs) -> Result<Config> {
-        let bad = |m: String| Err(BenchError::InvalidArgument(m));
         let scale: Scale = a.scale.parse()?;
         let p = scale.preset();
         let workload: Workload = a.workload.as_deref().unwrap_or("ro").parse()?;
@@ -192,74 +342,14 @@ impl Config {
             (None, Some(d)) => d,
             (None, None) => DistSpec::parse("hotspot-5%")?,
         };
-        let key_files = match (&a.load_keys, &a.run_keys) {
-            (Some(l), Some(r)) => Some((l.clone(), r.clone())),
-            (None, None) => None,
-            _ => return bad("--load-keys and --run-keys go together".into()),
-        };
-        if key_files.is_some() {
-            if a.trace.is_some() || a.distribution.is_some() || a.records.is_some() {
-                return bad(
-                    "--load-keys/--run-keys decide the keys and the record count: drop --trace, --distribution and --records".into(),
-                );
-            }
-            if a.key_size.is_some_and(|k| k != MIN_KEY_SIZE) {
-                return bad(format!(
-                    "key files hold {MIN_KEY_SIZE}-byte keys: drop --key-size"
-                ));
-            }
-            if workload.mix().insert > 0.0 {
-                return bad(format!(
-                    "--workload {} inserts new records, which key files cannot name: use a, b, c, f, ro, uh or scan",
-                    workload.name()
-                ));
-            }
-        }
-        let key_size = a.key_size.unwrap_or(if key_files.is_some() {
-            MIN_KEY_SIZE
-        } else {
-            KEY_SIZE
-        });
-        if !(MIN_KEY_SIZE..=1024).contains(&key_size) {
-            return bad(format!(
-                "--key-size {key_size} must be in {MIN_KEY_SIZE}..=1024 bytes"
-            ));
-        }
-        // F2's driver: 8-byte keys, 100-byte values.
-        let record_size = a.record_size.unwrap_or(if key_files.is_some() {
-            F2_RECORD_SIZE
-        } else {
-            KIB
-        });
-        if record_size <= key_size as u64 || record_size > 64 * MIB {
-            return bad(format!(
-                "--record-size {record_size} must be above the {key_size}-byte key and at most 64 MiB"
-            ));
-        }
+        let key_files = key_files(a, workload)?;
+        let (key_size, record_size) = record_shape(a, key_files.is_some())?;
         let fd_budget = a.fd_budget.unwrap_or(p.fd_budget);
         if fd_budget < MIB {
             return bad(format!("--fd-budget {fd_budget} is below 1 MiB"));
         }
-        let records = match a.records {
-            Some(n) => n,
-            None => ((fd_budget as f64 * p.load_factor) / record_size as f64).round() as u64,
-        };
-        if records == 0 && a.trace.is_none() && key_files.is_none() {
-            return bad("--records must be positive".into());
-        }
-        let ops = match a.ops {
-            Some(n) => n,
-            // A trace is replayed whole unless --ops caps it; a run file once.
-            None if a.trace.is_some() || key_files.is_some() => u64::MAX,
-            None => {
-                let loaded_kib = records as f64 * record_size as f64 / KIB as f64;
-                let n = (loaded_kib * p.ops_per_kib).round() as u64;
-                p.max_ops.map_or(n, |m| n.min(m))
-            }
-        };
-        if ops == 0 {
-            return bad("--ops must be positive".into());
-        }
+        let replayed = a.trace.is_some() || key_files.is_some();
+        let (records, ops) = volume(a, &p, fd_budget, record_size, replayed)?;
         let threads = a.threads.unwrap_or(p.threads);
         if !(1..=1024).contains(&threads) {
             return bad(format!("--threads {threads} must be in 1..=1024"));
@@ -279,50 +369,14 @@ impl Config {
         let sd_device: tierkv::DeviceProfile = sd_profile.parse().map_err(|e: tierkv::Error| {
             BenchError::InvalidArgument(format!("--slow-device: {e}"))
         })?;
-        let names = a.systems.clone().unwrap_or_else(|| {
-            vec![
-                "tierkv".to_string(),
-                "tierkv-nopromo".to_string(),
-                "tierkv-fd".to_string(),
-            ]
-        });
-        let mut systems = Vec::new();
-        for n in names.iter().map(|s| s.trim()).filter(|s| !s.is_empty()) {
-            let s: System = n.parse()?;
-            if systems.contains(&s) {
-                return bad(format!("--systems lists {n} twice"));
-            }
-            systems.push(s);
-        }
-        if systems.is_empty() {
-            return bad("--systems is empty".into());
-        }
+        let systems = systems(a)?;
         let interval = a.interval.unwrap_or(p.interval);
         if !(0.05..=3600.0).contains(&interval) {
             return bad(format!(
                 "--interval {interval} must be in 0.05..=3600 seconds"
             ));
         }
-        // Engine sizes follow the paper's ratios (10 GB fast disk: 64 MiB memtables and
-        // files, 256 MiB L1), clamped so tiny budgets still get sane files.
-        let mut write_buffer_size = (fd_budget / 128).clamp(MIB, 64 * MIB);
-        let target_file_size = write_buffer_size;
-        let level_base = (fd_budget / 32).clamp(2 * MIB, 256 * MIB);
-        // The paper's 128 MiB cache for 10 GB of fast disk.
-        let mut cache_size = a
-            .cache_size
-            .unwrap_or((fd_budget / 80).clamp(MIB, 128 * MIB));
-        if let Some(budget) = a.memory_budget {
-            if a.cache_size.is_some() {
-                return bad("--memory-budget sizes the cache: drop --cache-size".into());
-            }
-            // tierkv's division with promotion on (the first system's usual case; each
-            // system divides its own budget at open): these sizes go to the report and to
-            // RocksDB, whose memtables and block cache then match tierkv's.
-            let d = memory_division(budget, fd_budget)?;
-            write_buffer_size = d.write_buffer_size as u64;
-            cache_size = d.cache as u64;
-        }
+        let sizes = EngineSizes::new(a, fd_budget)?;
         let out = a.out.clone();
         Ok(Config {
             scale,
@@ -346,11 +400,11 @@ impl Config {
             slow_root: a.slow_dir.clone().unwrap_or_else(|| out.clone()),
             out,
             seed: a.seed.unwrap_or(42),
-            cache_size,
+            cache_size: sizes.cache_size,
             memory_budget: a.memory_budget,
-            write_buffer_size,
-            target_file_size,
-            level_base,
+            write_buffer_size: sizes.write_buffer_size,
+            target_file_size: sizes.target_file_size,
+            level_base: sizes.level_base,
             block_records: a.block_records,
             semi_block_size: a
                 .semi_block_size
@@ -500,6 +554,106 @@ mod tests {
             let e = Config::from_args(&b).unwrap_err().to_string();
             assert!(e.contains(what), "{what}: {e}");
         }
+    }
+
+    /// Every error `from_args` reports, in the order it checks (two bad flags: the first
+    /// checked is named), and configurations derived from the preset, from flags and from
+    /// key files, against the text the code before the split into helpers produced.
+    #[test]
+    fn flag_errors_and_derived_configs_are_unchanged() {
+        type Case = (&'static str, fn(&mut BenchArgs));
+        let cases: Vec<Case> = vec![
+            ("smoke", |_| {}),
+            ("small", |a| a.scale = "small".into()),
+            ("unknown scale", |a| a.scale = "huge".into()),
+            ("unknown workload", |a| a.workload = Some("z".into())),
+            ("workload d", |a| a.workload = Some("d".into())),
+            ("bad distribution", |a| a.distribution = Some("nope".into())),
+            ("half the key files", |a| a.load_keys = Some("l.dat".into())),
+            ("key files", |a| {
+                a.load_keys = Some("l.dat".into());
+                a.run_keys = Some("r.dat".into());
+                a.workload = Some("c".into());
+            }),
+            ("key files with records", |a| {
+                (a.load_keys, a.run_keys) = (Some("l".into()), Some("r".into()));
+                a.records = Some(5);
+            }),
+            ("key files with a key size", |a| {
+                (a.load_keys, a.run_keys) = (Some("l".into()), Some("r".into()));
+                a.key_size = Some(24);
+            }),
+            ("key files inserting", |a| {
+                (a.load_keys, a.run_keys) = (Some("l".into()), Some("r".into()));
+                a.workload = Some("d".into());
+            }),
+            ("key size", |a| a.key_size = Some(4)),
+            ("record size", |a| a.record_size = Some(10)),
+            ("record size too large", |a| a.record_size = Some(65 << 20)),
+            ("fd budget", |a| a.fd_budget = Some(1000)),
+            ("no records", |a| a.records = Some(0)),
+            ("no ops", |a| a.ops = Some(0)),
+            ("trace", |a| {
+                a.trace = Some("t.csv".into());
+                a.records = Some(0);
+            }),
+            ("threads", |a| a.threads = Some(0)),
+            ("batch", |a| a.batch = Some(5000)),
+            ("read io", |a| a.read_io = Some("mmap".into())),
+            ("slow device", |a| a.sd_profile = Some("ssd".into())),
+            ("unknown system", |a| a.systems = Some(vec!["mysql".into()])),
+            ("a system twice", |a| {
+                a.systems = Some(vec!["tierkv".into(), " tierkv ".into()])
+            }),
+            ("no systems", |a| a.systems = Some(vec![" ".into()])),
+            ("interval", |a| a.interval = Some(0.01)),
+            ("cache with a memory budget", |a| {
+                a.memory_budget = Some(64 * MIB);
+                a.cache_size = Some(MIB);
+            }),
+            ("memory budget too small", |a| a.memory_budget = Some(1000)),
+            ("memory budget", |a| a.memory_budget = Some(40 * MIB)),
+            ("threads and systems", |a| {
+                a.threads = Some(0);
+                a.systems = Some(vec!["mysql".into()]);
+            }),
+            ("systems and interval", |a| {
+                a.systems = Some(vec![]);
+                a.interval = Some(0.0);
+            }),
+            ("read io and slow device", |a| {
+                a.read_io = Some("x".into());
+                a.sd_profile = Some("y".into());
+            }),
+            ("every flag", |a| {
+                a.workload = Some("b".into());
+                a.distribution = Some("uniform".into());
+                (a.record_size, a.key_size) = (Some(200), Some(16));
+                (a.records, a.ops) = (Some(1000), Some(3000));
+                (a.threads, a.batch, a.fd_budget) = (Some(3), Some(4), Some(16 * MIB));
+                a.sd_profile = Some("hdd".into());
+                a.systems = Some(vec!["tierkv-fd".into(), "tierkv".into()]);
+                (a.fast_dir, a.slow_dir) = (Some("f".into()), Some("s".into()));
+                (a.seed, a.cache_size) = (Some(7), Some(3 * MIB));
+                (a.block_records, a.semi_block_size) = (Some(8), Some(8192));
+                a.no_last_level_filters = true;
+                (a.read_io, a.interval) = (Some("threads".into()), Some(2.5));
+                (a.keep_data, a.no_progress) = (true, true);
+            }),
+        ];
+        let mut text = String::new();
+        for (name, f) in cases {
+            let mut a = args("smoke");
+            f(&mut a);
+            let line = match Config::from_args(&a) {
+                // As `results.json` holds it (the engine's device type is left out: its
+                // own tests cover its parsing).
+                Ok(c) => serde_json::to_string(&c).unwrap(),
+                Err(e) => format!("error: {e}"),
+            };
+            text.push_str(&format!("{name}: {line}\n"));
+        }
+        crate::report::tests::assert_golden("flags.txt", &text);
     }
 
     #[test]

@@ -5,27 +5,12 @@
 use crate::state::Shared;
 use serde_json::Value;
 use std::fmt::Write as _;
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use tierkv::DbStats;
 
 /// The Redis version whose behaviour the server follows (reported as `redis_version`, which
 /// clients read to decide which commands they may use).
 pub const REDIS_COMPAT_VERSION: &str = "7.0.0";
-
-/// Every section, in report order. `default`/`all`/`everything` select all of them.
-pub const SECTIONS: &[&str] = &[
-    "server",
-    "clients",
-    "stats",
-    "memory",
-    "persistence",
-    "engine",
-    "tiers",
-    "fdhitrate",
-    "promotion",
-    "ralt",
-    "caches",
-    "keyspace",
-];
 
 fn title(name: &str) -> String {
     match name {
@@ -94,269 +79,399 @@ fn rss_bytes() -> u64 {
         .map_or(0, |kb| kb * 1024)
 }
 
+/// What the sections are written from: the server's state and one snapshot of the engine's
+/// statistics, typed and as JSON (for the figures INFO copies by name, so that it keeps in
+/// step with whatever the engine adds).
+struct Source<'a> {
+    shared: &'a Shared,
+    stats: DbStats,
+    json: Value,
+    /// Seconds since the server started, taken once so that its two forms agree.
+    uptime: u64,
+}
+
+/// What writes one section's lines.
+type WriteSection = fn(&mut String, &Source<'_>) -> tierkv::Result<()>;
+
+/// A section's lines.
+enum Lines {
+    /// `name:value` lines, one per field.
+    Fields(&'static [Field]),
+    /// Lines a function writes: copied from the engine's statistics by name, or one per
+    /// level or cause.
+    Written(WriteSection),
+}
+
+use Lines::{Fields, Written};
+
+/// Every section, in report order, with its lines. `default`/`all`/`everything` select
+/// all of them.
+const SECTIONS: [(&str, Lines); 12] = [
+    ("server", Fields(SERVER)),
+    ("clients", Fields(CLIENTS)),
+    ("stats", Fields(STATS)),
+    ("memory", Written(memory)),
+    ("persistence", Fields(PERSISTENCE)),
+    ("engine", Written(engine)),
+    ("tiers", Written(tiers)),
+    ("fdhitrate", Written(fd_hit_rate)),
+    ("promotion", Written(promotion)),
+    ("ralt", Written(ralt)),
+    ("caches", Fields(CACHES)),
+    ("keyspace", Written(keyspace)),
+];
+
+/// A `name:value` line: the name, and what gives the value (`None` leaves the line out).
+type Field = (&'static str, fn(&Source<'_>) -> Option<String>);
+
+/// Writes the `name:value` lines of `fields` from `src` (generic over the value's
+/// function, which borrows from `src`, so that sections can have sources of their own).
+fn write_fields<T, F: Fn(&T) -> Option<String>>(out: &mut String, src: &T, fields: &[(&str, F)]) {
+    for (name, value) in fields {
+        if let Some(v) = value(src) {
+            let _ = writeln!(out, "{name}:{v}");
+        }
+    }
+}
+
+/// A value that is always shown.
+fn some(v: impl ToString) -> Option<String> {
+    Some(v.to_string())
+}
+
 /// Renders the sections named in `args` (lower case; empty = default = all).
 pub(crate) fn render(shared: &Shared, args: &[String]) -> tierkv::Result<String> {
     let all = args.is_empty()
         || args
             .iter()
             .any(|a| matches!(a.as_str(), "all" | "everything" | "default"));
-    let wanted: Vec<&str> = SECTIONS
-        .iter()
-        .copied()
-        .filter(|s| all || args.iter().any(|a| a == s))
-        .collect();
     let stats = shared.db.stats();
     let json = serde_json::to_value(&stats).unwrap_or(Value::Null);
-    let st = &shared.stats;
-    let cfg = &shared.config;
+    let src = Source {
+        shared,
+        stats,
+        json,
+        uptime: shared.started.elapsed().as_secs(),
+    };
     let mut out = String::new();
-    for (i, section) in wanted.iter().enumerate() {
+    let wanted = SECTIONS
+        .iter()
+        .filter(|(name, _)| all || args.iter().any(|a| a == name));
+    for (i, (name, lines)) in wanted.enumerate() {
         if i > 0 {
             out.push('\n');
         }
-        let _ = writeln!(out, "# {}", title(section));
-        let o = &mut out;
-        match *section {
-            "server" => {
-                let up = shared.started.elapsed().as_secs();
-                let _ = writeln!(o, "redis_version:{REDIS_COMPAT_VERSION}");
-                let _ = writeln!(o, "tierkv_version:{}", env!("CARGO_PKG_VERSION"));
-                let _ = writeln!(o, "redis_mode:standalone");
-                let _ = writeln!(o, "os:{} {}", std::env::consts::OS, std::env::consts::ARCH);
-                let _ = writeln!(o, "arch_bits:{}", usize::BITS);
-                let _ = writeln!(o, "process_id:{}", std::process::id());
-                let _ = writeln!(o, "tcp_port:{}", shared.port);
-                let _ = writeln!(o, "bind:{}", cfg.bind);
-                let _ = writeln!(o, "server_time_usec:{}", now_usec());
-                let _ = writeln!(o, "uptime_in_seconds:{up}");
-                let _ = writeln!(o, "uptime_in_days:{}", up / 86_400);
-                let _ = writeln!(o, "started_unix_time:{}", shared.started_unix);
-                if let Some(d) = &cfg.db_dir {
-                    let _ = writeln!(o, "db_dir:{}", d.display());
-                }
-                if let Some(d) = &cfg.slow_dir {
-                    let _ = writeln!(o, "slow_dir:{}", d.display());
-                }
-            }
-            "clients" => {
-                let _ = writeln!(o, "connected_clients:{}", shared.clients.lock().len());
-                let _ = writeln!(o, "maxclients:{}", cfg.max_clients);
-                let _ = writeln!(o, "blocked_clients:0");
-                let _ = writeln!(
-                    o,
-                    "query_buffers_bytes:{}",
-                    st.query_buffer_bytes.load(Relaxed)
-                );
-            }
-            "stats" => {
-                let _ = writeln!(
-                    o,
-                    "total_connections_received:{}",
-                    st.connections_received.load(Relaxed)
-                );
-                let _ = writeln!(o, "total_commands_processed:{}", st.commands.load(Relaxed));
-                let _ = writeln!(
-                    o,
-                    "total_net_input_bytes:{}",
-                    st.net_input_bytes.load(Relaxed)
-                );
-                let _ = writeln!(
-                    o,
-                    "total_net_output_bytes:{}",
-                    st.net_output_bytes.load(Relaxed)
-                );
-                let _ = writeln!(
-                    o,
-                    "rejected_connections:{}",
-                    st.connections_rejected.load(Relaxed)
-                );
-                let _ = writeln!(
-                    o,
-                    "total_error_replies_protocol:{}",
-                    st.protocol_errors.load(Relaxed)
-                );
-                let _ = writeln!(o, "keyspace_hits:{}", st.keyspace_hits.load(Relaxed));
-                let _ = writeln!(o, "keyspace_misses:{}", st.keyspace_misses.load(Relaxed));
-                let _ = writeln!(o, "scan_cursors:{}", shared.cursors.lock().len());
-                let _ = writeln!(
-                    o,
-                    "tierkv_expired_hash_fields_swept:{}",
-                    st.hash_fields_swept.load(Relaxed)
-                );
-            }
-            "memory" => {
-                let query = st.query_buffer_bytes.load(Relaxed) as u64;
-                let used = stats.memtable_bytes as u64
-                    + stats.table_memory as u64
-                    + stats.cache_total.usage as u64
-                    + stats.promotion.cache_bytes as u64
-                    + stats
-                        .promotion
-                        .ralt
-                        .as_ref()
-                        .and_then(|_| json.pointer("/promotion/ralt/memory_bytes"))
-                        .and_then(Value::as_u64)
-                        .unwrap_or(0)
-                    + query;
-                let rss = rss_bytes();
-                let _ = writeln!(o, "used_memory:{used}");
-                let _ = writeln!(o, "used_memory_human:{}", human(used));
-                let _ = writeln!(o, "used_memory_rss:{rss}");
-                let _ = writeln!(o, "used_memory_rss_human:{}", human(rss));
-                let _ = writeln!(o, "memtable_bytes:{}", stats.memtable_bytes);
-                let _ = writeln!(o, "immutable_memtables:{}", stats.immutable_memtables);
-                let _ = writeln!(o, "table_index_filter_bytes:{}", stats.table_memory);
-                let _ = writeln!(o, "cache_bytes:{}", stats.cache_total.usage);
-                let _ = writeln!(o, "promotion_cache_bytes:{}", stats.promotion.cache_bytes);
-                let _ = writeln!(o, "query_buffers_bytes:{query}");
-                let _ = writeln!(o, "maxmemory:0");
-                let _ = writeln!(o, "maxmemory_policy:noeviction");
-            }
-            "persistence" => {
-                let _ = writeln!(o, "loading:0");
-                let _ = writeln!(o, "wal_fsync:{}", if cfg.sync { "always" } else { "no" });
-                let _ = writeln!(o, "aof_enabled:0");
-                let _ = writeln!(o, "rdb_changes_since_last_save:0");
-                let _ = writeln!(o, "last_sequence:{}", stats.last_sequence);
-            }
-            "engine" => {
-                for f in [
-                    "puts",
-                    "deletes",
-                    "write_batches",
-                    "write_groups",
-                    "user_bytes_written",
-                    "gets",
-                    "flushes",
-                    "flush_bytes_written",
-                    "flush_entries_dropped",
-                    "compactions",
-                    "trivial_moves",
-                    "compaction_bytes_read",
-                    "compaction_bytes_written",
-                    "compaction_entries_dropped",
-                    "write_stalls",
-                    "write_stall_micros",
-                    "write_slowdowns",
-                    "rmws",
-                    "rmw_retries",
-                ] {
-                    if let Some(v) = json.get(f) {
-                        flatten(o, f, v);
-                    }
-                }
-            }
-            "tiers" => {
-                let _ = writeln!(o, "fast_tier_bytes:{}", stats.fast_tier_bytes);
-                let _ = writeln!(o, "slow_tier_bytes:{}", stats.slow_tier_bytes);
-                match stats.fd_budget {
-                    Some(b) => {
-                        let _ = writeln!(o, "fd_budget:{b}");
-                        let _ = writeln!(
-                            o,
-                            "fd_used_percent:{:.2}",
-                            100.0 * stats.fast_tier_bytes as f64 / b.max(1) as f64
-                        );
-                    }
-                    None => {
-                        let _ = writeln!(o, "fd_budget:none");
-                    }
-                }
-                for l in &stats.levels {
-                    let _ = writeln!(
-                        o,
-                        "level{}:tier={},files={},bytes={},sized_bytes={},target={},compaction_read={},compaction_write={}",
-                        l.level,
-                        l.tier.name(),
-                        l.files,
-                        l.bytes,
-                        l.sized_bytes,
-                        l.target_bytes,
-                        l.compaction_read_bytes,
-                        l.compaction_write_bytes
-                    );
-                }
-                for (name, tier) in [("fast", &stats.io.fast), ("slow", &stats.io.slow)] {
-                    let (mut rb, mut ro, mut wb, mut wo) = (0u64, 0u64, 0u64, 0u64);
-                    for c in &tier.causes {
-                        rb += c.read_bytes;
-                        ro += c.read_ops;
-                        wb += c.write_bytes;
-                        wo += c.write_ops;
-                        if c.read_ops + c.write_ops > 0 {
-                            let _ = writeln!(
-                                o,
-                                "io_{name}_{}:read_bytes={},read_ops={},write_bytes={},write_ops={}",
-                                c.cause.name(),
-                                c.read_bytes,
-                                c.read_ops,
-                                c.write_bytes,
-                                c.write_ops
-                            );
-                        }
-                    }
-                    let _ = writeln!(o, "io_{name}_read_bytes:{rb}");
-                    let _ = writeln!(o, "io_{name}_read_ops:{ro}");
-                    let _ = writeln!(o, "io_{name}_write_bytes:{wb}");
-                    let _ = writeln!(o, "io_{name}_write_ops:{wo}");
-                }
-            }
-            "fdhitrate" => {
-                let _ = writeln!(o, "fd_hit_rate:{:.4}", stats.fd_hit_rate);
-                let _ = writeln!(o, "gets:{}", stats.gets);
-                if let Some(g) = json.get("get_sources") {
-                    flatten(o, "get", g);
-                }
-            }
-            "promotion" => {
-                if let Some(Value::Object(m)) = json.get("promotion") {
-                    for (k, v) in m {
-                        if k != "ralt" {
-                            flatten(o, &format!("promotion_{k}"), v);
-                        }
-                    }
-                }
-            }
-            "ralt" => match json.pointer("/promotion/ralt") {
-                Some(v @ Value::Object(_)) => {
-                    let _ = writeln!(o, "ralt_enabled:1");
-                    flatten(o, "ralt", v);
-                }
-                _ => {
-                    let _ = writeln!(o, "ralt_enabled:0");
-                }
-            },
-            "caches" => {
-                let b = &stats.cache_total;
-                // The whole cache (KV, KP and blocks); hits and misses are the blocks'.
-                let _ = writeln!(o, "cache_capacity:{}", b.capacity);
-                let _ = writeln!(o, "cache_usage:{}", b.usage);
-                let _ = writeln!(o, "block_cache_hits:{}", b.hits);
-                let _ = writeln!(o, "block_cache_misses:{}", b.misses);
-                let _ = writeln!(o, "block_cache_hit_rate:{:.4}", b.hit_rate());
-                let _ = writeln!(o, "promotion_cache_bytes:{}", stats.promotion.cache_bytes);
-                // Table-cache misses: opening a table reads its footer, filter, properties
-                // and index from disk.
-                let t = &stats.table_opens;
-                let _ = writeln!(o, "table_opens_fast:{}", t.fast_opens);
-                let _ = writeln!(o, "table_open_bytes_fast:{}", t.fast_bytes);
-                let _ = writeln!(o, "table_opens_slow:{}", t.slow_opens);
-                let _ = writeln!(o, "table_open_bytes_slow:{}", t.slow_bytes);
-            }
-            "keyspace" => {
-                // tierkv keeps no key count: DBSIZE and this section count keys with a full
-                // scan that is reused for a while, so the figure is approximate.
-                let (n, age) = shared.key_count(crate::state::INFO_KEYS_MAX_AGE)?;
-                let _ = writeln!(o, "keys_approximate:1");
-                let _ = writeln!(o, "keys_counted_seconds_ago:{}", age.as_secs());
-                if n.keys > 0 {
-                    let _ = writeln!(o, "db0:keys={},expires={},avg_ttl=0", n.keys, n.expiring);
-                }
-            }
-            _ => {}
+        let _ = writeln!(out, "# {}", title(name));
+        match lines {
+            Fields(fields) => write_fields(&mut out, &src, fields),
+            Written(write) => write(&mut out, &src)?,
         }
     }
     Ok(out.replace('\n', "\r\n"))
+}
+
+const SERVER: &[Field] = &[
+    ("redis_version", |_| some(REDIS_COMPAT_VERSION)),
+    ("tierkv_version", |_| some(env!("CARGO_PKG_VERSION"))),
+    ("redis_mode", |_| some("standalone")),
+    ("os", |_| {
+        some(format!(
+            "{} {}",
+            std::env::consts::OS,
+            std::env::consts::ARCH
+        ))
+    }),
+    ("arch_bits", |_| some(usize::BITS)),
+    ("process_id", |_| some(std::process::id())),
+    ("tcp_port", |src| some(src.shared.port)),
+    ("bind", |src| some(src.shared.config.bind)),
+    ("server_time_usec", |_| some(now_usec())),
+    ("uptime_in_seconds", |src| some(src.uptime)),
+    ("uptime_in_days", |src| some(src.uptime / 86_400)),
+    ("started_unix_time", |src| some(src.shared.started_unix)),
+    ("db_dir", |src| {
+        (src.shared.config.db_dir.as_ref()).map(|d| d.display().to_string())
+    }),
+    ("slow_dir", |src| {
+        (src.shared.config.slow_dir.as_ref()).map(|d| d.display().to_string())
+    }),
+];
+
+const CLIENTS: &[Field] = &[
+    ("connected_clients", |src| {
+        some(src.shared.clients.lock().len())
+    }),
+    ("maxclients", |src| some(src.shared.config.max_clients)),
+    ("blocked_clients", |_| some(0)),
+    ("query_buffers_bytes", |src| {
+        some(src.shared.stats.query_buffer_bytes.load(Relaxed))
+    }),
+];
+
+const STATS: &[Field] = &[
+    ("total_connections_received", |src| {
+        count(&src.shared.stats.connections_received)
+    }),
+    ("total_commands_processed", |src| {
+        count(&src.shared.stats.commands)
+    }),
+    ("total_net_input_bytes", |src| {
+        count(&src.shared.stats.net_input_bytes)
+    }),
+    ("total_net_output_bytes", |src| {
+        count(&src.shared.stats.net_output_bytes)
+    }),
+    ("rejected_connections", |src| {
+        count(&src.shared.stats.connections_rejected)
+    }),
+    ("total_error_replies_protocol", |src| {
+        count(&src.shared.stats.protocol_errors)
+    }),
+    ("keyspace_hits", |src| {
+        count(&src.shared.stats.keyspace_hits)
+    }),
+    ("keyspace_misses", |src| {
+        count(&src.shared.stats.keyspace_misses)
+    }),
+    ("scan_cursors", |src| some(src.shared.cursors.lock().len())),
+    ("tierkv_expired_hash_fields_swept", |src| {
+        count(&src.shared.stats.hash_fields_swept)
+    }),
+];
+
+/// A server counter's value.
+fn count(c: &AtomicU64) -> Option<String> {
+    some(c.load(Relaxed))
+}
+
+/// The memory section's figures, each read once: `used_memory` and its parts agree.
+struct Memory<'a> {
+    stats: &'a DbStats,
+    /// Bytes held in connection read buffers.
+    query: u64,
+    /// Memtables, index and filter blocks, caches, the hotness tracker and read buffers.
+    used: u64,
+    rss: u64,
+}
+
+impl<'a> Memory<'a> {
+    fn of(src: &'a Source<'_>) -> Self {
+        let stats = &src.stats;
+        let query = src.shared.stats.query_buffer_bytes.load(Relaxed) as u64;
+        let used = stats.memtable_bytes as u64
+            + stats.table_memory as u64
+            + stats.cache_total.usage as u64
+            + stats.promotion.cache_bytes as u64
+            + stats
+                .promotion
+                .ralt
+                .as_ref()
+                .and_then(|_| src.json.pointer("/promotion/ralt/memory_bytes"))
+                .and_then(Value::as_u64)
+                .unwrap_or(0)
+            + query;
+        Memory {
+            stats,
+            query,
+            used,
+            rss: rss_bytes(),
+        }
+    }
+}
+
+fn memory(o: &mut String, src: &Source<'_>) -> tierkv::Result<()> {
+    write_fields(o, &Memory::of(src), MEMORY);
+    Ok(())
+}
+
+/// A line of the memory section (see [`Field`]).
+type MemoryField = (&'static str, fn(&Memory<'_>) -> Option<String>);
+
+const MEMORY: &[MemoryField] = &[
+    ("used_memory", |m| some(m.used)),
+    ("used_memory_human", |m| some(human(m.used))),
+    ("used_memory_rss", |m| some(m.rss)),
+    ("used_memory_rss_human", |m| some(human(m.rss))),
+    ("memtable_bytes", |m| some(m.stats.memtable_bytes)),
+    ("immutable_memtables", |m| some(m.stats.immutable_memtables)),
+    ("table_index_filter_bytes", |m| some(m.stats.table_memory)),
+    ("cache_bytes", |m| some(m.stats.cache_total.usage)),
+    ("promotion_cache_bytes", |m| {
+        some(m.stats.promotion.cache_bytes)
+    }),
+    ("query_buffers_bytes", |m| some(m.query)),
+    ("maxmemory", |_| some(0)),
+    ("maxmemory_policy", |_| some("noeviction")),
+];
+
+const PERSISTENCE: &[Field] = &[
+    ("loading", |_| some(0)),
+    ("wal_fsync", |src| {
+        some(if src.shared.config.sync {
+            "always"
+        } else {
+            "no"
+        })
+    }),
+    ("aof_enabled", |_| some(0)),
+    ("rdb_changes_since_last_save", |_| some(0)),
+    ("last_sequence", |src| some(src.stats.last_sequence)),
+];
+
+/// The engine's counters INFO copies, by their names in `DbStats`.
+const ENGINE: [&str; 19] = [
+    "puts",
+    "deletes",
+    "write_batches",
+    "write_groups",
+    "user_bytes_written",
+    "gets",
+    "flushes",
+    "flush_bytes_written",
+    "flush_entries_dropped",
+    "compactions",
+    "trivial_moves",
+    "compaction_bytes_read",
+    "compaction_bytes_written",
+    "compaction_entries_dropped",
+    "write_stalls",
+    "write_stall_micros",
+    "write_slowdowns",
+    "rmws",
+    "rmw_retries",
+];
+
+fn engine(o: &mut String, src: &Source<'_>) -> tierkv::Result<()> {
+    for f in ENGINE {
+        if let Some(v) = src.json.get(f) {
+            flatten(o, f, v);
+        }
+    }
+    Ok(())
+}
+
+const TIERS: &[Field] = &[
+    ("fast_tier_bytes", |src| some(src.stats.fast_tier_bytes)),
+    ("slow_tier_bytes", |src| some(src.stats.slow_tier_bytes)),
+    ("fd_budget", |src| {
+        some(src.stats.fd_budget.map_or("none".into(), |b| b.to_string()))
+    }),
+    ("fd_used_percent", |src| {
+        let (used, b) = (src.stats.fast_tier_bytes, src.stats.fd_budget?);
+        some(format!("{:.2}", 100.0 * used as f64 / b.max(1) as f64))
+    }),
+];
+
+/// The tiers' sizes, each level's shape, and I/O by tier and cause.
+fn tiers(o: &mut String, src: &Source<'_>) -> tierkv::Result<()> {
+    let stats = &src.stats;
+    write_fields(o, src, TIERS);
+    for l in &stats.levels {
+        let _ = writeln!(
+            o,
+            "level{}:tier={},files={},bytes={},sized_bytes={},target={},compaction_read={},compaction_write={}",
+            l.level,
+            l.tier.name(),
+            l.files,
+            l.bytes,
+            l.sized_bytes,
+            l.target_bytes,
+            l.compaction_read_bytes,
+            l.compaction_write_bytes
+        );
+    }
+    for (name, tier) in [("fast", &stats.io.fast), ("slow", &stats.io.slow)] {
+        for c in tier.causes.iter().filter(|c| c.read_ops + c.write_ops > 0) {
+            let _ = writeln!(
+                o,
+                "io_{name}_{}:read_bytes={},read_ops={},write_bytes={},write_ops={}",
+                c.cause.name(),
+                c.read_bytes,
+                c.read_ops,
+                c.write_bytes,
+                c.write_ops
+            );
+        }
+        let total = tier.total();
+        let _ = writeln!(o, "io_{name}_read_bytes:{}", total.read_bytes);
+        let _ = writeln!(o, "io_{name}_read_ops:{}", total.read_ops);
+        let _ = writeln!(o, "io_{name}_write_bytes:{}", total.write_bytes);
+        let _ = writeln!(o, "io_{name}_write_ops:{}", total.write_ops);
+    }
+    Ok(())
+}
+
+fn fd_hit_rate(o: &mut String, src: &Source<'_>) -> tierkv::Result<()> {
+    let _ = writeln!(o, "fd_hit_rate:{:.4}", src.stats.fd_hit_rate);
+    let _ = writeln!(o, "gets:{}", src.stats.gets);
+    if let Some(g) = src.json.get("get_sources") {
+        flatten(o, "get", g);
+    }
+    Ok(())
+}
+
+/// HotRAP's counters, without the tracker's (the RALT section has them).
+fn promotion(o: &mut String, src: &Source<'_>) -> tierkv::Result<()> {
+    if let Some(Value::Object(m)) = src.json.get("promotion") {
+        for (k, v) in m.iter().filter(|(k, _)| *k != "ralt") {
+            flatten(o, &format!("promotion_{k}"), v);
+        }
+    }
+    Ok(())
+}
+
+fn ralt(o: &mut String, src: &Source<'_>) -> tierkv::Result<()> {
+    match src.json.pointer("/promotion/ralt") {
+        Some(v @ Value::Object(_)) => {
+            let _ = writeln!(o, "ralt_enabled:1");
+            flatten(o, "ralt", v);
+        }
+        _ => {
+            let _ = writeln!(o, "ralt_enabled:0");
+        }
+    }
+    Ok(())
+}
+
+/// The whole cache (KV, KP and blocks; hits and misses are the blocks'), and the table
+/// cache's misses: opening a table reads its footer, filter, properties and index from disk.
+const CACHES: &[Field] = &[
+    ("cache_capacity", |src| some(src.stats.cache_total.capacity)),
+    ("cache_usage", |src| some(src.stats.cache_total.usage)),
+    ("block_cache_hits", |src| some(src.stats.cache_total.hits)),
+    ("block_cache_misses", |src| {
+        some(src.stats.cache_total.misses)
+    }),
+    ("block_cache_hit_rate", |src| {
+        some(format!("{:.4}", src.stats.cache_total.hit_rate()))
+    }),
+    ("promotion_cache_bytes", |src| {
+        some(src.stats.promotion.cache_bytes)
+    }),
+    ("table_opens_fast", |src| {
+        some(src.stats.table_opens.fast_opens)
+    }),
+    ("table_open_bytes_fast", |src| {
+        some(src.stats.table_opens.fast_bytes)
+    }),
+    ("table_opens_slow", |src| {
+        some(src.stats.table_opens.slow_opens)
+    }),
+    ("table_open_bytes_slow", |src| {
+        some(src.stats.table_opens.slow_bytes)
+    }),
+];
+
+/// tierkv keeps no key count: DBSIZE and this section count keys with a full scan that is
+/// reused for a while, so the figure is approximate.
+fn keyspace(o: &mut String, src: &Source<'_>) -> tierkv::Result<()> {
+    let (n, age) = src.shared.key_count(crate::state::INFO_KEYS_MAX_AGE)?;
+    let _ = writeln!(o, "keys_approximate:1");
+    let _ = writeln!(o, "keys_counted_seconds_ago:{}", age.as_secs());
+    if n.keys > 0 {
+        let _ = writeln!(o, "db0:keys={},expires={},avg_ttl=0", n.keys, n.expiring);
+    }
+    Ok(())
 }
 
 fn now_usec() -> u128 {
@@ -364,4 +479,185 @@ fn now_usec() -> u128 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServerConfig;
+    use crate::state::{ClientInfo, ConnState, ServerStats};
+    use parking_lot::Mutex;
+    use std::collections::VecDeque;
+    use std::path::Path;
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    /// Compares `got` with the golden file `tests/golden/<name>` (written by the code the
+    /// report replaced, so a refactoring that changes one byte fails here);
+    /// `TIERKV_BLESS=1` rewrites the file instead, for a deliberate change of the output.
+    fn assert_golden(name: &str, got: &str) {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/golden")
+            .join(name);
+        if std::env::var_os("TIERKV_BLESS").is_some() {
+            std::fs::write(&path, got).unwrap();
+            return;
+        }
+        let want =
+            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        if got != want {
+            let line = got
+                .lines()
+                .zip(want.lines())
+                .position(|(g, w)| g != w)
+                .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
+            panic!(
+                "{name} differs from line {}:\n got: {:?}\nwant: {:?}\n\nwhole output:\n{got}",
+                line + 1,
+                got.lines().nth(line),
+                want.lines().nth(line)
+            );
+        }
+    }
+
+    /// Fields whose values differ from run to run or machine to machine (time, process,
+    /// platform, version, resident memory), shown as `*`; every other byte is compared.
+    const VOLATILE: &[&str] = &[
+        "tierkv_version",
+        "os",
+        "arch_bits",
+        "process_id",
+        "server_time_usec",
+        "uptime_in_seconds",
+        "started_unix_time",
+        "used_memory_rss",
+        "used_memory_rss_human",
+        "keys_counted_seconds_ago",
+    ];
+
+    /// INFO's text with CRLF line ends checked and turned into `\n`, and the
+    /// [`VOLATILE`] values masked.
+    fn normalized(info: &str) -> String {
+        assert!(
+            !info.replace("\r\n", "").contains('\n'),
+            "a line of INFO does not end with CRLF"
+        );
+        let mut out = String::new();
+        for line in info.replace("\r\n", "\n").split_inclusive('\n') {
+            match line.split_once(':') {
+                Some((name, _)) if VOLATILE.contains(&name) => {
+                    out.push_str(name);
+                    out.push_str(":*\n");
+                }
+                _ => out.push_str(line),
+            }
+        }
+        out
+    }
+
+    /// A server's shared state over a fresh store at `dir` (two tiers with promotion, or
+    /// one), after a few commands and a flush, with every server counter set.
+    fn loaded_shared(dir: &Path, two_tiers: bool) -> Shared {
+        let opts = tierkv::Options {
+            fd_budget: two_tiers.then_some(64 << 20),
+            slow: two_tiers.then(|| tierkv::SlowTier {
+                dir: dir.join("slow"),
+                budget: None,
+                device: tierkv::DeviceProfile::none(),
+            }),
+            ..Default::default()
+        };
+        let db = tierkv::Db::open(dir.join("fast"), opts).unwrap();
+        let versions = crate::keyspace::open(&db).unwrap();
+        let config = ServerConfig {
+            db_dir: Some("/data/fast".into()),
+            slow_dir: two_tiers.then(|| "/data/slow".into()),
+            sync: two_tiers,
+            ..Default::default()
+        };
+        let (tx, _) = tokio::sync::watch::channel(false);
+        let shared = Shared::new(Arc::new(db), config, 6390, Arc::new(tx), versions);
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 50_000));
+        let info = Arc::new(ClientInfo {
+            id: 1,
+            addr,
+            laddr: addr,
+            created: Instant::now(),
+            name: Mutex::new(None),
+            last_cmd: Mutex::new("NULL"),
+            last_active: Mutex::new(Instant::now()),
+            proto: Mutex::new(crate::resp::Proto::Resp2),
+        });
+        shared.clients.lock().insert(1, info.clone());
+        let mut conn = ConnState {
+            info,
+            authed: true,
+            proto: crate::resp::Proto::Resp2,
+            resume: None,
+            auth_failures: 0,
+        };
+        let run = |conn: &mut ConnState, cmds: &[&[&str]]| {
+            let mut pending: VecDeque<crate::resp::Args> = cmds
+                .iter()
+                .map(|c| {
+                    c.iter()
+                        .map(|a| bytes::Bytes::from(a.to_string()))
+                        .collect()
+                })
+                .collect();
+            let mut out = crate::resp::ReplyWriter::new(conn.proto);
+            crate::commands::run_pipeline(&shared, conn, &mut out, &mut pending, 1 << 20);
+        };
+        run(
+            &mut conn,
+            &[
+                &["SET", "a", "1"],
+                &["SET", "b", "2", "EX", "100000"],
+                &["HSET", "h", "f", "v"],
+                &["GET", "a"],
+            ],
+        );
+        shared.db.flush().unwrap();
+        run(
+            &mut conn,
+            &[
+                &["GET", "a"],
+                &["GET", "nosuch"],
+                &["SCAN", "0", "COUNT", "1"],
+            ],
+        );
+        let st = &shared.stats;
+        for (i, c) in [
+            &st.connections_received,
+            &st.connections_rejected,
+            &st.commands,
+            &st.protocol_errors,
+            &st.keyspace_hits,
+            &st.keyspace_misses,
+            &st.net_input_bytes,
+            &st.net_output_bytes,
+            &st.hash_fields_swept,
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            ServerStats::bump(c, 10 + i as u64);
+        }
+        st.query_buffer_bytes.store(4096, Relaxed);
+        shared
+    }
+
+    #[test]
+    fn the_info_report_is_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = loaded_shared(dir.path(), true);
+        let info = render(&shared, &[]).unwrap();
+        assert_golden("info_two_tiers.txt", &normalized(&info));
+        // A selection is reported in section order, unknown names ignored.
+        let dir = tempfile::tempdir().unwrap();
+        let shared = loaded_shared(dir.path(), false);
+        let args = ["ralt", "tiers", "nosuch", "memory"].map(String::from);
+        let info = render(&shared, &args).unwrap();
+        assert_golden("info_one_tier.txt", &normalized(&info));
+    }
 }

@@ -94,10 +94,104 @@ enum State {
 /// An incremental RESP request parser for one connection.
 #[derive(Debug)]
 pub struct Parser {
+    rules: Rules,
+    state: State,
+}
+
+/// What a request may be: the limits, whether the pre-AUTH ones apply, and where known
+/// commands' keys are. Apart from the parser's [`State`], so that a header can be checked
+/// while the command it belongs to is held in the state.
+#[derive(Debug)]
+struct Rules {
     limits: Limits,
     authenticated: bool,
-    state: State,
     key_positions: Option<KeyPositions>,
+}
+
+impl Rules {
+    fn max_args(&self) -> usize {
+        if self.authenticated {
+            self.limits.max_args
+        } else {
+            self.limits.max_args.min(UNAUTH_MAX_ARGS)
+        }
+    }
+
+    /// The argument count of a `*N` header line; `None` for an empty command.
+    fn multibulk_len(&self, line: &[u8]) -> Result<Option<usize>, ProtocolError> {
+        let n = parse_int(&line[1..])
+            .filter(|n| *n <= i32::MAX as i64)
+            .ok_or_else(|| perr("invalid multibulk length"))?;
+        if n <= 0 {
+            return Ok(None);
+        }
+        let n = n as usize;
+        if n > self.max_args() {
+            return Err(if self.authenticated {
+                perr(format!(
+                    "invalid multibulk length ({n} arguments, max-args is {})",
+                    self.limits.max_args
+                ))
+            } else {
+                perr("unauthenticated multibulk length")
+            });
+        }
+        Ok(Some(n))
+    }
+
+    /// Reads the `$len` header of argument `index` of a `total`-argument command and
+    /// checks `len` against the limits (a key's against `max_key`, by `keys`), adding the
+    /// header and the payload to `bytes`, the command's size so far. `Ok(None)`: the
+    /// header is not complete yet.
+    fn bulk_header(
+        &self,
+        buf: &mut BytesMut,
+        (index, total): (usize, usize),
+        keys: Option<(i32, i32, i32)>,
+        bytes: &mut usize,
+    ) -> Result<Option<usize>, ProtocolError> {
+        if buf.is_empty() {
+            return Ok(None);
+        }
+        if buf[0] != b'$' {
+            return Err(perr(format!("expected '$', got '{}'", printable(buf[0]))));
+        }
+        let Some(line) = take_line(buf, b'$', "too big bulk count string")? else {
+            return Ok(None);
+        };
+        let max = if self.authenticated {
+            self.limits.max_bulk
+        } else {
+            self.limits.max_bulk.min(UNAUTH_MAX_BULK)
+        };
+        let len = parse_int(&line[1..])
+            .filter(|n| *n >= 0)
+            .ok_or_else(|| perr("invalid bulk length"))?;
+        if len as u64 > max as u64 {
+            return Err(if self.authenticated {
+                perr(format!(
+                    "invalid bulk length ({len} bytes, max-bulk is {max})"
+                ))
+            } else {
+                perr("unauthenticated bulk length")
+            });
+        }
+        let len = len as usize;
+        if self.authenticated && len > self.limits.max_key && is_key_position(keys, index, total) {
+            return Err(perr(format!(
+                "invalid key length ({len} bytes, max-key is {})",
+                self.limits.max_key
+            )));
+        }
+        *bytes = bytes.saturating_add(line.len()).saturating_add(len);
+        if *bytes > self.limits.max_query {
+            return Err(perr(format!(
+                "query buffer limit exceeded ({} bytes)",
+                self.limits.max_query
+            )));
+        }
+        Ok(Some(len))
+    }
 }
 
 impl Parser {
@@ -105,23 +199,25 @@ impl Parser {
     /// pre-AUTH limits (at most 10 arguments of at most 16 KiB each).
     pub fn new(limits: Limits, authenticated: bool) -> Self {
         Parser {
-            limits,
-            authenticated,
+            rules: Rules {
+                limits,
+                authenticated,
+                key_positions: None,
+            },
             state: State::Idle,
-            key_positions: None,
         }
     }
 
     /// Applies `Limits::max_key` to the arguments `positions` says are keys (without it,
     /// only `max_bulk` applies to every argument).
     pub fn with_key_positions(mut self, positions: KeyPositions) -> Self {
-        self.key_positions = Some(positions);
+        self.rules.key_positions = Some(positions);
         self
     }
 
     /// Lifts (or restores) the pre-AUTH limits.
     pub fn set_authenticated(&mut self, yes: bool) {
-        self.authenticated = yes;
+        self.rules.authenticated = yes;
     }
 
     /// True when a command has been partly received.
@@ -140,14 +236,6 @@ impl Parser {
         }
     }
 
-    fn max_args(&self) -> usize {
-        if self.authenticated {
-            self.limits.max_args
-        } else {
-            self.limits.max_args.min(UNAUTH_MAX_ARGS)
-        }
-    }
-
     /// Parses the next complete command out of `buf`, consuming its bytes. `Ok(None)` means
     /// more input is needed (whatever was consumed is kept in the parser's state). Empty
     /// commands (`*0`, blank inline lines) are skipped.
@@ -158,44 +246,27 @@ impl Parser {
                     if buf.is_empty() {
                         return Ok(None);
                     }
-                    if buf[0] == b'*' {
-                        let Some(line) = take_line(buf, b'*', "too big mbulk count string")? else {
-                            return Ok(None);
-                        };
-                        let n = parse_int(&line[1..])
-                            .filter(|n| *n <= i32::MAX as i64)
-                            .ok_or_else(|| perr("invalid multibulk length"))?;
-                        if n <= 0 {
-                            continue;
+                    if buf[0] != b'*' {
+                        match self.inline(buf)? {
+                            None => return Ok(None),
+                            Some(args) if args.is_empty() => continue,
+                            Some(args) => return Ok(Some(args)),
                         }
-                        let n = n as usize;
-                        if n > self.max_args() {
-                            return Err(if self.authenticated {
-                                perr(format!(
-                                    "invalid multibulk length ({n} arguments, max-args is {})",
-                                    self.limits.max_args
-                                ))
-                            } else {
-                                perr("unauthenticated multibulk length")
-                            });
-                        }
-                        self.state = State::Array {
-                            remaining: n,
-                            // Never trust the header for an allocation size.
-                            args: Vec::with_capacity(n.min(64)),
-                            bytes: line.len(),
-                            bulk: None,
-                            keys: None,
-                        };
-                    } else {
-                        let Some(args) = self.inline(buf)? else {
-                            return Ok(None);
-                        };
-                        if args.is_empty() {
-                            continue;
-                        }
-                        return Ok(Some(args));
                     }
+                    let Some(line) = take_line(buf, b'*', "too big mbulk count string")? else {
+                        return Ok(None);
+                    };
+                    let Some(n) = self.rules.multibulk_len(&line)? else {
+                        continue;
+                    };
+                    self.state = State::Array {
+                        remaining: n,
+                        // Never trust the header for an allocation size.
+                        args: Vec::with_capacity(n.min(64)),
+                        bytes: line.len(),
+                        bulk: None,
+                        keys: None,
+                    };
                 }
                 State::Array {
                     remaining,
@@ -207,55 +278,10 @@ impl Parser {
                     let len = match *bulk {
                         Some(len) => len,
                         None => {
-                            if buf.is_empty() {
-                                return Ok(None);
-                            }
-                            if buf[0] != b'$' {
-                                return Err(perr(format!(
-                                    "expected '$', got '{}'",
-                                    printable(buf[0])
-                                )));
-                            }
-                            let Some(line) = take_line(buf, b'$', "too big bulk count string")?
-                            else {
+                            let at = (args.len(), args.len() + *remaining);
+                            let Some(len) = self.rules.bulk_header(buf, at, *keys, bytes)? else {
                                 return Ok(None);
                             };
-                            let max = if self.authenticated {
-                                self.limits.max_bulk
-                            } else {
-                                self.limits.max_bulk.min(UNAUTH_MAX_BULK)
-                            };
-                            let len = parse_int(&line[1..])
-                                .filter(|n| *n >= 0)
-                                .ok_or_else(|| perr("invalid bulk length"))?;
-                            if len as u64 > max as u64 {
-                                return Err(if self.authenticated {
-                                    perr(format!(
-                                        "invalid bulk length ({len} bytes, max-bulk is {max})"
-                                    ))
-                                } else {
-                                    perr("unauthenticated bulk length")
-                                });
-                            }
-                            let len = len as usize;
-                            let index = args.len();
-                            let total = index + *remaining;
-                            if self.authenticated
-                                && len > self.limits.max_key
-                                && is_key_position(*keys, index, total)
-                            {
-                                return Err(perr(format!(
-                                    "invalid key length ({len} bytes, max-key is {})",
-                                    self.limits.max_key
-                                )));
-                            }
-                            *bytes = bytes.saturating_add(line.len()).saturating_add(len);
-                            if *bytes > self.limits.max_query {
-                                return Err(perr(format!(
-                                    "query buffer limit exceeded ({} bytes)",
-                                    self.limits.max_query
-                                )));
-                            }
                             *bulk = Some(len);
                             len
                         }
@@ -269,7 +295,7 @@ impl Parser {
                     let arg = buf.split_to(len).freeze();
                     buf.advance(2);
                     if args.is_empty() {
-                        *keys = self.key_positions.and_then(|f| f(&arg));
+                        *keys = self.rules.key_positions.and_then(|f| f(&arg));
                     }
                     args.push(arg);
                     *bulk = None;
@@ -301,8 +327,8 @@ impl Parser {
             line = &line[..line.len() - 1];
         }
         let args = split_args(line).ok_or_else(|| perr("unbalanced quotes in request"))?;
-        if args.len() > self.max_args() {
-            return Err(if self.authenticated {
+        if args.len() > self.rules.max_args() {
+            return Err(if self.rules.authenticated {
                 perr("too many arguments in inline request")
             } else {
                 perr("unauthenticated multibulk length")

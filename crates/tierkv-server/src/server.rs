@@ -364,55 +364,13 @@ async fn connection(
     let mut protocol_error: Option<ProtocolError> = None;
     loop {
         if protocol_error.is_none() && conn.resume.is_none() {
-            while pending.len() < MAX_PENDING {
-                match parser.next(&mut buf) {
-                    Ok(Some(args)) => {
-                        // AUTH changes the limits the parser applies to what follows, and a
-                        // failed one is throttled before anything after it runs.
-                        let stop_here = !conn.authed && is_auth_command(&args);
-                        pending.push_back(args);
-                        if stop_here {
-                            break;
-                        }
-                    }
-                    Ok(None) => break,
-                    Err(e) => {
-                        protocol_error = Some(e);
-                        break;
-                    }
-                }
-            }
+            protocol_error = take_commands(&mut parser, &mut buf, &mut pending, conn.authed);
         }
         if !pending.is_empty() || conn.resume.is_some() {
-            *conn.info.last_active.lock() = Instant::now();
-            let failures = conn.auth_failures;
-            let (c, p, mut out, mut flow) =
-                run_batch(shared, conn, std::mem::take(&mut pending)).await?;
-            conn = c;
-            pending = p;
-            if flow == Flow::Overflow {
-                tracing::warn!(
-                    "{who}: replies would pass the output limit of {} bytes \
-                     (--client-output-limit): closing the connection",
-                    out.limit()
-                );
+            let Some((c, mut out, flow)) = answer(shared, conn, &mut pending, &who).await? else {
                 return Ok(());
-            }
-            if conn.auth_failures > failures {
-                let n = conn.auth_failures;
-                if n >= config.max_auth_failures {
-                    tracing::warn!("{who}: {n} failed AUTH attempts: closing the connection");
-                    out.error("ERR too many failed AUTH attempts: closing the connection");
-                    flow = Flow::Close;
-                    pending.clear();
-                } else {
-                    // Slows down password guessing; the sleep holds no thread.
-                    let delay = AUTH_DELAY
-                        .saturating_mul(1 << (n - 1).min(16))
-                        .min(AUTH_DELAY_MAX);
-                    tokio::time::sleep(delay).await;
-                }
-            }
+            };
+            conn = c;
             if let Err(e) = write_out(shared, &mut sock, &mut out).await {
                 if e.kind() == std::io::ErrorKind::TimedOut {
                     tracing::info!("{who}: took none of its replies for {:?} (--timeout): closing the connection", config.idle_timeout.unwrap_or_default());
@@ -448,37 +406,133 @@ async fn connection(
             linger_close(sock).await;
             return Ok(());
         }
-        if buf.is_empty() && buf.capacity() > SHRINK_ABOVE {
-            buf = BytesMut::with_capacity(READ_CHUNK);
-        }
-        let want = parser.wanted(&buf).unwrap_or(0);
-        buf.reserve(want.clamp(READ_CHUNK, MAX_READ_GROWTH));
-        gauge.set(buf.capacity());
-        let read = async {
-            match config.idle_timeout {
-                Some(t) => tokio::time::timeout(t, sock.read_buf(&mut buf)).await.ok(),
-                None => Some(sock.read_buf(&mut buf).await),
+        match receive(shared, &mut sock, &mut buf, &parser, &mut gauge, &mut stop).await? {
+            Received::More => {}
+            Received::Idle => {
+                tracing::info!(
+                    "{who}: idle for {:?} (--timeout): closing the connection",
+                    config.idle_timeout.unwrap_or_default()
+                );
+                linger_close(sock).await;
+                return Ok(());
             }
-        };
-        tokio::select! {
-            n = read => {
-                let Some(n) = n else {
-                    tracing::info!(
-                        "{who}: idle for {:?} (--timeout): closing the connection",
-                        config.idle_timeout.unwrap_or_default()
-                    );
-                    linger_close(sock).await;
-                    return Ok(());
-                };
-                let n = n?;
-                if n == 0 {
-                    return Ok(());
-                }
-                ServerStats::bump(&shared.stats.net_input_bytes, n as u64);
-            }
-            _ = stop.changed() => {}
+            Received::Closed => return Ok(()),
         }
     }
+}
+
+/// What waiting for a connection's next bytes gave.
+enum Received {
+    /// Bytes, or the server started stopping.
+    More,
+    /// Nothing for the idle timeout.
+    Idle,
+    /// The client closed its side.
+    Closed,
+}
+
+/// Reads more of a connection's requests into `buf` (grown for the bulk string in
+/// progress, released when empty and large); returns early when the server starts
+/// stopping.
+async fn receive(
+    shared: &Shared,
+    sock: &mut TcpStream,
+    buf: &mut BytesMut,
+    parser: &Parser,
+    gauge: &mut BufferGauge<'_>,
+    stop: &mut watch::Receiver<bool>,
+) -> std::io::Result<Received> {
+    if buf.is_empty() && buf.capacity() > SHRINK_ABOVE {
+        *buf = BytesMut::with_capacity(READ_CHUNK);
+    }
+    let want = parser.wanted(buf).unwrap_or(0);
+    buf.reserve(want.clamp(READ_CHUNK, MAX_READ_GROWTH));
+    gauge.set(buf.capacity());
+    let read = async {
+        match shared.config.idle_timeout {
+            Some(t) => tokio::time::timeout(t, sock.read_buf(buf)).await.ok(),
+            None => Some(sock.read_buf(buf).await),
+        }
+    };
+    tokio::select! {
+        n = read => {
+            let Some(n) = n else {
+                return Ok(Received::Idle);
+            };
+            let n = n?;
+            if n == 0 {
+                return Ok(Received::Closed);
+            }
+            ServerStats::bump(&shared.stats.net_input_bytes, n as u64);
+        }
+        _ = stop.changed() => {}
+    }
+    Ok(Received::More)
+}
+
+/// Parses the commands complete in `buf` into `pending` (up to [`MAX_PENDING`]); returns
+/// the protocol error that ends the connection, if one came.
+fn take_commands(
+    parser: &mut Parser,
+    buf: &mut BytesMut,
+    pending: &mut VecDeque<Args>,
+    authed: bool,
+) -> Option<ProtocolError> {
+    while pending.len() < MAX_PENDING {
+        match parser.next(buf) {
+            Ok(Some(args)) => {
+                // AUTH changes the limits the parser applies to what follows, and a
+                // failed one is throttled before anything after it runs.
+                let stop_here = !authed && is_auth_command(&args);
+                pending.push_back(args);
+                if stop_here {
+                    break;
+                }
+            }
+            Ok(None) => break,
+            Err(e) => return Some(e),
+        }
+    }
+    None
+}
+
+/// Runs the pending commands (see [`run_batch`]) and throttles failed AUTH attempts;
+/// returns the connection's state, its replies and how it goes on, or `None` when the
+/// replies would pass the output limit (the connection closes without them).
+async fn answer(
+    shared: &Arc<Shared>,
+    conn: ConnState,
+    pending: &mut VecDeque<Args>,
+    who: &str,
+) -> std::io::Result<Option<(ConnState, ReplyWriter, Flow)>> {
+    *conn.info.last_active.lock() = Instant::now();
+    let failures = conn.auth_failures;
+    let (conn, p, mut out, mut flow) = run_batch(shared, conn, std::mem::take(pending)).await?;
+    *pending = p;
+    if flow == Flow::Overflow {
+        tracing::warn!(
+            "{who}: replies would pass the output limit of {} bytes \
+             (--client-output-limit): closing the connection",
+            out.limit()
+        );
+        return Ok(None);
+    }
+    if conn.auth_failures > failures {
+        let n = conn.auth_failures;
+        if n >= shared.config.max_auth_failures {
+            tracing::warn!("{who}: {n} failed AUTH attempts: closing the connection");
+            out.error("ERR too many failed AUTH attempts: closing the connection");
+            flow = Flow::Close;
+            pending.clear();
+        } else {
+            // Slows down password guessing; the sleep holds no thread.
+            let delay = AUTH_DELAY
+                .saturating_mul(1 << (n - 1).min(16))
+                .min(AUTH_DELAY_MAX);
+            tokio::time::sleep(delay).await;
+        }
+    }
+    Ok(Some((conn, out, flow)))
 }
 
 /// Writes a batch's replies. With an idle timeout, a write that makes no progress for that
