@@ -1128,6 +1128,8 @@ struct Totals {
     cycles: u64,
     kills: u64,
     kill_point_kills: u64,
+    /// Kills by kill point name.
+    points_fired: std::collections::BTreeMap<String, u64>,
     killed_in_recovery: u64,
     power_cuts: u64,
     ops: u64,
@@ -1301,8 +1303,14 @@ fn kill_cycles(
         if let Some(st) = early {
             use std::os::unix::process::ExitStatusExt;
             // A kill point aborts the process (SIGABRT) after naming itself.
-            if st.signal() == Some(libc_sigabrt()) && stderr.contains("tierkv kill point") {
+            let fired = stderr
+                .lines()
+                .find_map(|l| l.strip_prefix("tierkv kill point "))
+                .and_then(|l| l.split(':').next());
+            if let (Some(6), Some(name)) = (st.signal(), fired) {
+                // SIGABRT from the armed point.
                 totals.kill_point_kills += 1;
+                *totals.points_fired.entry(name.to_string()).or_default() += 1;
             } else {
                 return Err(format!(
                     "{combo}, cycle {cycle}: the child exited by itself ({status:?}):\n{stderr}"
@@ -1344,10 +1352,6 @@ fn kill_cycles(
         }
     }
     Ok(())
-}
-
-fn libc_sigabrt() -> i32 {
-    6
 }
 
 /// Invariants 1, 2 and 3 across SIGKILLs and kill points: two option combinations drawn
@@ -1401,6 +1405,10 @@ fn stress_kills() {
             break;
         }
     }
+    eprintln!(
+        "stress_kills: kills by kill point: {:?}",
+        totals.points_fired
+    );
     eprintln!(
         "{}",
         totals.summary("kills", seed, started.elapsed().as_secs_f64())
