@@ -8,6 +8,7 @@ use super::stats::Counters;
 use super::{DbInner, State};
 use crate::compaction::job::{self, HotRouting, JobContext, JobOutput};
 use crate::compaction::{picker, Compaction};
+use crate::env::kill::kill_point;
 use crate::env::Tier;
 use crate::error::Result;
 use crate::hot::policy;
@@ -132,6 +133,7 @@ fn install(
         .map(|f| f.size)
         .sum();
     let mut st = inner.state.lock();
+    kill_point("compact.outputs_written");
     let logged = st
         .tree
         .versions
@@ -141,6 +143,7 @@ fn install(
         c.release();
         return Err(e);
     }
+    kill_point("compact.installed");
     st.tree.drop_horizon = st.tree.drop_horizon.max(ctx.smallest_snapshot);
     inner.reads.install(&st.tree);
     c.release();

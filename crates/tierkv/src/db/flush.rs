@@ -7,6 +7,7 @@ use super::stats::Counters;
 use super::DbInner;
 use crate::cache::FlushedKey;
 use crate::compaction::stream::{tombstone_for, VersionStream};
+use crate::env::kill::kill_point;
 use crate::env::{Env, IoCause, Tier};
 use crate::error::{Error, Result};
 use crate::key::{parse_internal_key, SeqNo};
@@ -140,8 +141,10 @@ pub(crate) fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Resul
         added: file.into_iter().collect(),
         ..Default::default()
     };
+    kill_point("flush.table_written");
     // On failure the table stays: the edit may be durable anyway (see log_and_apply).
     st.tree.versions.log_and_apply(edit)?;
+    kill_point("flush.installed");
     let flushed = st.tree.imms.pop();
     debug_assert!(flushed.is_some_and(|f| Arc::ptr_eq(&f, mem)));
     st.tree.drop_horizon = st.tree.drop_horizon.max(horizon);

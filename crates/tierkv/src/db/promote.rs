@@ -7,6 +7,7 @@
 
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
+use crate::env::kill::kill_point;
 use crate::env::{IoCause, Tier};
 use crate::error::Result;
 use crate::hot::policy;
@@ -195,12 +196,14 @@ pub(crate) fn run_checker(
                 added: vec![NewFile::from_table(0, number, Tier::Fast, info)],
                 ..Default::default()
             };
+            kill_point("promote.file_written");
             if let Err(e) = st.tree.versions.log_and_apply(edit) {
                 // The file stays: the edit may be durable anyway (see log_and_apply).
                 drop(st);
                 inner.hot.pc.retire(table);
                 return Err(e);
             }
+            kill_point("promote.installed");
             inner.reads.install(&st.tree);
             drop(st);
             Counters::add(&counters.promoted_by_flush_bytes, bytes(&hot) as u64);

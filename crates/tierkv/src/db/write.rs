@@ -17,6 +17,7 @@
 use super::stats::Counters;
 use super::{DbInner, Wal};
 use crate::batch::WriteBatch;
+use crate::env::kill::kill_point;
 use crate::env::{IoCause, Tier};
 use crate::error::{Error, Result};
 use crate::expiry::EntryRef;
@@ -375,6 +376,8 @@ impl DbInner {
             }
             wal.writer.len().saturating_sub(before)
         };
+        // In the WAL (a crash now replays it), not yet in the memtable nor visible.
+        kill_point("write.wal_appended");
         // The leader holds the write lock, so no switch came between the WAL write and
         // here: this is the memtable the WAL belongs to.
         let mem = self.reads.sv.load().mem.clone();
@@ -515,6 +518,7 @@ impl DbInner {
                 .env
                 .create_writable(Tier::Fast, &wal_file_name(number), IoCause::Wal)
                 .map_err(|e| self.set_bg_error(&mut st, e))?;
+            kill_point("write.wal_switched");
             {
                 let mut wal = self.writes.wal.lock();
                 // The old log's tail must be durable before later writes are, or a power cut

@@ -9,6 +9,7 @@
 mod device;
 mod fault;
 mod file;
+pub mod kill;
 mod stats;
 // The engine's only unsafe code (see the module's doc and docs/ARCHITECTURE.md).
 #[cfg(target_os = "linux")]

@@ -7,6 +7,7 @@
 //! mid-install leaves the previous version in force.
 
 use super::{manifest_file_name, table_file_name, FileMeta, NewFile, Version, VersionEdit};
+use crate::env::kill::kill_point;
 use crate::env::{Env, IoCause, Tier};
 use crate::error::{Error, Result};
 use crate::key::{compare_internal, SeqNo, MAX_SEQ};
@@ -296,7 +297,10 @@ impl VersionSet {
         } else {
             #[allow(clippy::expect_used, reason = "the branch above handles no manifest")]
             let m = self.manifest.as_mut().expect("checked above");
-            let r = m.add_record(edit.encode()).and_then(|_| m.sync());
+            let r = m.add_record(edit.encode()).and_then(|_| {
+                kill_point("manifest.edit_appended");
+                m.sync()
+            });
             if let Err(e) = r {
                 // The manifest may now end in a partial record: start a new one next time.
                 self.manifest = None;
@@ -374,6 +378,7 @@ impl VersionSet {
         };
         writer.add_record(snapshot.encode())?;
         writer.sync()?;
+        kill_point("manifest.created");
         let tmp = "CURRENT.tmp";
         let mut cur = self
             .env
@@ -381,7 +386,9 @@ impl VersionSet {
         cur.append(format!("{name}\n").as_bytes())?;
         cur.sync()?;
         drop(cur);
+        kill_point("manifest.current_written");
         self.env.rename(Tier::Fast, tmp, CURRENT)?;
+        kill_point("manifest.switched");
         let old = std::mem::replace(&mut self.manifest_number, number);
         self.manifest = Some(writer);
         if old != 0 && old != number {
