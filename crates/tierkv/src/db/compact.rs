@@ -132,12 +132,10 @@ fn install(
         .filter(|f| f.level == c.level)
         .map(|f| f.size)
         .sum();
+    let installing = inner.installs.lock();
     let mut st = inner.state.lock();
     kill_point("compact.outputs_written");
-    let logged = st
-        .tree
-        .versions
-        .log_and_apply(std::mem::take(&mut out.edit));
+    let logged = inner.log_and_apply(&mut st, &installing, std::mem::take(&mut out.edit));
     if let Err(e) = logged {
         // The outputs stay: the edit may be durable anyway (see log_and_apply).
         c.release();

@@ -125,6 +125,7 @@ pub(crate) fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Resul
         // Before the SuperVersion without `mem` is published (invariant 1, see cache).
         update_cache_for_flush(inner, mem, f)?;
     }
+    let installing = inner.installs.lock();
     let mut st = inner.state.lock();
     // WALs older than the next-oldest memtable hold nothing unflushed after this.
     let next_log = st
@@ -143,7 +144,7 @@ pub(crate) fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Resul
     };
     kill_point("flush.table_written");
     // On failure the table stays: the edit may be durable anyway (see log_and_apply).
-    st.tree.versions.log_and_apply(edit)?;
+    inner.log_and_apply(&mut st, &installing, edit)?;
     kill_point("flush.installed");
     let flushed = st.tree.imms.pop();
     debug_assert!(flushed.is_some_and(|f| Arc::ptr_eq(&f, mem)));
@@ -151,6 +152,7 @@ pub(crate) fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Resul
     inner.reads.install(&st.tree);
     Counters::add(&inner.counters.flushes, 1);
     drop(st);
+    drop(installing);
     // Retire every log older than the oldest live memtable.
     for name in inner.env.list(Tier::Fast)? {
         if let Some(n) = crate::version::parse_file_number(&name, "log") {

@@ -11,7 +11,8 @@
 //! Writers queue; the writer at the head becomes leader, takes `WriteQueue::commit`, commits
 //! the whole group to the WAL and the memtable, then publishes the new sequence number.
 //! Structural changes (memtable switch, flush, compaction install) happen under the
-//! `state` mutex and publish a new SuperVersion. `DbInner`'s fields are grouped by owner;
+//! `state` mutex and publish a new SuperVersion; an install (one at a time, `installs`)
+//! releases it while the manifest is synced. `DbInner`'s fields are grouped by owner;
 //! docs/ARCHITECTURE.md, "Owners and locks", has what guards each and the lock order.
 
 mod background;
@@ -44,10 +45,10 @@ use crate::key::SeqNo;
 use crate::memtable::MemTable;
 use crate::options::{Options, ReadOptions, WriteOptions};
 use crate::tiers::LevelLayout;
-use crate::version::{TableCache, Version, VersionSet};
+use crate::version::{TableCache, Version, VersionEdit, VersionSet};
 use crate::wal::LogWriter;
 use arc_swap::ArcSwap;
-use parking_lot::{Condvar, Mutex};
+use parking_lot::{Condvar, Mutex, MutexGuard};
 use stats::Counters;
 use std::collections::{BTreeMap, VecDeque};
 use std::path::Path;
@@ -182,6 +183,10 @@ pub(crate) struct DbInner {
     pub counters: Counters,
     pub writes: WriteQueue,
     pub reads: ReadView,
+    /// Held by the one job installing a version edit (flush, compaction, promotion by
+    /// flush) from its last checks to its publication; taken before `state`, which the
+    /// install releases while the manifest is written (`DbInner::log_and_apply`).
+    pub installs: Mutex<()>,
     pub state: Mutex<State>,
     pub signals: Signals,
     pub hot: Hotness,
@@ -803,6 +808,26 @@ impl Drop for Db {
 }
 
 impl DbInner {
+    /// Logs `edit` in the manifest and makes its version current, with `st` released while
+    /// the manifest is written and synced (as LevelDB's `LogAndApply` releases its mutex),
+    /// so writers and readers of the state never wait for that sync. The caller holds
+    /// `installs` (`_installing`), taken before `state`: no other install can change the
+    /// version set meanwhile, and the version stays the one before the edit until it is
+    /// durable. On error nothing changes in memory (see `VersionSet::log_and_apply`).
+    pub(crate) fn log_and_apply(
+        &self,
+        st: &mut MutexGuard<'_, State>,
+        _installing: &MutexGuard<'_, ()>,
+        edit: VersionEdit,
+    ) -> Result<()> {
+        let mut install = st.tree.versions.begin_install(edit)?;
+        let written = MutexGuard::unlocked(st, || install.write());
+        st.tree
+            .versions
+            .finish_install(install, written)
+            .map(|_| ())
+    }
+
     /// Makes the store read-only with `e` (the first background error wins) and wakes
     /// everyone waiting for background work, so they see it.
     pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) -> Arc<Error> {

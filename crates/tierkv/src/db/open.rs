@@ -190,6 +190,7 @@ fn open_inner(
             }),
             snapshots: Mutex::new(BTreeMap::new()),
         },
+        installs: Mutex::new(()),
         state: Mutex::new(State {
             tree: Tree {
                 versions,

@@ -180,10 +180,13 @@ pub(crate) fn run_checker(
                 return Err(e);
             }
         };
+        let installing = inner.installs.lock();
         let mut st = inner.state.lock();
-        // Under the mutex nothing changes underneath: drop keys written since the probe
-        // above (their memtables switched since) or taken by a compaction into the slow
-        // tier meanwhile (HotRAP §3.4 step 9), one by one.
+        // Under the mutex nothing changes underneath, and while this job installs no other
+        // can: drop keys written since the probe above (their memtables switched since) or
+        // taken by a compaction into the slow tier meanwhile (HotRAP §3.4 step 9), one by
+        // one. A memtable switched while the manifest is written (the state lock released)
+        // holds writes newer than the promoted versions, and its flush installs after this.
         let stale: Vec<usize> = (0..hot.len())
             .filter(|&i| {
                 let k = &hot[i].0;
@@ -197,7 +200,7 @@ pub(crate) fn run_checker(
                 ..Default::default()
             };
             kill_point("promote.file_written");
-            if let Err(e) = st.tree.versions.log_and_apply(edit) {
+            if let Err(e) = inner.log_and_apply(&mut st, &installing, edit) {
                 // The file stays: the edit may be durable anyway (see log_and_apply).
                 drop(st);
                 inner.hot.pc.retire(table);

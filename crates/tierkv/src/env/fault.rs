@@ -113,7 +113,12 @@ pub struct FaultInjector {
     synced: Mutex<HashMap<PathBuf, u64>>,
     /// Free space left: per tier, or (`None`) one disk holding both.
     space: Mutex<Vec<(Option<Tier>, u64)>>,
+    /// Hooks run before a sync of a file whose name contains the fragment.
+    sync_hooks: Mutex<Vec<(String, SyncHook)>>,
 }
+
+/// A test's code run before a sync (see [`FaultInjector::before_sync`]).
+pub type SyncHook = std::sync::Arc<dyn Fn(&Path) + Send + Sync>;
 
 impl std::fmt::Debug for FaultInjector {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -254,8 +259,20 @@ impl FaultInjector {
         Ok(dropped)
     }
 
+    /// Runs `hook` before every sync of a file whose name contains `name_contains`, on the
+    /// syncing thread (e.g. to hold a manifest sync until a test has seen what the engine
+    /// does meanwhile).
+    pub fn before_sync(&self, name_contains: &str, hook: SyncHook) {
+        self.sync_hooks
+            .lock()
+            .push((name_contains.to_string(), hook));
+    }
+
     /// Asks whether `op` on `path` of `tier` fails; `Some(error)` when a rule fires.
     pub(crate) fn check(&self, tier: Tier, op: FaultOp, path: &Path) -> Option<std::io::Error> {
+        if op == FaultOp::Sync {
+            self.run_sync_hooks(path);
+        }
         if self.all_fail.load(Relaxed) {
             self.injected.fetch_add(1, Relaxed);
             return Some(FaultError::Io.to_io());
@@ -275,6 +292,21 @@ impl FaultInjector {
             }
         }
         None
+    }
+
+    fn run_sync_hooks(&self, path: &Path) {
+        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("");
+        // Cloned out: a hook may block, and must not hold the list's lock while it does.
+        let hooks: Vec<SyncHook> = self
+            .sync_hooks
+            .lock()
+            .iter()
+            .filter(|(frag, _)| name.contains(frag.as_str()))
+            .map(|(_, h)| h.clone())
+            .collect();
+        for hook in hooks {
+            hook(path);
+        }
     }
 
     /// Records that `to` is a new name of `from`: its bytes are as durable as `from`'s

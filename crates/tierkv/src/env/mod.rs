@@ -17,7 +17,7 @@ mod stats;
 mod uring;
 
 pub use device::{DeviceModel, DeviceProfile};
-pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, Trigger};
+pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, SyncHook, Trigger};
 #[cfg(test)]
 pub(crate) use file::thread_submissions;
 pub use file::RoundRead;

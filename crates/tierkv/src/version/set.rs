@@ -245,22 +245,29 @@ impl VersionSet {
     }
 
     /// Makes `edit` durable in the manifest, then installs the resulting version. Files the
-    /// edit deletes are marked obsolete (unlinked when no reader holds them).
+    /// edit deletes are marked obsolete (unlinked when no reader holds them). The three
+    /// steps of [`VersionSet::begin_install`] in one, for callers that hold no lock others
+    /// wait on (open, tests).
     ///
     /// On error nothing changes in memory: in particular the log number and last sequence
     /// stay as they were, so a later edit can never make a failed flush's WAL look flushed.
     /// The edit may still have reached the disk (a failed sync), so callers must not delete
     /// the files it adds; the next open removes whatever the manifest does not reference.
-    pub fn log_and_apply(&mut self, mut edit: VersionEdit) -> Result<Arc<Version>> {
-        let (old_log, old_seq) = (self.log_number, self.last_sequence);
-        let r = self.log_and_apply_inner(&mut edit);
-        if r.is_err() {
-            (self.log_number, self.last_sequence) = (old_log, old_seq);
-        }
-        r
+    pub fn log_and_apply(&mut self, edit: VersionEdit) -> Result<Arc<Version>> {
+        let mut install = self.begin_install(edit)?;
+        let written = install.write();
+        self.finish_install(install, written)
     }
 
-    fn log_and_apply_inner(&mut self, edit: &mut VersionEdit) -> Result<Arc<Version>> {
+    /// The first step of an install, under the lock that guards this set: fills in the
+    /// edit's counters, computes the resulting version and takes the manifest writer (or
+    /// plans a new manifest holding that version, when there is none or it has grown
+    /// past its limit). [`Install::write`] then needs no lock, and
+    /// [`VersionSet::finish_install`] ends it. One install at a time (the writer travels
+    /// with it): the engine serializes them with its install lock; until it finishes,
+    /// `current` stays the version before it.
+    pub fn begin_install(&mut self, mut edit: VersionEdit) -> Result<Install> {
+        let previous = (self.log_number, self.last_sequence);
         if let Some(n) = edit.log_number {
             self.log_number = self.log_number.max(n);
         }
@@ -270,7 +277,13 @@ impl VersionSet {
         edit.log_number = Some(self.log_number);
         edit.next_file_number = Some(self.next_file_number);
         edit.last_sequence = Some(self.last_sequence);
-        let version = self.apply(edit)?;
+        let version = match self.apply(&edit) {
+            Ok(v) => v,
+            Err(e) => {
+                (self.log_number, self.last_sequence) = previous;
+                return Err(e);
+            }
+        };
         let removed: Vec<Arc<FileMeta>> = edit
             .deleted
             .iter()
@@ -283,34 +296,64 @@ impl VersionSet {
                     .cloned()
             })
             .collect();
-        if self
-            .manifest
-            .as_ref()
-            .is_none_or(|m| m.len() > MAX_MANIFEST_BYTES)
-        {
+        let manifest = match self.manifest.take() {
+            Some(m) if m.len() <= MAX_MANIFEST_BYTES => ManifestWrite::Append(m),
             // The snapshot written by a new manifest must already include this edit.
-            let old = std::mem::replace(&mut self.current, Arc::new(version));
-            if let Err(e) = self.write_new_manifest() {
-                self.current = old;
-                return Err(e);
+            _ => {
+                let number = self.new_file_number();
+                ManifestWrite::Rotate {
+                    number,
+                    old: self.manifest_number,
+                    snapshot: self.snapshot_of(&version),
+                    written: None,
+                }
             }
-        } else {
-            #[allow(clippy::expect_used, reason = "the branch above handles no manifest")]
-            let m = self.manifest.as_mut().expect("checked above");
-            let r = m.add_record(edit.encode()).and_then(|_| {
-                kill_point("manifest.edit_appended");
-                m.sync()
-            });
-            if let Err(e) = r {
-                // The manifest may now end in a partial record: start a new one next time.
+        };
+        Ok(Install {
+            env: self.env.clone(),
+            edit,
+            version,
+            removed,
+            previous,
+            manifest,
+        })
+    }
+
+    /// The last step of an install, under the lock again: on success the install's version
+    /// becomes current and the files it deleted are marked obsolete; on failure (`written`)
+    /// nothing changes in memory but the manifest, which the next install starts anew (it
+    /// may end in a partial record).
+    pub fn finish_install(
+        &mut self,
+        install: Install,
+        written: Result<()>,
+    ) -> Result<Arc<Version>> {
+        let writer = match (written, install.manifest) {
+            (Ok(()), ManifestWrite::Append(m)) => m,
+            (
+                Ok(()),
+                ManifestWrite::Rotate {
+                    number,
+                    written: Some(m),
+                    ..
+                },
+            ) => {
+                self.manifest_number = number;
+                m
+            }
+            (r, _) => {
+                (self.log_number, self.last_sequence) = install.previous;
                 self.manifest = None;
-                return Err(e);
+                return Err(r.err().unwrap_or_else(|| {
+                    Error::InvalidArgument("an install finished before its write".into())
+                }));
             }
-            self.current = Arc::new(version);
-        }
+        };
+        self.manifest = Some(writer);
+        self.current = Arc::new(install.version);
         // A file moved between levels (deleted and re-added) stays live.
-        for f in removed {
-            if !edit.added.iter().any(|a| a.number == f.number) {
+        for f in install.removed {
+            if !install.edit.added.iter().any(|a| a.number == f.number) {
                 f.mark_obsolete();
             }
         }
@@ -355,47 +398,103 @@ impl VersionSet {
     }
 
     /// Writes a new manifest holding a snapshot of the current state, then points CURRENT at it.
-    fn write_new_manifest(&mut self) -> Result<()> {
-        let number = self.new_file_number();
-        let name = manifest_file_name(number);
-        let file = self
-            .env
-            .create_writable(Tier::Fast, &name, IoCause::Manifest)?;
-        let mut writer = LogWriter::new(file);
-        let snapshot = VersionEdit {
+    /// A manifest's first record: every file of `version` and the counters.
+    fn snapshot_of(&self, version: &Version) -> VersionEdit {
+        VersionEdit {
             log_number: Some(self.log_number),
             next_file_number: Some(self.next_file_number),
             last_sequence: Some(self.last_sequence),
             deleted: Vec::new(),
-            added: self
-                .current
+            added: version
                 .all_files()
                 .map(|(level, f)| NewFile {
                     level,
                     ..f.info.clone()
                 })
                 .collect(),
-        };
-        writer.add_record(snapshot.encode())?;
-        writer.sync()?;
-        kill_point("manifest.created");
-        let tmp = "CURRENT.tmp";
-        let mut cur = self
-            .env
-            .create_writable(Tier::Fast, tmp, IoCause::Manifest)?;
-        cur.append(format!("{name}\n").as_bytes())?;
-        cur.sync()?;
-        drop(cur);
-        kill_point("manifest.current_written");
-        self.env.rename(Tier::Fast, tmp, CURRENT)?;
-        kill_point("manifest.switched");
-        let old = std::mem::replace(&mut self.manifest_number, number);
-        self.manifest = Some(writer);
-        if old != 0 && old != number {
-            self.env.remove(Tier::Fast, &manifest_file_name(old))?;
         }
+    }
+
+    /// Starts a new manifest holding the current version (at open).
+    fn write_new_manifest(&mut self) -> Result<()> {
+        let number = self.new_file_number();
+        let snapshot = self.snapshot_of(&self.current);
+        let writer = write_manifest(&self.env, number, self.manifest_number, &snapshot)?;
+        self.manifest_number = number;
+        self.manifest = Some(writer);
         Ok(())
     }
+}
+
+/// An edit on its way into the manifest (see [`VersionSet::begin_install`]).
+pub struct Install {
+    env: Arc<Env>,
+    edit: VersionEdit,
+    version: Version,
+    removed: Vec<Arc<FileMeta>>,
+    /// The set's log number and last sequence before the edit, restored if it fails.
+    previous: (u64, SeqNo),
+    manifest: ManifestWrite,
+}
+
+/// How an install reaches the manifest.
+enum ManifestWrite {
+    /// One more record in the manifest being appended to.
+    Append(LogWriter),
+    /// A new manifest, `number`, whose first record `snapshot` already holds the edit;
+    /// `old` is removed once `CURRENT` names the new one.
+    Rotate {
+        number: u64,
+        old: u64,
+        snapshot: VersionEdit,
+        written: Option<LogWriter>,
+    },
+}
+
+impl Install {
+    /// The install's durable step, with no lock held: appends the edit to the manifest
+    /// and syncs it, or writes a new manifest and points `CURRENT` at it.
+    pub fn write(&mut self) -> Result<()> {
+        match &mut self.manifest {
+            ManifestWrite::Append(m) => {
+                m.add_record(self.edit.encode())?;
+                kill_point("manifest.edit_appended");
+                m.sync()
+            }
+            ManifestWrite::Rotate {
+                number,
+                old,
+                snapshot,
+                written,
+            } => {
+                *written = Some(write_manifest(&self.env, *number, *old, snapshot)?);
+                Ok(())
+            }
+        }
+    }
+}
+
+/// Writes manifest `number` holding `snapshot`, points `CURRENT` at it and removes manifest
+/// `old` (0: none). Returns the writer for later edits.
+fn write_manifest(env: &Env, number: u64, old: u64, snapshot: &VersionEdit) -> Result<LogWriter> {
+    let name = manifest_file_name(number);
+    let file = env.create_writable(Tier::Fast, &name, IoCause::Manifest)?;
+    let mut writer = LogWriter::new(file);
+    writer.add_record(snapshot.encode())?;
+    writer.sync()?;
+    kill_point("manifest.created");
+    let tmp = "CURRENT.tmp";
+    let mut cur = env.create_writable(Tier::Fast, tmp, IoCause::Manifest)?;
+    cur.append(format!("{name}\n").as_bytes())?;
+    cur.sync()?;
+    drop(cur);
+    kill_point("manifest.current_written");
+    env.rename(Tier::Fast, tmp, CURRENT)?;
+    kill_point("manifest.switched");
+    if old != 0 && old != number {
+        env.remove(Tier::Fast, &manifest_file_name(old))?;
+    }
+    Ok(writer)
 }
 
 /// Sorts L0 newest first and deeper levels by key; checks that deeper levels are disjoint.
