@@ -1182,7 +1182,28 @@ impl Totals {
         self.checksum += f.checksum;
     }
 
+    /// The summary line, and before it a line of counts for `scripts/stress.sh` to add
+    /// up.
     fn summary(&self, what: &str, seed: u64, secs: f64) -> String {
+        let counts = format!(
+            "stress counts: mode={} ops={} writes={} kills={} kill_points={} power_cuts={} combos={} \
+             verifications={} lost={} wrong={} checksum={} secs={secs:.0}",
+            what.replace(' ', "_"),
+            self.ops,
+            self.writes,
+            self.kills,
+            self.kill_point_kills,
+            self.power_cuts,
+            self.combos,
+            self.verifications,
+            self.lost,
+            self.wrong,
+            self.checksum,
+        );
+        format!("{counts}\n{}", self.summary_line(what, seed, secs))
+    }
+
+    fn summary_line(&self, what: &str, seed: u64, secs: f64) -> String {
         format!(
             "stress summary ({what}, seed {seed}, {secs:.0} s): {} operations, {} writes \
              ({} synced), {} flushes, {} compactions, {} bytes promoted, {} kills ({} at kill points, {} in recovery), {} power cuts, {} \
