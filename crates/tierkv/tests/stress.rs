@@ -424,7 +424,7 @@ impl Combo {
             cache: CACHES[i / TIERS.len() % CACHES.len()],
             block_size: BLOCK_SIZES[i / (TIERS.len() * CACHES.len()) % BLOCK_SIZES.len()],
             sync: SYNCS[i / (TIERS.len() * CACHES.len() * BLOCK_SIZES.len())],
-            lz4: mix(i as u32, 7) % 3 == 0,
+            lz4: mix(i as u32, 7).is_multiple_of(3),
         }
     }
 
