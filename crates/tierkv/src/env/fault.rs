@@ -7,6 +7,18 @@
 //! random with a seeded probability. Owns the rules and the synced-length bookkeeping; it
 //! never touches data itself except to truncate files in [`FaultInjector::drop_unsynced_data`].
 //!
+//! A power cut ([`FaultInjector::drop_unsynced_data`]) also undoes the directory changes
+//! that no directory sync made durable, as LevelDB's and RocksDB's fault environments do: a
+//! file created (or a name hard-linked) after the last sync of its directory disappears; a
+//! rename reverts (the new name disappears, the old name comes back, and a file the rename
+//! replaced comes back under its name); a file deleted after that sync comes back with the
+//! bytes it had synced. To bring deleted and replaced files back, the injector keeps a hard
+//! link to each durable name's file from the moment the name goes until the directory is
+//! synced, in a hidden `.faults-kept` folder inside the directory (removed when empty). A
+//! directory's entries count as durable when the injector first sees it (when a store opens
+//! with it); the tier directories themselves are assumed durable. Names changed outside
+//! the environment are not tracked.
+//!
 //! A full disk can also be emulated by its free space: [`FaultInjector::set_free_space`]
 //! gives a tier (or both, as one disk) a number of bytes that appends use up and deleted
 //! files give back; an append that does not fit writes what fits and fails with ENOSPC, as
@@ -15,6 +27,7 @@
 use super::Tier;
 use parking_lot::Mutex;
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 
@@ -102,6 +115,20 @@ impl ActiveRule {
     }
 }
 
+/// A bug planted on purpose, so that a test proves it would see it (`tests/stress.rs`):
+/// the engine asks [`crate::env::Env::planted`] where the bug goes and skips a step it
+/// must not skip. Only a store given a [`FaultInjector`] that [`FaultInjector::plant`]ed
+/// one can have it.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlantedBug {
+    /// A `sync = true` write group is acknowledged without syncing the WAL.
+    SkipWalSync,
+    /// New tables and WALs are not made durable in their directory before the manifest
+    /// names them or synced writes go to them (the directory syncs of issue 44 skipped).
+    SkipNewFileDirSync,
+}
+
 /// Injects faults into one store's I/O. Share it through `Options::fault_injector`.
 #[derive(Default)]
 pub struct FaultInjector {
@@ -115,6 +142,71 @@ pub struct FaultInjector {
     space: Mutex<Vec<(Option<Tier>, u64)>>,
     /// Hooks run before a sync of a file whose name contains the fragment.
     sync_hooks: Mutex<Vec<(String, SyncHook)>>,
+    /// Directory entries as of each directory's last sync.
+    names: Mutex<Names>,
+    /// Names removed or put back by power cuts.
+    undone: AtomicU64,
+    /// The bug planted, if any.
+    planted: Mutex<Option<PlantedBug>>,
+}
+
+/// A file's identity: device and inode.
+type FileId = (u64, u64);
+
+/// The durable directory entries of every directory the injector has seen.
+#[derive(Default)]
+struct Names {
+    dirs: HashMap<PathBuf, DirState>,
+    /// Numbers the kept links.
+    kept_seq: u64,
+}
+
+struct DirState {
+    /// The names durable in the directory (as of its last sync) and the file each names.
+    durable: HashMap<OsString, FileId>,
+    /// Durable names whose file was removed or replaced since that sync: a hard link to
+    /// the durable file, put back by a power cut.
+    kept: HashMap<OsString, PathBuf>,
+}
+
+/// The folder (inside a directory) holding the kept links of its removed durable names.
+const KEPT_DIR: &str = ".faults-kept";
+
+/// A change of directory entries the environment is about to make (see
+/// [`FaultInjector::name_op`]).
+pub(crate) enum NameOp<'a> {
+    /// Creating (or truncating) a file.
+    Create(&'a Path),
+    /// Giving the file `from` a second name `to`.
+    Link(&'a Path, &'a Path),
+    /// Removing a name.
+    Remove(&'a Path),
+    /// Renaming `from` to `to`, replacing `to` if it exists.
+    Rename(&'a Path, &'a Path),
+    /// Syncing a directory: its entries become durable.
+    SyncDir(&'a Path),
+}
+
+fn file_id(path: &Path) -> Option<FileId> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::symlink_metadata(path)
+        .ok()
+        .filter(|m| m.is_file())
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// The regular files of `dir` and the file each names (the kept folder is not a file).
+fn entries(dir: &Path) -> HashMap<OsString, FileId> {
+    let Ok(list) = std::fs::read_dir(dir) else {
+        return HashMap::new();
+    };
+    list.filter_map(|e| e.ok())
+        .filter_map(|e| Some((e.file_name(), file_id(&e.path())?)))
+        .collect()
+}
+
+fn split(path: &Path) -> Option<(&Path, OsString)> {
+    Some((path.parent()?, path.file_name()?.to_os_string()))
 }
 
 /// A test's code run before a sync (see [`FaultInjector::before_sync`]).
@@ -133,6 +225,17 @@ impl FaultInjector {
     /// An injector with no rules (every operation succeeds).
     pub fn new() -> std::sync::Arc<Self> {
         std::sync::Arc::new(FaultInjector::default())
+    }
+
+    /// Plants `bug` in the store this injector is given to (tests proving they fail).
+    #[doc(hidden)]
+    pub fn plant(&self, bug: PlantedBug) {
+        *self.planted.lock() = Some(bug);
+    }
+
+    /// The bug planted, if any.
+    pub(crate) fn planted(&self) -> Option<PlantedBug> {
+        *self.planted.lock()
     }
 
     /// Adds a rule.
@@ -224,13 +327,15 @@ impl FaultInjector {
         self.all_fail.store(true, Relaxed);
     }
 
-    /// Emulates losing power: truncates every file written through this injector to the
-    /// length it had at its last sync. Call after [`FaultInjector::crash`] and after the
-    /// store is dropped. Files created but never synced lose all their data.
-    /// Names hard-linked to one file share its bytes: the file keeps what any of its
-    /// names synced.
+    /// Emulates losing power: undoes the directory changes no directory sync made durable
+    /// (see the module's documentation), then truncates every file written through this
+    /// injector to the length it had at its last sync. Call after [`FaultInjector::crash`]
+    /// and after the store is dropped. Files created but never synced lose all their
+    /// data. Names hard-linked to one file share its bytes: the file keeps what any of
+    /// its names synced. Returns the bytes dropped.
     pub fn drop_unsynced_data(&self) -> std::io::Result<u64> {
         use std::os::unix::fs::MetadataExt;
+        self.undo_unsynced_names()?;
         let mut dropped = 0;
         let synced = self.synced.lock();
         let mut durable: HashMap<(u64, u64), u64> = HashMap::new();
@@ -266,6 +371,128 @@ impl FaultInjector {
         self.sync_hooks
             .lock()
             .push((name_contains.to_string(), hook));
+    }
+
+    /// Starts tracking the entries of `dir`: those it holds now count as durable. Nothing
+    /// changes for a directory already tracked (a store reopened with the same injector).
+    pub(crate) fn watch_dir(&self, dir: &Path) {
+        self.names
+            .lock()
+            .dirs
+            .entry(dir.to_path_buf())
+            .or_insert_with(|| DirState {
+                durable: entries(dir),
+                kept: HashMap::new(),
+            });
+    }
+
+    /// Runs `f`, which changes directory entries as `op` says, and records the change for
+    /// power cuts: before it, a hard link keeps the file of every durable name it removes
+    /// or replaces; after it, a synced directory's entries become durable and synced
+    /// lengths follow renamed and linked names. Serialised with every other such change
+    /// of this injector, so a directory sync sees each one whole or not at all.
+    pub(crate) fn name_op<T>(
+        &self,
+        op: NameOp<'_>,
+        f: impl FnOnce() -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        let mut names = self.names.lock();
+        match op {
+            NameOp::Remove(path) => self.keep(&mut names, path),
+            NameOp::Rename(from, to) => {
+                self.keep(&mut names, from);
+                self.keep(&mut names, to);
+            }
+            NameOp::Create(_) | NameOp::Link(..) | NameOp::SyncDir(_) => {}
+        }
+        let r = f()?;
+        match op {
+            NameOp::Create(path) => self.note_created(path),
+            NameOp::Link(from, to) => self.note_linked(from, to),
+            NameOp::Rename(from, to) => {
+                let mut synced = self.synced.lock();
+                if let Some(len) = synced.remove(from) {
+                    synced.insert(to.to_path_buf(), len);
+                } else {
+                    synced.remove(to);
+                }
+            }
+            NameOp::SyncDir(dir) => {
+                if let Some(d) = names.dirs.get_mut(dir) {
+                    d.durable = entries(dir);
+                    let mut synced = self.synced.lock();
+                    for (_, link) in d.kept.drain() {
+                        synced.remove(&link);
+                        let _ = std::fs::remove_file(&link);
+                    }
+                    let _ = std::fs::remove_dir(dir.join(KEPT_DIR));
+                }
+            }
+            NameOp::Remove(_) => {}
+        }
+        Ok(r)
+    }
+
+    /// Before `path` is removed or replaced: if it is a durable name still naming its
+    /// durable file, keeps a hard link to that file (once per name between syncs).
+    fn keep(&self, names: &mut Names, path: &Path) {
+        let Some((dir, name)) = split(path) else {
+            return;
+        };
+        let Some(d) = names.dirs.get_mut(dir) else {
+            return;
+        };
+        if d.kept.contains_key(&name) || d.durable.get(&name) != file_id(path).as_ref() {
+            return;
+        }
+        names.kept_seq += 1;
+        let kept_dir = dir.join(KEPT_DIR);
+        let link = kept_dir.join(names.kept_seq.to_string());
+        let made = std::fs::create_dir_all(&kept_dir).and_then(|_| std::fs::hard_link(path, &link));
+        if made.is_ok() {
+            let mut synced = self.synced.lock();
+            if let Some(len) = synced.get(path).copied() {
+                synced.insert(link.clone(), len);
+            }
+            d.kept.insert(name, link);
+        }
+    }
+
+    /// Names removed or put back by power cuts so far.
+    pub fn undone_entries(&self) -> u64 {
+        self.undone.load(Relaxed)
+    }
+
+    /// Undoes every directory change no sync made durable (see the module's
+    /// documentation): removes names that are not durable, puts durable names back.
+    fn undo_unsynced_names(&self) -> std::io::Result<()> {
+        let mut names = self.names.lock();
+        let mut synced = self.synced.lock();
+        for (dir, d) in names.dirs.iter_mut() {
+            for (name, id) in entries(dir) {
+                if d.durable.get(&name) != Some(&id) {
+                    std::fs::remove_file(dir.join(&name))?;
+                    self.undone.fetch_add(1, Relaxed);
+                }
+            }
+            for (name, link) in d.kept.drain() {
+                let path = dir.join(&name);
+                if file_id(&path).is_none() {
+                    std::fs::rename(&link, &path)?;
+                    if let Some(len) = synced.remove(&link) {
+                        synced.insert(path, len);
+                    } else {
+                        synced.remove(&path);
+                    }
+                    self.undone.fetch_add(1, Relaxed);
+                } else {
+                    synced.remove(&link);
+                    std::fs::remove_file(&link)?;
+                }
+            }
+            let _ = std::fs::remove_dir(dir.join(KEPT_DIR));
+        }
+        Ok(())
     }
 
     /// Asks whether `op` on `path` of `tier` fails; `Some(error)` when a rule fires.
@@ -388,6 +615,139 @@ mod tests {
         f.clear();
         let (fit, e) = f.take_space(Tier::Slow, 5000);
         assert!(fit == 5000 && e.is_none());
+    }
+
+    /// A store's directory with the injector: files written through `env` and synced.
+    fn power_cut_env() -> (
+        tempfile::TempDir,
+        std::sync::Arc<FaultInjector>,
+        std::sync::Arc<crate::env::Env>,
+    ) {
+        use crate::env::{DeviceProfile, Env};
+        let dir = tempfile::tempdir().unwrap();
+        let f = FaultInjector::new();
+        let env = Env::new(
+            dir.path(),
+            dir.path(),
+            DeviceProfile::none(),
+            DeviceProfile::none(),
+            false,
+            Some(f.clone()),
+        )
+        .unwrap();
+        (dir, f, env)
+    }
+
+    fn write_synced(env: &crate::env::Env, name: &str, data: &[u8]) {
+        let mut w = env
+            .create_writable(Tier::Fast, name, crate::env::IoCause::Flush)
+            .unwrap();
+        w.append(data).unwrap();
+        w.sync().unwrap();
+    }
+
+    fn read(env: &crate::env::Env, name: &str) -> Option<Vec<u8>> {
+        std::fs::read(env.path(Tier::Fast, name)).ok()
+    }
+
+    fn power_cut(f: &FaultInjector) {
+        f.crash();
+        f.drop_unsynced_data().unwrap();
+        f.clear();
+    }
+
+    /// Invariant 2's emulation: a file created after the last sync of its directory is
+    /// gone after a power cut, even with its data synced; after a directory sync it stays
+    /// with its synced bytes, and bytes appended unsynced after that are dropped.
+    #[test]
+    fn a_created_file_needs_a_directory_sync_to_survive_a_power_cut() {
+        let (_dir, f, env) = power_cut_env();
+        write_synced(&env, "a", b"synced data");
+        power_cut(&f);
+        assert_eq!(read(&env, "a"), None);
+        assert_eq!(f.undone_entries(), 1);
+
+        write_synced(&env, "b", b"synced");
+        env.sync_dir(Tier::Fast).unwrap();
+        let mut w = env
+            .reopen_writable(Tier::Fast, "b", 6, crate::env::IoCause::Flush)
+            .unwrap();
+        w.append(b" and not").unwrap();
+        w.flush().unwrap();
+        power_cut(&f);
+        assert_eq!(read(&env, "b").as_deref(), Some(&b"synced"[..]));
+        // Nothing is left of the kept links' folder.
+        assert_eq!(env.list(Tier::Fast).unwrap(), vec!["b".to_string()]);
+        assert!(!env.path(Tier::Fast, KEPT_DIR).exists());
+    }
+
+    /// A rename whose directory sync failed reverts at a power cut: the new name goes, the
+    /// old one comes back with its bytes, and so does the durable file the rename
+    /// replaced (`CURRENT.tmp` over `CURRENT`); after a directory sync the rename stays.
+    #[test]
+    fn a_rename_before_its_directory_sync_reverts() {
+        let (_dir, f, env) = power_cut_env();
+        write_synced(&env, "CURRENT", b"MANIFEST-1");
+        write_synced(&env, "CURRENT.tmp", b"MANIFEST-2");
+        env.sync_dir(Tier::Fast).unwrap();
+        f.add(FaultRule {
+            tier: None,
+            op: FaultOp::Sync,
+            name_contains: None,
+            error: FaultError::Io,
+            trigger: Trigger::After(0),
+        });
+        // The rename happens; the directory sync after it fails.
+        assert!(env.rename(Tier::Fast, "CURRENT.tmp", "CURRENT").is_err());
+        assert_eq!(read(&env, "CURRENT").as_deref(), Some(&b"MANIFEST-2"[..]));
+        assert_eq!(read(&env, "CURRENT.tmp"), None);
+        power_cut(&f);
+        assert_eq!(read(&env, "CURRENT").as_deref(), Some(&b"MANIFEST-1"[..]));
+        assert_eq!(
+            read(&env, "CURRENT.tmp").as_deref(),
+            Some(&b"MANIFEST-2"[..])
+        );
+
+        env.rename(Tier::Fast, "CURRENT.tmp", "CURRENT").unwrap();
+        power_cut(&f);
+        assert_eq!(read(&env, "CURRENT").as_deref(), Some(&b"MANIFEST-2"[..]));
+        assert_eq!(read(&env, "CURRENT.tmp"), None);
+    }
+
+    /// A durable file deleted after the last directory sync comes back at a power cut with
+    /// its synced bytes; one deleted before a directory sync stays deleted, as does one
+    /// that was never durable; a hard link made without a sync goes.
+    #[test]
+    fn deletes_and_links_before_a_directory_sync_are_undone() {
+        let (_dir, f, env) = power_cut_env();
+        write_synced(&env, "kept", b"durable");
+        write_synced(&env, "gone", b"durable too");
+        write_synced(&env, "linked", b"abc");
+        env.sync_dir(Tier::Fast).unwrap();
+        env.remove(Tier::Fast, "gone").unwrap();
+        env.sync_dir(Tier::Fast).unwrap();
+        env.remove(Tier::Fast, "kept").unwrap();
+        write_synced(&env, "new", b"never durable");
+        env.remove(Tier::Fast, "new").unwrap();
+        // A link whose directory sync fails.
+        f.add(FaultRule {
+            tier: None,
+            op: FaultOp::Sync,
+            name_contains: None,
+            error: FaultError::Io,
+            trigger: Trigger::After(0),
+        });
+        assert!(env.link(Tier::Fast, "linked", "linked2").is_err());
+        assert!(read(&env, "linked2").is_some());
+        power_cut(&f);
+        assert_eq!(read(&env, "kept").as_deref(), Some(&b"durable"[..]));
+        assert_eq!(read(&env, "gone"), None);
+        assert_eq!(read(&env, "new"), None);
+        assert_eq!(read(&env, "linked").as_deref(), Some(&b"abc"[..]));
+        assert_eq!(read(&env, "linked2"), None);
+        let mut names = env.list(Tier::Fast).unwrap();
+        names.sort();
+        assert_eq!(names, vec!["kept".to_string(), "linked".to_string()]);
     }
 
     #[test]

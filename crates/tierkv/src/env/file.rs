@@ -863,15 +863,15 @@ pub struct WritableFile {
 impl WritableFile {
     pub(crate) fn create(tier: Arc<TierHandle>, path: PathBuf, cause: IoCause) -> Result<Self> {
         tier.fault(FaultOp::Create, &path)?;
-        let file = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&path)
+        let file = tier
+            .name_op(super::fault::NameOp::Create(&path), || {
+                OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(true)
+                    .open(&path)
+            })
             .map_err(|e| Error::io(&path, e))?;
-        if let Some(f) = &tier.faults {
-            f.note_created(&path);
-        }
         Ok(WritableFile {
             tier,
             path,

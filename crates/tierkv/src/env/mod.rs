@@ -17,7 +17,7 @@ mod stats;
 mod uring;
 
 pub use device::{DeviceModel, DeviceProfile};
-pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, SyncHook, Trigger};
+pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, PlantedBug, SyncHook, Trigger};
 #[cfg(test)]
 pub(crate) use file::thread_submissions;
 pub use file::RoundRead;
@@ -102,6 +102,19 @@ impl TierHandle {
         }
     }
 
+    /// Runs `f`, a change of directory entries, through the fault injector's bookkeeping
+    /// of durable names (power cuts undo what no directory sync made durable).
+    pub(crate) fn name_op<T>(
+        &self,
+        op: fault::NameOp<'_>,
+        f: impl FnOnce() -> std::io::Result<T>,
+    ) -> std::io::Result<T> {
+        match &self.faults {
+            Some(faults) => faults.name_op(op, f),
+            None => f(),
+        }
+    }
+
     /// Charges one I/O of `bytes` to the device model (sleeping as it says) and the counters.
     pub(crate) fn charge_read(&self, cause: IoCause, bytes: u64) {
         if let Some(d) = &self.device {
@@ -139,6 +152,9 @@ impl Env {
         let stats = Arc::new(IoStats::default());
         for dir in [fast_dir, slow_dir] {
             std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+            if let Some(f) = &faults {
+                f.watch_dir(dir);
+            }
         }
         let handle = |tier, dir: &Path, profile: DeviceProfile| {
             Arc::new(TierHandle {
@@ -195,6 +211,14 @@ impl Env {
         self.dir(tier).join(name)
     }
 
+    /// True when a test planted `bug` through the fault injector (never otherwise).
+    pub(crate) fn planted(&self, bug: PlantedBug) -> bool {
+        self.tiers[0]
+            .faults
+            .as_ref()
+            .is_some_and(|f| f.planted() == Some(bug))
+    }
+
     /// I/O counters of this environment.
     pub fn stats(&self) -> &Arc<IoStats> {
         &self.stats
@@ -236,10 +260,11 @@ impl Env {
     pub fn link(&self, tier: Tier, from: &str, to: &str) -> Result<()> {
         let (src, dst) = (self.path(tier, from), self.path(tier, to));
         self.tier(tier).fault(FaultOp::Create, &dst)?;
-        std::fs::hard_link(&src, &dst).map_err(|e| Error::io(&dst, e))?;
-        if let Some(f) = &self.tier(tier).faults {
-            f.note_linked(&src, &dst);
-        }
+        self.tier(tier)
+            .name_op(fault::NameOp::Link(&src, &dst), || {
+                std::fs::hard_link(&src, &dst)
+            })
+            .map_err(|e| Error::io(&dst, e))?;
         self.sync_dir(tier)
     }
 
@@ -271,7 +296,10 @@ impl Env {
         // An emulated full disk gets the file's space back.
         let faults = self.tier(tier).faults.as_ref();
         let len = faults.and_then(|_| std::fs::metadata(&path).ok().map(|m| m.len()));
-        match std::fs::remove_file(&path) {
+        match self
+            .tier(tier)
+            .name_op(fault::NameOp::Remove(&path), || std::fs::remove_file(&path))
+        {
             Ok(()) => {
                 if let (Some(f), Some(len)) = (faults, len) {
                     f.give_space(tier, len);
@@ -287,7 +315,11 @@ impl Env {
     pub fn rename(&self, tier: Tier, from: &str, to: &str) -> Result<()> {
         let (src, dst) = (self.path(tier, from), self.path(tier, to));
         self.tier(tier).fault(FaultOp::Create, &dst)?;
-        std::fs::rename(&src, &dst).map_err(|e| Error::io(&src, e))?;
+        self.tier(tier)
+            .name_op(fault::NameOp::Rename(&src, &dst), || {
+                std::fs::rename(&src, &dst)
+            })
+            .map_err(|e| Error::io(&src, e))?;
         self.sync_dir(tier)
     }
 
@@ -295,8 +327,10 @@ impl Env {
     pub fn sync_dir(&self, tier: Tier) -> Result<()> {
         let dir = self.dir(tier);
         self.tier(tier).fault(FaultOp::Sync, dir)?;
-        std::fs::File::open(dir)
-            .and_then(|f| f.sync_all())
+        self.tier(tier)
+            .name_op(fault::NameOp::SyncDir(dir), || {
+                std::fs::File::open(dir).and_then(|f| f.sync_all())
+            })
             .map_err(|e| Error::io(dir, e))
     }
 
