@@ -125,15 +125,20 @@ pub struct DeviceModel {
 impl DeviceModel {
     /// `None` for a profile without limits.
     pub fn new(profile: DeviceProfile) -> Option<Self> {
+        Self::starting_at(profile, Instant::now())
+    }
+
+    /// [`DeviceModel::new`], idle since `start`: tests build the model at a known instant so
+    /// that the schedule [`DeviceModel::reserve_at`] computes is exact.
+    fn starting_at(profile: DeviceProfile, start: Instant) -> Option<Self> {
         if profile.is_none() {
             return None;
         }
-        let now = Instant::now();
         Some(DeviceModel {
             profile,
             buckets: Mutex::new(Buckets {
-                ops_free_at: now,
-                bytes_free_at: now,
+                ops_free_at: start,
+                bytes_free_at: start,
             }),
         })
     }
@@ -156,7 +161,13 @@ impl DeviceModel {
     /// when the last is done: each takes its turn in the rate limits, but their service
     /// times overlap, as for I/Os from concurrent threads. The caller sleeps until then.
     pub fn reserve(&self, sizes: impl IntoIterator<Item = u64>) -> Instant {
-        let now = Instant::now();
+        self.reserve_at(Instant::now(), sizes)
+    }
+
+    /// [`DeviceModel::reserve`] for I/Os issued at `now`. The schedule depends only on
+    /// `now` and the earlier reservations, never on the clock, so tests check it exactly
+    /// by passing the instants themselves.
+    fn reserve_at(&self, now: Instant, sizes: impl IntoIterator<Item = u64>) -> Instant {
         let mut b = self.buckets.lock();
         let mut done = now + Duration::from_micros(self.profile.latency_us);
         // Idle time earns at most BURST of credit.
@@ -194,78 +205,142 @@ mod tests {
         assert!("none".parse::<DeviceProfile>().unwrap().is_none());
     }
 
-    /// The model delivers its configured IOPS (loose tolerance: sleeps overshoot a little).
+    /// Wall-clock-free checks of the schedule: each model starts idle at `T0` and is
+    /// driven with explicit instants through `reserve_at`, so every expected instant is
+    /// exact (to the nanosecond rounding of `Duration::from_secs_f64`, hence `close`).
+    fn model_at(
+        t0: Instant,
+        iops: Option<u64>,
+        bandwidth: Option<u64>,
+        latency_us: u64,
+    ) -> DeviceModel {
+        DeviceModel::starting_at(
+            DeviceProfile {
+                iops,
+                bandwidth,
+                latency_us,
+            },
+            t0,
+        )
+        .unwrap()
+    }
+
+    /// `at` is `t0 + want`, give or take a microsecond of float rounding.
+    fn close(at: Instant, t0: Instant, want: Duration) -> bool {
+        let got = at - t0;
+        got.max(want) - got.min(want) <= Duration::from_micros(1)
+    }
+
+    /// Closed-loop clients, as threads calling `charge` are: each of `clients` issues
+    /// `per_client` I/Os of `bytes`, the next one when the previous is done (the instant
+    /// `charge` sleeps until). Clients take turns in the order of their next issue time.
+    /// Returns when the last I/O is done.
+    fn run_clients(
+        model: &DeviceModel,
+        t0: Instant,
+        clients: usize,
+        per_client: usize,
+        bytes: u64,
+    ) -> Instant {
+        let mut next = vec![(t0, per_client); clients];
+        let mut last = t0;
+        while let Some(c) = (0..clients)
+            .filter(|&c| next[c].1 > 0)
+            .min_by_key(|&c| next[c].0)
+        {
+            let done = model.reserve_at(next[c].0, [bytes]);
+            assert!(
+                done >= next[c].0,
+                "an I/O is never done before it is issued"
+            );
+            next[c] = (done, next[c].1 - 1);
+            last = last.max(done);
+        }
+        last
+    }
+
+    /// The IOPS limit holds exactly: 400 I/Os from 4 closed-loop clients at 2000 IOPS take
+    /// 400 / 2000 s from an idle start, not less (the clients together never exceed the
+    /// rate) and not more (the model never idles while one waits).
     #[test]
     fn delivers_configured_iops() {
-        let model = DeviceModel::new(DeviceProfile {
-            iops: Some(2000),
-            bandwidth: None,
-            latency_us: 0,
-        })
-        .unwrap();
-        let start = Instant::now();
-        let n = 400;
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| (0..n / 4).for_each(|_| model.charge(4096)));
-            }
-        });
-        let iops = n as f64 / start.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let model = model_at(t0, Some(2000), None, 0);
+        let done = run_clients(&model, t0, 4, 100, 4096);
         assert!(
-            (1400.0..=2300.0).contains(&iops),
-            "delivered {iops} IOPS, want ~2000"
+            close(done, t0, Duration::from_millis(200)),
+            "400 I/Os at 2000 IOPS done after {:?}, want 200 ms",
+            done - t0
         );
     }
 
     /// I/Os issued together overlap their service time (a queue depth), unlike I/Os issued
-    /// one after another, while still taking their turns in the IOPS limit.
+    /// one after another, while still taking their turns in the IOPS limit; idle time earns
+    /// at most `BURST` of credit against that limit.
     #[test]
     fn a_batch_overlaps_latency_but_keeps_the_iops_limit() {
-        let model = DeviceModel::new(DeviceProfile {
-            iops: None,
-            bandwidth: None,
-            latency_us: 20_000,
-        })
-        .unwrap();
-        let start = Instant::now();
-        let at = model.reserve([4096u64; 8]);
-        let waited = at - start;
+        let t0 = Instant::now();
+        let latency = Duration::from_millis(20);
+        let model = model_at(t0, None, None, 20_000);
+        let together = model.reserve_at(t0, [4096u64; 8]);
         assert!(
-            waited < Duration::from_millis(40),
-            "8 I/Os together took {waited:?}, want one latency (20 ms)"
+            close(together, t0, latency),
+            "8 I/Os together took {:?}, want one latency (20 ms)",
+            together - t0
         );
-        let limited = DeviceModel::new(DeviceProfile {
-            iops: Some(1000),
-            bandwidth: None,
-            latency_us: 0,
-        })
-        .unwrap();
-        let start = Instant::now();
-        let at = limited.reserve([4096u64; 50]);
+        let serial = model_at(t0, None, None, 20_000);
+        let mut at = t0;
+        for _ in 0..8 {
+            at = serial.reserve_at(at, [4096]);
+        }
         assert!(
-            at - start >= Duration::from_millis(45),
-            "50 I/Os at 1000 IOPS must take ~50 ms, took {:?}",
-            at - start
+            close(at, t0, 8 * latency),
+            "8 I/Os one after another took {:?}, want 8 latencies",
+            at - t0
         );
+        let limited = model_at(t0, Some(1000), None, 0);
+        let batch = limited.reserve_at(t0, [4096u64; 50]);
+        assert!(
+            close(batch, t0, Duration::from_millis(50)),
+            "50 I/Os at 1000 IOPS from an idle start took {:?}, want 50 ms",
+            batch - t0
+        );
+        // Long idle: the next batch runs ahead of the rate by BURST, no more.
+        let later = t0 + Duration::from_secs(10);
+        let batch = limited.reserve_at(later, [4096u64; 50]);
+        assert!(
+            close(batch, later, Duration::from_millis(50) - BURST),
+            "50 I/Os after a long idle took {:?}, want 50 ms less the burst",
+            batch - later
+        );
+        // Latency and the rate limit: done when the later of the two says so.
+        let both = model_at(t0, Some(1000), None, 20_000);
+        assert!(close(both.reserve_at(t0, [4096u64; 5]), t0, latency));
+        assert!(close(
+            both.reserve_at(t0, [4096u64; 25]),
+            t0,
+            Duration::from_millis(30)
+        ));
     }
 
-    /// The model delivers its configured bandwidth.
+    /// The bandwidth limit holds exactly: 20 MiB read one MiB at a time by one client at
+    /// 50 MiB/s take 400 ms; I/Os count against bandwidth by their size, not their number.
     #[test]
     fn delivers_configured_bandwidth() {
-        let model = DeviceModel::new(DeviceProfile {
-            iops: None,
-            bandwidth: Some(50 * MIB),
-            latency_us: 0,
-        })
-        .unwrap();
-        let start = Instant::now();
-        for _ in 0..20 {
-            model.charge(MIB);
-        }
-        let mibps = 20.0 / start.elapsed().as_secs_f64();
+        let t0 = Instant::now();
+        let model = model_at(t0, None, Some(50 * MIB), 0);
+        let done = run_clients(&model, t0, 1, 20, MIB);
         assert!(
-            (35.0..=52.0).contains(&mibps),
-            "delivered {mibps} MiB/s, want ~50"
+            close(done, t0, Duration::from_millis(400)),
+            "20 MiB at 50 MiB/s took {:?}, want 400 ms",
+            done - t0
+        );
+        let small = model_at(t0, None, Some(50 * MIB), 0);
+        let done = small.reserve_at(t0, [MIB / 4; 4]);
+        assert!(
+            close(done, t0, Duration::from_millis(20)),
+            "four quarter-MiB I/Os took {:?}, want one MiB's 20 ms",
+            done - t0
         );
     }
 }
