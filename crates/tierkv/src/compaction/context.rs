@@ -42,6 +42,10 @@ pub struct JobOutput {
     pub dirty_span_waits: u64,
     /// Microseconds the merge waited for dirty-block span reads, in all.
     pub dirty_span_wait_micros: u64,
+    /// Of `dirty_span_waits`, those that may each last a whole device latency: waits for a
+    /// span read started after the last such wait ended (the others wait out the rest of
+    /// one). Counted, not timed.
+    pub dirty_span_rounds: u64,
     /// The most dirty-block span reads in flight at once.
     pub dirty_spans_in_flight: usize,
 }

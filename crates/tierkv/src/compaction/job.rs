@@ -132,6 +132,7 @@ pub fn run(c: &Compaction, ctx: &JobContext<'_>) -> Result<JobOutput> {
         out.dirty_span_reads = spans.started;
         out.dirty_span_waits = spans.waits;
         out.dirty_span_wait_micros = spans.wait_micros;
+        out.dirty_span_rounds = spans.rounds;
         out.dirty_spans_in_flight = spans.most_in_flight;
     }
     let written: Vec<NewFile> = down

@@ -67,6 +67,7 @@ pub(super) struct DirtyLog {
     spans_started: AtomicU64,
     span_waits: AtomicU64,
     span_wait_micros: AtomicU64,
+    span_rounds: AtomicU64,
     spans_most_in_flight: AtomicUsize,
 }
 
@@ -100,6 +101,7 @@ impl DirtyLog {
         self.spans_started.store(s.started, Relaxed);
         self.span_waits.store(s.waits, Relaxed);
         self.span_wait_micros.store(s.wait_micros, Relaxed);
+        self.span_rounds.store(s.rounds, Relaxed);
         self.spans_most_in_flight.store(s.most_in_flight, Relaxed);
     }
 
@@ -109,6 +111,7 @@ impl DirtyLog {
             started: self.spans_started.load(Relaxed),
             waits: self.span_waits.load(Relaxed),
             wait_micros: self.span_wait_micros.load(Relaxed),
+            rounds: self.span_rounds.load(Relaxed),
             most_in_flight: self.spans_most_in_flight.load(Relaxed),
         }
     }

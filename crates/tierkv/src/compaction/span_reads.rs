@@ -38,6 +38,12 @@ pub(super) struct SpanReadStats {
     pub(super) waits: u64,
     /// Microseconds the merge waited for span reads, in all.
     pub(super) wait_micros: u64,
+    /// Waits for a span read started after the last such wait ended (the first wait
+    /// included): each may last up to one device latency. Any other wait is for a span
+    /// that was in flight during that wait, so it only waits out the rest of a latency
+    /// already waited for. Counted from the order of starts and waits, not from time:
+    /// tests check how many latencies the merge waits one after another with it.
+    pub(super) rounds: u64,
     /// The most span reads in flight at once.
     pub(super) most_in_flight: usize,
 }
@@ -48,6 +54,9 @@ pub(super) struct SpanReads {
     /// Spans started and not released, in start order.
     spans: Vec<Span>,
     next_id: usize,
+    /// Spans from this id on were started after the last wait counted in
+    /// [`SpanReadStats::rounds`] ended.
+    fresh_from: usize,
     /// The first read that failed, for the next wait.
     failed: Option<Error>,
     out: Vec<(usize, Result<Vec<u8>>)>,
@@ -60,6 +69,7 @@ impl SpanReads {
             io: ReadSession::new(),
             spans: Vec::new(),
             next_id: 0,
+            fresh_from: 0,
             failed: None,
             out: Vec::new(),
             stats: SpanReadStats::default(),
@@ -118,6 +128,10 @@ impl SpanReads {
         if let Some(since) = waited {
             self.stats.waits += 1;
             self.stats.wait_micros += since.elapsed().as_micros() as u64;
+            if id >= self.fresh_from {
+                self.stats.rounds += 1;
+                self.fresh_from = self.next_id;
+            }
         }
         r
     }
