@@ -1,7 +1,8 @@
 //! A real program written with a common client library: `tests/py/cache_app.py` runs with
 //! redis-py (a page cache with TTLs, a hash per user, counters, scans, RENAME/COPY and
-//! FLUSHDB) against a server started by the test. Skips, saying why, when `python3` or the
-//! `redis` package is absent (`.ci/run` installs it).
+//! FLUSHDB) against a server started by the test. Skips when `python3` or the `redis`
+//! package is absent (`.ci/run` installs it), reporting `SKIPPED ...` past the test
+//! runner's capture (`tierkv::testing::skip`; docs/TESTING.md, "Skips").
 
 mod common;
 
@@ -16,13 +17,16 @@ fn a_redis_py_program_runs_against_the_server() {
         .output()
         .map(|o| o.status.success());
     if have.as_ref().map_or(true, |ok| !ok) {
-        println!(
-            "SKIPPED a_redis_py_program_runs_against_the_server: python3 with the redis \
-             package is not available ({}); install it with `python3 -m pip install redis`",
-            match have {
-                Err(e) => format!("python3: {e}"),
-                Ok(_) => "`import redis` failed".into(),
-            }
+        tierkv::testing::skip(
+            "a_redis_py_program_runs_against_the_server",
+            &format!(
+                "python3 with the redis package is not available ({}); install it with \
+                 `python3 -m pip install redis`",
+                match have {
+                    Err(e) => format!("python3: {e}"),
+                    Ok(_) => "`import redis` failed".into(),
+                }
+            ),
         );
         return;
     }

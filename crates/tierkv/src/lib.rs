@@ -44,6 +44,8 @@ pub mod merge;
 mod options;
 #[doc(hidden)]
 pub mod sst;
+#[doc(hidden)]
+pub mod testing;
 mod tiers;
 #[doc(hidden)]
 pub mod version;

@@ -1,7 +1,8 @@
 //! Recovery after a real filesystem filled up, on a small tmpfs: invariant 2
 //! (every acknowledged synced write survives) and a reopen that needs only a little free
-//! space, not the WAL's size. Mounting needs root (CI runs as root); where `mount` is
-//! refused the test prints why and passes without running. `faults.rs` checks the same
+//! space, not the WAL's size. Mounting needs root, which CI has: where `mount` is refused
+//! the test fails, naming why, unless `TIERKV_ALLOW_SKIP=1` lets it report a skip
+//! (`tierkv::testing::require`; docs/TESTING.md, "Skips"). `faults.rs` checks the same
 //! with the fault injector's emulated free space on every machine.
 
 use std::path::{Path, PathBuf};
@@ -51,7 +52,13 @@ fn reopen_after_a_real_full_filesystem_needs_only_a_little_space() {
     let _mount = match Mount::tmpfs(&mnt, 2 << 20) {
         Ok(m) => m,
         Err(why) => {
-            eprintln!("skipped: cannot mount a 2 MiB tmpfs ({why}); faults.rs covers this");
+            tierkv::testing::require(
+                "reopen_after_a_real_full_filesystem_needs_only_a_little_space",
+                Err(format!(
+                    "cannot mount a 2 MiB tmpfs ({why}); faults.rs covers this with \
+                     emulated free space"
+                )),
+            );
             return;
         }
     };

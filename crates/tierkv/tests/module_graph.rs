@@ -339,7 +339,7 @@ const ENGINE_FLOORS: &[&[&str]] = &[
     &["version"],
     &["compaction"],
     &["db"],
-    &["fuzz_hooks"],
+    &["fuzz_hooks", "testing"],
 ];
 
 /// Every import that does not point to a lower floor (`floors` bottom first), as

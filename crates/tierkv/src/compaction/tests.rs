@@ -954,7 +954,9 @@ fn spread_case_on(latency_us: u64) -> (Case, Arc<crate::env::FaultInjector>) {
 fn semi_merge_keeps_dirty_span_reads_in_flight() {
     let latency = 20_000u64;
     let (case, _faults) = spread_case_on(latency);
-    let uring = crate::env::uring_available();
+    let uring = crate::testing::require_io_uring(
+        "compaction::tests::semi_merge_keeps_dirty_span_reads_in_flight (its io_uring checks)",
+    );
     let before = crate::env::thread_submissions();
     let (out, levels) = run_case(&case, false, true, 1000);
     let after = crate::env::thread_submissions();

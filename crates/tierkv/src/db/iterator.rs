@@ -155,8 +155,9 @@ mod tests {
     /// know). Both scans answer as the model does.
     #[test]
     fn a_seek_reads_each_tables_first_block_in_one_round() {
-        if !crate::env::uring_available() {
-            eprintln!("io_uring unavailable here; nothing to test");
+        if !crate::testing::require_io_uring(
+            "db::iterator::tests::a_seek_reads_each_tables_first_block_in_one_round",
+        ) {
             return;
         }
         let dir = tempfile::tempdir().unwrap();

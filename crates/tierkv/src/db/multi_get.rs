@@ -579,13 +579,14 @@ mod tests {
 
     /// A store of `n` records of 300 bytes compacted into 1 KiB blocks, with no block
     /// cache and io_uring reads on a fast tier of `device`, so every get of a record reads
-    /// its block from disk; `None` (after saying why) where io_uring is unavailable.
+    /// its block from disk. `None` where io_uring is unavailable and skips are allowed
+    /// (`testing::require_io_uring`, which otherwise fails `test`, the caller's name).
     fn cold_store(
+        test: &str,
         n: u64,
         device: crate::env::DeviceProfile,
     ) -> Option<(tempfile::TempDir, crate::db::Db)> {
-        if !crate::env::uring_available() {
-            eprintln!("io_uring unavailable here; nothing to test");
+        if !crate::testing::require_io_uring(&format!("db::multi_get::tests::{test}")) {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -644,7 +645,11 @@ mod tests {
     /// `io_uring_enter` holding one read per key), and is answered correctly.
     #[test]
     fn a_batch_of_cold_keys_submits_its_block_reads_together() {
-        let Some((_dir, db)) = cold_store(2000, crate::env::DeviceProfile::none()) else {
+        let Some((_dir, db)) = cold_store(
+            "a_batch_of_cold_keys_submits_its_block_reads_together",
+            2000,
+            crate::env::DeviceProfile::none(),
+        ) else {
             return;
         };
         // Every 20th key: 20 records of 300 bytes span several 1 KiB blocks.
@@ -678,7 +683,11 @@ mod tests {
             bandwidth: None,
             latency_us: 1000,
         };
-        let Some((_dir, db)) = cold_store(4000, device) else {
+        let Some((_dir, db)) = cold_store(
+            "a_stream_submits_new_reads_while_earlier_ones_are_in_flight",
+            4000,
+            device,
+        ) else {
             return;
         };
         let mut keys = (0..150u64).map(|i| key(i * 20 + 3));
@@ -710,7 +719,11 @@ mod tests {
     /// cold block (the same key ten times, no cache) share one read, and each is answered.
     #[test]
     fn keys_needing_a_block_in_flight_join_its_read() {
-        let Some((_dir, db)) = cold_store(2000, crate::env::DeviceProfile::none()) else {
+        let Some((_dir, db)) = cold_store(
+            "keys_needing_a_block_in_flight_join_its_read",
+            2000,
+            crate::env::DeviceProfile::none(),
+        ) else {
             return;
         };
         let mut keys = std::iter::repeat_n(key(501), 10);

@@ -368,8 +368,9 @@ mod tests {
     /// Every read of a batch (more than one ring's worth) comes back with its own bytes.
     #[test]
     fn reads_a_batch_larger_than_the_ring() {
-        if !available() {
-            eprintln!("io_uring unavailable here; nothing to test");
+        if !crate::testing::require_io_uring(
+            "env::uring::tests::reads_a_batch_larger_than_the_ring",
+        ) {
             return;
         }
         let (f, data) = data_file(300 * 16);
@@ -394,7 +395,7 @@ mod tests {
     /// A read of a bad descriptor fails alone; the others of its batch succeed.
     #[test]
     fn a_failing_read_fails_alone() {
-        if !available() {
+        if !crate::testing::require_io_uring("env::uring::tests::a_failing_read_fails_alone") {
             return;
         }
         let mut f = tempfile::tempfile().unwrap();
@@ -420,7 +421,9 @@ mod tests {
     /// gets no ring while one holds it, and the ring is back once it ends.
     #[test]
     fn a_session_pushes_while_reads_are_outstanding_and_caps_them() {
-        if !available() {
+        if !crate::testing::require_io_uring(
+            "env::uring::tests::a_session_pushes_while_reads_are_outstanding_and_caps_them",
+        ) {
             return;
         }
         let (f, data) = data_file(4096);
@@ -480,7 +483,9 @@ mod tests {
     /// drop), and the thread keeps a working ring.
     #[test]
     fn a_session_dropped_while_unwinding_reaps_its_reads_and_keeps_the_ring() {
-        if !available() {
+        if !crate::testing::require_io_uring(
+            "env::uring::tests::a_session_dropped_while_unwinding_reaps_its_reads_and_keeps_the_ring",
+        ) {
             return;
         }
         let (f, data) = data_file(1024);
