@@ -492,32 +492,10 @@ mod tests {
     use std::sync::Arc;
     use std::time::Instant;
 
-    /// Compares `got` with the golden file `tests/golden/<name>` (written by the code the
-    /// report replaced, so a refactoring that changes one byte fails here);
-    /// `TIERKV_BLESS=1` rewrites the file instead, for a deliberate change of the output.
+    /// `tierkv::testing::assert_golden` over this crate's `tests/golden`.
     fn assert_golden(name: &str, got: &str) {
-        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("tests/golden")
-            .join(name);
-        if std::env::var_os("TIERKV_BLESS").is_some() {
-            std::fs::write(&path, got).unwrap();
-            return;
-        }
-        let want =
-            std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-        if got != want {
-            let line = got
-                .lines()
-                .zip(want.lines())
-                .position(|(g, w)| g != w)
-                .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
-            panic!(
-                "{name} differs from line {}:\n got: {:?}\nwant: {:?}\n\nwhole output:\n{got}",
-                line + 1,
-                got.lines().nth(line),
-                want.lines().nth(line)
-            );
-        }
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden");
+        tierkv::testing::assert_golden(&dir, name, got);
     }
 
     /// Fields whose values differ from run to run or machine to machine (time, process,

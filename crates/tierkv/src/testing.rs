@@ -9,6 +9,9 @@
 //! - [`skip`]: for an optional tool the suite does without (redis-py, which `.ci/run`
 //!   installs when it can): the test reports the skip and passes.
 //!
+//! - [`assert_golden`]: compares a renderer's output with its golden file (the bench's
+//!   report, INFO, `tierkv stats`).
+//!
 //! A skip is reported as one line, `SKIPPED <test>: <reason>`, written straight to the
 //! process's stderr. libtest holds back a passing test's output only as far as it goes
 //! through `print!`/`eprint!` (its output capture), so this line shows in the log whether
@@ -100,6 +103,34 @@ pub fn require_io_uring(test: &str) -> bool {
         )
     };
     require(test, capability)
+}
+
+/// Compares `got` with the golden file `<dir>/<name>` (written by the code a renderer
+/// replaced, so a refactoring that changes one byte fails here), panicking with the first
+/// line that differs; with `TIERKV_BLESS` set it rewrites the file instead, for a deliberate
+/// change of the output.
+pub fn assert_golden(dir: &std::path::Path, name: &str, got: &str) {
+    let path = dir.join(name);
+    if std::env::var_os("TIERKV_BLESS").is_some() {
+        if let Err(e) = std::fs::write(&path, got) {
+            panic!("{}: {e}", path.display());
+        }
+        return;
+    }
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    if got != want {
+        let line = got
+            .lines()
+            .zip(want.lines())
+            .position(|(g, w)| g != w)
+            .unwrap_or_else(|| got.lines().count().min(want.lines().count()));
+        panic!(
+            "{name} differs from line {}:\n got: {:?}\nwant: {:?}\n\nwhole output:\n{got}",
+            line + 1,
+            got.lines().nth(line),
+            want.lines().nth(line)
+        );
+    }
 }
 
 #[cfg(test)]
