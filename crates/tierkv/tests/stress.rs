@@ -1437,20 +1437,7 @@ fn stress_kills() {
             &mut rng,
             &mut totals,
         );
-        totals.combos += 1;
-        if let Err(e) = r {
-            eprintln!(
-                "{}",
-                totals.summary("kills", seed, started.elapsed().as_secs_f64())
-            );
-            panic!("seed {seed}: {e}");
-        }
-        let done = if duration > 0 {
-            started.elapsed() >= Duration::from_secs(duration)
-        } else {
-            n >= 2
-        };
-        if done {
+        if combination_done(r, &mut totals, "kills", seed, started, duration, n >= 2) {
             break;
         }
     }
@@ -1615,20 +1602,15 @@ fn stress_power_cuts() {
             &mut totals,
             None,
         );
-        totals.combos += 1;
-        if let Err(e) = r {
-            eprintln!(
-                "{}",
-                totals.summary("power cuts", seed, started.elapsed().as_secs_f64())
-            );
-            panic!("seed {seed}: {e}");
-        }
-        let done = if duration > 0 {
-            started.elapsed() >= Duration::from_secs(duration)
-        } else {
-            n >= 1
-        };
-        if done {
+        if combination_done(
+            r,
+            &mut totals,
+            "power cuts",
+            seed,
+            started,
+            duration,
+            n >= 1,
+        ) {
             break;
         }
     }
@@ -1688,5 +1670,32 @@ fn planted_bugs_are_found() {
             None,
         )
         .unwrap_or_else(|e| panic!("seed {seed}: without the plant: {e}"));
+    }
+}
+
+/// After one combination of a driver's loop: counts it, fails the test with the summary
+/// so far on an error, and says whether the run is over (its `duration` in seconds has
+/// passed, or, without one, the CI pass's `enough` combinations ran).
+fn combination_done(
+    r: Result<(), String>,
+    totals: &mut Totals,
+    mode: &str,
+    seed: u64,
+    started: Instant,
+    duration: u64,
+    enough: bool,
+) -> bool {
+    totals.combos += 1;
+    if let Err(e) = r {
+        eprintln!(
+            "{}",
+            totals.summary(mode, seed, started.elapsed().as_secs_f64())
+        );
+        panic!("seed {seed}: {e}");
+    }
+    if duration > 0 {
+        started.elapsed() >= Duration::from_secs(duration)
+    } else {
+        enough
     }
 }
