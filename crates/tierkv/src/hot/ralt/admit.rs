@@ -7,7 +7,8 @@
 //! at most the one access waiting here. A key seen only once in the table's window never
 //! reaches the disk. That is HotRAP's own judgement of such keys: auto-tuning evicts
 //! unstable records (never hit again while tracked) before any other, so a single access
-//! lived on disk only until the next eviction, about `Dhs` HotRAP bytes of new keys later.
+//! lived on disk only until the next eviction, about `unstable_window` HotRAP bytes (one
+//! fast disk) of new keys later.
 //! The table covers at least that window (see [`Admission::target_slots`]); with 108-byte
 //! records most tracked keys were such single accesses, and every one was written,
 //! compacted and evicted again.

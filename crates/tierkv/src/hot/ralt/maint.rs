@@ -493,8 +493,9 @@ impl Ralt {
             .map(|l| l.saturating_sub(buffers).max(1))
     }
 
-    /// Sizes the admission table for a window of `Dhs` HotRAP bytes of single-access keys
-    /// (what auto-tuning lets unstable records take before an eviction drops them), at
+    /// Sizes the admission table for a window of `unstable_window` HotRAP bytes of
+    /// single-access keys (what auto-tuning lets unstable records take before an eviction
+    /// drops them), at
     /// the mean record size seen so far; at most an eighth of the memory limit (without
     /// one, `max_buffer_bytes`).
     fn size_admission(&self, m: &mut Maint) {
@@ -503,7 +504,7 @@ impl Ralt {
             (f.clock.total, f.accesses)
         };
         let mean = (total / accesses.max(1)).max(1);
-        let keys = self.params.dhs / mean;
+        let keys = self.params.unstable_window / mean;
         let max_bytes = self
             .opts
             .memory_limit
@@ -753,7 +754,7 @@ impl Ralt {
             } else {
                 0.0
             };
-            m.th.phys_limit = st_p + (r * pr.dhs as f64) as u64;
+            m.th.phys_limit = st_p + (r * pr.unstable_window as f64) as u64;
             self.hot_limit.store(m.th.hot_limit, Relaxed);
             self.phys_limit.store(m.th.phys_limit, Relaxed);
         }

@@ -3,10 +3,13 @@
 
 pub use crate::options::{RaltOptions, ScoringMethod};
 
-/// Auto-tuning counter arithmetic is kept in tenths so that dc = 2.6 is exact.
+/// Auto-tuning counter arithmetic is kept in tenths (the paper's dc = 2.6 was exact in them).
 pub(crate) const COUNTER_ONE: u8 = 10;
-/// dc = 2.6 (paper §3.7).
-pub(crate) const COUNTER_DC: u8 = 26;
+/// dc = cmax = 5, as the authors' RALT sets it (every access sets the counter to cmax), not
+/// the paper's 2.6: with 2.6 and R = Rhs a key stayed stable for 1.8 fast disks of accessed
+/// bytes after a lone repeat, and under zipfian the hot set stopped at the keys read twice
+/// within that (69.7% of reads on the fast disk instead of 74.5%; docs/bench/hotrap.md).
+pub(crate) const COUNTER_DC: u8 = 50;
 /// cmax = 5 (paper §3.7).
 pub(crate) const COUNTER_MAX: u8 = 50;
 
@@ -39,14 +42,22 @@ pub(crate) const EVICT_STEP_FILES: usize = 4;
 pub(crate) struct Params {
     /// A time slice: gamma * FD accessed bytes.
     pub tick_bytes: u64,
-    /// Counter period R = Rhs accessed bytes.
+    /// Counter period R: one fast disk of accessed bytes (the authors' RALT; the paper says
+    /// Rhs).
     pub decay_bytes: u64,
     /// Lower bound of the hot set limit, 0.05 * FD.
     pub lhs: u64,
     /// Upper bound of the hot set limit, 0.7 * FD.
     pub rhs: u64,
-    /// Allowed HotRAP size of unstable records, 0.1 * Rhs.
+    /// Allowed HotRAP size of unstable records in the hot set, 0.1 * Rhs.
     pub dhs: u64,
+    /// HotRAP bytes of single-access keys RALT remembers while they wait for a second
+    /// access: one fast disk. It sizes the admission table and the part of the physical
+    /// limit auto-tuning leaves to unstable records (the paper's r * Dhs, a tenth of this:
+    /// a key read once was forgotten after 0.07 fast disks of other keys, and under
+    /// zipfian few keys but the hottest were read twice within that; the authors' RALT
+    /// keeps a fixed physical limit of about 0.8 fast disks of 1 KiB records' keys).
+    pub unstable_window: u64,
     pub init_hot_limit: u64,
     pub init_phys_limit: u64,
     pub file_target: u64,
@@ -61,10 +72,11 @@ impl Params {
         let file_target = (o.buffer_bytes as u64 * 4).clamp(32 << 10, 4 << 20);
         Params {
             tick_bytes: at_least_1(o.gamma * fd),
-            decay_bytes: rhs,
+            decay_bytes: at_least_1(fd),
             lhs: at_least_1(0.05 * fd),
             rhs,
             dhs: at_least_1(0.1 * rhs as f64),
+            unstable_window: at_least_1(fd),
             init_hot_limit: o.hot_set_limit.unwrap_or_else(|| at_least_1(0.5 * fd)),
             init_phys_limit: o.physical_limit.unwrap_or_else(|| at_least_1(0.15 * fd)),
             file_target,

@@ -136,28 +136,26 @@ fn lru_and_clock_scoring() {
     assert_eq!(clock.real_score(&m, 9), 0.0);
 }
 
-/// Algorithm 1: first access c = dc, t = 0; a hit c = min(c + dc, cmax), t = 1; counters
-/// lose 1 every R accessed bytes, never below 0; stable = c > 0 and t = 1.
+/// Algorithm 1 with the prototype's increment (dc = cmax = 5): first access c = 5, t = 0;
+/// a hit c = min(c + dc, cmax) = 5, t = 1; counters lose 1 every R accessed bytes, never
+/// below 0; stable = c > 0 and t = 1.
 #[test]
 fn auto_tuning_counters_follow_algorithm_1() {
     let sc = Scorer::new(ScoringMethod::ExpSmoothing, 0.999);
     let first = sc.first_access(10, 0, 0, 0);
-    assert_eq!((first.counter, first.tag), (26, false));
+    assert_eq!((first.counter, first.tag), (COUNTER_MAX, false));
     assert!(!is_stable(&first, 0), "a first access is unstable");
-    // Hit one period later: 2.6 - 1 + 2.6 = 4.2.
-    let hit = sc.merge(&first, &sc.first_access(10, 3, 1, 0));
-    assert_eq!((hit.counter, hit.tag, hit.epoch), (42, true, 1));
-    assert!(is_stable(&hit, 1));
-    // Another hit in the same period caps at cmax = 5.
-    let hit2 = sc.merge(&hit, &sc.first_access(10, 3, 1, 0));
-    assert_eq!(hit2.counter, COUNTER_MAX);
+    // Hit four periods later: 5 - 4 + 5, capped at 5.
+    let hit = sc.merge(&first, &sc.first_access(10, 3, 4, 0));
+    assert_eq!((hit.counter, hit.tag, hit.epoch), (COUNTER_MAX, true, 4));
+    assert!(is_stable(&hit, 4));
     // Lazy decrement: 5 periods later the counter is 0 and the key unstable.
-    assert_eq!(real_counter(&hit2, 5), 10);
-    assert_eq!(real_counter(&hit2, 6), 0);
-    assert!(!is_stable(&hit2, 6));
+    assert_eq!(real_counter(&hit, 8), 10);
+    assert_eq!(real_counter(&hit, 9), 0);
+    assert!(!is_stable(&hit, 9));
     // A hit after the counter ran out: c = dc, t = 1 (stable again).
-    let again = sc.merge(&hit2, &sc.first_access(10, 9, 9, 0));
-    assert_eq!((again.counter, again.tag), (26, true));
+    let again = sc.merge(&hit, &sc.first_access(10, 9, 12, 0));
+    assert_eq!((again.counter, again.tag), (COUNTER_DC, true));
 }
 
 /// Invariant 3 (detect, never invent): the record encoding round-trips, its length is the
@@ -199,7 +197,7 @@ fn options_default_and_validation() {
     assert_eq!((p.init_hot_limit, p.init_phys_limit), (500, 150));
     assert_eq!(
         (p.lhs, p.rhs, p.dhs, p.decay_bytes, p.tick_bytes),
-        (50, 700, 70, 700, 100)
+        (50, 700, 70, 1000, 100)
     );
     for bad in [
         RaltOptions {
@@ -529,7 +527,8 @@ fn lru_and_clock_find_a_hotspot() {
 /// Algorithm 1 under uniform access: hardly any key becomes stable, so after evictions the
 /// hot set limit falls to its floor, max(Lhs, min(stable + Dhs, Rhs)) with stable ~ 0.
 /// With the paper's constants Dhs = 0.07 FD exceeds Lhs = 0.05 FD, so the floor reached
-/// is Dhs (plus the few stable keys); the test checks it lands within 0.02 FD of it.
+/// is Dhs (plus the few stable keys: keys read twice within five counter periods by
+/// chance, about 0.03 FD here); the test checks it lands within 0.05 FD of it.
 #[test]
 fn auto_tuning_uniform_falls_to_lower_bound() {
     let dir = tempfile::tempdir().unwrap();
@@ -552,7 +551,7 @@ fn auto_tuning_uniform_falls_to_lower_bound() {
     let floor = p.lhs.max(p.dhs);
     assert!(s.evictions >= 2, "{s:?}");
     assert!(
-        s.hot_set_limit >= floor && s.hot_set_limit <= floor + fd / 50,
+        s.hot_set_limit >= floor && s.hot_set_limit <= floor + fd / 20,
         "limit {} not at its floor {floor}: {s:?}",
         s.hot_set_limit
     );
@@ -655,6 +654,51 @@ fn auto_tuning_runs_below_the_initial_limits() {
     );
     let rec = recall(&r, &hs.hot_set());
     assert!(rec >= 0.9, "recall {rec}");
+}
+
+/// The prototype's memory for a key seen twice (the HotRAP authors' RALT: every access sets
+/// the counter to cmax = 5, and a counter period lasts one fast disk of accessed bytes), and
+/// one fast disk of single-access keys remembered while they wait for their second access.
+/// A trace of 64 keys, each read twice with half a fast disk of never-repeated keys between
+/// the two reads, then four fast disks of such keys: the 64 must still be hot (at least 75%
+/// of them: the admission table is direct-mapped, and the never-repeated keys overwrite
+/// about one first read in seven). With the
+/// paper's Algorithm 1 as written (dc = 2.6, a period of Rhs = 0.7 FD, unstable keys
+/// remembered for Dhs = 0.07 FD), the first read of most of them is forgotten before the
+/// second, and the counter of the rest runs out within 3.5 fast disks: under zipfian, the
+/// hot set then stops at the keys read twice within a tenth of a fast disk (69.7% of reads
+/// on the fast disk instead of 74.5%; docs/bench/hotrap.md).
+#[test]
+fn auto_tuning_remembers_a_key_seen_twice_for_five_fast_disks() {
+    let dir = tempfile::tempdir().unwrap();
+    let fd = 2u64 << 20;
+    let o = RaltOptions {
+        fd_budget: fd,
+        buffer_bytes: 32 << 10,
+        ..Default::default()
+    };
+    assert!(o.admission && o.stage && o.auto_tune);
+    let r = Ralt::open(env(dir.path()), o).unwrap();
+    let twice: HashSet<u64> = (0..64).map(|i| 1_000_000_000 + i).collect();
+    let mut filler = 0u64;
+    let mut fill = |r: &Ralt, bytes: u64| {
+        for _ in 0..bytes / HOTRAP {
+            filler += 1;
+            access(r, filler, VLEN);
+        }
+    };
+    for &k in &twice {
+        access(&r, k, VLEN);
+    }
+    fill(&r, fd / 2);
+    for &k in &twice {
+        access(&r, k, VLEN);
+    }
+    fill(&r, 4 * fd);
+    let s = r.stats();
+    assert!(s.evictions >= 2, "no eviction judged the keys: {s:?}");
+    let rec = recall(&r, &twice);
+    assert!(rec >= 0.75, "recall {rec} of the keys read twice: {s:?}");
 }
 
 // ---------------------------------------------------------------- persistence
