@@ -293,14 +293,12 @@ def run_hotrap(a, sz, fast, slow, out):
             shutil.copy(os.path.join(db, name), out)
     info = json.loads(re.sub(r",\s*}", "}", open(os.path.join(db, "info.json")).read()))
     progress = table_of(os.path.join(db, "progress"))
-    # The run phase: from the last progress sample before the count passed the load to the
-    # end; progress counts load and run operations together.
+    # The run phase as kvexe stamps it; progress counts load and run operations together.
     n, ops = sz["records"], sz["ops"]
-    start = max((r for r in progress if r[1] <= n), key=lambda r: r[0])
-    run_start_ns = start[0]
-    run_s = float(info["run-time(secs)"])
-    run_end_ns = run_start_ns + int(run_s * 1e9)
-    # The final 10%: the first sample with 90% of the run's operations done, to the end.
+    run_start_ns = int(info["run-start-timestamp(ns)"])
+    run_end_ns = int(info["run-end-timestamp(ns)"])
+    run_s = (run_end_ns - run_start_ns) / 1e9
+    # The final 10%: from the first per-second sample with 90% of the run's operations done.
     mark = next(r for r in progress if r[1] >= n + 0.9 * ops)
     final_s = max(run_end_ns - mark[0], 1) / 1e9
     final_ops = n + ops - mark[1]
@@ -311,7 +309,9 @@ def run_hotrap(a, sz, fast, slow, out):
     first_sd = int(open(os.path.join(db, "first-level-in-last-tier")).read().split()[0])
 
     def hit(a_row, b_row):
-        d = [y - x for x, y in zip(a_row[1:], b_row[1:])]
+        # Rows grow a column as levels appear.
+        a_hits = a_row[1:] + [0] * (len(b_row) - len(a_row))
+        d = [y - x for x, y in zip(a_hits, b_row[1:])]
         tot = sum(d)
         return sum(d[:first_sd]) / tot if tot else None
 
