@@ -46,8 +46,8 @@ GIB = 1 << 30
 # The run phase has 2 operations per KiB loaded, as the paper (2.2e8 operations on 110 GB).
 PRESETS = {
     "authors": dict(fd=GIB, l1=64 * MIB, memtable=64 * MIB, hot_set=500_000_000, ralt=33_000_000),
-    "medium": dict(fd=GIB // 5.5, l1=16 * MIB, memtable=16 * MIB, hot_set=None, ralt=None),
-    "check": dict(fd=16 * MIB, l1=2 * MIB, memtable=2 * MIB, hot_set=None, ralt=None),
+    "medium": dict(fd=GIB // 5.5, l1=None, memtable=None, hot_set=None, ralt=None),
+    "check": dict(fd=16 * MIB, l1=None, memtable=None, hot_set=None, ralt=None),
 }
 CACHE_BYTES = 8 * MIB
 THREADS = 16
@@ -75,10 +75,12 @@ def sizes(preset, record_size):
         fd=fd,
         records=records,
         ops=2 * records * record_size // 1024,
-        l1=p["l1"],
-        memtable=p["memtable"],
-        # The authors' ratios where the preset does not give them: hot set 500 MB and RALT
-        # 33 MB of a 1 GiB fast disk.
+        # The authors' ratios where the preset does not give them: L1, memtables and files
+        # 64 MiB, hot set 500 MB and RALT 33 MB of a 1 GiB fast disk. (L1 is what matters:
+        # the prototype places a level on the fast disk only if it fits with the levels
+        # above it, so with L1 at 1/16 of the fast disk L0-L2 are there, about 70% of it.)
+        l1=p["l1"] or fd // 16,
+        memtable=p["memtable"] or fd // 16,
         hot_set=p["hot_set"] or int(fd * 500_000_000 / GIB),
         ralt=p["ralt"] or int(fd * 33_000_000 / GIB),
         data=records * record_size,
