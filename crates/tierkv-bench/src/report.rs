@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::budget::{IoAmplification, MemoryUse};
 use crate::error::{BenchError, Result};
-use crate::results::{BackgroundTraffic, BenchResults, SystemResult};
+use crate::results::{BackgroundTraffic, BenchResults, SystemResult, CLIMB_HIT_RATE};
 use crate::scale::Config;
 
 /// Human-readable bytes (binary units).
@@ -222,10 +222,11 @@ fn table<R>(s: &mut String, columns: &[Column<R>], rows: impl IntoIterator<Item 
 }
 
 /// The parts of the report, in order; each writes nothing when no system has its figures.
-const PARTS: [fn(&mut String, &BenchResults); 11] = [
+const PARTS: [fn(&mut String, &BenchResults); 12] = [
     setup,
     systems_table,
     whole_run,
+    climb,
     bounds_table,
     ralt_table,
     background_table,
@@ -536,6 +537,44 @@ fn background_table(s: &mut String, res: &BenchResults) {
     table(s, &columns, bg);
 }
 
+/// The climb of a one-phase run: operations until the FD hit rate first reached
+/// [`CLIMB_HIT_RATE`] (phased runs give it per phase in the phases table).
+fn climb(s: &mut String, res: &BenchResults) {
+    if res.systems.iter().any(|r| r.phases.len() > 1) {
+        return;
+    }
+    let cells: Vec<String> = res
+        .systems
+        .iter()
+        .filter(|r| r.fd_hit_rate_run.is_some())
+        .map(|r| {
+            let at = r.phases.first().and_then(|p| p.ops_to_climb);
+            format!("{} {}", r.name, climb_cell(at, r.ops))
+        })
+        .collect();
+    if cells.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        s,
+        "\nClimb to a {:.0}% FD hit rate (the first timeline interval at or above it): {}.",
+        CLIMB_HIT_RATE * 100.0,
+        cells.join("; ")
+    );
+}
+
+/// "after N ops (P% of them)" or "never", of a span of `ops` operations.
+fn climb_cell(at: Option<u64>, ops: u64) -> String {
+    match at {
+        Some(n) => format!(
+            "after {} ops ({:.0}%)",
+            rate(n as f64),
+            100.0 * n as f64 / ops.max(1) as f64
+        ),
+        None => "never".to_string(),
+    }
+}
+
 /// Throughput by phase of a phased workload (left out when every system ran one phase).
 fn phases_table(s: &mut String, res: &BenchResults) {
     if !res.systems.iter().any(|r| r.phases.len() > 1) {
@@ -544,7 +583,9 @@ fn phases_table(s: &mut String, res: &BenchResults) {
     let _ = writeln!(
         s,
         "\nThroughput by phase (ops/s over the whole phase / over its second half; in \
-         brackets, disk reads of gets and scans per operation over the same spans):\n"
+         brackets, disk reads of gets and scans per operation over the same spans; then \
+         the climb: operations until the FD hit rate first reached {:.0}%):\n",
+        CLIMB_HIT_RATE * 100.0
     );
     let n = res
         .systems
@@ -566,8 +607,16 @@ fn phases_table(s: &mut String, res: &BenchResults) {
                     (Some(a), Some(b)) => format!(" ({a:.3} / {b:.3} reads/op)"),
                     _ => String::new(),
                 };
+                let climb = match r.fd_hit_rate_run {
+                    Some(_) => format!(
+                        ", {:.0}% {}",
+                        CLIMB_HIT_RATE * 100.0,
+                        climb_cell(p.ops_to_climb, p.ops)
+                    ),
+                    None => String::new(),
+                };
                 format!(
-                    "{} / {}{ios}",
+                    "{} / {}{ios}{climb}",
                     rate(p.ops_per_sec),
                     rate(p.second_half_ops_per_sec)
                 )

@@ -115,6 +115,32 @@ pub struct PhaseResult {
     pub read_ios_per_op: Option<f64>,
     /// Same, over the phase's second half.
     pub second_half_read_ios_per_op: Option<f64>,
+    /// The climb: operations from the phase's start to the end of its first timeline
+    /// interval whose FD hit rate reached [`CLIMB_HIT_RATE`] (`None`: none did, or the
+    /// system reports no hit rate).
+    pub ops_to_climb: Option<u64>,
+}
+
+/// The FD hit rate a phase's climb is measured to (issue 46: 90% within the first 15% of
+/// the default run's operations).
+pub const CLIMB_HIT_RATE: f64 = 0.9;
+
+/// Operations from the start of each of `phases` phases to the end of its first interval
+/// with an FD hit rate of at least `rate` (intervals are attributed to the phase they end
+/// in; operations are counted from the intervals' rates and lengths).
+pub fn ops_to_hit_rate(timeline: &[TimelinePoint], phases: usize, rate: f64) -> Vec<Option<u64>> {
+    let mut out = vec![None; phases];
+    let mut ops_in_phase = vec![0.0f64; phases];
+    for p in timeline {
+        let Some(i) = (p.phase < phases).then_some(p.phase) else {
+            continue;
+        };
+        ops_in_phase[i] += p.ops_per_sec * p.interval_s;
+        if out[i].is_none() && p.fd_hit_rate.is_some_and(|h| h >= rate) {
+            out[i] = Some(ops_in_phase[i].round() as u64);
+        }
+    }
+    out
 }
 
 /// Background I/O (flushes, compactions, promotion, hotness tracking; not the WAL) caused by
@@ -328,7 +354,8 @@ pub struct SystemResult {
 
 impl SystemResult {
     /// Computes the reported figures of one run.
-    pub fn new(cfg: &Config, system: System, m: RunMeasure) -> SystemResult {
+    pub fn new(cfg: &Config, system: System, mut m: RunMeasure) -> SystemResult {
+        let phases = with_climbs(std::mem::take(&mut m.phases), &m.timeline);
         let us = |q: f64| m.hist.value_at_quantile(q) as f64 / 1000.0;
         let f = &m.final_window;
         let per_op = |x: Option<u64>| {
@@ -424,10 +451,19 @@ impl SystemResult {
             ),
             unavailable,
             timeline: m.timeline,
-            phases: m.phases,
+            phases,
             engine_stats: serde_json::Value::Null,
         }
     }
+}
+
+/// Fills in each phase's climb from the timeline.
+fn with_climbs(mut phases: Vec<PhaseResult>, timeline: &[TimelinePoint]) -> Vec<PhaseResult> {
+    let climbs = ops_to_hit_rate(timeline, phases.len(), CLIMB_HIT_RATE);
+    for (p, c) in phases.iter_mut().zip(climbs) {
+        p.ops_to_climb = c;
+    }
+    phases
 }
 
 impl SystemResult {
@@ -483,6 +519,34 @@ pub(crate) mod tests {
     use super::*;
     use crate::args::BenchArgs;
     use std::path::Path;
+
+    /// The climb counts a phase's operations up to the end of its first interval at or
+    /// above the rate, restarts at each phase, and is `None` for a phase that never gets
+    /// there. (Issue 46's figure: it must move when the hit rate rises earlier or later.)
+    #[test]
+    fn climb_counts_operations_to_the_first_interval_at_the_rate() {
+        let point = |phase: usize, ops: u64, fd: u64| {
+            let c = Counters {
+                gets_fd: fd,
+                gets_sd: 100 - fd,
+                ..Default::default()
+            };
+            TimelinePoint::between(0.0, 0.5, ops, &c, phase)
+        };
+        let timeline = vec![
+            point(0, 100, 10),
+            point(0, 200, 89),
+            point(0, 300, 90),
+            point(0, 400, 99),
+            point(1, 500, 95),
+            point(2, 600, 50),
+        ];
+        assert_eq!(
+            ops_to_hit_rate(&timeline, 4, 0.9),
+            vec![Some(600), Some(500), None, None]
+        );
+        assert_eq!(ops_to_hit_rate(&timeline, 1, 0.99), vec![Some(1000)]);
+    }
 
     pub(crate) fn sample_results(out: &Path) -> BenchResults {
         let cfg = Config::from_args(&BenchArgs {
@@ -570,6 +634,7 @@ pub(crate) mod tests {
                             second_half_ops_per_sec: ops_per_s * 0.9,
                             read_ios_per_op: Some(0.5),
                             second_half_read_ios_per_op: Some(0.25),
+                            ops_to_climb: None,
                         },
                         PhaseResult {
                             phase: 1,
@@ -578,6 +643,7 @@ pub(crate) mod tests {
                             second_half_ops_per_sec: ops_per_s * 1.1,
                             read_ios_per_op: None,
                             second_half_read_ios_per_op: None,
+                            ops_to_climb: None,
                         },
                     ],
                 },

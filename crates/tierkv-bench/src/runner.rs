@@ -390,6 +390,7 @@ impl<'a> Shared<'a> {
             second_half_ops_per_sec: rate(m, e),
             read_ios_per_op: ios(a, e),
             second_half_read_ios_per_op: ios(m, e),
+            ops_to_climb: None,
         };
         bounds.iter().enumerate().map(phase).collect()
     }
