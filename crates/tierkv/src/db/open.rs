@@ -158,9 +158,13 @@ fn open_inner(
             opts.level0_compaction_trigger,
         ))
     });
+    let open_tables = match opts.max_open_files {
+        0 => crate::env::open_file_budget(),
+        n => n,
+    };
     let tables = Arc::new(TableCache::with_limits(
         env.clone(),
-        opts.max_open_files,
+        open_tables,
         opts.table_memory_limit,
         cache,
     ));

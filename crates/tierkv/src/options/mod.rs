@@ -111,7 +111,10 @@ pub struct Options {
     /// How the cache budget is split between KV, KP and block caches (default: adaptive,
     /// AC-Key) and the adaptive policy's parameters.
     pub cache: CacheOptions,
-    /// Table files kept open (default 1000).
+    /// Table files kept open (default 0: automatic, the process's open-file limit, raised
+    /// to its hard limit at open, less 256 descriptors for the rest; see
+    /// [`crate::env::open_file_budget`]). A store with more tables than this reopens them
+    /// (reading footer, index and filter again) as reads reach them.
     pub max_open_files: usize,
     /// Most bytes of index and filter blocks the open tables hold (default `None`: only
     /// `max_open_files` bounds them). A table evicted from the table cache gives its memory
@@ -406,7 +409,7 @@ impl Default for Options {
             read_io: ReadIo::Auto,
             cache_size: 64 * MIB,
             cache: CacheOptions::default(),
-            max_open_files: 1000,
+            max_open_files: 0,
             table_memory_limit: None,
             memory_budget: None,
             memory_shares: MemoryShares::default(),
@@ -525,9 +528,9 @@ impl Options {
     /// Open files and the sizes of keys, values and levels.
     fn validate_limits(&self) -> Result<()> {
         let bad = |msg: String| Err(Error::InvalidArgument(msg));
-        if self.max_open_files < 10 {
+        if self.max_open_files != 0 && self.max_open_files < 10 {
             return bad(format!(
-                "max_open_files {} is below 10",
+                "max_open_files {} is below 10 (0: automatic)",
                 self.max_open_files
             ));
         }
