@@ -28,7 +28,7 @@ fn second_pass_opens(max_open_files: usize) -> (usize, u64) {
     let n = 14_000u64;
     for i in 0..n {
         db.put(
-            &key(i),
+            key(i),
             format!("value-{i:08}-{}", "x".repeat(400)).as_bytes(),
         )
         .unwrap();
@@ -38,7 +38,7 @@ fn second_pass_opens(max_open_files: usize) -> (usize, u64) {
     let tables: usize = db.stats().levels.iter().map(|l| l.files).sum();
     let read_all = || {
         for i in 0..n {
-            assert!(db.get(&key(i)).unwrap().is_some(), "key {i} lost");
+            assert!(db.get(key(i)).unwrap().is_some(), "key {i} lost");
         }
     };
     read_all();
