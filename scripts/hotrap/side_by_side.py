@@ -39,16 +39,11 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 MIB = 1 << 20
 GIB = 1 << 30
 
-# Presets. `authors`: the HotRAP paper's smallest setup (11 GB of 1 KiB records on a 1 GiB
-# fast disk, L1 64 MiB, hot-set limit 500 MB, RALT 33 MB, 8 MiB block cache), the
-# neighbourhood of `tierkv bench --scale paper`. `medium`: the same ratios at 2 GiB of data.
-# `check`: a minute per system, to see the pipeline work (no figure to report).
-# The run phase has 2 operations per KiB loaded, as the paper (2.2e8 operations on 110 GB).
-PRESETS = {
-    "authors": dict(fd=GIB, l1=64 * MIB, memtable=64 * MIB, hot_set=500_000_000, ralt=33_000_000),
-    "medium": dict(fd=GIB // 5.5, l1=None, memtable=None, hot_set=None, ralt=None),
-    "check": dict(fd=16 * MIB, l1=None, memtable=None, hot_set=None, ralt=None),
-}
+# Presets, by their fast disk: `authors`, the HotRAP paper's smallest setup (11 GB of 1 KiB
+# records on a 1 GiB fast disk), the neighbourhood of `tierkv bench --scale paper`; `medium`,
+# 2 GiB of data; `check`, a minute per system, to see the pipeline work (no figure to report).
+# Every other size follows from the fast disk as in the authors' setup (see `sizes`).
+PRESETS = {"authors": GIB, "medium": int(GIB / 5.5), "check": 16 * MIB}
 CACHE_BYTES = 8 * MIB
 THREADS = 16
 
@@ -68,21 +63,21 @@ def die(msg):
 
 def sizes(preset, record_size):
     """Every size of one preset, the same for both systems."""
-    p = PRESETS[preset]
-    fd = int(p["fd"])
+    fd = PRESETS[preset]
     records = 11 * fd // record_size
     return dict(
         fd=fd,
         records=records,
+        # 2 operations per KiB loaded, as the paper (2.2e8 operations on 110 GB).
         ops=2 * records * record_size // 1024,
-        # The authors' ratios where the preset does not give them: L1, memtables and files
-        # 64 MiB, hot set 500 MB and RALT 33 MB of a 1 GiB fast disk. (L1 is what matters:
-        # the prototype places a level on the fast disk only if it fits with the levels
-        # above it, so with L1 at 1/16 of the fast disk L0-L2 are there, about 70% of it.)
-        l1=p["l1"] or fd // 16,
-        memtable=p["memtable"] or fd // 16,
-        hot_set=p["hot_set"] or int(fd * 500_000_000 / GIB),
-        ralt=p["ralt"] or int(fd * 33_000_000 / GIB),
+        # The authors' sizes for a 1 GiB fast disk, scaled: L1, memtables and files 64 MiB,
+        # hot-set limit 500 MB, RALT 33 MB. (L1 is what matters: the prototype places a
+        # level on the fast disk only if it fits with the levels above it, so with L1 at
+        # 1/16 of the fast disk L0-L2 are there, about 70% of it.)
+        l1=fd // 16,
+        memtable=fd // 16,
+        hot_set=int(fd * 500_000_000 / GIB),
+        ralt=int(fd * 33_000_000 / GIB),
         data=records * record_size,
     )
 
