@@ -265,7 +265,8 @@ def run_hotrap(a, sz, fast, slow, out):
     tcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
     if os.path.exists(tcmalloc):
         env["LD_PRELOAD"] = tcmalloc  # as the authors run it
-    # The authors' flags (run-hotrap.sh in shared/peers/hotrap documents each); latency of
+    # The authors' flags (`rocksdb-kvexe --help` explains each): their two tiers with the
+    # fast disk's budget, RALT's hot-set and size limits, auto-tuning on; the latency of
     # every operation (--switches=0x1) for the p99.
     cmd = [kvexe, "--enable_fast_generator", f"--workload_file={wl}",
            f"--num_threads={THREADS}", f"--db_path={db}",
