@@ -132,9 +132,10 @@ pub fn ops_to_hit_rate(timeline: &[TimelinePoint], phases: usize, rate: f64) -> 
     let mut out = vec![None; phases];
     let mut ops_in_phase = vec![0.0f64; phases];
     for p in timeline {
-        let Some(i) = (p.phase < phases).then_some(p.phase) else {
+        let i = p.phase;
+        if i >= phases {
             continue;
-        };
+        }
         ops_in_phase[i] += p.ops_per_sec * p.interval_s;
         if out[i].is_none() && p.fd_hit_rate.is_some_and(|h| h >= rate) {
             out[i] = Some(ops_in_phase[i].round() as u64);

@@ -495,9 +495,8 @@ impl Ralt {
 
     /// Sizes the admission table for a window of `unstable_window` HotRAP bytes of
     /// single-access keys (what auto-tuning lets unstable records take before an eviction
-    /// drops them), at
-    /// the mean record size seen so far; at most an eighth of the memory limit (without
-    /// one, `max_buffer_bytes`).
+    /// drops them), at the mean record size seen so far; at most an eighth of the memory
+    /// limit (without one, `max_buffer_bytes`).
     fn size_admission(&self, m: &mut Maint) {
         let (total, accesses) = {
             let f = self.front.lock();
