@@ -426,6 +426,10 @@ fn gcd(mut a: u64, mut b: u64) -> u64 {
     a
 }
 
+/// Draws of an id not inserted yet before `KeyChooser::sample` folds one into the existing
+/// range.
+const MAX_REDRAWS: u32 = 64;
+
 /// A sampler built from a [`DistSpec`] for a run.
 #[derive(Clone, Debug)]
 pub struct KeyChooser {
@@ -460,11 +464,14 @@ enum Kind {
 }
 
 impl KeyChooser {
-    /// Builds the sampler. `space` is the number of ids the run can address (loaded records
-    /// plus expected inserts): skewed distributions rank over it so their hot set does not move
-    /// as records are inserted. `total_ops` sizes fractional phases.
-    pub fn new(spec: &DistSpec, space: u64, total_ops: u64) -> Result<KeyChooser> {
+    /// Builds the sampler. `loaded` is the number of records loaded before the run, `space`
+    /// the number of ids the run can address (those plus its inserts). A hotspot lies in the
+    /// loaded records, as YCSB's hotspot generator and the HotRAP prototype's driver place
+    /// it: inserts never join it. The zipfian ranks over `space`, so a rank keeps its id as
+    /// records are inserted. `total_ops` sizes fractional phases.
+    pub fn new(spec: &DistSpec, loaded: u64, space: u64, total_ops: u64) -> Result<KeyChooser> {
         let space = space.max(1);
+        let loaded = loaded.clamp(1, space);
         let kind = match spec {
             DistSpec::Uniform => Kind::Uniform,
             DistSpec::Zipfian { theta } => Kind::Zipfian {
@@ -478,10 +485,10 @@ impl KeyChooser {
                 op_frac,
                 shift,
             } => Kind::Hotspot {
-                hot: ((space as f64 * key_frac).round() as u64).clamp(1, space),
+                hot: ((loaded as f64 * key_frac).round() as u64).clamp(1, loaded),
                 op_frac: *op_frac,
-                space,
-                scramble: Scramble::new(space, *shift),
+                space: loaded,
+                scramble: Scramble::new(loaded, *shift),
             },
             DistSpec::Latest { theta } => {
                 Zipf::new(space, *theta).map_err(|e| {
@@ -509,7 +516,7 @@ impl KeyChooser {
                     };
                     at = at.saturating_add(len);
                     ends.push(at);
-                    choosers.push(KeyChooser::new(&p.dist, space, total_ops)?);
+                    choosers.push(KeyChooser::new(&p.dist, loaded, space, total_ops)?);
                 }
                 Kind::Phased { ends, choosers }
             }
@@ -531,7 +538,25 @@ impl KeyChooser {
     /// Always returns an id below `existing` (or 0 when nothing exists).
     pub fn sample<R: Rng>(&self, rng: &mut R, op_index: u64, existing: u64) -> u64 {
         let existing = existing.max(1);
-        let id = match &self.kind {
+        if let Kind::Phased { choosers, .. } = &self.kind {
+            return choosers[self.phase_of(op_index)].sample(rng, op_index, existing);
+        }
+        // An id not inserted yet is drawn again, as YCSB and the prototype's driver do: folding
+        // it into the existing range instead sent a popular rank to a different record after
+        // every insert (with 25% inserts a third of a hotspot moved all the time). Rarely
+        // most of the space is still to come; the fold then bounds the draws.
+        let mut id = self.draw(rng, existing);
+        for _ in 0..MAX_REDRAWS {
+            if id < existing {
+                return id;
+            }
+            id = self.draw(rng, existing);
+        }
+        id % existing
+    }
+
+    fn draw<R: Rng>(&self, rng: &mut R, existing: u64) -> u64 {
+        match &self.kind {
             Kind::Uniform => rng.gen_range(0..existing),
             Kind::Zipfian { zipf, scramble } => {
                 let rank = zipf.sample(rng) as u64 - 1;
@@ -563,15 +588,8 @@ impl KeyChooser {
                 // db_bench's prime multiply spreads neighbouring ranks.
                 rank.wrapping_mul(0x5bd1_e995) % *space
             }
-            Kind::Phased { choosers, .. } => {
-                return choosers[self.phase_of(op_index)].sample(rng, op_index, existing);
-            }
-        };
-        // Ids past the inserted ones fall back into the existing range (as YCSB re-picks).
-        if id >= existing {
-            id % existing
-        } else {
-            id
+            // `sample` picks the phase's chooser first.
+            Kind::Phased { .. } => 0,
         }
     }
 }
@@ -675,6 +693,30 @@ mod tests {
         }
     }
 
+    /// A hotspot stays on the same loaded records while the run inserts more (YCSB's and
+    /// the HotRAP prototype's hotspot): a record hot before the inserts is hot after them,
+    /// and no inserted record joins the hot set.
+    #[test]
+    fn hotspot_stays_put_while_records_are_inserted() {
+        let (loaded, space) = (10_000u64, 15_000u64);
+        let c = KeyChooser::new(&DistSpec::parse("hotspot-5%").unwrap(), loaded, space, 0).unwrap();
+        let hot_ids = |existing: u64| {
+            let mut rng = SmallRng::seed_from_u64(3);
+            let mut n = vec![0u32; space as usize];
+            for i in 0..100_000 {
+                n[c.sample(&mut rng, i, existing) as usize] += 1;
+            }
+            // A hot id gets about 190 draws, a cold one under 1.
+            (0..space)
+                .filter(|&id| n[id as usize] > 20)
+                .collect::<Vec<_>>()
+        };
+        let before = hot_ids(loaded);
+        assert_eq!(before.len(), 500);
+        assert_eq!(hot_ids(12_500), before);
+        assert_eq!(hot_ids(space), before);
+    }
+
     #[test]
     fn samples_stay_in_range() {
         let specs = [
@@ -688,7 +730,7 @@ mod tests {
         ];
         let mut rng = SmallRng::seed_from_u64(1);
         for s in specs {
-            let c = KeyChooser::new(&DistSpec::parse(s).unwrap(), 10_000, 1000).unwrap();
+            let c = KeyChooser::new(&DistSpec::parse(s).unwrap(), 10_000, 10_000, 1000).unwrap();
             for i in 0..5000u64 {
                 // Fewer ids exist than the space: samples must still be valid ids.
                 let existing = 1 + i % 7000;
@@ -700,7 +742,7 @@ mod tests {
     #[test]
     fn zipfian_is_skewed_and_scrambled() {
         let n = 1000;
-        let c = KeyChooser::new(&DistSpec::Zipfian { theta: 0.99 }, n, 0).unwrap();
+        let c = KeyChooser::new(&DistSpec::Zipfian { theta: 0.99 }, n, n, 0).unwrap();
         let mut cnt = counts(&c, n, 100_000);
         // Scrambled: the most popular id is not id 0 (it would be without scrambling).
         let top = (0..n as usize).max_by_key(|&i| cnt[i]).unwrap();
@@ -716,7 +758,7 @@ mod tests {
     fn hotspot_sends_the_op_fraction_to_the_key_fraction() {
         let n = 2000;
         let spec = DistSpec::parse("hotspot-5%").unwrap();
-        let c = KeyChooser::new(&spec, n, 0).unwrap();
+        let c = KeyChooser::new(&spec, n, n, 0).unwrap();
         let mut cnt = counts(&c, n, 200_000);
         let touched = cnt.iter().filter(|&&x| x > 0).count();
         assert!(touched > 1900, "cold keys are still read: {touched}");
@@ -729,8 +771,8 @@ mod tests {
     #[test]
     fn shifted_hotspot_uses_another_hot_set() {
         let n = 2000;
-        let a = KeyChooser::new(&DistSpec::parse("hotspot:0.05:1").unwrap(), n, 0).unwrap();
-        let b = KeyChooser::new(&DistSpec::parse("hotspot:0.05:1:0.5").unwrap(), n, 0).unwrap();
+        let a = KeyChooser::new(&DistSpec::parse("hotspot:0.05:1").unwrap(), n, n, 0).unwrap();
+        let b = KeyChooser::new(&DistSpec::parse("hotspot:0.05:1:0.5").unwrap(), n, n, 0).unwrap();
         let (ca, cb) = (counts(&a, n, 20_000), counts(&b, n, 20_000));
         let overlap = (0..n as usize).filter(|&i| ca[i] > 0 && cb[i] > 0).count();
         assert_eq!(ca.iter().filter(|&&x| x > 0).count(), 100);
@@ -739,7 +781,7 @@ mod tests {
 
     #[test]
     fn latest_prefers_recent_ids() {
-        let c = KeyChooser::new(&DistSpec::Latest { theta: 0.99 }, 1000, 0).unwrap();
+        let c = KeyChooser::new(&DistSpec::Latest { theta: 0.99 }, 1000, 1000, 0).unwrap();
         let cnt = counts(&c, 1000, 50_000);
         let recent: u64 = cnt[900..].iter().sum();
         let old: u64 = cnt[..100].iter().sum();
@@ -749,7 +791,7 @@ mod tests {
 
     #[test]
     fn exponential_is_skewed() {
-        let c = KeyChooser::new(&DistSpec::Exponential { range: 10.0 }, 10_000, 0).unwrap();
+        let c = KeyChooser::new(&DistSpec::Exponential { range: 10.0 }, 10_000, 10_000, 0).unwrap();
         let mut cnt = counts(&c, 10_000, 100_000);
         cnt.sort_unstable_by(|a, b| b.cmp(a));
         let top: u64 = cnt[..1000].iter().sum();
@@ -761,7 +803,7 @@ mod tests {
     fn phases_switch_at_their_boundaries() {
         let text = "# comment\n100 hotspot:0.01:1\n\n50% uniform # rest\n";
         let spec = parse_phases(text, Path::new("p.txt")).unwrap();
-        let c = KeyChooser::new(&spec, 10_000, 1000).unwrap();
+        let c = KeyChooser::new(&spec, 10_000, 10_000, 1000).unwrap();
         assert_eq!(c.phase_of(0), 0);
         assert_eq!(c.phase_of(99), 0);
         assert_eq!(c.phase_of(100), 1);

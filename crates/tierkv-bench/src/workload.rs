@@ -217,7 +217,7 @@ impl OpPlan {
             }
         }
         let space = next.max(1);
-        let chooser = KeyChooser::new(dist, space, total_ops)?;
+        let chooser = KeyChooser::new(dist, records, space, total_ops)?;
         Ok(OpPlan {
             source: Source::Synthetic {
                 mixes,
