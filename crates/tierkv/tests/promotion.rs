@@ -9,6 +9,11 @@
 //!
 //! `hot_records_end_up_on_the_fast_tier` checks the point of it all: after a skewed read
 //! phase, reads of the hot keys are served without touching the slow disk.
+//!
+//! `a_second_slow_read_within_the_window_promotes` checks the repeat stage
+//! (`PromotionOptions::promote_on_repeat`): a record read twice from the slow tier within
+//! the window is promoted at its second read, before RALT's scores know it; one read once
+//! is not.
 
 mod common;
 
@@ -195,6 +200,74 @@ fn hot_keys_end_on_fast(opts: tierkv::Options, reads: u64) {
         "at least 90% of hot keys are served from the fast tier ({slow_hot_reads} of {} were not)",
         hot.len()
     );
+}
+
+/// Promoted key plus value bytes after `twice` keys are read from the slow tier, then 300
+/// others once, then the `twice` keys again, then 300 more others once; with
+/// `promote_on_repeat` as given. The others separate the two reads of a key by several
+/// flushes of RALT's 4 KiB buffer, so RALT's scores have not made any key hot by its
+/// second read: only the repeat stage promotes there.
+fn promoted_after_second_reads(promote_on_repeat: bool, twice: &[u64]) -> (u64, u64) {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let mut opts = common::two_tier_options(slow.path(), 256 * 1024, true);
+    opts.promotion.promote_on_repeat = promote_on_repeat;
+    // Caches off the path: every read below reaches a table.
+    opts.cache_size = 0;
+    let db = Db::open(fast.path(), opts).unwrap();
+    const KEYS: u64 = 6000;
+    for k in 0..KEYS {
+        db.put(common::key(k), value_of(k, 1, 200)).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    db.wait_for_background().unwrap();
+    // Reads in tens, each ten followed by the background's work (the checker, RALT's
+    // flushes), as a store with time between reads would do it: a burst would only fill
+    // the promotion cache faster than the checker empties it.
+    let read_all = |keys: &mut dyn Iterator<Item = u64>| loop {
+        let batch: Vec<u64> = keys.take(10).collect();
+        if batch.is_empty() {
+            break;
+        }
+        for k in batch {
+            assert_eq!(
+                db.get(common::key(k)).unwrap().unwrap(),
+                value_of(k, 1, 200)
+            );
+        }
+        db.wait_for_background().unwrap();
+    };
+    let slow_before = db.stats().get_sources.slow;
+    read_all(&mut twice.iter().copied());
+    read_all(&mut (3000..3300));
+    read_all(&mut twice.iter().copied());
+    read_all(&mut (4000..4300));
+    let s = db.stats();
+    let slow_reads = s.get_sources.slow - slow_before;
+    assert!(
+        slow_reads >= 600 + twice.len() as u64,
+        "the reads must reach the slow tier: {slow_reads} did"
+    );
+    let promoted = s.promotion.promoted_by_flush_bytes + s.promotion.promoted_by_compaction_bytes;
+    let expected: u64 = twice
+        .iter()
+        .map(|&k| (common::key(k).len() + value_of(k, 1, 200).len()) as u64)
+        .sum();
+    (promoted, expected)
+}
+
+#[test]
+fn a_second_slow_read_within_the_window_promotes() {
+    let twice: Vec<u64> = (0..60).map(|i| i * 50).collect();
+    let (promoted, expected) = promoted_after_second_reads(true, &twice);
+    // Every key read twice, and no key read once. (A promoted record counts its file's
+    // bytes, a little more than its key and value.)
+    assert!(
+        promoted >= expected && promoted <= expected * 3 / 2,
+        "promoted {promoted} bytes, the keys read twice hold {expected}"
+    );
+    let (without, _) = promoted_after_second_reads(false, &twice);
+    assert_eq!(without, 0, "RALT alone knows no key yet");
 }
 
 #[test]

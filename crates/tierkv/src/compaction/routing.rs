@@ -3,6 +3,7 @@
 //! promotion-cache records the compaction writes there (promotion by compaction).
 
 use crate::error::Result;
+use crate::hot::policy::PromotionCheck;
 use crate::hot::promotion::PcRecord;
 use crate::hot::{HotKeys, HotTracker};
 use std::collections::VecDeque;
@@ -13,8 +14,8 @@ pub struct HotRouting<'a> {
     pub tracker: &'a HotTracker,
     /// Keep hot input records on the fast tier.
     pub retention: bool,
-    /// Ask the tracker before promoting cache records (off: promote them all).
-    pub hotness_check: bool,
+    /// Which promotion-cache records may be promoted.
+    pub check: PromotionCheck,
     /// Promotion-cache records taken for this compaction, sorted by key.
     pub promote: Vec<(bytes::Bytes, PcRecord)>,
     /// User-key range of the fast-tier inputs: only keys inside it may stay on that level
@@ -145,9 +146,7 @@ impl<'a> HotRouter<'a> {
                 Some(u) if k.as_ref() == u => break,
                 _ => {}
             }
-            let tracker = self.hot.tracker;
-            tracker.record_cached_read(&k, &r)?;
-            if !self.hot.hotness_check || tracker.is_hot(&k) {
+            if self.hot.check.admits(self.hot.tracker, &k, &r)? {
                 out.push((k, r));
             }
         }

@@ -389,7 +389,7 @@ fn run_job(
         HotRouting {
             tracker: t,
             retention: true,
-            hotness_check: true,
+            check: crate::hot::policy::PromotionCheck::Hot,
             promote: case.promote.clone(),
             lo,
             hi,

@@ -106,7 +106,7 @@ fn hot_routing<'a>(inner: &'a DbInner, c: &Compaction, v: &Version) -> Option<Ho
     Some(HotRouting {
         tracker,
         retention: plan.retain,
-        hotness_check: plan.hotness_check,
+        check: plan.check,
         promote: if plan.promote_cached {
             taken
         } else {

@@ -154,7 +154,7 @@ pub(crate) fn run_checker(
     let selected = policy::select_for_flush(
         table,
         tracker,
-        inner.opts.promotion.hotness_check,
+        policy::PromotionCheck::of(&inner.opts.promotion),
         inner.opts.clock.now_ms(),
         newer_exists,
     )?;

@@ -55,14 +55,53 @@ impl Retention {
     }
 }
 
+/// Which records read from the slow tier may be promoted.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum PromotionCheck {
+    /// Every one (the paper's no-hotness-check ablation).
+    Everything,
+    /// Those the tracker calls hot.
+    Hot,
+    /// Those the tracker calls hot, and those whose key the tracker saw judged here lately
+    /// (`PromotionOptions::promote_on_repeat`).
+    HotOrRepeated,
+}
+
+impl PromotionCheck {
+    /// The check `promotion`'s switches ask for.
+    pub(crate) fn of(promotion: &PromotionOptions) -> PromotionCheck {
+        match (promotion.hotness_check, promotion.promote_on_repeat) {
+            (false, _) => PromotionCheck::Everything,
+            (true, false) => PromotionCheck::Hot,
+            (true, true) => PromotionCheck::HotOrRepeated,
+        }
+    }
+
+    /// Logs the slow-tier read that cached `record` in the tracker (HotRAP: "RALT is
+    /// updated later") and says whether the record may be promoted.
+    pub(crate) fn admits(
+        self,
+        tracker: &HotTracker,
+        key: &[u8],
+        record: &PcRecord,
+    ) -> Result<bool> {
+        let repeated = self == PromotionCheck::HotOrRepeated && tracker.read_again(key, record);
+        tracker.record_cached_read(key, record)?;
+        Ok(match self {
+            PromotionCheck::Everything => true,
+            PromotionCheck::Hot => tracker.is_hot(key),
+            PromotionCheck::HotOrRepeated => repeated || tracker.is_hot(key),
+        })
+    }
+}
+
 /// What a compaction from the fast into the slow tier does with hot records.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CrossingPlan {
     /// Hot records stay on the last fast level (retention).
     pub retain: bool,
-    /// Only records the tracker calls hot are retained or promoted (off: every cached
-    /// record is promoted, the no-hotness-check ablation).
-    pub hotness_check: bool,
+    /// Which promotion-cache records may be promoted.
+    pub check: PromotionCheck,
     /// Records the promotion cache holds in the compaction's range are written into the
     /// fast output (promotion by compaction).
     pub promote_cached: bool,
@@ -77,7 +116,7 @@ pub(crate) fn plan_crossing(
 ) -> CrossingPlan {
     CrossingPlan {
         retain: promotion.retention && from_last_fast_level && !force_down,
-        hotness_check: promotion.hotness_check,
+        check: PromotionCheck::of(promotion),
         promote_cached: promotion.by_compaction,
     }
 }
@@ -94,14 +133,13 @@ pub(crate) struct FlushPromotion {
 
 /// Chooses what the checker promotes from `table` (HotRAP §3.4 steps 5-8): not a record
 /// updated since it was cached, nor one expired at `now` (it reads as a deletion), nor
-/// (with `hotness_check`) one the tracker does not call hot, nor one for which
-/// `newer_exists` finds a newer version in the memtables or fast levels (a promoted older
-/// version would shadow it). Every record's slow-tier read is logged in the tracker first
-/// (HotRAP: "RALT is updated later").
+/// one `check` refuses, nor one for which `newer_exists` finds a newer version in the
+/// memtables or fast levels (a promoted older version would shadow it). Every record's
+/// slow-tier read is logged in the tracker first (HotRAP: "RALT is updated later").
 pub(crate) fn select_for_flush(
     table: &PcTable,
     tracker: &HotTracker,
-    hotness_check: bool,
+    check: PromotionCheck,
     now: u64,
     mut newer_exists: impl FnMut(&[u8]) -> Result<bool>,
 ) -> Result<FlushPromotion> {
@@ -110,8 +148,7 @@ pub(crate) fn select_for_flush(
         if table.is_updated(&key) || crate::expiry::is_expired(record.deadline, now) {
             continue;
         }
-        tracker.record_cached_read(&key, &record)?;
-        if hotness_check && !tracker.is_hot(&key) {
+        if !check.admits(tracker, &key, &record)? {
             continue;
         }
         if newer_exists(&key)? {
@@ -168,7 +205,7 @@ mod tests {
             plan,
             CrossingPlan {
                 retain: true,
-                hotness_check: true,
+                check: PromotionCheck::HotOrRepeated,
                 promote_cached: false
             }
         );

@@ -77,6 +77,17 @@ impl HotTracker {
         }
     }
 
+    /// Remembers that `record`, cached from the slow tier, is judged for promotion; true
+    /// if its key was judged lately too (RALT's repeat stage; the cascade has none).
+    pub fn read_again(&self, key: &[u8], record: &PcRecord) -> bool {
+        match self {
+            HotTracker::Ralt(r) => {
+                r.read_again(key, record.value.len().min(u32::MAX as usize) as u32)
+            }
+            HotTracker::BloomCascade(_) => false,
+        }
+    }
+
     /// True if `key` is hot.
     pub fn is_hot(&self, key: &[u8]) -> bool {
         match self {

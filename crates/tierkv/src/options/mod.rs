@@ -173,6 +173,14 @@ pub struct PromotionOptions {
     /// Ask RALT before promoting (off: every record read from the slow tier is promoted,
     /// the paper's "no hotness check" ablation).
     pub hotness_check: bool,
+    /// With `hotness_check`, also promote a record read from the slow tier whose key was
+    /// read from it and judged within the last hot-set limit's worth of such keys
+    /// (default true; not in the paper): a repeat. RALT's scores see an access only once
+    /// its buffer is written, so a hot key otherwise waited several slow reads before its
+    /// first promotion; a key of a uniform workload is rarely read again within the
+    /// window. Retention and eviction still follow the scores alone. Only RALT keeps the
+    /// window: with the bloom cascade this does nothing.
+    pub promote_on_repeat: bool,
     /// Promote promotion-cache records inside a fast-to-slow compaction's range.
     pub by_compaction: bool,
     /// Promote through the checker when the promotion cache fills.
@@ -363,6 +371,7 @@ impl Default for PromotionOptions {
             enabled: true,
             retention: true,
             hotness_check: true,
+            promote_on_repeat: true,
             by_compaction: true,
             by_flush: true,
             cache_size: None,

@@ -97,7 +97,8 @@ pub struct RaltOptions {
     pub stage: bool,
     /// Scoring method.
     pub scoring: ScoringMethod,
-    /// Most bytes of memory RALT holds: its two buffers, its admission table, and the bloom
+    /// Most bytes of memory RALT holds: its two buffers, its admission table, its repeat
+    /// stage (at most an eighth of this; see `PromotionOptions::promote_on_repeat`), and the bloom
     /// filters and block indexes of its run files together with the hot stage (default
     /// `None`: bounded through `physical_limit` only). When files and stage pass the
     /// files' part (the limit less two buffers and the admission table), the stage is

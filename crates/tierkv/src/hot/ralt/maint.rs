@@ -494,11 +494,12 @@ impl Ralt {
     /// What the run files' filters and indexes may hold: the memory limit less the active
     /// buffer's capacity, the frozen buffer (at least that capacity: a buffer frozen before
     /// a halving holds up to the old one, and counting both at the new capacity left the
-    /// difference out) and the admission table.
+    /// difference out), the admission table and the repeat stage.
     fn file_memory_limit(&self) -> Option<u64> {
         let capacity = self.buffer_capacity.load(Relaxed);
         let frozen = self.frozen_bytes.load(Relaxed).max(capacity);
-        let buffers = capacity + frozen + self.admission_bytes.load(Relaxed);
+        let buffers =
+            capacity + frozen + self.admission_bytes.load(Relaxed) + self.repeats.lock().bytes();
         self.opts
             .memory_limit
             .map(|l| l.saturating_sub(buffers).max(1))

@@ -31,7 +31,8 @@
 //!
 //! Files: `options` (options, derived parameters), `score` (score and counter arithmetic,
 //! record encoding), `buffer` (clock, unsorted buffer), `admit` (admission table), `stage`
-//! (hot stage), `run` (run files), `manifest`
+//! (hot stage), `repeat` (slow-tier reads judged recently, for promotion on a repeat),
+//! `run` (run files), `manifest`
 //! (persisted state), `version` (file sets, merging iterator), `maint` (flush, compaction,
 //! eviction, auto-tuning).
 
@@ -40,6 +41,7 @@ mod buffer;
 mod maint;
 mod manifest;
 mod options;
+mod repeat;
 mod run;
 mod score;
 mod stage;
@@ -114,6 +116,8 @@ pub struct Ralt {
     stage_merged: AtomicU64,
     /// Bytes of run images held in memory and their limit (`RaltOptions::run_memory_limit`).
     mem_runs: Arc<MemRuns>,
+    /// Keys whose slow-tier read was judged for promotion lately (`repeat`).
+    repeats: Mutex<repeat::Repeats>,
     /// The state changed since the last checkpoint (changed only under the maintenance
     /// lock; read by `needs_maintenance`).
     dirty: AtomicBool,
@@ -210,6 +214,12 @@ pub struct RaltStats {
     /// Flushed records of keys hot in a run merged into the hot stage instead of written
     /// (the stage writes one record per key when it is written out).
     pub stage_merged: u64,
+    /// Slow-tier reads judged for promotion by the repeat stage
+    /// (`PromotionOptions::promote_on_repeat`; a record put back and judged again counts
+    /// again).
+    pub repeat_reads: u64,
+    /// Of those, reads of a key judged within the window: repeats.
+    pub repeat_hits: u64,
     /// Bytes of runs held in memory (not in `memory_bytes`; their limit is
     /// `RaltOptions::run_memory_limit`).
     pub run_memory_bytes: u64,
@@ -326,6 +336,7 @@ impl Ralt {
             staged_keys: AtomicU64::new(0),
             stage_merged: AtomicU64::new(0),
             mem_runs,
+            repeats: Mutex::default(),
             dirty: AtomicBool::new(false),
             checkpoint_base: AtomicU64::new(other_writes(&env)),
             checkpoints: AtomicU64::new(0),
@@ -470,6 +481,22 @@ impl Ralt {
             }
         }
         self.version.load().may_be_hot(key, hash)
+    }
+
+    /// Remembers that `key` (`value_len` bytes of value) was read from the slow tier and
+    /// judged for promotion; true if it already was within the last hot-set limit's worth
+    /// of such keys (see the `repeat` module).
+    pub fn read_again(&self, key: &[u8], value_len: u32) -> bool {
+        let window = self.hot_limit.load(Relaxed);
+        let mut r = self.repeats.lock();
+        r.fit(window, self.repeat_memory_limit());
+        r.seen_again(filter_hash(key), key.len() as u64 + value_len as u64)
+    }
+
+    /// Most memory the repeat stage holds: as the admission table, an eighth of the memory
+    /// limit (unbounded without one but for its own cap).
+    fn repeat_memory_limit(&self) -> u64 {
+        self.opts.memory_limit.map_or(u64::MAX, |l| l / 8)
     }
 
     /// Estimated HotRAP size of the hot keys in `[lo, hi]`: per level, the difference of
@@ -660,6 +687,10 @@ impl Ralt {
 
     /// Sizes, limits and counters.
     pub fn stats(&self) -> RaltStats {
+        let (rep_reads, rep_hits, rep_bytes) = {
+            let r = self.repeats.lock();
+            (r.reads(), r.hits(), r.bytes())
+        };
         let v = self.version.load();
         let (mut filter_bytes, mut index_bytes, mut records) = (0, 0, 0);
         for (_, f) in v.files() {
@@ -680,7 +711,12 @@ impl Ralt {
             physical_size: v.record_bytes(),
             physical_limit: self.phys_limit.load(Relaxed),
             tracked_keys: records + buffered,
-            memory_bytes: filter_bytes + index_bytes + buffer_bytes + admission_bytes + stage_bytes,
+            memory_bytes: filter_bytes
+                + index_bytes
+                + buffer_bytes
+                + admission_bytes
+                + stage_bytes
+                + rep_bytes,
             accesses: f.accesses,
             evictions: self.evictions.load(Relaxed),
             tick: f.clock.tick,
@@ -702,6 +738,8 @@ impl Ralt {
             stage_bytes,
             staged_keys: self.staged_keys.load(Relaxed),
             stage_merged: self.stage_merged.load(Relaxed),
+            repeat_reads: rep_reads,
+            repeat_hits: rep_hits,
             run_memory_bytes: self.mem_runs.bytes.load(Relaxed),
             run_memory_limit: self.opts.run_memory_limit,
             unpersisted_bytes: v.unpersisted_bytes(),
