@@ -89,7 +89,8 @@ pub struct BenchArgs {
     #[arg(long = "slow-device", alias = "sd-profile", value_name = "PROFILE")]
     pub sd_profile: Option<String>,
     /// Systems to run, comma-separated: tierkv, tierkv-nopromo, tierkv-fd, tierkv-noretain,
-    /// tierkv-nohotcheck, tierkv-nobycompaction, tierkv-nobyflush, tierkv-noautotune,
+    /// tierkv-nohotcheck, tierkv-norepeat (no promotion on a repeat), tierkv-nobycompaction,
+    /// tierkv-nobyflush, tierkv-noautotune,
     /// tierkv-noreuse (no block reuse), tierkv-nobatch (no batched demotion),
     /// tierkv-bloomtracker (HyperDB's bloom cascade instead of RALT), tierkv-semi
     /// (HyperDB's semi-sorted tables on the slow tier);

@@ -22,6 +22,9 @@ pub enum System {
     TierkvNoRetain,
     /// Ablation: promote every record read from the slow disk (no hotness check).
     TierkvNoHotCheck,
+    /// Ablation: no promotion on a repeat (issue 46's repeat stage off: only RALT's
+    /// scores admit a record read from the slow disk).
+    TierkvNoRepeat,
     /// Ablation: no promotion by compaction.
     TierkvNoByCompaction,
     /// Ablation: no promotion by flush.
@@ -82,6 +85,7 @@ impl FromStr for System {
             "tierkv-fd" => System::TierkvFd,
             "tierkv-noretain" => System::TierkvNoRetain,
             "tierkv-nohotcheck" => System::TierkvNoHotCheck,
+            "tierkv-norepeat" => System::TierkvNoRepeat,
             "tierkv-nobycompaction" => System::TierkvNoByCompaction,
             "tierkv-nobyflush" => System::TierkvNoByFlush,
             "tierkv-noautotune" => System::TierkvNoAutoTune,
@@ -141,12 +145,13 @@ fn parse_split(shares: &str) -> Result<System> {
 
 impl System {
     /// Every system with a fixed name (fixed splits are `tierkv-split:KV:KP:BLOCK`).
-    pub const ALL: [System; 21] = [
+    pub const ALL: [System; 22] = [
         System::Tierkv,
         System::TierkvNoPromo,
         System::TierkvFd,
         System::TierkvNoRetain,
         System::TierkvNoHotCheck,
+        System::TierkvNoRepeat,
         System::TierkvNoByCompaction,
         System::TierkvNoByFlush,
         System::TierkvNoAutoTune,
@@ -181,6 +186,7 @@ impl System {
             System::TierkvFd => "tierkv-fd",
             System::TierkvNoRetain => "tierkv-noretain",
             System::TierkvNoHotCheck => "tierkv-nohotcheck",
+            System::TierkvNoRepeat => "tierkv-norepeat",
             System::TierkvNoByCompaction => "tierkv-nobycompaction",
             System::TierkvNoByFlush => "tierkv-nobyflush",
             System::TierkvNoAutoTune => "tierkv-noautotune",
@@ -252,6 +258,10 @@ impl System {
             },
             System::TierkvNoHotCheck => tierkv::PromotionOptions {
                 hotness_check: false,
+                ..on
+            },
+            System::TierkvNoRepeat => tierkv::PromotionOptions {
+                promote_on_repeat: false,
                 ..on
             },
             System::TierkvNoByCompaction => tierkv::PromotionOptions {
@@ -371,6 +381,9 @@ mod tests {
         let r = System::TierkvNoRetain.promotion();
         assert!(r.enabled && !r.retention && r.by_flush);
         assert!(!System::TierkvNoHotCheck.promotion().hotness_check);
+        let n = System::TierkvNoRepeat.promotion();
+        assert!(n.hotness_check && !n.promote_on_repeat);
+        assert!(System::Tierkv.promotion().promote_on_repeat);
         assert!(!System::TierkvNoByCompaction.promotion().by_compaction);
         assert!(!System::TierkvNoByFlush.promotion().by_flush);
         assert!(System::Tierkv.promotion().enabled);
