@@ -44,6 +44,15 @@ struct Hotspot {
 }
 
 impl Hotspot {
+    /// `hot` of `n` keys, spread evenly over the key space from `offset`.
+    fn spread(n: u64, hot: u64, offset: u64) -> Hotspot {
+        Hotspot {
+            n,
+            hot,
+            stride: n / hot,
+            offset,
+        }
+    }
     fn hot_key(&self, i: u64) -> u64 {
         (i * self.stride + self.offset) % self.n
     }
@@ -566,12 +575,7 @@ fn auto_tuning_hotspot_settles_near_hotspot_size() {
     let n = 10 * fd / HOTRAP;
     // A hotspot of 0.3 FD.
     let hot = 3 * fd / 10 / HOTRAP;
-    let hs = Hotspot {
-        n,
-        hot,
-        stride: n / hot,
-        offset: 3,
-    };
+    let hs = Hotspot::spread(n, hot, 3);
     let o = RaltOptions {
         fd_budget: fd,
         buffer_bytes: 32 << 10,
@@ -614,12 +618,7 @@ fn auto_tuning_runs_below_the_initial_limits() {
     // A hotspot of 0.1 FD: far under the initial hot set limit, and its RALT records far
     // under the initial physical limit.
     let hot = fd / 10 / HOTRAP;
-    let hs = Hotspot {
-        n,
-        hot,
-        stride: n / hot,
-        offset: 7,
-    };
+    let hs = Hotspot::spread(n, hot, 7);
     let o = RaltOptions {
         fd_budget: fd,
         buffer_bytes: 32 << 10,
@@ -732,12 +731,7 @@ fn auto_tuning_keeps_a_hotspot_hot_whole_at_every_moment() {
     let n = 11 * fd / HOTRAP;
     for (hot, bound) in [(n / 20, 0.97), (66 * fd / 100 / HOTRAP, 0.98)] {
         let dir = tempfile::tempdir().unwrap();
-        let hs = Hotspot {
-            n,
-            hot,
-            stride: n / hot,
-            offset: 7,
-        };
+        let hs = Hotspot::spread(n, hot, 7);
         let o = RaltOptions {
             fd_budget: fd,
             ..Default::default()
