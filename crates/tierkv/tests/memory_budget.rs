@@ -77,7 +77,11 @@ fn budget_holds_under_a_write_read_mix() {
                     ("tracker", m.tracker),
                 ] {
                     let limit = c.limit.unwrap_or(0);
-                    assert!(c.bytes <= limit, "{name} over its share: {m:?}");
+                    assert!(
+                        c.bytes <= limit,
+                        "{name} over its share: {m:?}; RALT: {:?}",
+                        db.stats().promotion.ralt
+                    );
                 }
                 for (p, c) in [
                     (&mut peak.memtables, m.memtables),

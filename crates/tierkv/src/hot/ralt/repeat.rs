@@ -19,9 +19,8 @@ use std::collections::{HashMap, VecDeque};
 /// lower the window below the fewest.
 const MIN_WINDOW: usize = 1 << 10;
 const MAX_WINDOW: usize = 1 << 18;
-/// Most memory per remembered key, for the cap: its fingerprint in the queue and its map
-/// entry (key, count and control byte), each at up to twice the space they fill.
-const MAX_BYTES_PER_KEY: u64 = 2 * (4 + 9);
+/// Bytes of a map bucket: a fingerprint, its count and a control byte.
+const BUCKET_BYTES: u64 = 4 + 4 + 1;
 
 /// The repeat stage's window.
 #[derive(Default)]
@@ -30,6 +29,8 @@ pub(crate) struct Repeats {
     order: VecDeque<u32>,
     /// Fingerprint -> its copies in `order`.
     present: HashMap<u32, u32>,
+    /// Entries `present` was sized for (`map_reserve`).
+    reserved: usize,
     window: usize,
     /// Key plus value bytes and count of the reads judged, for the mean record size.
     bytes: u64,
@@ -49,26 +50,51 @@ impl Repeats {
         self.hits
     }
 
-    /// Memory held, from the collections' capacities.
+    /// Memory held, from the collections' capacities (the map's at least as reserved: its
+    /// `capacity` leaves out slots holding tombstones).
     pub fn bytes(&self) -> u64 {
-        (self.order.capacity() * 4 + self.present.capacity() * 9) as u64
+        self.order.capacity() as u64 * 4 + map_bytes(self.present.capacity().max(self.reserved))
     }
 
     /// Sizes the window to `window_bytes` (key plus value bytes) of keys at the mean
-    /// record size judged so far (1 KiB before any), within `max_memory` bytes.
+    /// record size judged so far (1 KiB before any), such that the stage holds at most
+    /// `max_memory` bytes.
     pub fn fit(&mut self, window_bytes: u64, max_memory: u64) {
         let mean = self.bytes.checked_div(self.reads).unwrap_or(1024).max(1);
-        let cap = usize::try_from(max_memory / MAX_BYTES_PER_KEY).unwrap_or(MAX_WINDOW);
-        let window = usize::try_from(window_bytes / mean)
+        let mut window = usize::try_from(window_bytes / mean)
             .unwrap_or(MAX_WINDOW)
-            .clamp(MIN_WINDOW, MAX_WINDOW)
-            .min(cap);
-        let shrunk = window * 2 < self.window;
+            .clamp(MIN_WINDOW, MAX_WINDOW);
+        if window_bytes_held(window) > max_memory {
+            // The largest window that fits, by bisection (the bytes held grow with it).
+            let (mut lo, mut hi) = (0, window);
+            while lo < hi {
+                let mid = (lo + hi).div_ceil(2);
+                if window_bytes_held(mid) <= max_memory {
+                    lo = mid;
+                } else {
+                    hi = mid - 1;
+                }
+            }
+            window = lo;
+        }
+        if window == self.window {
+            return;
+        }
+        // Memory is given back after a twofold shrink, or to meet a lowered cap.
+        let shrunk = window * 2 < self.window || self.bytes() > max_memory;
         self.window = window;
         self.trim();
+        let queue = window + 1;
+        let map = map_reserve(window);
         if shrunk {
-            self.order.shrink_to_fit();
-            self.present.shrink_to_fit();
+            self.order.shrink_to(queue);
+            self.present.shrink_to(map);
+        }
+        if self.reserved < map || shrunk {
+            self.order
+                .reserve_exact(queue.saturating_sub(self.order.len()));
+            self.present.reserve(map.saturating_sub(self.present.len()));
+            self.reserved = map;
         }
     }
 
@@ -104,6 +130,36 @@ impl Repeats {
     }
 }
 
+/// Entries the map is reserved for, for a window of `window` keys: twice what it holds at
+/// most (the window plus the key pushed before the oldest is dropped). A hashbrown map
+/// rehashes in place while at most half its capacity is live and grows otherwise, and the
+/// removals of a sliding window leave tombstones that count against its capacity until
+/// then; reserved at half full it never grows (reserved at what it holds, it doubled
+/// under a sliding window to three and a half times the space its keys fill).
+fn map_reserve(window: usize) -> usize {
+    2 * (window + 1)
+}
+
+/// Bytes of a map with room for `entries`: a power of two of buckets at most seven
+/// eighths full, as hashbrown allocates them, plus a group of trailing control bytes.
+fn map_bytes(entries: usize) -> u64 {
+    let buckets = if entries < 8 {
+        if entries < 4 {
+            4
+        } else {
+            8
+        }
+    } else {
+        (entries.saturating_mul(8) / 7).next_power_of_two()
+    };
+    buckets as u64 * BUCKET_BYTES + 16
+}
+
+/// Bytes the stage holds with a window of `window` keys.
+fn window_bytes_held(window: usize) -> u64 {
+    (window as u64 + 1) * 4 + map_bytes(map_reserve(window))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,7 +189,7 @@ mod tests {
         assert!(r.seen_again(h(1), 1024));
         assert!(!r.seen_again(h(5000), 1024));
         assert!(!r.seen_again(h(1), 1024), "pushed out by one more key");
-        assert!(r.bytes() <= 4096 * MAX_BYTES_PER_KEY);
+        assert!(r.bytes() <= window_bytes_held(4096), "{}", r.bytes());
         // Smaller records: the same window holds more keys.
         let mut small = Repeats::default();
         small.fit(4 << 20, u64::MAX);
@@ -156,7 +212,42 @@ mod tests {
         assert!(small.seen_again(h(1999), 128) && !small.seen_again(h(0), 128));
         // A memory cap lowers the window below the fewest keys, and the memory held.
         small.fit(4 << 20, 26_000);
-        assert_eq!(small.window, 1000);
+        assert!(small.window < MIN_WINDOW);
+        assert!(window_bytes_held(small.window) <= 26_000);
+        assert!(
+            window_bytes_held(small.window + 1) > 26_000,
+            "the largest that fits"
+        );
         assert!(small.bytes() <= 26_000, "{}", small.bytes());
+    }
+
+    /// The memory cap holds while the window slides: a third of the reads repeat a few
+    /// hundred keys, the rest are new, so the map removes a key for nearly every key it
+    /// adds. (Its tombstones made a map sized to what it held double twice, to 9 KB
+    /// under a 6.5 KB cap.)
+    #[test]
+    fn the_memory_cap_holds_while_the_window_slides() {
+        for cap in [6_553, 26_000, 1 << 20] {
+            let mut r = Repeats::default();
+            let mut x = 1u64;
+            for i in 0..100_000u64 {
+                r.fit(89_193, cap);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let key = if i % 3 == 0 { x % 500 } else { x >> 1 };
+                r.seen_again(key << 32, 208);
+                assert!(
+                    r.bytes() <= cap,
+                    "cap {cap}: {} bytes at read {i}",
+                    r.bytes()
+                );
+                assert!(
+                    map_bytes(r.present.capacity()) <= map_bytes(r.reserved),
+                    "cap {cap}: the map grew past its reservation at read {i}"
+                );
+            }
+            assert_eq!(r.order.len(), r.window, "cap {cap}");
+        }
     }
 }
