@@ -92,6 +92,7 @@ pub struct BenchArgs {
     /// tierkv-nohotcheck, tierkv-norepeat (no promotion on a repeat), tierkv-nobycompaction,
     /// tierkv-nobyflush, tierkv-noautotune,
     /// tierkv-noreuse (no block reuse), tierkv-nobatch (no batched demotion),
+    /// tierkv-staticslow (slow levels not sized from their data),
     /// tierkv-bloomtracker (HyperDB's bloom cascade instead of RALT), tierkv-semi
     /// (HyperDB's semi-sorted tables on the slow tier);
     /// cache modes of tierkv: tierkv-blockonly, tierkv-kvonly, tierkv-kponly,

@@ -36,6 +36,9 @@ pub enum System {
     TierkvNoReuse,
     /// Ablation: one file at a time from the fast into the slow tier (no batched demotion).
     TierkvNoBatch,
+    /// Ablation: the slow levels keep the layout's targets, each the size ratio times the
+    /// one above (not sized from the data they hold).
+    TierkvStaticSlow,
     /// tierkv with HyperDB's bloom-filter cascade instead of RALT as the hotness tracker.
     TierkvBloomTracker,
     /// tierkv with HyperDB's semi-sorted tables on the slow tier (issue 21).
@@ -91,6 +94,7 @@ impl FromStr for System {
             "tierkv-noautotune" => System::TierkvNoAutoTune,
             "tierkv-noreuse" => System::TierkvNoReuse,
             "tierkv-nobatch" => System::TierkvNoBatch,
+            "tierkv-staticslow" => System::TierkvStaticSlow,
             "tierkv-semi" => System::TierkvSemi,
             "tierkv-push" => System::TierkvPush,
             "tierkv-semi-push" => System::TierkvSemiPush,
@@ -145,7 +149,7 @@ fn parse_split(shares: &str) -> Result<System> {
 
 impl System {
     /// Every system with a fixed name (fixed splits are `tierkv-split:KV:KP:BLOCK`).
-    pub const ALL: [System; 22] = [
+    pub const ALL: [System; 23] = [
         System::Tierkv,
         System::TierkvNoPromo,
         System::TierkvFd,
@@ -157,6 +161,7 @@ impl System {
         System::TierkvNoAutoTune,
         System::TierkvNoReuse,
         System::TierkvNoBatch,
+        System::TierkvStaticSlow,
         System::TierkvBloomTracker,
         System::TierkvSemi,
         System::TierkvPush,
@@ -192,6 +197,7 @@ impl System {
             System::TierkvNoAutoTune => "tierkv-noautotune",
             System::TierkvNoReuse => "tierkv-noreuse",
             System::TierkvNoBatch => "tierkv-nobatch",
+            System::TierkvStaticSlow => "tierkv-staticslow",
             System::TierkvBloomTracker => "tierkv-bloomtracker",
             System::TierkvSemi => "tierkv-semi",
             System::TierkvPush => "tierkv-push",
@@ -227,6 +233,8 @@ impl System {
             | System::TierkvSemiPush
             | System::TierkvSemiScore
             | System::TierkvSemiPushScore => Some("tierkv-semi"),
+            // Its load leaves the slow levels in the layout's shape.
+            System::TierkvStaticSlow => Some("tierkv-static-slow"),
             s if s.is_rocksdb() => None,
             _ => Some("tierkv-two-tier"),
         }
@@ -295,6 +303,10 @@ impl System {
             },
             System::TierkvNoBatch => tierkv::CompactionOptions {
                 batched_demotion: false,
+                ..on
+            },
+            System::TierkvStaticSlow => tierkv::CompactionOptions {
+                dynamic_slow_levels: false,
                 ..on
             },
             System::TierkvSemi => tierkv::CompactionOptions {

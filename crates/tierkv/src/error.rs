@@ -77,6 +77,11 @@ pub enum Error {
     /// A background flush or compaction failed; the store refuses writes until reopened.
     #[error("store is read-only after a background error: {0}")]
     Background(Arc<Error>),
+    /// A background thread panicked (a bug in tierkv): the store stops its background
+    /// work and refuses writes, as after a background error, instead of leaving waiters
+    /// blocked on work that never comes.
+    #[error("a background thread panicked: {0}")]
+    BackgroundPanic(String),
     /// The store is shutting down.
     #[error("store is closed")]
     Closed,

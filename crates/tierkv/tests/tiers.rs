@@ -482,12 +482,83 @@ fn wal_file_bytes(dir: &Path) -> u64 {
         .sum()
 }
 
+/// Slow levels sized from the data (docs/DESIGN.md, "Slow levels sized from the data"):
+/// with the slow tier holding many times the last fast level, the targets the store
+/// reports (`DbStats::levels[*].target_bytes`, the picker's) for the slow levels above the
+/// deepest holding data are no longer the layout's: the first is at least the last fast
+/// level's and below the layout's, each next one is one ratio (at most the size ratio)
+/// times the one above, and once background work settles each of those levels holds at
+/// most its target. With `dynamic_slow_levels` off they are the layout's.
+#[test]
+fn slow_levels_are_sized_from_their_data() {
+    for dynamic in [true, false] {
+        let fast = tempfile::tempdir().unwrap();
+        let slow = tempfile::tempdir().unwrap();
+        // A small fast tier, so that the slow tier spreads over three levels.
+        let mut opts = common::two_tier_options(slow.path(), FD_BUDGET / 3, false);
+        opts.compaction.dynamic_slow_levels = dynamic;
+        let ratio = opts.level_size_ratio as f64;
+        let db = Db::open(fast.path(), opts).unwrap();
+        let layout = db.layout().clone();
+        let k = layout.last_fast_level;
+        let model = fill(&db, 30_000, 0);
+        db.flush().unwrap();
+        db.wait_for_background().unwrap();
+        let s = db.stats();
+        let deepest = (k + 1..s.levels.len())
+            .rev()
+            .find(|&l| s.levels[l].bytes > 0)
+            .expect("data on the slow tier");
+        let slow_bytes: u64 = s.levels[k + 1..].iter().map(|l| l.bytes).sum();
+        let last_fast = layout.targets[k];
+        assert!(
+            slow_bytes > 20 * last_fast,
+            "{slow_bytes} slow bytes under a last fast level of {last_fast}"
+        );
+        let targets: Vec<u64> = s.levels.iter().map(|l| l.target_bytes).collect();
+        if !dynamic {
+            assert_eq!(targets[1..], layout.targets[1..], "static");
+            continue;
+        }
+        assert!(
+            deepest >= k + 2,
+            "the data spread over one slow level: {targets:?}"
+        );
+        let first = targets[k + 1];
+        assert!(
+            first >= last_fast && first < layout.targets[k + 1],
+            "first slow level {first} against the last fast {last_fast} and the layout's {}",
+            layout.targets[k + 1]
+        );
+        for l in k + 2..deepest {
+            let x = targets[l] as f64 / targets[l - 1] as f64;
+            assert!(x >= 1.0 && x <= ratio, "L{l}: ratio {x} in {targets:?}");
+            if l > k + 2 {
+                let above = targets[l - 1] as f64 / targets[l - 2] as f64;
+                assert!((x - above).abs() < 0.01 * x, "unequal ratios {targets:?}");
+            }
+        }
+        for l in &s.levels[k + 1..deepest] {
+            assert!(
+                l.bytes <= l.target_bytes,
+                "L{} holds {} over its target {} after settling",
+                l.level,
+                l.bytes,
+                l.target_bytes
+            );
+        }
+        for (k, v) in model.iter().step_by(97) {
+            assert_eq!(db.get(k).unwrap().as_deref(), Some(&v[..]));
+        }
+    }
+}
+
 /// Invariant 4 with the budget used fully (`CompactionOptions::fill_fast_budget`): the
 /// store counts its live WALs exactly (`DbStats::wal_bytes` equals the `.log` files' bytes,
 /// after writes, after a flush retires them and after recovery), and L0's byte target is
 /// the fast-disk budget less the WALs and the fast levels below it, never below the
-/// layout's share; once background work settles, tables and WALs together hold no more
-/// than the budget and one file.
+/// layout's share (the other fast levels keep the layout's); once background work settles,
+/// tables and WALs together hold no more than the budget and one file.
 #[test]
 fn level0_takes_the_budget_the_wals_and_fast_levels_leave() {
     let fast = tempfile::tempdir().unwrap();
@@ -504,7 +575,8 @@ fn level0_takes_the_budget_the_wals_and_fast_levels_leave() {
             .saturating_sub(s.wal_bytes + below)
             .max(layout.targets[0]);
         assert_eq!(s.levels[0].target_bytes, want, "L0 target {when}");
-        for l in &s.levels[1..] {
+        // The slow levels are sized from their data (`slow_levels_are_sized_from_their_data`).
+        for l in &s.levels[1..=k] {
             assert_eq!(
                 l.target_bytes, layout.targets[l.level],
                 "L{} {when}",

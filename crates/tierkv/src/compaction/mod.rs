@@ -13,6 +13,7 @@ mod reuse;
 mod routing;
 mod semi_plan;
 mod semi_sink;
+mod slow_levels;
 mod span_reads;
 pub(crate) mod stream;
 mod victim;

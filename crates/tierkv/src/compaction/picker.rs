@@ -43,8 +43,19 @@ use crate::version::{FileMeta, Version};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
+/// What the level targets depend on beside the version: what holds the fast tier apart
+/// from the levels' own data.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Occupancy {
+    /// Bytes the live WALs hold on the fast tier (see [`level0_target`]).
+    pub wal_bytes: u64,
+    /// Hot bytes retention keeps on the last fast level (the tracker's hot set; 0
+    /// without retention), which cold data cannot use (see `super::slow_levels`).
+    pub hot_bytes: u64,
+}
+
 /// Per-level pressure: bytes over target ([`level_targets`]: L0's follows the fast tier's
-/// free budget, given `wal_bytes` of live WALs), and for L0 also its file count against
+/// free budget, given the live WALs in `occ`), and for L0 also its file count against
 /// twice the trigger (grown by the same factor as its byte target). >= 1 needs work.
 ///
 /// A level's bytes are [`Version::level_sized_bytes`]: a semi-sorted table counts its live
@@ -64,8 +75,8 @@ use std::sync::Arc;
 /// updates a flush can be a fraction of a memtable, and counting files would compact L1
 /// as often for much less data (YCSB A zipfian: L0 files of two thirds of a memtable, see
 /// docs/BENCHMARKS-LOG.md). The file count still bounds the L0 files a read may consult.
-pub fn level_scores(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<f64> {
-    let targets = level_targets(v, opts, wal_bytes);
+pub fn level_scores(v: &Version, opts: &Options, occ: Occupancy) -> Vec<f64> {
+    let targets = level_targets(v, opts, occ);
     (0..v.num_levels() - 1)
         .map(|level| {
             let by_bytes = v.level_sized_bytes(level) as f64 / targets[level].max(1) as f64;
@@ -87,11 +98,16 @@ pub fn level_scores(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<f64> {
 }
 
 /// Every level's target bytes as the picker uses them: the layout's
-/// ([`LevelLayout::targets`]), except L0's byte trigger, which is [`level0_target`].
-pub fn level_targets(v: &Version, opts: &Options, wal_bytes: u64) -> Vec<u64> {
+/// ([`LevelLayout::targets`]), except L0's byte trigger, which is [`level0_target`], and
+/// the slow levels' when they are sized from the data
+/// (`CompactionOptions::dynamic_slow_levels`, `super::slow_levels`).
+pub fn level_targets(v: &Version, opts: &Options, occ: Occupancy) -> Vec<u64> {
     let mut targets = v.layout.targets.clone();
     if let Some(t) = targets.first_mut() {
-        *t = level0_target(v, opts, wal_bytes);
+        *t = level0_target(v, opts, occ.wal_bytes);
+    }
+    if opts.compaction.dynamic_slow_levels {
+        super::slow_levels::size_slow_levels(&mut targets, v, opts.level_size_ratio, occ.hot_bytes);
     }
     targets
 }
@@ -205,21 +221,21 @@ pub fn pick(
     hot: Option<&HotPicking<'_>>,
     running: &[RangeClaim],
 ) -> Option<Compaction> {
-    pick_with(v, opts, hot, running, None, 0)
+    pick_with(v, opts, hot, running, None, Occupancy::default())
 }
 
 /// [`pick`], with the block bounds of open tables for HyperDB's overlap-score victim
 /// (`CompactionOptions::overlap_score_victim`; without them every table counts as one
-/// block) and the bytes the live WALs hold on the fast tier (see [`level0_target`]).
+/// block) and what else holds the fast tier (see [`level_targets`]).
 pub fn pick_with(
     v: &Version,
     opts: &Options,
     hot: Option<&HotPicking<'_>>,
     running: &[RangeClaim],
     bounds: Option<BlockBounds<'_>>,
-    wal_bytes: u64,
+    occ: Occupancy,
 ) -> Option<Compaction> {
-    let scores = level_scores(v, opts, wal_bytes);
+    let scores = level_scores(v, opts, occ);
     let mut order: Vec<usize> = (0..scores.len()).filter(|&l| scores[l] >= 1.0).collect();
     order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]));
     // Invariant 4 (docs/DESIGN.md): while the fast tier is over budget, the compaction that moves

@@ -8,6 +8,7 @@
 //! fast tier, or be promoted.
 
 use super::job::{self, HotRouting, JobContext, JobOutput};
+use super::picker::Occupancy;
 use super::Compaction;
 use crate::env::{Env, IoCause, Tier};
 use crate::hot::cascade::{BloomCascade, BloomCascadeOptions};
@@ -1200,10 +1201,12 @@ fn dirtiest_slow_file_is_the_victim_under_space_pressure() {
         tiers: vec![Tier::Fast, Tier::Fast, Tier::Slow, Tier::Slow],
         last_fast_level: 1,
     });
-    let opts = Options {
+    let mut opts = Options {
         target_file_size: 1000,
         ..Options::default()
     };
+    // The layout's targets: what counts toward them is the question here.
+    opts.compaction.dynamic_slow_levels = false;
     let with_garbage = |f: Arc<FileMeta>, g: u64| {
         let mut info = f.info.clone();
         info.garbage_bytes = g;
@@ -1416,10 +1419,12 @@ fn slow_levels_are_sized_by_live_bytes_not_garbage() {
         tiers: vec![Tier::Fast, Tier::Fast, Tier::Slow, Tier::Slow, Tier::Slow],
         last_fast_level: 1,
     });
-    let opts = Options {
+    let mut opts = Options {
         target_file_size: 1000,
         ..Options::default()
     };
+    // The layout's targets: what counts toward them is the question here.
+    opts.compaction.dynamic_slow_levels = false;
     let with_garbage = |f: Arc<FileMeta>, g: u64| {
         let mut info = f.info.clone();
         info.garbage_bytes = g;
@@ -1448,7 +1453,7 @@ fn slow_levels_are_sized_by_live_bytes_not_garbage() {
     let v = version(1500);
     assert_eq!(v.level_bytes(3), 6000);
     assert_eq!(v.level_sized_bytes(3), 1500);
-    let scores = super::picker::level_scores(&v, &opts, 0);
+    let scores = super::picker::level_scores(&v, &opts, Occupancy::default());
     assert!(scores[3] < 1.0, "L3 scored {} on garbage", scores[3]);
     assert!(
         super::picker::pick(&v, &opts, None, &[]).is_none(),
@@ -1917,7 +1922,7 @@ fn level0_is_picked_once_its_files_reach_the_slowdown_trigger() {
                     ],
                     layout: layout.clone(),
                 };
-                let score = super::picker::level_scores(&v, &opts, 0)[0];
+                let score = super::picker::level_scores(&v, &opts, Occupancy::default())[0];
                 assert!(
                     score >= 1.0,
                     "triggers {trigger} / {slowdown}, budget {fd_budget:?}: L0 score {score}"
@@ -1964,15 +1969,31 @@ fn level0_fills_the_free_fast_budget() {
         ],
         layout: layout.clone(),
     };
-    let targets = |wal: u64, o: &Options| super::picker::level_targets(&v, o, wal);
+    let targets = |wal_bytes: u64, o: &Options| {
+        let occ = Occupancy {
+            wal_bytes,
+            ..Occupancy::default()
+        };
+        super::picker::level_targets(&v, o, occ)
+    };
     // No WAL: 2000 - 900 (L1) = 1100 for L0, which holds 600 in 10 files (limit 8 x 2.75).
     assert_eq!(targets(0, &opts), vec![1100, 1000, 10_000, 100_000]);
-    assert!(super::picker::level_scores(&v, &opts, 0)[0] < 1.0);
-    assert!(super::picker::pick_with(&v, &opts, None, &[], None, 0).is_none());
+    assert!(super::picker::level_scores(&v, &opts, Occupancy::default())[0] < 1.0);
+    assert!(super::picker::pick_with(&v, &opts, None, &[], None, Occupancy::default()).is_none());
     // 600 bytes of WAL take the room back: 500 for L0, which goes into L1.
     assert_eq!(targets(600, &opts)[0], 500);
-    let c = super::picker::pick_with(&v, &opts, None, &[], None, 600)
-        .expect("L0 over what the WALs leave of the budget");
+    let c = super::picker::pick_with(
+        &v,
+        &opts,
+        None,
+        &[],
+        None,
+        Occupancy {
+            wal_bytes: 600,
+            ..Occupancy::default()
+        },
+    )
+    .expect("L0 over what the WALs leave of the budget");
     c.release();
     assert_eq!((c.level, c.output_level), (0, 1));
     // Tables and WALs fill the budget exactly at the target.
@@ -1988,7 +2009,8 @@ fn level0_fills_the_free_fast_budget() {
         ..opts.clone()
     };
     assert_eq!(targets(0, &fixed), layout.targets);
-    let c = super::picker::pick_with(&v, &fixed, None, &[], None, 0).expect("L0 over 400");
+    let c = super::picker::pick_with(&v, &fixed, None, &[], None, Occupancy::default())
+        .expect("L0 over 400");
     c.release();
     assert_eq!(c.level, 0);
     // The grown file limit stops at the slowdown trigger (20): 21 tiny L0 files, far
@@ -2006,7 +2028,7 @@ fn level0_fills_the_free_fast_budget() {
         layout: layout.clone(),
     };
     assert_eq!(opts.level0_slowdown_trigger, 20);
-    let c = super::picker::pick_with(&many, &opts, None, &[], None, 0)
+    let c = super::picker::pick_with(&many, &opts, None, &[], None, Occupancy::default())
         .expect("L0 at the slowdown trigger");
     c.release();
     assert_eq!(c.level, 0);
@@ -2020,7 +2042,7 @@ fn level0_fills_the_free_fast_budget() {
         }),
     };
     assert_eq!(
-        super::picker::level_targets(&all_fast, &opts, 0),
+        super::picker::level_targets(&all_fast, &opts, Occupancy::default()),
         layout.targets
     );
 }

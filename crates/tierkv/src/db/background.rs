@@ -4,7 +4,7 @@
 //! state lock released and releases its claim; plus manual compaction and waiting for
 //! quiescence. The jobs themselves are `flush`, `compact` and `promote`.
 
-use super::compact::{retention_saturated, run_compaction};
+use super::compact::{occupancy, retention_saturated, run_compaction};
 use super::flush::flush_memtable;
 use super::{promote, DbInner, State};
 use crate::compaction::{picker, Compaction};
@@ -130,7 +130,7 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
                 None,
                 &st.jobs.running_compactions,
                 Some(&block_bounds),
-                st.tree.wal_bytes(),
+                occupancy(inner, st),
             )
         }
     };
@@ -157,7 +157,7 @@ fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Comp
         Some(&hot),
         &st.jobs.running_compactions,
         Some(&block_bounds),
-        st.tree.wal_bytes(),
+        occupancy(inner, st),
     )
 }
 
@@ -202,7 +202,7 @@ fn needs_compaction(inner: &DbInner, st: &State) -> bool {
         .tracker
         .as_ref()
         .map(|_| inner.layout.last_fast_level);
-    picker::level_scores(&v, &inner.opts, st.tree.wal_bytes())
+    picker::level_scores(&v, &inner.opts, occupancy(inner, st))
         .iter()
         .enumerate()
         .any(|(level, score)| {

@@ -16,9 +16,18 @@ use crate::version::{FileMeta, Version};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The target the picker sets for `level`, given the WALs' share of the fast tier.
+/// What the picker's level targets depend on beside the version: the live WALs, and the
+/// hot set retention keeps on the last fast level.
+pub(crate) fn occupancy(inner: &DbInner, st: &State) -> picker::Occupancy {
+    picker::Occupancy {
+        wal_bytes: st.tree.wal_bytes(),
+        hot_bytes: inner.retained_hot_bytes(),
+    }
+}
+
+/// The target the picker sets for `level`.
 pub(crate) fn level_target(inner: &DbInner, st: &State, v: &Version, level: usize) -> u64 {
-    picker::level_targets(v, &inner.opts, st.tree.wal_bytes())[level]
+    picker::level_targets(v, &inner.opts, occupancy(inner, st))[level]
 }
 
 /// Whether the last fast level `level` is saturated with retained hot data

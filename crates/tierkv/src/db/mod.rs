@@ -828,6 +828,15 @@ impl DbInner {
             .map(|_| ())
     }
 
+    /// The hot bytes retention keeps on the fast tier: the tracker's hot set (0 without
+    /// retention). The slow levels are sized from the rest of the last fast level.
+    pub(crate) fn retained_hot_bytes(&self) -> u64 {
+        match &self.hot.tracker {
+            Some(t) if self.opts.promotion.retention => t.hot_set_bytes(),
+            _ => 0,
+        }
+    }
+
     /// Makes the store read-only with `e` (the first background error wins) and wakes
     /// everyone waiting for background work, so they see it.
     pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) -> Arc<Error> {

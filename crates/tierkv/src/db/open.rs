@@ -347,6 +347,24 @@ fn open_tracker(
     })))
 }
 
+/// A background thread: [`thread_loop`], with a panic (a bug) turned into the store's
+/// background error so that writers and `wait_for_background` get an error instead of
+/// waiting forever for work no thread will do. (The state lock is `parking_lot`'s: an
+/// unwinding guard releases it unpoisoned.)
+fn background_thread(inner: Arc<DbInner>) {
+    let run = std::panic::AssertUnwindSafe(|| thread_loop(inner.clone()));
+    if let Err(panic) = std::panic::catch_unwind(run) {
+        let msg = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "(no message)".to_string());
+        let mut st = inner.state.lock();
+        inner.set_bg_error(&mut st, Error::BackgroundPanic(msg));
+        inner.signals.bg_cv.notify_all();
+    }
+}
+
 /// Starts the background threads and the reader pool of an opened store.
 fn start(inner: Arc<DbInner>) -> Result<Db> {
     let threads = (0..inner.opts.background_threads)
@@ -354,7 +372,7 @@ fn start(inner: Arc<DbInner>) -> Result<Db> {
             let inner = inner.clone();
             std::thread::Builder::new()
                 .name(format!("tierkv-bg-{i}"))
-                .spawn(move || thread_loop(inner))
+                .spawn(move || background_thread(inner))
                 .map_err(|e| Error::io("<spawning a background thread>", e))
         })
         .collect::<Result<Vec<_>>>()?;

@@ -396,7 +396,11 @@ impl DbInner {
             .chain(&sv.imms)
             .map(|m| m.wal_bytes())
             .sum();
-        let levels = self.level_stats(v, wal_bytes);
+        let occ = crate::compaction::picker::Occupancy {
+            wal_bytes,
+            hot_bytes: self.retained_hot_bytes(),
+        };
+        let levels = self.level_stats(v, occ);
         let cache = self
             .tables
             .cache()
@@ -486,9 +490,13 @@ impl DbInner {
     }
 
     /// Every level's files, bytes, target and compaction traffic.
-    fn level_stats(&self, v: &crate::version::Version, wal_bytes: u64) -> Vec<LevelStats> {
+    fn level_stats(
+        &self,
+        v: &crate::version::Version,
+        occ: crate::compaction::picker::Occupancy,
+    ) -> Vec<LevelStats> {
         use std::sync::atomic::Ordering::Relaxed;
-        let targets = crate::compaction::picker::level_targets(v, &self.opts, wal_bytes);
+        let targets = crate::compaction::picker::level_targets(v, &self.opts, occ);
         (0..v.num_levels())
             .map(|l| LevelStats {
                 level: l,

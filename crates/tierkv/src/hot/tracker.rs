@@ -147,6 +147,16 @@ impl HotTracker {
         }
     }
 
+    /// Key plus value bytes of the keys called hot now: RALT's hot set. The cascade
+    /// answers membership only and reports 0 (sizing from it would take a sample per
+    /// call: see `compaction::slow_levels`, which then sizes as without promotion).
+    pub fn hot_set_bytes(&self) -> u64 {
+        match self {
+            HotTracker::Ralt(r) => r.hot_set_bytes(),
+            HotTracker::BloomCascade(_) => 0,
+        }
+    }
+
     /// RALT's statistics, if this is RALT.
     pub fn ralt_stats(&self) -> Option<RaltStats> {
         match self {

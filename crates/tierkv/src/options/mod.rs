@@ -275,6 +275,14 @@ pub struct CompactionOptions {
     /// trigger it. While L0 holds a table, the background threads wake every
     /// [`CompactionOptions::expiry_check_interval`] to let the picker look.
     pub compact_scanned_level0: bool,
+    /// Size the slow levels from the data they hold (default true): from the first slow
+    /// level down to the deepest holding data they grow by one ratio from the part of the
+    /// last fast level that retained hot records leave to cold data, as many levels as
+    /// keep the writes per byte demoted lowest, the first never smaller than the last
+    /// fast level (the HotRAP prototype's auto-tuner; docs/DESIGN.md, "Slow levels sized
+    /// from the data"). False keeps the layout's targets: each slow level
+    /// [`Options::level_size_ratio`] times the one above.
+    pub dynamic_slow_levels: bool,
 }
 
 /// How a [`crate::Db::multi_get`] batch (and a [`crate::Db::get_pipelined`] stream) reads
@@ -361,6 +369,7 @@ impl Default for CompactionOptions {
             semi_block_size: 2 * KIB,
             defragment_scanned: true,
             compact_scanned_level0: true,
+            dynamic_slow_levels: true,
         }
     }
 }

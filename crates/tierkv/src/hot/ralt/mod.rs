@@ -685,6 +685,11 @@ impl Ralt {
         other_writes(&self.env)
     }
 
+    /// The hot set's size (`RaltStats::hot_set_size`), without the rest of the stats.
+    pub fn hot_set_bytes(&self) -> u64 {
+        self.version.load().hot_set_bytes()
+    }
+
     /// Sizes, limits and counters.
     pub fn stats(&self) -> RaltStats {
         let (rep_reads, rep_hits, rep_bytes) = {
