@@ -61,6 +61,15 @@ def die(msg):
     sys.exit(2)
 
 
+def slow_disk_bytes(sz, cells):
+    """The slow disk for a grid: the data after the most inserting cell's run (a WH run
+    inserts half its operations, as much again as the load at 2 operations per KiB), with
+    room for space amplification and compaction outputs, plus 1 GiB. (Sized by the load
+    alone, 1.6 times it, the prototype ran out of space under WH.)"""
+    inserted = max(MIXES[c.split(":")[0]][1] for c in cells) * sz["ops"] * sz["data"] // sz["records"]
+    return int((sz["data"] + inserted) * 1.6) + GIB
+
+
 def sizes(preset, record_size):
     """Every size of one preset, the same for both systems."""
     fd = PRESETS[preset]
@@ -359,9 +368,10 @@ def preconditions(a, sz):
     for tool in ("findmnt", "losetup", "mkfs.ext4"):
         if shutil.which(tool) is None:
             missing.append(f"{tool} (Debian: util-linux, e2fsprogs)")
-    # tiers.sh's images are sparse: the slow one fills with the data (plus compaction's
-    # temporary space), the fast one with the fast-disk budget and logs.
-    need = int(sz["data"] * 1.6) + 4 * sz["fd"] + 2 * GIB
+    # tiers.sh's images are sparse: the slow one fills with the data (plus what the cells
+    # insert and compaction's temporary space), the fast one with the fast-disk budget and
+    # logs.
+    need = slow_disk_bytes(sz, a.cells.split(",")) + 4 * sz["fd"] + GIB
     os.makedirs(a.tiers_dir, exist_ok=True)
     free = shutil.disk_usage(a.tiers_dir).free
     if free < need:
@@ -393,7 +403,7 @@ def cmd_grid(a):
                 print(f"== {cell}, {system}, pair {rep} ({time.strftime('%H:%M:%S')})", flush=True)
                 cmd = [os.path.join(ROOT, "scripts/tiers.sh"),
                        "--fast-size", f"{(4 * sz['fd'] + 2 * GIB) // MIB}M",
-                       "--slow-size", f"{(int(sz['data'] * 1.6) + GIB) // MIB}M",
+                       "--slow-size", f"{slow_disk_bytes(sz, [cell]) // MIB}M",
                        "--slow-iops", str(iops), "--slow-bps", str(bps),
                        os.path.join(a.tiers_dir, "tiers"), "--",
                        sys.executable, os.path.abspath(__file__), "run", "--system", system,

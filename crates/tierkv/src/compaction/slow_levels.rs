@@ -36,10 +36,11 @@ pub fn size_slow_levels(targets: &mut [u64], v: &Version, ratio: u64, hot_bytes:
     if k + 1 >= n || v.layout.tiers[k + 1] != crate::env::Tier::Slow {
         return;
     }
-    let Some(deepest) = (k + 1..n).rev().find(|&l| v.level_sized_bytes(l) > 0) else {
+    let held: Vec<u64> = (k + 1..n).map(|l| v.level_sized_bytes(l)).collect();
+    let Some(deepest) = held.iter().rposition(|&b| b > 0).map(|i| k + 1 + i) else {
         return;
     };
-    let slow: u64 = (k + 1..n).map(|l| v.level_sized_bytes(l)).sum();
+    let slow: u64 = held.iter().sum();
     let last_fast = targets[k].max(1);
     let ratio = ratio as f64;
     let effective = last_fast
