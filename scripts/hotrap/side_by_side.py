@@ -292,6 +292,10 @@ def run_hotrap(a, sz, fast, slow, out):
     sampler.start()
     rc = proc.wait()
     sampler.stop.set()
+    # kvexe samples its CPU with a `pidstat -p PID` it starts in the background, writing
+    # into the fast disk's directory; one left behind by a kvexe that aborted kept the
+    # fast disk busy, and tiers.sh could not unmount it.
+    subprocess.run(["pkill", "-f", f"pidstat -p {proc.pid} "], check=False)
     if rc != 0:
         die(f"kvexe failed (exit {rc}): {out}/driver.log")
     for name in ("info.json", "progress", "num-accesses", "promoted-or-retained-bytes",
