@@ -10,7 +10,9 @@
 //! `NAME[:PROBABILITY]` (`*` names every point); a point without a probability fires with
 //! `1 / TIERKV_KILL_ODDS` (default 1: always). A point that fires prints
 //! `tierkv kill point NAME` to stderr and calls [`std::process::abort`], which, like a
-//! SIGKILL, leaves unsynced data in the page cache and runs no destructor.
+//! SIGKILL, leaves unsynced data in the page cache and runs no destructor. With
+//! `TIERKV_KILL_ACTION=panic` it panics instead: what a bug does to the thread it runs
+//! on (`tests/background_panic.rs`).
 //!
 //! The points (where they sit):
 //! - `write.wal_appended`: a write group is in the WAL (and synced if asked), not yet in
@@ -58,6 +60,8 @@ const ON: u8 = 2;
 static STATE: AtomicU8 = AtomicU8::new(UNKNOWN);
 /// The armed points and their probabilities.
 static ARMED: OnceLock<Vec<(String, f64)>> = OnceLock::new();
+/// A point that fires panics instead of aborting (`TIERKV_KILL_ACTION=panic`).
+static PANIC: OnceLock<bool> = OnceLock::new();
 
 /// Aborts the process here with the probability `TIERKV_KILL_POINTS` gives `name` (see the
 /// module's documentation); does nothing when no point is armed.
@@ -85,6 +89,9 @@ fn armed_point(name: &'static str) {
         return;
     };
     if uniform() < p {
+        if *PANIC.get_or_init(|| std::env::var("TIERKV_KILL_ACTION").as_deref() == Ok("panic")) {
+            panic!("tierkv kill point {name}");
+        }
         eprintln!("tierkv kill point {name}: aborting");
         std::process::abort();
     }
