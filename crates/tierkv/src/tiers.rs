@@ -103,23 +103,30 @@ impl LevelLayout {
 /// least 1 (the fast levels never shrink going down).
 fn balanced_ratio(first: u64, total: u64, levels: usize) -> Option<f64> {
     let (first, total) = (first.max(1) as f64, total as f64);
-    let sum = |r: f64| (1..=levels).map(|i| first * r.powi(i as i32)).sum::<f64>();
-    if levels == 0 || sum(1.0) > total {
+    if levels == 0 || first * levels as f64 > total {
         return None;
     }
-    let (mut lo, mut hi) = (1.0f64, 2.0f64);
-    while sum(hi) < total {
-        hi *= 2.0;
+    Some(series_ratio(levels, total / first))
+}
+
+/// The `x >= 1` for which `x + x^2 + ... + x^levels = sum` (1 when `sum` is at most
+/// `levels`: levels never shrink going down). The fast levels' layout and the slow levels
+/// sized from their data (`compaction::slow_levels`) are both such series.
+pub(crate) fn series_ratio(levels: usize, sum: f64) -> f64 {
+    let series = |x: f64| (1..=levels as i32).map(|i| x.powi(i)).sum::<f64>();
+    if levels == 0 || series(1.0) >= sum {
+        return 1.0;
     }
+    let (mut lo, mut hi) = (1.0f64, sum.max(2.0));
     for _ in 0..100 {
         let mid = (lo + hi) / 2.0;
-        if sum(mid) < total {
+        if series(mid) < sum {
             lo = mid;
         } else {
             hi = mid;
         }
     }
-    Some(lo)
+    lo
 }
 
 #[cfg(test)]

@@ -24,6 +24,7 @@
 //! total the sum of equal ratios is smallest. The levels deeper than the sized ones keep
 //! the layout's targets.
 
+use crate::tiers::series_ratio;
 use crate::version::Version;
 
 /// Overwrites the targets of the slow levels in `targets` (the layout's) from the data in
@@ -127,25 +128,6 @@ fn spread(mut levels: usize, room: usize, growth: f64, ratio: f64) -> (usize, f6
         x = next;
     }
     (levels, x)
-}
-
-/// The `x >= 1` for which `x + x^2 + ... + x^levels = sum` (1 when `sum` is at most
-/// `levels`: the levels never shrink going down).
-fn series_ratio(levels: usize, sum: f64) -> f64 {
-    let series = |x: f64| (1..=levels as i32).map(|i| x.powi(i)).sum::<f64>();
-    if levels == 0 || series(1.0) >= sum {
-        return 1.0;
-    }
-    let (mut lo, mut hi) = (1.0f64, sum.max(2.0));
-    for _ in 0..60 {
-        let mid = (lo + hi) / 2.0;
-        if series(mid) < sum {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
 }
 
 #[cfg(test)]
