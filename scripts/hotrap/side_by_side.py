@@ -184,6 +184,11 @@ def run_tierkv(a, sz, fast, slow, out):
            "--fd-budget", str(sz["fd"]), "--cache-size", str(CACHE_BYTES),
            "--slow-device", "none", "--fast-dir", fast, "--slow-dir", slow,
            "--seed", str(a.seed), "--no-progress", "--out", os.path.join(out, "bench")]
+    if not a.tierkv_own_sizes:
+        # The prototype's memtables, table files and L1 (tierkv's own default is a
+        # memtable of 1/128 of the fast disk and an L1 of 1/32).
+        cmd += ["--write-buffer-size", str(sz["memtable"]), "--level-base", str(sz["l1"])]
+    cmd += a.tierkv_arg
     log = open(os.path.join(out, "driver.log"), "w")
     log.write(" ".join(cmd) + "\n")
     log.flush()
@@ -415,6 +420,9 @@ def cmd_grid(a):
                        "--record-size", str(a.record_size), "--rep", str(rep),
                        "--tierkv", a.tierkv, "--hotrap-root", a.hotrap_root,
                        "--seed", str(a.seed + rep), "--out", run_out]
+                if a.tierkv_own_sizes:
+                    cmd.append("--tierkv-own-sizes")
+                cmd += [f"--tierkv-arg={x}" for x in a.tierkv_arg]
                 subprocess.run(cmd, check=True)
                 render(a.out)
     print(open(os.path.join(a.out, "side-by-side.md")).read())
@@ -490,6 +498,11 @@ def main():
     common.add_argument("--tierkv", default=os.path.join(ROOT, "target/release/tierkv"))
     common.add_argument("--hotrap-root", default=os.environ.get("HOTRAP_ROOT", "/tmp/hotrap"))
     common.add_argument("--seed", type=int, default=42)
+    common.add_argument("--tierkv-arg", action="append", default=[],
+                        help="one more flag for tierkv bench (repeat for each; an ablation)")
+    common.add_argument("--tierkv-own-sizes", action="store_true",
+                        help="tierkv sizes its memtables, files and L1 from the fast disk itself "
+                             "instead of taking the prototype's")
     g = sub.add_parser("grid", parents=[common])
     g.add_argument("--cells", default="ro:hotspot-5%,ro:zipfian,rw:hotspot-5%",
                    help="comma-separated WORKLOAD:DISTRIBUTION (ro/rw/wh/uh x hotspot-5%%/zipfian/uniform)")

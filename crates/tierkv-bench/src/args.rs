@@ -119,6 +119,18 @@ pub struct BenchArgs {
     /// (`--block-cache`, its name before the cache held more than blocks, still works.)
     #[arg(long, aliases = ["cache", "block-cache"], value_parser = parse_size)]
     pub cache_size: Option<u64>,
+    /// Memtable size of every system (tierkv's `Options::write_buffer_size`, RocksDB's
+    /// `write_buffer_size`), and table file size unless `--target-file-size` says otherwise
+    /// [default: 1/128 of the fast-disk budget, 1-64 MiB].
+    #[arg(long, value_parser = parse_size, conflicts_with = "memory_budget")]
+    pub write_buffer_size: Option<u64>,
+    /// Target size of a table file of every system [default: the memtable size].
+    #[arg(long, value_parser = parse_size)]
+    pub target_file_size: Option<u64>,
+    /// Target size of level 1 of every system (`max_bytes_for_level_base`) [default: 1/32
+    /// of the fast-disk budget, 2-256 MiB].
+    #[arg(long, value_parser = parse_size)]
+    pub level_base: Option<u64>,
     /// Records per data block of every tierkv system (`Options::block_records`; 0: blocks cut
     /// by size only) [default: the engine's, 48].
     #[arg(long)]

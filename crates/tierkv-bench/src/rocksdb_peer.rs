@@ -114,7 +114,8 @@ impl RocksStore {
         }
         let cache = Cache::new_lru_cache(cfg.cache_size as usize);
         let mut table = BlockBasedOptions::default();
-        table.set_block_size(16 << 10);
+        // tierkv's read unit (its default block size), so both move the same bytes per get.
+        table.set_block_size(tierkv::Options::default().block_size);
         table.set_block_cache(&cache);
         table.set_bloom_filter(10.0, false);
         // tierkv keeps index and filter blocks of open tables in memory, outside the cache.

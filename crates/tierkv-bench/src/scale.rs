@@ -303,9 +303,13 @@ impl EngineSizes {
     fn new(a: &BenchArgs, fd_budget: u64) -> Result<EngineSizes> {
         // Engine sizes follow the paper's ratios (10 GB fast disk: 64 MiB memtables and
         // files, 256 MiB L1), clamped so tiny budgets still get sane files.
-        let mut write_buffer_size = (fd_budget / 128).clamp(MIB, 64 * MIB);
-        let target_file_size = write_buffer_size;
-        let level_base = (fd_budget / 32).clamp(2 * MIB, 256 * MIB);
+        let mut write_buffer_size = a
+            .write_buffer_size
+            .unwrap_or((fd_budget / 128).clamp(MIB, 64 * MIB));
+        let target_file_size = a.target_file_size.unwrap_or(write_buffer_size);
+        let level_base = a
+            .level_base
+            .unwrap_or((fd_budget / 32).clamp(2 * MIB, 256 * MIB));
         // The paper's 128 MiB cache for 10 GB of fast disk.
         let mut cache_size = a
             .cache_size
@@ -636,6 +640,8 @@ mod tests {
                 (a.fast_dir, a.slow_dir) = (Some("f".into()), Some("s".into()));
                 (a.seed, a.cache_size) = (Some(7), Some(3 * MIB));
                 (a.block_records, a.semi_block_size) = (Some(8), Some(8192));
+                (a.write_buffer_size, a.target_file_size) = (Some(2 * MIB), Some(MIB));
+                a.level_base = Some(8 * MIB);
                 a.no_last_level_filters = true;
                 (a.read_io, a.interval) = (Some("threads".into()), Some(2.5));
                 (a.keep_data, a.no_progress) = (true, true);

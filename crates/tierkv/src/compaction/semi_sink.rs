@@ -20,6 +20,11 @@ use crate::sst::BlockWrites;
 use crate::version::{table_file_name, NewFile};
 use std::sync::Arc;
 
+/// The least block size of scan defragmentation's tables: the block size scans were
+/// measured at (docs/bench/semi-sorted-scans.md), kept when the sorted tables' blocks,
+/// sized for point reads, are smaller.
+const SCAN_BLOCK_SIZE: usize = 16 << 10;
+
 /// An appended table's new generation in progress.
 struct Appending {
     writer: GenerationWriter,
@@ -107,15 +112,15 @@ impl SemiOutputs {
         }
     }
 
-    /// With `scans`, writes fresh tables in the sorted tables' block size (`Options::block_size`, 16 KiB
-    /// by default, against the semi-sorted 2 KiB): for scan defragmentation, whose tables
-    /// are the ones user scans read. A scan's per-block work (checksum, copy, parse,
-    /// block-cache insert) then comes once per 16 KiB, as in the sorted tier: with 2 KiB
-    /// blocks a defragmented tier spent 1.05-1.36x the sorted tier's CPU per YCSB E scan
-    /// at equal reads, 1.06-1.17x since (docs/bench/semi-sorted-scans.md, "Defragmented
-    /// tables in the sorted block size"). A merge into such a table later dirties its larger
-    /// blocks: it
-    /// costs more slow-tier writes only for tables both scanned and written. (Blocks cut
+    /// With `scans`, writes fresh tables in blocks of [`SCAN_BLOCK_SIZE`] or the sorted
+    /// tables' block size (`Options::block_size`) if larger, against the semi-sorted 2 KiB:
+    /// for scan defragmentation, whose tables are the ones user scans read. A scan's
+    /// per-block work (checksum, copy, parse, block-cache insert) then comes once per 16
+    /// KiB: with 2 KiB blocks a defragmented tier spent 1.05-1.36x the sorted tier's CPU
+    /// (16 KiB blocks then) per YCSB E scan at equal reads, 1.06-1.17x since
+    /// (docs/bench/semi-sorted-scans.md, "Defragmented tables in the sorted block size"). A
+    /// merge into such a table later dirties its larger blocks: it costs more slow-tier
+    /// writes only for tables both scanned and written. (Blocks cut
     /// at `block_records` entries stay cut there: record-sized blocks are a choice about
     /// the read unit, which this does not override.)
     pub(super) fn for_scans(mut self, scans: bool) -> Self {
@@ -235,7 +240,10 @@ impl SemiOutputs {
             )?;
             let mut opts = ctx.semi_table_options_for(lists.level);
             if self.scan_blocks {
-                opts.block_size = opts.block_size.max(ctx.table_options.block_size);
+                opts.block_size = opts
+                    .block_size
+                    .max(ctx.table_options.block_size)
+                    .max(SCAN_BLOCK_SIZE);
             }
             self.fresh = Some((GenerationWriter::new(file, opts), number));
         }
