@@ -57,9 +57,10 @@ pub struct Options {
     /// only). A block is closed once it holds this many entries and at least 1 KiB, or
     /// when it reaches `block_size`, whichever comes first. A point read moves one block
     /// from disk, so with small records the read unit follows the record (up to 48
-    /// records; 108 B records fill the 4 KiB block at about 34), while the index, which holds one entry per block, stays
-    /// within a fixed share of a byte per key whatever the record size. Records of about
-    /// 100 B and more fill `block_size` first, so they are not affected.
+    /// records; 108 B records fill the 4 KiB block at about 34), while the index, which
+    /// holds one entry per block, stays within a fixed share of a byte per key whatever the
+    /// record size. Records of about 100 B and more fill `block_size` first, so they are
+    /// not affected.
     pub block_records: Option<usize>,
     /// Keys between restart points in a data block (default 16).
     pub block_restart_interval: usize,
