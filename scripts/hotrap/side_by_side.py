@@ -10,6 +10,8 @@ repetition. Everything measured from outside the process is the same for both sy
   slow reads/op, slow writes/op   requests the slow loop device completed
                                   (/sys/block/loopN/stat) over the run phase, per operation
   FD / SD bg writes               bytes written to each device over the run phase, per operation
+  FD used (peak, mean)            the fast file system's used space over the run phase, less
+                                  what it held when the driver started (tables, WALs, RALT)
   peak RSS                        VmHWM of the driver process
   CPU us/op                       the process's utime + stime over the run phase, per operation
 
@@ -120,20 +122,30 @@ def proc_sample(pid):
         return None
 
 
-class Sampler(threading.Thread):
-    """Samples both devices and the driver process once a second, with wall-clock stamps."""
+def fs_used(path):
+    st = os.statvfs(path)
+    return (st.f_blocks - st.f_bfree) * st.f_frsize
 
-    def __init__(self, pid, fast_dev, slow_dev):
+
+class Sampler(threading.Thread):
+    """Samples both devices, the fast disk's used space and the driver process once a
+    second, with wall-clock stamps. The fast disk's file system holds only this run's
+    files (tables, WALs, RALT: everything either system keeps there), so its used space
+    less what it held when the driver started is the fast-disk space the system uses."""
+
+    def __init__(self, pid, fast_dev, slow_dev, fast_path):
         super().__init__(daemon=True)
         self.pid, self.fast_dev, self.slow_dev = pid, fast_dev, slow_dev
-        self.samples = []  # (t_ns, fast stat, slow stat, cpu_ticks, hwm)
+        self.fast_path, self.fast_base = fast_path, fs_used(fast_path)
+        self.samples = []  # (t_ns, fast stat, slow stat, cpu_ticks, hwm, fast used bytes)
         self.stop = threading.Event()
 
     def take(self):
         p = proc_sample(self.pid)
         if p is not None:
             self.samples.append((time.time_ns(), device_stat(self.fast_dev),
-                                 device_stat(self.slow_dev), p[0], p[1]))
+                                 device_stat(self.slow_dev), p[0], p[1],
+                                 max(fs_used(self.fast_path) - self.fast_base, 0)))
         return p is not None
 
     def run(self):
@@ -153,6 +165,7 @@ def outside_figures(sampler, run_start_ns, run_end_ns, ops):
     if w is None:
         return {}
     a, b = w
+    inside = [s for s in sampler.samples if a[0] <= s[0] <= b[0]]
     # Scale the window's counts to the whole run phase (the window misses up to a second at
     # each end).
     span = (b[0] - a[0]) / 1e9
@@ -169,6 +182,8 @@ def outside_figures(sampler, run_start_ns, run_end_ns, ops):
         sd_write_bytes_per_op=(sb[3] - sa[3]) / scaled_ops,
         cpu_us_per_op=(b[3] - a[3]) / tck * 1e6 / scaled_ops,
         peak_rss=max(s[4] for s in sampler.samples),
+        fd_used_peak=max(s[5] for s in inside),
+        fd_used_mean=sum(s[5] for s in inside) / len(inside),
     )
 
 
@@ -193,7 +208,7 @@ def run_tierkv(a, sz, fast, slow, out):
     log.write(" ".join(cmd) + "\n")
     log.flush()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    sampler = Sampler(proc.pid, block_device_of(fast), block_device_of(slow))
+    sampler = Sampler(proc.pid, block_device_of(fast), block_device_of(slow), fast)
     sampler.start()
     run_start = run_end = None
     for line in proc.stdout:
@@ -293,7 +308,7 @@ def run_hotrap(a, sz, fast, slow, out):
     log.write(" ".join(cmd) + "\n")
     log.flush()
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
-    sampler = Sampler(proc.pid, block_device_of(fast), block_device_of(slow))
+    sampler = Sampler(proc.pid, block_device_of(fast), block_device_of(slow), fast)
     sampler.start()
     rc = proc.wait()
     sampler.stop.set()
@@ -452,6 +467,7 @@ COLUMNS = [
     ("FD bg write B/op", "fd_write_bytes_per_op", "int"),
     ("SD bg write B/op", "sd_write_bytes_per_op", "int"),
     ("p99 us", "p99_us", "int"), ("CPU us/op", "cpu_us_per_op", "int"),
+    ("FD used peak", "fd_used_peak", "mib"), ("FD used mean", "fd_used_mean", "mib"),
     ("peak RSS", "peak_rss", "mib"), ("load", "load_s", "s"),
 ]
 

@@ -25,7 +25,10 @@ use crate::sst::format::BlockHandle;
 use crate::sst::{BlockLookup, ScanReads, Table};
 use crate::tiers::LevelLayout;
 use std::cmp::Ordering;
-use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::atomic::{
+    AtomicBool,
+    Ordering::{Acquire, Relaxed, Release},
+};
 use std::sync::Arc;
 
 /// Name of a table file.
@@ -116,7 +119,7 @@ impl FileMeta {
 
     /// True once a compaction has removed this file from the current version.
     pub fn is_obsolete(&self) -> bool {
-        self.obsolete.load(Relaxed)
+        self.obsolete.load(Acquire)
     }
 
     /// True while a compaction is reading this file or after one removed it.
@@ -125,7 +128,7 @@ impl FileMeta {
     }
 
     pub(crate) fn mark_obsolete(&self) {
-        self.obsolete.store(true, Relaxed);
+        self.obsolete.store(true, Release);
     }
 
     /// True if the user key lies within the file's key range.
