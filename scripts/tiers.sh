@@ -54,7 +54,11 @@ cleanup() {
     # Move ourselves out before removing the group.
     if [ "$cg_version" = 2 ]; then echo $$ > /sys/fs/cgroup/cgroup.procs 2>/dev/null
     else echo $$ > /sys/fs/cgroup/blkio/cgroup.procs 2>/dev/null; fi
-    rmdir "$cgroup_dir" 2>/dev/null
+    # A process of the command may still be exiting: retry for a few seconds.
+    for _ in 1 2 3 4 5 6 7 8 9 10; do
+      rmdir "$cgroup_dir" 2>/dev/null && break
+      sleep 0.5
+    done
   fi
   mountpoint -q "$fast_mnt" && umount "$fast_mnt"
   mountpoint -q "$slow_mnt" && umount "$slow_mnt"
@@ -80,12 +84,13 @@ if [ -f /sys/fs/cgroup/cgroup.controllers ]; then
   cg_version=2
   grep -qw io /sys/fs/cgroup/cgroup.controllers || die "cgroup v2 without the io controller: cannot throttle the slow tier."
   echo "+io" > /sys/fs/cgroup/cgroup.subtree_control 2>/dev/null || true
-  cgroup_dir=/sys/fs/cgroup/tierkv-tiers-$$
+  # Named by pid and time: a pid can come back while an old group is still being removed.
+  cgroup_dir=/sys/fs/cgroup/tierkv-tiers-$$-$(date +%s%N)
   mkdir "$cgroup_dir"
   echo "$majmin riops=$slow_iops wiops=$slow_iops rbps=$slow_bps wbps=$slow_bps" > "$cgroup_dir/io.max"
 elif [ -d /sys/fs/cgroup/blkio ]; then
   cg_version=1
-  cgroup_dir=/sys/fs/cgroup/blkio/tierkv-tiers-$$
+  cgroup_dir=/sys/fs/cgroup/blkio/tierkv-tiers-$$-$(date +%s%N)
   mkdir "$cgroup_dir"
   echo "$majmin $slow_iops" > "$cgroup_dir/blkio.throttle.read_iops_device"
   echo "$majmin $slow_iops" > "$cgroup_dir/blkio.throttle.write_iops_device"

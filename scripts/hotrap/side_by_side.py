@@ -304,6 +304,7 @@ def run_hotrap(a, sz, fast, slow, out):
            f"--ralt_path={ralt}", "--enable_auto_tuning", f"--cache_size={CACHE_BYTES}",
            f"--max_bytes_for_level_base={sz['l1']}", f"--write_buffer_size={sz['memtable']}",
            f"--target_file_size_base={sz['memtable']}", "--switches=0x1"]
+    cmd += a.hotrap_arg
     log = open(os.path.join(out, "driver.log"), "w")
     log.write(" ".join(cmd) + "\n")
     log.flush()
@@ -438,6 +439,7 @@ def cmd_grid(a):
                 if a.tierkv_own_sizes:
                     cmd.append("--tierkv-own-sizes")
                 cmd += [f"--tierkv-arg={x}" for x in a.tierkv_arg]
+                cmd += [f"--hotrap-arg={x}" for x in a.hotrap_arg]
                 subprocess.run(cmd, check=True)
                 render(a.out)
     print(open(os.path.join(a.out, "side-by-side.md")).read())
@@ -516,6 +518,9 @@ def main():
     common.add_argument("--seed", type=int, default=42)
     common.add_argument("--tierkv-arg", action="append", default=[],
                         help="one more flag for tierkv bench (repeat for each; an ablation)")
+    common.add_argument("--hotrap-arg", action="append", default=[],
+                        help="one more flag for the prototype's kvexe (repeat for each; e.g. "
+                             "--hotrap-arg=--block_size=4096)")
     common.add_argument("--tierkv-own-sizes", action="store_true",
                         help="tierkv sizes its memtables, files and L1 from the fast disk itself "
                              "instead of taking the prototype's")
