@@ -153,19 +153,16 @@ class Sampler(threading.Thread):
             self.stop.wait(1.0)
 
     def window(self, start_ns, end_ns):
-        """The first sample at or after start and the last at or before end."""
+        """The samples from start to end (None if fewer than two)."""
         inside = [s for s in self.samples if start_ns <= s[0] <= end_ns]
-        if len(inside) < 2:
-            return None
-        return inside[0], inside[-1]
+        return inside if len(inside) >= 2 else None
 
 
 def outside_figures(sampler, run_start_ns, run_end_ns, ops):
-    w = sampler.window(run_start_ns, run_end_ns)
-    if w is None:
+    inside = sampler.window(run_start_ns, run_end_ns)
+    if inside is None:
         return {}
-    a, b = w
-    inside = [s for s in sampler.samples if a[0] <= s[0] <= b[0]]
+    a, b = inside[0], inside[-1]
     # Scale the window's counts to the whole run phase (the window misses up to a second at
     # each end).
     span = (b[0] - a[0]) / 1e9
