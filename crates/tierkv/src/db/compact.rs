@@ -103,8 +103,11 @@ fn hot_routing<'a>(inner: &'a DbInner, c: &Compaction, v: &Version) -> Option<Ho
     let force_down = {
         let st = inner.state.lock();
         let target = level_target(inner, &st, v, c.level);
-        st.retention
-            .force_down(v.level_sized_bytes(c.level), target)
+        st.retention.force_down(
+            v.level_sized_bytes(c.level),
+            target,
+            inner.opts.target_file_size,
+        )
     };
     let plan = policy::plan_crossing(
         &inner.opts.promotion,

@@ -29,7 +29,7 @@ use std::sync::atomic::{
     AtomicBool,
     Ordering::{Acquire, Relaxed, Release},
 };
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 /// Name of a table file.
 pub fn table_file_name(number: u64) -> String {
@@ -66,6 +66,9 @@ pub struct FileMeta {
     /// What user scans read from the table (counted while it is open, kept while it is
     /// closed; the picker's scan-driven choices read it, `compaction::picker`).
     pub(crate) scan_reads: Arc<ScanReads>,
+    /// The reader opened for an older version after the table was removed (see
+    /// `TableCache::get`): it lives as long as the versions naming the file, no longer.
+    pub(crate) late_reader: OnceLock<Arc<Table>>,
     env: Arc<Env>,
 }
 
@@ -78,6 +81,7 @@ impl FileMeta {
             being_compacted: AtomicBool::new(false),
             obsolete: AtomicBool::new(false),
             scan_reads: Arc::default(),
+            late_reader: OnceLock::new(),
             env,
         }
     }
