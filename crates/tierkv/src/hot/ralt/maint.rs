@@ -809,6 +809,18 @@ impl Ralt {
         }
         m.th.hot_rank = hot_rank;
         m.th.thr_tick = t;
+        tracing::debug!(
+            target: "tierkv::ralt",
+            period = e,
+            tracked = all_h,
+            stable = st_h,
+            candidates = cand_h,
+            hot_limit = m.th.hot_limit,
+            phys_limit = m.th.phys_limit,
+            hot_rank,
+            evict_rank,
+            "eviction started"
+        );
         m.eviction = Some(Eviction {
             inputs: files.iter().map(|f| f.number).collect(),
             out_level: v.deepest().max(1),
