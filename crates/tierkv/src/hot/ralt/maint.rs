@@ -36,6 +36,9 @@ pub(crate) struct Maint {
     /// eviction is due once a later period begins, whether or not a limit is passed (see
     /// [`Ralt::retune_due`]).
     tuned_epoch: u64,
+    /// Counter period for which the active buffer was last frozen ahead of a re-tuning
+    /// (see [`Ralt::retune_needs_flush`]).
+    retune_flushed: u64,
     pub(super) eviction: Option<Eviction>,
     /// Per level, the largest key of the last file compacted (round-robin picking).
     compact_ptr: Vec<Option<Vec<u8>>>,
@@ -69,6 +72,7 @@ impl Maint {
             flushes: 1,
             flushes_at_eviction: 0,
             tuned_epoch: s.clock.epoch,
+            retune_flushed: s.clock.epoch,
             eviction: None,
             compact_ptr: vec![None; MAX_LEVEL + 1],
             admission: Admission::default(),
@@ -384,7 +388,8 @@ impl Ralt {
         let pending = m.eviction.is_some()
             || self.over_limits(m, &v)
             || self.stage_needs_memory(m, &v)
-            || self.compaction_level(&v).is_some();
+            || self.compaction_level(&v).is_some()
+            || self.retune_needs_flush(m) && !self.front.lock().active.is_empty();
         self.pending.store(pending, Relaxed);
     }
 
@@ -421,7 +426,20 @@ impl Ralt {
     /// (docs/bench/cross-tier-bisect.md). Once a period is enough: the stability counters
     /// Algorithm 1 measures change only when one ends.
     fn retune_due(&self, m: &Maint) -> bool {
-        self.opts.auto_tune && self.front.lock().clock.epoch > m.tuned_epoch
+        self.opts.auto_tune && self.period() > m.tuned_epoch
+    }
+
+    /// A re-tuning is due and the active buffer was not flushed for it yet. The eviction
+    /// judges the files alone, so accesses still in the active buffer count for nothing:
+    /// a key read only there for five periods (a hotspot's keys recur in the buffer, which
+    /// can go several periods without filling) would look unstable and be dropped. The
+    /// active buffer is frozen for a flush first; the eviction follows (`over_limits`).
+    fn retune_needs_flush(&self, m: &Maint) -> bool {
+        m.eviction.is_none() && self.retune_due(m) && self.period() > m.retune_flushed
+    }
+
+    fn period(&self) -> u64 {
+        self.front.lock().clock.epoch
     }
 
     /// True when the run files' filters and indexes and the hot stage together pass what
@@ -633,6 +651,12 @@ impl Ralt {
         if self.stage_needs_memory(m, &v) {
             self.write_stage(m)?;
             return Ok(true);
+        }
+        if self.retune_needs_flush(m) {
+            m.retune_flushed = self.period();
+            if self.freeze_active() {
+                return Ok(true);
+            }
         }
         if self.over_limits(m, &v) {
             // The eviction judges scores: the staged accesses must be on disk first.

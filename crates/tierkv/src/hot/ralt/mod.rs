@@ -374,6 +374,45 @@ impl Ralt {
         Ok(())
     }
 
+    /// Hands the active buffer to the background for its flush (the frozen slot must be
+    /// empty) and starts a new one at the target capacity.
+    fn freeze(&self, f: &mut Front) {
+        // Sized like the buffer just filled, which tells the typical key length.
+        let key_len = f.active.key_bytes() / f.active.len().max(1);
+        let capacity = self.buffer_target.load(Relaxed);
+        self.buffer_capacity.store(capacity, Relaxed);
+        let scale = (capacity / self.opts.buffer_bytes.max(1) as u64).max(1);
+        let fresh = Buffer::with_capacity(
+            usize::try_from(capacity).unwrap_or(usize::MAX),
+            key_len,
+            u32::try_from(scale).unwrap_or(u32::MAX),
+        );
+        let full = std::mem::replace(&mut f.active, fresh);
+        self.frozen_bytes.store(full.bytes() as u64, Relaxed);
+        f.frozen = Some(Arc::new(full));
+        self.has_frozen.store(true, Relaxed);
+    }
+
+    /// Freezes the active buffer for a flush if it holds anything and none waits.
+    fn freeze_active(&self) -> bool {
+        let mut f = self.front.lock();
+        if f.frozen.is_some() || f.active.is_empty() {
+            return false;
+        }
+        self.freeze(&mut f);
+        true
+    }
+
+    /// Moves the clock by one access of `size` bytes. With auto-tuning a new counter
+    /// period makes a re-tuning due (`Ralt::retune_due`): the background is told at once.
+    fn advance_clock(&self, clock: &mut Clock, size: u64) {
+        let period = clock.epoch;
+        clock.advance(size, self.params.tick_bytes, self.params.decay_bytes);
+        if self.opts.auto_tune && clock.epoch > period {
+            self.pending.store(true, Relaxed);
+        }
+    }
+
     /// Merges one access into the buffers. When both buffers are full: drops it (counted)
     /// if `drop_if_full`, else records nothing and returns `false`.
     fn record(&self, key: &[u8], value_len: u32, drop_if_full: bool) -> Result<bool> {
@@ -385,8 +424,7 @@ impl Ralt {
             .scorer
             .first_access(value_len, c.tick, c.epoch, c.total);
         if f.active.merge_access(hash, key, &access, &self.scorer) {
-            f.clock
-                .advance(size, self.params.tick_bytes, self.params.decay_bytes);
+            self.advance_clock(&mut f.clock, size);
             f.accesses += 1;
             return Ok(true);
         }
@@ -395,31 +433,16 @@ impl Ralt {
             if f.frozen.is_some() {
                 if drop_if_full {
                     // Time still moves: the paper's clock counts every accessed byte.
-                    f.clock
-                        .advance(size, self.params.tick_bytes, self.params.decay_bytes);
+                    self.advance_clock(&mut f.clock, size);
                     f.accesses += 1;
                     f.dropped += 1;
                     return Ok(true);
                 }
                 return Ok(false);
             }
-            // Sized like the buffer just filled, which tells the typical key length.
-            let key_len = f.active.key_bytes() / f.active.len().max(1);
-            let capacity = self.buffer_target.load(Relaxed);
-            self.buffer_capacity.store(capacity, Relaxed);
-            let scale = (capacity / self.opts.buffer_bytes.max(1) as u64).max(1);
-            let fresh = Buffer::with_capacity(
-                usize::try_from(capacity).unwrap_or(usize::MAX),
-                key_len,
-                u32::try_from(scale).unwrap_or(u32::MAX),
-            );
-            let full = std::mem::replace(&mut f.active, fresh);
-            self.frozen_bytes.store(full.bytes() as u64, Relaxed);
-            f.frozen = Some(Arc::new(full));
-            self.has_frozen.store(true, Relaxed);
+            self.freeze(&mut f);
         }
-        f.clock
-            .advance(size, self.params.tick_bytes, self.params.decay_bytes);
+        self.advance_clock(&mut f.clock, size);
         f.accesses += 1;
         // Accessed again while its earlier access waits in the frozen buffer: that is a
         // second buffered access too.

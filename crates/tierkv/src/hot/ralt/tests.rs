@@ -655,6 +655,52 @@ fn auto_tuning_runs_below_the_initial_limits() {
     assert!(rec >= 0.9, "recall {rec}");
 }
 
+/// With auto-tuning a re-tuning (an eviction, where Algorithm 1 sets the limits and the hot
+/// threshold) runs once per counter period even when the buffer never fills: a small
+/// hotspot whose every access merges into the buffer's entry for its key. Before, the
+/// re-tuning waited for a buffer flush, which here never comes, and a moved hotspot's old
+/// keys stayed hot until one did (the dynamic bench: 11 re-tunings in 21 periods, none
+/// while its 5% hotspot moved). Six fast disks of reads of one hotspot, then six of
+/// another: a re-tuning in nearly every period, and at the end the old keys, unread for
+/// six periods (their counters ran out after five), are no longer hot.
+#[test]
+fn auto_tuning_retunes_every_period_while_the_buffer_absorbs_the_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let fd = 2u64 << 20;
+    let n = 10 * fd / HOTRAP;
+    let hot = fd / 20 / HOTRAP;
+    let old = Hotspot::spread(n, hot, 3);
+    let new = Hotspot::spread(n, hot, 11);
+    let o = RaltOptions {
+        fd_budget: fd,
+        buffer_bytes: 256 << 10,
+        ..Default::default()
+    };
+    assert!(o.auto_tune);
+    let r = Ralt::open(env(dir.path()), o).unwrap();
+    let per_fd = fd / HOTRAP;
+    let mut k = 0;
+    for hs in [&old, &new] {
+        for _ in 0..6 * per_fd + per_fd / 10 {
+            // Every read goes to the hotspot, round-robin: no key is ever read once only.
+            access(&r, hs.hot_key(k % hot), VLEN);
+            k += 1;
+        }
+    }
+    let s = r.stats();
+    assert!(s.counter_period >= 12, "{s:?}");
+    assert!(
+        s.evictions >= 10,
+        "re-tuned {} times in 12 periods: {s:?}",
+        s.evictions
+    );
+    let (now, then) = (recall(&r, &new.hot_set()), recall(&r, &old.hot_set()));
+    assert!(
+        now >= 0.95 && then <= 0.05,
+        "recall of the new hotspot {now}, of the old one {then}: {s:?}"
+    );
+}
+
 /// The prototype's memory for a key seen twice (the HotRAP authors' RALT: every access sets
 /// the counter to cmax = 5, and a counter period lasts one fast disk of accessed bytes), and
 /// one fast disk of single-access keys remembered while they wait for their second access.
@@ -724,12 +770,17 @@ fn worst_recall_at_every_moment(r: &Ralt, hs: &Hotspot, fd: u64, rounds: u32, ju
 /// under the limit's upper bound (0.7). The hot threshold sits at the hot-set limit (the
 /// authors' RALT), not a beta below it: at 90% of the limit (0.63 fast disks) a twentieth of
 /// the larger hotspot was below it at any moment, a different one after every eviction,
-/// and retention demoted whichever a compaction met.
+/// and retention demoted whichever a compaction met. Since an eviction runs in every
+/// counter period with the active buffer flushed first (`Ralt::retune_needs_flush`), the
+/// worst moment is 0.991 / 0.977 of the two (0.9998 / 0.997 with a re-tuning only after a
+/// buffer filled, 5 or 6 of them in these 20 periods against 20): each period's buffer
+/// holds about one read of each hotspot key, and a key whose hot bit was lost has its
+/// single reads parked by the admission stage rather than written.
 #[test]
 fn auto_tuning_keeps_a_hotspot_hot_whole_at_every_moment() {
     let fd = 2u64 << 20;
     let n = 11 * fd / HOTRAP;
-    for (hot, bound) in [(n / 20, 0.97), (66 * fd / 100 / HOTRAP, 0.98)] {
+    for (hot, bound) in [(n / 20, 0.98), (66 * fd / 100 / HOTRAP, 0.97)] {
         let dir = tempfile::tempdir().unwrap();
         let hs = Hotspot::spread(n, hot, 7);
         let o = RaltOptions {
