@@ -42,7 +42,8 @@
 #   F2_ROOT        F2's build dir (default /tmp/f2peer); F2_BIN overrides the binary path
 #   TIERKV         tierkv binary (default target/release/tierkv)
 #   TIERKV_ARGS    extra `tierkv bench` flags (default none), e.g.
-#                  "--block-records 8 --no-last-level-filters" (the small-record table profile)
+#                  "--last-level-filters always" (the defaults give these records 8-record
+#                  blocks and no filters on the deepest level)
 #   TIERKV_SYSTEM  the `tierkv bench --systems` name to run (default tierkv), e.g. tierkv-kvonly
 #   RECORDS        records in the load file (4,000,000; quick 500,000)
 #   RUN_KEYS       keys in the run file (1,600,000; quick 320,000); both drivers cycle it

@@ -181,6 +181,7 @@ fn decode_damage_case(data: &[u8]) -> Option<DamageCase> {
             Compression::None
         },
         bloom_bits_per_key: if head[0] & 8 != 0 { 10 } else { 0 },
+        filter_min_record_bytes: 0,
         block_size: [64, 256, 1024, 4096][((head[0] >> 4) & 3) as usize],
         // Cut by record count too when the byte pattern asks (the 1 KiB floor applies).
         block_records: (head[1] & 1 != 0).then_some(4),

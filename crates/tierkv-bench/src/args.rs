@@ -132,16 +132,21 @@ pub struct BenchArgs {
     #[arg(long, value_parser = parse_size)]
     pub level_base: Option<u64>,
     /// Records per data block of every tierkv system (`Options::block_records`; 0: blocks cut
-    /// by size only) [default: the engine's, 48].
+    /// by size only) [default: the engine's, 8].
     #[arg(long)]
     pub block_records: Option<usize>,
     /// Largest data block of the semi-sorted tables of every tierkv system
     /// (`CompactionOptions::semi_block_size`), e.g. 4KiB [default: the engine's, 2 KiB].
     #[arg(long, value_parser = parse_size)]
     pub semi_block_size: Option<u64>,
-    /// No bloom filters on the deepest level of every tierkv system
-    /// (`Options::last_level_filters = false`: less memory per key, one data-block read
-    /// for a lookup of a key stored nowhere).
+    /// Bloom filters on the deepest level of every tierkv system
+    /// (`Options::last_level_filters`): auto (per table: kept where they cost at most 1% of
+    /// its record bytes, so records under 125 bytes go without), always, or never (less
+    /// memory per key, one data-block read for a lookup of a key stored nowhere)
+    /// [default: the engine's, auto].
+    #[arg(long, conflicts_with = "no_last_level_filters")]
+    pub last_level_filters: Option<String>,
+    /// The same as `--last-level-filters never`.
     #[arg(long)]
     pub no_last_level_filters: bool,
     /// How tierkv's batched reads (`--batch`) keep their block reads in flight

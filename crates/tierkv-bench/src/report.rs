@@ -300,16 +300,13 @@ const SETUP: [fn(&Config) -> Option<String>; 6] = [
             .map(|b| format!("tierkv semi-sorted tables: data blocks of at most {b} bytes"))
     },
     |c| {
-        (c.block_records.is_some() || !c.last_level_filters).then(|| {
+        let default_filters = tierkv::Options::default().last_level_filters;
+        (c.block_records.is_some() || c.last_level_filters != default_filters).then(|| {
             format!(
-                "tierkv tables: {} records per data block, {}",
+                "tierkv tables: {} records per data block, deepest level's filters: {}",
                 c.block_records
                     .map_or("the default".to_string(), |n| n.to_string()),
-                if c.last_level_filters {
-                    "filters on every level"
-                } else {
-                    "no filters on the deepest level"
-                }
+                c.last_level_filters.name()
             )
         })
     },
@@ -962,7 +959,7 @@ pub(crate) mod tests {
         c.read_io = "threads".into();
         c.semi_block_size = Some(4096);
         c.block_records = Some(16);
-        c.last_level_filters = false;
+        c.last_level_filters = tierkv::LastLevelFilters::Never;
         let [a, b, fd] = &mut res.systems[..] else {
             panic!("three systems")
         };

@@ -161,7 +161,7 @@ pub struct Config {
     /// Largest semi-sorted data block of tierkv systems (`None`: the engine's default).
     pub semi_block_size: Option<usize>,
     /// Bloom filters on tierkv's deepest level.
-    pub last_level_filters: bool,
+    pub last_level_filters: tierkv::LastLevelFilters,
     /// tierkv's read path for batches (`Options::read_io`: auto, uring or threads).
     pub read_io: String,
     /// Seconds per timeline point.
@@ -370,6 +370,13 @@ impl Config {
         if let Err(e) = read_io.parse::<tierkv::ReadIo>() {
             return bad(e.to_string());
         }
+        let last_level_filters = match (&a.last_level_filters, a.no_last_level_filters) {
+            (Some(rule), _) => rule
+                .parse()
+                .map_err(|e| BenchError::InvalidArgument(format!("--last-level-filters: {e}")))?,
+            (None, true) => tierkv::LastLevelFilters::Never,
+            (None, false) => tierkv::Options::default().last_level_filters,
+        };
         let sd_device: tierkv::DeviceProfile = sd_profile.parse().map_err(|e: tierkv::Error| {
             BenchError::InvalidArgument(format!("--slow-device: {e}"))
         })?;
@@ -413,7 +420,7 @@ impl Config {
             semi_block_size: a
                 .semi_block_size
                 .map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
-            last_level_filters: !a.no_last_level_filters,
+            last_level_filters,
             read_io,
             interval,
             keep_data: a.keep_data,
@@ -604,6 +611,9 @@ mod tests {
             ("threads", |a| a.threads = Some(0)),
             ("batch", |a| a.batch = Some(5000)),
             ("read io", |a| a.read_io = Some("mmap".into())),
+            ("last level filters", |a| {
+                a.last_level_filters = Some("sometimes".into())
+            }),
             ("slow device", |a| a.sd_profile = Some("ssd".into())),
             ("unknown system", |a| a.systems = Some(vec!["mysql".into()])),
             ("a system twice", |a| {

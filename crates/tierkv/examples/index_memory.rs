@@ -9,16 +9,17 @@
 //! ```
 //!
 //! `--block-records N` sets `Options::block_records` (`--block-records 0`: `None`, blocks
-//! cut by size only, as before that option existed). `--no-last-level-filters` sets
-//! `Options::last_level_filters = false`: everything is compacted into one level here, so
-//! it shows the index alone; in a running store the levels above the last hold about a
-//! tenth of the keys (size ratio 10) and keep their filters, 0.125 B per key at 10 bits.
+//! cut by size only, as before that option existed). `--last-level-filters auto|always|never`
+//! sets `Options::last_level_filters` (`--no-last-level-filters`: never): everything is
+//! compacted into one level here, so without filters it shows the index alone; in a running
+//! store the levels above the last hold about a tenth of the keys (size ratio 10) and keep
+//! their filters, 0.125 B per key at 10 bits.
 //!
 //! Without `--keys`, it measures F2's records (8-byte keys, 100-byte values, 2M keys) and
 //! tierkv's usual ones (24-byte keys, 1000-byte values, 300K keys).
 
 use std::path::PathBuf;
-use tierkv::{Db, Options, WriteBatch, WriteOptions};
+use tierkv::{Db, LastLevelFilters, Options, WriteBatch, WriteOptions};
 
 struct Case {
     keys: u64,
@@ -37,7 +38,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut block_size = 16 << 10;
     let mut bloom_bits = 10;
     let mut block_records = Options::default().block_records;
-    let mut last_level_filters = true;
+    let mut last_level_filters = Options::default().last_level_filters;
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         let mut val = || args.next().ok_or(format!("{a} needs a value"));
@@ -49,7 +50,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "--block-size" => block_size = val()?.parse()?,
             "--bloom-bits" => bloom_bits = val()?.parse()?,
             "--block-records" => block_records = Some(val()?.parse::<usize>()?).filter(|&n| n > 0),
-            "--no-last-level-filters" => last_level_filters = false,
+            "--last-level-filters" => last_level_filters = val()?.parse()?,
+            "--no-last-level-filters" => last_level_filters = LastLevelFilters::Never,
             other => return Err(format!("unknown flag {other}").into()),
         }
     }
@@ -89,7 +91,7 @@ struct TableShape {
     block_size: usize,
     block_records: Option<usize>,
     bloom_bits: u32,
-    last_level_filters: bool,
+    last_level_filters: LastLevelFilters,
 }
 
 fn measure(
@@ -130,17 +132,14 @@ fn measure(
     let data = keys * (c.key_size + c.value_size) as f64;
     let tables: usize = s.levels.iter().map(|l| l.files).sum();
     println!(
-        "| {} | {} | {} | {} | {} | {} | {} | {:.3} | {:.3} | {:.3} | {:.2}% |",
+        "| {} | {} | {} | {} | {} | {} (last level: {}) | {} | {:.3} | {:.3} | {:.3} | {:.2}% |",
         c.key_size,
         c.value_size,
         c.keys,
         t.block_size,
         t.block_records.map_or("-".to_string(), |n| n.to_string()),
-        if t.last_level_filters {
-            t.bloom_bits.to_string()
-        } else {
-            format!("{} (none on the last level)", t.bloom_bits)
-        },
+        t.bloom_bits,
+        t.last_level_filters.name(),
         tables,
         m.table_index_bytes as f64 / keys,
         m.table_filter_bytes as f64 / keys,

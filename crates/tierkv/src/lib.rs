@@ -65,8 +65,8 @@ pub use hot::cascade::BloomCascadeOptions;
 pub use hot::TrackerKind;
 pub use memory::{MemoryDivision, MemoryShares, MemoryStats};
 pub use options::{
-    CompactionOptions, Options, PromotionOptions, ReadIo, ReadOptions, SlowTier, SlowTierFormat,
-    WriteOptions,
+    CompactionOptions, LastLevelFilters, Options, PromotionOptions, ReadIo, ReadOptions, SlowTier,
+    SlowTierFormat, WriteOptions,
 };
 pub use sst::Compression;
 pub use tiers::LevelLayout;

@@ -18,13 +18,17 @@ use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tierkv::{Db, MemoryStats};
+use tierkv::{Db, LastLevelFilters, MemoryStats};
 
 const KEYS: u64 = 20_000;
 
 fn value(k: u64, version: u64) -> Vec<u8> {
+    sized_value(k, version, 200)
+}
+
+fn sized_value(k: u64, version: u64, len: usize) -> Vec<u8> {
     let mut v = format!("{k}:{version}:").into_bytes();
-    v.resize(200, b'.');
+    v.resize(len, b'.');
     v
 }
 
@@ -175,11 +179,12 @@ fn table_memory_limit_bounds_open_tables() {
     assert!(db.stats().memory.tables.bytes > 0);
 }
 
-/// A two-tier store of 8-record blocks in slow-tier `format`, with or without filters on
-/// the deepest level, after the guards of its directories (so it is dropped before them).
+/// A two-tier store of 8-record blocks in slow-tier `format`, with the deepest level's
+/// filters by `last_level_filters`, after the guards of its directories (so it is dropped
+/// before them).
 fn open_small_records(
     format: tierkv::SlowTierFormat,
-    last_level_filters: bool,
+    last_level_filters: LastLevelFilters,
 ) -> ([tempfile::TempDir; 2], Db) {
     let fast = tempfile::tempdir().unwrap();
     let slow = tempfile::tempdir().unwrap();
@@ -193,9 +198,9 @@ fn open_small_records(
     ([fast, slow], db)
 }
 
-/// `Options::last_level_filters = false` drops the filters of the deepest level only, with
-/// either slow-tier format (semi-sorted tables follow the sorted tables' rule): after a full
-/// compaction the open tables hold no filter bytes (with filters on they do), a flush
+/// `LastLevelFilters::Never` drops the filters of the deepest level only, with either
+/// slow-tier format (semi-sorted tables follow the sorted tables' rule): after a full
+/// compaction the open tables hold no filter bytes (with `Always` they do), a flush
 /// afterwards writes an L0 table with its filter, and every read answers as with filters
 /// (present keys found, absent keys None, on both tiers).
 #[test]
@@ -206,7 +211,7 @@ fn last_level_filters_off_drops_only_the_deepest_levels_filters() {
         tierkv::SlowTierFormat::SemiSorted,
     ] {
         let mut bytes_after_compaction = Vec::new();
-        for filters in [true, false] {
+        for filters in [LastLevelFilters::Always, LastLevelFilters::Never] {
             let (_dirs, db) = open_small_records(format, filters);
             for k in (0..KEYS).step_by(2) {
                 db.put(k.to_be_bytes(), value(k, 0)).unwrap();
@@ -233,7 +238,7 @@ fn last_level_filters_off_drops_only_the_deepest_levels_filters() {
             db.flush().unwrap();
             // The get opens the new L0 table (the table cache may have closed others).
             assert_eq!(db.get(1u64.to_be_bytes()).unwrap(), Some(value(1, 0)));
-            if !filters {
+            if filters == LastLevelFilters::Never {
                 assert!(
                     filter_bytes(&db) > 0,
                     "{format:?}: the flushed L0 table has a filter"
@@ -255,48 +260,93 @@ fn last_level_filters_off_drops_only_the_deepest_levels_filters() {
     }
 }
 
-/// `Options::last_level_filters = false` holds for tables that reach the deepest level by
-/// a move as well as for those a merge writes there: keys above every stored key are
-/// flushed into an L0 table (with its filter), and a full compaction carries that table
-/// down through levels where nothing overlaps it. Once it lands on the deepest level no
-/// open table holds filter bytes, with either slow-tier format, and every read answers.
+/// The last-level rule holds for tables that reach the deepest level by a move as well as
+/// for those a merge writes there (`Never`, and `Auto` with records under its 125-byte
+/// line): keys above every stored key are flushed into an L0 table (with its filter), and
+/// a full compaction carries that table down through levels where nothing overlaps it.
+/// Once it lands on the deepest level no open table holds filter bytes, with either
+/// slow-tier format, and every read answers.
 #[test]
 fn a_table_moved_to_the_deepest_level_drops_its_filter() {
     let filter_bytes = |db: &Db| db.stats().memory.table_filter_bytes;
+    for (rule, len) in [(LastLevelFilters::Never, 200), (LastLevelFilters::Auto, 60)] {
+        for format in [
+            tierkv::SlowTierFormat::Sorted,
+            tierkv::SlowTierFormat::SemiSorted,
+        ] {
+            let (_dirs, db) = open_small_records(format, rule);
+            // The same bytes either way, so the data reaches the same depth.
+            let n = KEYS / 2 * 200 / len as u64;
+            for k in 0..n {
+                db.put(k.to_be_bytes(), sized_value(k, 0, len)).unwrap();
+            }
+            db.compact_range(None, None).unwrap();
+            assert_eq!(
+                filter_bytes(&db),
+                0,
+                "{rule:?} {format:?}: after the first compaction"
+            );
+            // A few keys above every stored one: their table overlaps nothing below L0.
+            for k in 10 * KEYS..10 * KEYS + 50 {
+                db.put(k.to_be_bytes(), sized_value(k, 0, len)).unwrap();
+            }
+            db.flush().unwrap();
+            db.compact_range(None, None).unwrap();
+            for k in (0..n).chain(10 * KEYS..10 * KEYS + 50) {
+                assert_eq!(
+                    db.get(k.to_be_bytes()).unwrap(),
+                    Some(sized_value(k, 0, len)),
+                    "{rule:?} {format:?}: key {k}"
+                );
+            }
+            assert_eq!(db.get((10 * KEYS - 1).to_be_bytes()).unwrap(), None);
+            let s = db.stats();
+            assert_eq!(
+                s.memory.table_filter_bytes, 0,
+                "{rule:?} {format:?}: a table on the deepest level kept its filter ({} trivial \
+                 moves)",
+                s.trivial_moves
+            );
+            db.verify_checksums().unwrap();
+        }
+    }
+}
+
+/// `LastLevelFilters::Auto` (the default) judges each deepest-level table by its records:
+/// with 60-byte values (about 80 bytes a record, a 10-bit filter would be 1.6% of them)
+/// the tables a full compaction leaves hold no filter bytes; with 200-byte values (0.6%)
+/// they keep their filters. Present and absent keys answer alike either way.
+#[test]
+fn auto_last_level_filters_follow_the_record_size() {
+    assert_eq!(
+        tierkv::Options::default().last_level_filters,
+        LastLevelFilters::Auto
+    );
     for format in [
         tierkv::SlowTierFormat::Sorted,
         tierkv::SlowTierFormat::SemiSorted,
     ] {
-        let (_dirs, db) = open_small_records(format, false);
-        for k in 0..KEYS / 2 {
-            db.put(k.to_be_bytes(), value(k, 0)).unwrap();
-        }
-        db.compact_range(None, None).unwrap();
-        assert_eq!(
-            filter_bytes(&db),
-            0,
-            "{format:?}: after the first compaction"
-        );
-        // A few keys above every stored one: their table overlaps nothing below L0.
-        for k in KEYS..KEYS + 50 {
-            db.put(k.to_be_bytes(), value(k, 0)).unwrap();
-        }
-        db.flush().unwrap();
-        db.compact_range(None, None).unwrap();
-        for k in (0..KEYS / 2).chain(KEYS..KEYS + 50) {
+        for (len, filtered) in [(60, false), (200, true)] {
+            let (_dirs, db) = open_small_records(format, LastLevelFilters::Auto);
+            for k in (0..KEYS).step_by(2) {
+                db.put(k.to_be_bytes(), sized_value(k, 0, len)).unwrap();
+            }
+            db.compact_range(None, None).unwrap();
+            let bytes = db.stats().memory.table_filter_bytes;
             assert_eq!(
-                db.get(k.to_be_bytes()).unwrap(),
-                Some(value(k, 0)),
-                "{format:?}: key {k}"
+                bytes > 0,
+                filtered,
+                "{format:?}, {len}-byte values: {bytes}"
             );
+            for k in 0..KEYS {
+                let want = (k % 2 == 0).then(|| sized_value(k, 0, len));
+                assert_eq!(
+                    db.get(k.to_be_bytes()).unwrap(),
+                    want,
+                    "{format:?}: key {k}"
+                );
+            }
+            db.verify_checksums().unwrap();
         }
-        assert_eq!(db.get((KEYS - 1).to_be_bytes()).unwrap(), None);
-        let s = db.stats();
-        assert_eq!(
-            s.memory.table_filter_bytes, 0,
-            "{format:?}: a table on the deepest level kept its filter ({} trivial moves)",
-            s.trivial_moves
-        );
-        db.verify_checksums().unwrap();
     }
 }

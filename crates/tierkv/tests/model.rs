@@ -338,7 +338,7 @@ fn model_two_tiers_small_blocks_no_last_level_filters() {
     let slow = tempfile::tempdir().unwrap();
     let opts = Options {
         block_records: Some(8),
-        last_level_filters: false,
+        last_level_filters: tierkv::LastLevelFilters::Never,
         ..common::two_tier_options(slow.path(), 128 * 1024, true)
     };
     run(310, 3000, opts.clone());

@@ -1,7 +1,7 @@
 //! The read unit of a point read with the default table options.
 //!
 //! Invariant checked: a get that misses every cache moves one data block from disk, and with
-//! the defaults (`Options::block_size` 4 KiB, `block_records` 48) that block holds a few 1 KiB
+//! the defaults (`Options::block_size` 4 KiB, `block_records` 8) that block holds a few 1 KiB
 //! records, not sixteen: under 6 KiB read per disk read, sector alignment and the block
 //! trailer included. With 16 KiB blocks (the default before) each such get read about 16.6
 //! KiB, and beside the HotRAP prototype on a disk where 16 KiB random reads reach 42K IOPS

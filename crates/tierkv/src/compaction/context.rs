@@ -3,6 +3,7 @@
 
 use crate::env::{Env, IoCause};
 use crate::key::SeqNo;
+use crate::options::LastLevelFilters;
 use crate::sst::{BlockWrites, TableOptions};
 use crate::version::{FileMeta, TableCache, Version, VersionEdit};
 use std::sync::Arc;
@@ -64,7 +65,7 @@ pub struct JobContext<'a> {
     pub semi_table_options: TableOptions,
     /// Filters on tables written to the deepest level holding data
     /// (`Options::last_level_filters`).
-    pub last_level_filters: bool,
+    pub last_level_filters: LastLevelFilters,
     /// Split outputs at this size.
     pub target_file_size: u64,
     /// The oldest sequence number any live snapshot (or the latest state) reads at.
@@ -89,11 +90,11 @@ pub struct JobContext<'a> {
 }
 
 impl JobContext<'_> {
-    /// The format of new sorted tables of `level`: without a filter when the level is the
-    /// deepest holding data and `last_level_filters` is off (most point reads end there,
-    /// and they find their key: a filter only saves the read for keys stored nowhere).
+    /// The format of new sorted tables of `level`: on the deepest level holding data, the
+    /// filter only where `last_level_filters` keeps it (most point reads end there, and they
+    /// find their key: a filter only saves the read for keys stored nowhere).
     pub(super) fn table_options_for(&self, level: usize) -> TableOptions {
-        self.without_last_level_filter(self.table_options, level)
+        self.last_level_filter_rule(self.table_options, level)
     }
 
     /// The format of semi-sorted generations written to `level` (new tables and appended
@@ -101,34 +102,42 @@ impl JobContext<'_> {
     /// filter from its key list, so a table appended to after data lands deeper gets one
     /// back.
     pub(super) fn semi_table_options_for(&self, level: usize) -> TableOptions {
-        self.without_last_level_filter(self.semi_table_options, level)
+        self.last_level_filter_rule(self.semi_table_options, level)
     }
 
     /// True when a table moved to `level` as it is would keep a filter that the level's
-    /// new tables go without ([`JobContext::table_options_for`]): `last_level_filters` is
-    /// off, `level` is the deepest holding data, and `table` has a filter. Such a table is
-    /// rewritten instead of moved, so that the option holds for every table of the level
-    /// (a moved table's filter would take table memory the option means to save).
-    /// Only such a move opens the table (a trivial move otherwise reads nothing); a table
-    /// that cannot be opened is moved as it is, and its error reaches whoever reads it.
+    /// rule leaves out of it ([`JobContext::table_options_for`], judged by the table's own
+    /// records). Such a table is rewritten instead of moved, so that the rule holds for
+    /// every table of the level (a moved table's filter would take table memory the rule
+    /// means to save). Only such a move opens the table (a trivial move otherwise reads
+    /// nothing); a table that cannot be opened is moved as it is, and its error reaches
+    /// whoever reads it.
     pub(super) fn move_would_keep_a_filter(&self, table: &Arc<FileMeta>, level: usize) -> bool {
-        !self.last_level_filters
-            && self.table_options.bloom_bits_per_key > 0
-            && self.table_options_for(level).bloom_bits_per_key == 0
-            && self
-                .tables
-                .get(table, IoCause::Compaction)
-                .is_ok_and(|t| t.filter_bytes() > 0)
+        let rule = self.table_options_for(level);
+        let may_leave_out = rule.bloom_bits_per_key == 0 || rule.filter_min_record_bytes > 0;
+        self.table_options.bloom_bits_per_key > 0
+            && may_leave_out
+            && self.tables.get(table, IoCause::Compaction).is_ok_and(|t| {
+                let p = t.properties();
+                t.filter_bytes() > 0
+                    && !rule.filters(p.num_entries, p.raw_key_bytes + p.raw_value_bytes)
+            })
     }
 
-    fn without_last_level_filter(&self, mut o: TableOptions, level: usize) -> TableOptions {
+    fn last_level_filter_rule(&self, mut o: TableOptions, level: usize) -> TableOptions {
         let deepest = self
             .version
             .levels
             .get(level + 1..)
             .is_none_or(|ls| ls.iter().all(|l| l.is_empty()));
-        if deepest && !self.last_level_filters {
-            o.bloom_bits_per_key = 0;
+        if deepest {
+            match self
+                .last_level_filters
+                .min_record_bytes(o.bloom_bits_per_key)
+            {
+                Some(min) => o.filter_min_record_bytes = min,
+                None => o.bloom_bits_per_key = 0,
+            }
         }
         o
     }

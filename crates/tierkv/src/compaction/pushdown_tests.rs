@@ -32,6 +32,7 @@ fn table_options(bloom: bool) -> TableOptions {
         block_size: 512,
         restart_interval: 4,
         bloom_bits_per_key: if bloom { 10 } else { 0 },
+        filter_min_record_bytes: 0,
         compression: Compression::None,
         block_records: Some(4),
     }
@@ -115,7 +116,7 @@ impl Store {
             tables: &self.tables,
             table_options: table_options(true),
             semi_table_options: table_options(true),
-            last_level_filters: true,
+            last_level_filters: crate::options::LastLevelFilters::Always,
             target_file_size: 4096,
             smallest_snapshot: snapshot,
             version: &v,

@@ -200,6 +200,12 @@ fn make_case_with(seed: u64, semi: bool) -> Case {
         block_size: rng.gen_range(256..2048),
         restart_interval: rng.gen_range(1..8),
         bloom_bits_per_key: if rng.gen_bool(0.7) { 10 } else { 0 },
+        // Some outputs leave their filter out (the last-level rule's per-table judgement).
+        filter_min_record_bytes: if rng.gen_bool(0.3) {
+            rng.gen_range(1..200)
+        } else {
+            0
+        },
         compression: if rng.gen_bool(0.5) {
             Compression::Lz4
         } else {
@@ -401,7 +407,7 @@ fn run_job(
         tables: &case.tables,
         table_options: case.table_options,
         semi_table_options: case.semi_table_options,
-        last_level_filters: true,
+        last_level_filters: crate::options::LastLevelFilters::Always,
         target_file_size: case.target_file_size,
         smallest_snapshot: case.smallest_snapshot,
         version: &case.version,
@@ -741,6 +747,7 @@ fn semi_level2_case(
         block_size: 256,
         restart_interval: 4,
         bloom_bits_per_key: 10,
+        filter_min_record_bytes: 0,
         compression: Compression::None,
         block_records: None,
     };
@@ -1493,6 +1500,7 @@ fn appended_tables_are_rewritten_whole_before_half_is_garbage() {
         block_size: 256,
         restart_interval: 4,
         bloom_bits_per_key: 10,
+        filter_min_record_bytes: 0,
         compression: Compression::None,
         block_records: None,
     };
@@ -1737,6 +1745,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
         block_records: None,
         restart_interval: 1,
         bloom_bits_per_key: 10,
+        filter_min_record_bytes: 0,
         compression: Compression::None,
     };
     let entries: Entries = (0..40u32)
@@ -1802,7 +1811,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
             tables: &tables,
             table_options: opts,
             semi_table_options: opts,
-            last_level_filters: true,
+            last_level_filters: crate::options::LastLevelFilters::Always,
             target_file_size: 1 << 20,
             smallest_snapshot: 1000,
             version: &version,

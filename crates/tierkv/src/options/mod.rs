@@ -14,7 +14,7 @@ mod tracker;
 
 pub use cache::{CacheMode, CacheOptions};
 pub use recovery::RecoveryMode;
-pub use table::{Compression, TableOptions};
+pub use table::{Compression, LastLevelFilters, TableOptions};
 pub use tracker::{BloomCascadeOptions, RaltOptions, ScoringMethod, TrackerKind};
 
 const KIB: usize = 1024;
@@ -53,31 +53,30 @@ pub struct Options {
     /// 4 KiB: 75K at 213 us; docs/bench/hotrap-peer.md). Scan defragmentation's tables
     /// keep blocks of at least 16 KiB (`compaction::semi_sink`).
     pub block_size: usize,
-    /// Records per data block (default `Some(48)`; `None`: blocks are cut by `block_size`
+    /// Records per data block (default `Some(8)`; `None`: blocks are cut by `block_size`
     /// only). A block is closed once it holds this many entries and at least 1 KiB, or
     /// when it reaches `block_size`, whichever comes first. A point read moves one block
-    /// from disk, so with small records the read unit follows the record (up to 48
-    /// records; 108 B records fill the 4 KiB block at about 34), while the index, which
-    /// holds one entry per block, stays within a fixed share of a byte per key whatever the
-    /// record size. Records of about 100 B and more fill `block_size` first, so they are
-    /// not affected.
+    /// from disk, so with small records the read unit follows the record (108 B records:
+    /// blocks of about 1 KiB, against 4 KiB at the size cut, and a block cache holding four
+    /// times as many distinct hot blocks), at the cost of one index entry per block (about
+    /// 0.76 B per key at 8 records, table format 3). Records of 512 B and more fill
+    /// `block_size` first, so they are not affected.
     pub block_records: Option<usize>,
     /// Keys between restart points in a data block (default 16).
     pub block_restart_interval: usize,
     /// Bloom filter bits per key, 0 disables filters (default 10).
     pub bloom_bits_per_key: u32,
-    /// Bloom filters on the tables of the deepest level holding data (default true). False
-    /// is RocksDB's `optimize_filters_for_hits`: that level holds about nine keys in ten, so its filters are most of the filter memory (1.25 B per key
-    /// at 10 bits), yet a read that reaches it for a key the store holds reads a block
-    /// anyway. Without them a lookup of a key stored nowhere reads one data block of that
-    /// level; every other lookup costs the same. Meant for point reads of keys that exist
-    /// (small records with a tight memory budget: with `block_records` of 8, the index and
-    /// filters stay near 1.4 B per key with read units of about 1.5 KiB). Applies to both
-    /// slow-tier formats (`CompactionOptions::slow_tier_format`). A table that would reach
-    /// that level by a move with its filter is rewritten without it instead; a table left
-    /// above a level that later fills keeps going without a filter until a compaction
-    /// rewrites it.
-    pub last_level_filters: bool,
+    /// Bloom filters on the tables of the deepest level holding data (default
+    /// [`LastLevelFilters::Auto`]: kept where they cost at most 1% of a table's record
+    /// bytes, so tables of records under 125 bytes go without at 10 bits per key). Without
+    /// them a lookup of a key stored nowhere reads one data block of that level; every other
+    /// lookup costs the same. With 108-byte records and 8-record blocks the index and
+    /// filters stay near 0.9 B per key instead of 2.0 (docs/bench/read-units.md). Applies to
+    /// both slow-tier formats (`CompactionOptions::slow_tier_format`). A table that would
+    /// reach that level by a move with a filter the rule leaves out is rewritten without it
+    /// instead; a table left above a level that later fills keeps its filter until a
+    /// compaction rewrites it.
+    pub last_level_filters: LastLevelFilters,
     /// Block compression (default none).
     pub compression: Compression,
     /// Target size of a table file written by compaction (default 64 MiB).
@@ -416,10 +415,10 @@ impl Default for Options {
             write_buffer_size: 64 * MIB,
             max_immutable_memtables: 2,
             block_size: 4 * KIB,
-            block_records: Some(48),
+            block_records: Some(8),
             block_restart_interval: 16,
             bloom_bits_per_key: 10,
-            last_level_filters: true,
+            last_level_filters: LastLevelFilters::Auto,
             compression: Compression::None,
             target_file_size: 64 * MIB as u64,
             level0_compaction_trigger: 4,
@@ -670,6 +669,7 @@ impl Options {
             block_records: self.block_records,
             restart_interval: self.block_restart_interval,
             bloom_bits_per_key: self.bloom_bits_per_key as usize,
+            filter_min_record_bytes: 0,
             compression: self.compression,
         }
     }

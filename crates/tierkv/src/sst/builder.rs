@@ -310,7 +310,11 @@ impl TableBuilder {
             let last = self.pending_last_user_key().to_vec();
             self.add_index_entry(&last, h);
         }
-        let filter = match self.filter.as_mut() {
+        let p = &self.props;
+        let filtered = self
+            .opts
+            .filters(p.num_entries, p.raw_key_bytes + p.raw_value_bytes);
+        let filter = match self.filter.as_mut().filter(|_| filtered) {
             Some(f) => {
                 let encoded = f.finish();
                 self.write_block(&encoded)?

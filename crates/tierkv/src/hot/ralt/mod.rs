@@ -518,7 +518,7 @@ impl Ralt {
 
     /// Most memory the repeat stage holds: as the admission table, an eighth of the memory
     /// limit (unbounded without one but for its own cap).
-    fn repeat_memory_limit(&self) -> u64 {
+    pub(super) fn repeat_memory_limit(&self) -> u64 {
         self.opts.memory_limit.map_or(u64::MAX, |l| l / 8)
     }
 

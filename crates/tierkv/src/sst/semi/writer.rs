@@ -350,7 +350,12 @@ impl GenerationWriter {
         all.append(&mut self.dead);
         let index = self.write_block(&encode_index(&all))?;
         let valid = &all[..valid_count];
-        let filter = if self.opts.bloom_bits_per_key > 0 {
+        let mut total = BlockStats::default();
+        valid.iter().for_each(|b| total.add(&b.stats));
+        let filter = if self
+            .opts
+            .filters(total.entries, total.key_bytes + total.value_bytes)
+        {
             let mut f = BloomBuilder::new(self.opts.bloom_bits_per_key);
             keys.iter().for_each(|k| f.add_key(k));
             self.write_block(&f.finish())?
@@ -360,8 +365,6 @@ impl GenerationWriter {
                 size: 0,
             }
         };
-        let mut total = BlockStats::default();
-        valid.iter().for_each(|b| total.add(&b.stats));
         let props = TableProperties {
             num_entries: total.entries,
             num_deletions: total.deletions,
