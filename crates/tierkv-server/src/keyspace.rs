@@ -208,6 +208,17 @@ pub(crate) fn get(db: &Db, k: &[u8], ropts: &ReadOptions) -> tierkv::Result<Opti
     }))
 }
 
+/// [`get`] answered from memory (`Db::get_entry_in_memory`): `WouldBlock` when only a
+/// disk read would answer.
+pub(crate) fn get_in_memory(db: &Db, k: &[u8]) -> tierkv::Result<Option<Rec>> {
+    Ok(db
+        .get_entry_in_memory(meta_key(k), &ReadOptions::new())?
+        .map(|e| Rec {
+            raw: e.value,
+            deadline: e.deadline,
+        }))
+}
+
 /// Reads the top-level records of a prefix of `keys` in one batched read (the engine's
 /// `multi_get_prefix`: their disk reads in flight together), holding at most `max_bytes`
 /// of records plus one: one answer per key of the prefix, in order, at least one. Each

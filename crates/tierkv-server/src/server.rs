@@ -582,7 +582,9 @@ async fn linger_close(mut sock: TcpStream) {
 type BatchResult = (ConnState, VecDeque<Args>, ReplyWriter, Flow);
 
 /// Runs pending commands (after the rest of a half-produced reply, if any): on the reactor
-/// when none touches the store (PING, AUTH, ...), otherwise on a blocking thread.
+/// those at the front that memory answers or the memtable takes at once
+/// (`commands::run_inline`) and any batch where none touches the store (PING, AUTH, ...),
+/// the rest on a blocking thread.
 async fn run_batch(
     shared: &Arc<Shared>,
     mut conn: ConnState,
@@ -590,6 +592,16 @@ async fn run_batch(
 ) -> std::io::Result<BatchResult> {
     let chunk = shared.config.reply_chunk;
     let mut out = ReplyWriter::with_limit(conn.proto, shared.config.output_limit);
+    if conn.resume.is_none() {
+        let flow = commands::run_inline(shared, &mut conn, &mut out, &mut pending, chunk);
+        if flow != Flow::Continue
+            || pending.is_empty()
+            || out.len() >= chunk
+            || conn.resume.is_some()
+        {
+            return Ok((conn, pending, out, flow));
+        }
+    }
     if conn.resume.is_none() && !pending.iter().any(|a| commands::needs_io(a)) {
         let flow = commands::run_pipeline(shared, &mut conn, &mut out, &mut pending, chunk);
         return Ok((conn, pending, out, flow));

@@ -85,6 +85,12 @@ pub enum Error {
     /// The store is shutting down.
     #[error("store is closed")]
     Closed,
+    /// A call that must not wait ([`crate::Db::get_entry_in_memory`],
+    /// [`crate::Db::write_now`]) would have had to, for the named reason. Nothing was read
+    /// or written: the waiting call ([`crate::Db::get_entry_opt`], [`crate::Db::write`])
+    /// does the same work.
+    #[error("would block: {0}")]
+    WouldBlock(&'static str),
 }
 
 impl Error {

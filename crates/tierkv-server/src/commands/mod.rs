@@ -11,6 +11,7 @@ mod admin;
 mod conn;
 pub(crate) mod expiry;
 mod hashes;
+mod inline;
 mod keys;
 mod keyspace;
 mod strings;
@@ -20,6 +21,7 @@ use crate::resp::{Args, ReplyWriter};
 pub(crate) use crate::state::Resume;
 use crate::state::{ConnState, ServerStats, Shared};
 use bytes::Bytes;
+pub(crate) use inline::run_inline;
 use std::collections::VecDeque;
 
 /// What the connection does after a command.
@@ -892,6 +894,20 @@ fn same_key_counters(a: &[Bytes], b: Option<&Args>) -> bool {
     }
 }
 
+/// The one write batch of a run of [`mergeable`] commands.
+fn set_batch<'a>(run: impl IntoIterator<Item = &'a Args>) -> tierkv::WriteBatch {
+    let mut batch = tierkv::WriteBatch::new();
+    for cmd in run {
+        for kv in cmd[1..].chunks_exact(2) {
+            batch.put(
+                crate::keyspace::meta_key(&kv[0]),
+                crate::keyspace::str_value(&kv[1]),
+            );
+        }
+    }
+    batch
+}
+
 /// A plain `SET key value` or a well-formed MSET: the commands a pipeline may merge.
 fn mergeable(args: &[Bytes]) -> bool {
     let Some(name) = args.first() else {
@@ -999,15 +1015,7 @@ fn run_commands(
                     _ => break,
                 }
             }
-            let mut batch = tierkv::WriteBatch::new();
-            for cmd in &run {
-                for kv in cmd[1..].chunks_exact(2) {
-                    batch.put(
-                        crate::keyspace::meta_key(&kv[0]),
-                        crate::keyspace::str_value(&kv[1]),
-                    );
-                }
-            }
+            let batch = set_batch(&run);
             let wopts = tierkv::WriteOptions {
                 sync: shared.config.sync,
             };

@@ -46,9 +46,17 @@ pub(super) fn reply_string(out: &mut ReplyWriter, rec: Option<Rec>) -> Result<()
 
 pub(super) fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let rec = ks::get(&ctx.shared.db, &args[1], &tierkv::ReadOptions::new())?;
-    count_hit(ctx.shared, rec.is_some());
-    reply_string(ctx.out, rec)?;
+    answer_get(ctx.shared, ctx.out, rec);
     Ok(Flow::Continue)
+}
+
+/// GET's reply to the record read for its key (a hit or a miss counted; WRONGTYPE for a
+/// hash).
+pub(super) fn answer_get(shared: &Shared, out: &mut ReplyWriter, rec: Option<Rec>) {
+    count_hit(shared, rec.is_some());
+    if let Err(e) = reply_string(out, rec) {
+        out.error(&e.0);
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -356,12 +364,7 @@ pub(super) fn get_run(shared: &Shared, out: &mut ReplyWriter, run: &[Bytes], roo
     let n = answers.len();
     for answer in answers {
         match answer {
-            Ok(rec) => {
-                count_hit(shared, rec.is_some());
-                if let Err(e) = reply_string(out, rec) {
-                    out.error(&e.0);
-                }
-            }
+            Ok(rec) => answer_get(shared, out, rec),
             Err(e) => out.error(&CmdError::from(e).0),
         }
     }

@@ -294,6 +294,12 @@ impl Cache {
         r
     }
 
+    /// True when the KV or KP cache holds `key`'s value (see `Shard::holds_value`): no
+    /// counter, recency or ghost changes.
+    pub fn holds_value(&self, key: &[u8], hash: u64) -> bool {
+        self.slot(hash).shard.lock().holds_value(key, hash)
+    }
+
     /// Runs `f` on a key's shard if no flush ran since `fence` was taken (checked under
     /// the shard's lock, see the module comment).
     fn if_fresh(&self, hash: u64, fence: u64, f: impl FnOnce(&mut Shard, &ShardCounters)) {

@@ -166,6 +166,14 @@ impl Shard {
         self.points.find(hash, |e| e.key() == key)
     }
 
+    /// True when the point caches hold `key`'s value (a KV entry, or a KP entry inlining
+    /// it). Counts nothing and touches nothing: a peek before a lookup that must not be
+    /// counted twice.
+    pub fn holds_value(&self, key: &[u8], hash: u64) -> bool {
+        self.find_point(key, hash)
+            .is_some_and(|i| self.points.node(i).val.value().is_some())
+    }
+
     /// Looks a key up in the KV and KP caches (AC-Key §4.1.1 cases I-III).
     pub fn lookup_point(
         &mut self,

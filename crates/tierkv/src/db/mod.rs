@@ -269,6 +269,19 @@ impl Db {
         self.inner.get(key.as_ref(), ropts)
     }
 
+    /// [`Db::get_entry_opt`] for a caller that must not wait (an event loop): answered when
+    /// the memtables or the KV cache hold the key, and [`Error::WouldBlock`] otherwise
+    /// (nothing is counted or cached for such a key: ask again with
+    /// [`Db::get_entry_opt`], which reads the disk). Never reads a disk or waits on a
+    /// lock held across I/O.
+    pub fn get_entry_in_memory(
+        &self,
+        key: impl AsRef<[u8]>,
+        ropts: &ReadOptions,
+    ) -> Result<Option<Entry>> {
+        self.inner.get_in_memory(key.as_ref(), ropts)
+    }
+
     /// Reads the latest value of every key in `keys`: one answer per key, in order, all
     /// from one consistent state (one sequence number for the batch, as a snapshot read).
     /// An error reading one key is that key's answer only.
@@ -462,6 +475,16 @@ impl Db {
         let mut b = WriteBatch::new();
         b.delete(key);
         self.write_opt(b, wopts)
+    }
+
+    /// Applies a batch atomically on the calling thread, for a caller that must not wait
+    /// (an event loop), or fails with [`Error::WouldBlock`] having written nothing: when
+    /// another writer is committing, level 0 is at its slowdown trigger, or the memtable
+    /// is full. The WAL is written but not fsynced (as [`Db::write`] with the default
+    /// options); what is left is a `write(2)` into the page cache and the memtable
+    /// insert. Retry with [`Db::write`] (or [`Db::write_opt`]), which waits.
+    pub fn write_now(&self, batch: WriteBatch) -> Result<()> {
+        self.inner.write_now(batch)
     }
 
     /// Applies a batch atomically.

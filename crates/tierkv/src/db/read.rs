@@ -26,7 +26,7 @@ use super::stats::Counters;
 use super::{DbInner, SuperVersion};
 use crate::cache::{key_hash, BlockPtr, Cache, PointLookup};
 use crate::env::{thread_read_count, IoCause, Tier};
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::expiry::{is_expired, Entry};
 use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
 use crate::memtable::MemGet;
@@ -161,6 +161,31 @@ impl DbInner {
             Inline::Answer(answer) => Ok(answer),
             Inline::Pointer(p) => self.get_from_disk(r, Some(p)),
             Inline::Levels => self.get_from_disk(r, None),
+        }
+    }
+
+    /// [`DbInner::get`] as far as memory answers it: the memtables, then the point caches
+    /// when they hold the key's value; [`Error::WouldBlock`] for any other key, which is
+    /// then left as if never read (the point caches are only peeked at, so the caller's
+    /// retry makes the one lookup AC-Key counts and learns from; a value evicted between
+    /// the peek and the lookup is the rare exception, looked up twice).
+    pub(super) fn get_in_memory(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Entry>> {
+        let (at, sv) = self.start_read(ropts)?;
+        let mut r = self.read_at(key, &sv, at);
+        if let Some(answer) = self.get_from_memtables(&r) {
+            Counters::add(&self.counters.gets, 1);
+            return Ok(answer);
+        }
+        let not_in_memory = Error::WouldBlock("the key is not in a memtable or the KV cache");
+        if !r.cache.is_some_and(|c| c.holds_value(r.key(), r.hash)) {
+            return Err(not_in_memory);
+        }
+        match self.lookup_point_cache(&mut r) {
+            Inline::Answer(answer) => {
+                Counters::add(&self.counters.gets, 1);
+                Ok(answer)
+            }
+            Inline::Pointer(_) | Inline::Levels => Err(not_in_memory),
         }
     }
 

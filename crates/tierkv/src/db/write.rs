@@ -190,6 +190,46 @@ impl DbInner {
         results.pop().unwrap_or(Ok(true))
     }
 
+    /// Applies `batch` at once on this thread (WAL written, not fsynced), or fails with
+    /// [`Error::WouldBlock`] without writing anything when that would mean waiting:
+    /// another writer holds the commit, level 0 is at its slowdown trigger, or the
+    /// memtable is full (a switch creates and syncs files). See [`crate::Db::write_now`].
+    pub(crate) fn write_now(&self, batch: WriteBatch) -> Result<()> {
+        if self.signals.shutting_down.load(Ordering::Acquire) {
+            return Err(Error::Closed);
+        }
+        self.validate(&batch)?;
+        if batch.is_empty() {
+            return Ok(());
+        }
+        let Some(_commit) = self.writes.commit.try_lock() else {
+            return Err(Error::WouldBlock("another writer is committing"));
+        };
+        self.room_without_waiting(MemTable::batch_charge(&batch))?;
+        self.apply_batch(batch, false, 1)
+            .map_err(|e| Arc::try_unwrap(e).unwrap_or_else(Error::Background))
+    }
+
+    /// [`DbInner::make_room_for_write`]'s checks for a write that may not wait: `Ok` when
+    /// the memtable takes `incoming` bytes with no switch and no slowdown is due, else
+    /// [`Error::WouldBlock`] (or the store's background error). Called holding
+    /// `WriteQueue::commit`.
+    fn room_without_waiting(&self, incoming: usize) -> Result<()> {
+        let st = self.state.lock();
+        if let Some(e) = &st.jobs.bg_error {
+            return Err(Error::Background(e.clone()));
+        }
+        if st.tree.versions.current().levels[0].len() >= self.opts.level0_slowdown_trigger {
+            return Err(Error::WouldBlock("level 0 is at its slowdown trigger"));
+        }
+        let mem = &st.tree.mem;
+        if mem.is_empty() || mem.approximate_size() + incoming <= self.opts.write_buffer_size {
+            Ok(())
+        } else {
+            Err(Error::WouldBlock("the memtable is full"))
+        }
+    }
+
     /// Several optimistic writes (see [`crate::Db::write_many_if_unchanged`]), queued
     /// together so that they commit in as few groups as the group limits allow.
     pub(crate) fn write_many_if_unchanged(
@@ -362,6 +402,19 @@ impl DbInner {
             return Ok(outcome);
         }
         let sync = group.iter().any(|w| w.sync);
+        self.apply_batch(batch, sync, group.len())?;
+        Ok(outcome)
+    }
+
+    /// Writes `batch` (the batches of `writes` writes) to the WAL, fsynced when `sync`,
+    /// then to the memtable, and makes it visible. Called holding `WriteQueue::commit`,
+    /// after `make_room_for_write` (or `room_without_waiting`) made room for it.
+    fn apply_batch(
+        &self,
+        mut batch: WriteBatch,
+        sync: bool,
+        writes: usize,
+    ) -> Result<(), Arc<Error>> {
         let first_seq = self.reads.visible_seq.load(Ordering::Acquire) + 1;
         let wal_written = {
             let mut wal = self.writes.wal.lock();
@@ -386,8 +439,8 @@ impl DbInner {
         };
         // In the WAL (a crash now replays it), not yet in the memtable nor visible.
         kill_point("write.wal_appended");
-        // The leader holds the write lock, so no switch came between the WAL write and
-        // here: this is the memtable the WAL belongs to.
+        // The caller holds `WriteQueue::commit`, so no switch came between the WAL write
+        // and here: this is the memtable the WAL belongs to.
         let mem = self.reads.sv.load().mem.clone();
         mem.add_wal_bytes(wal_written);
         let mut seq = first_seq;
@@ -406,9 +459,9 @@ impl DbInner {
         Counters::add(&c.puts, puts);
         Counters::add(&c.deletes, dels);
         Counters::add(&c.user_bytes_written, bytes);
-        Counters::add(&c.write_batches, group.len() as u64);
+        Counters::add(&c.write_batches, writes as u64);
         Counters::add(&c.write_groups, 1);
-        Ok(outcome)
+        Ok(())
     }
 
     /// Which writes of a group may apply: a conditional write fails if its key has a
