@@ -143,11 +143,35 @@ impl Cursors {
     }
 }
 
-/// How long DBSIZE reuses a key count before counting again.
-pub(crate) const DBSIZE_MAX_AGE: Duration = Duration::from_secs(5);
-/// How long INFO reuses a key count: monitoring tools poll INFO every second or so, and a
-/// full scan of a large store (slow tier included) must not run that often.
+/// How long INFO reuses a key count taken before later writes: monitoring tools poll INFO
+/// every second or so, and a full scan of a large store (slow tier included) must not run
+/// that often.
 pub(crate) const INFO_KEYS_MAX_AGE: Duration = Duration::from_secs(60);
+/// DBSIZE reuses a count taken before later writes for this many times the scan took, so
+/// that a client polling it keeps the server scanning at most a tenth of the time; a small
+/// store's count (microseconds) is taken again at nearly every call.
+pub(crate) const DBSIZE_SCAN_SHARE: u32 = 10;
+
+/// How stale a reused key count may be when writes came after it (see
+/// [`Shared::key_count`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum CountReuse {
+    /// For up to [`DBSIZE_SCAN_SHARE`] times the time its scan took.
+    ScanCost,
+    /// For up to this age.
+    MaxAge(Duration),
+}
+
+/// A key count and what it knew (see [`Shared::key_count`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct CountedKeys {
+    pub at: Instant,
+    pub took: Duration,
+    /// The store's latest sequence number during the whole scan (`None`: writes came
+    /// while it ran).
+    pub seq: Option<u64>,
+    pub n: KeyCount,
+}
 
 /// A counted key space (see [`Shared::key_count`]).
 #[derive(Clone, Copy, Debug, Default)]
@@ -168,8 +192,8 @@ pub(crate) struct Shared {
     pub clients: Mutex<HashMap<u64, Arc<ClientInfo>>>,
     pub stats: ServerStats,
     pub cursors: Mutex<Cursors>,
-    /// Last key count and when it was taken.
-    pub key_count: Mutex<Option<(Instant, KeyCount)>>,
+    /// Last key count.
+    pub key_count: Mutex<Option<CountedKeys>>,
     /// Serialises counting so concurrent DBSIZE calls share one scan.
     pub counting: Mutex<()>,
     pub shutdown: Arc<tokio::sync::watch::Sender<bool>>,
@@ -231,22 +255,30 @@ impl Shared {
         *self.key_count.lock() = None;
     }
 
-    /// The number of keys, counted by a full scan unless a count younger than `max_age`
-    /// exists (tierkv keeps no exact count, so DBSIZE is approximate), with the age of the
-    /// count.
-    pub fn key_count(&self, max_age: Duration) -> tierkv::Result<(KeyCount, Duration)> {
-        if let Some((at, n)) = *self.key_count.lock() {
-            if at.elapsed() < max_age {
-                return Ok((n, at.elapsed()));
-            }
+    /// The number of keys, with the age of the count. A count is reused while nothing was
+    /// written since it was taken (it is then exact, but for keys that expired since, which
+    /// it still counts as Redis counts expired keys it has not reclaimed yet; the store
+    /// keeps no running count, as a blind SET does not know whether its key existed), and
+    /// after later writes only as long as `reuse` allows; otherwise the keys are counted by
+    /// a full scan.
+    pub fn key_count(&self, reuse: CountReuse) -> tierkv::Result<(KeyCount, Duration)> {
+        let usable = |c: &CountedKeys| {
+            let age = c.at.elapsed();
+            c.seq == Some(self.db.latest_sequence())
+                || match reuse {
+                    CountReuse::ScanCost => age < c.took * DBSIZE_SCAN_SHARE,
+                    CountReuse::MaxAge(max) => age < max,
+                }
+        };
+        if let Some(c) = self.key_count.lock().filter(usable) {
+            return Ok((c.n, c.at.elapsed()));
         }
         let _one_at_a_time = self.counting.lock();
-        if let Some((at, n)) = *self.key_count.lock() {
-            if at.elapsed() < max_age {
-                return Ok((n, at.elapsed()));
-            }
+        if let Some(c) = self.key_count.lock().filter(usable) {
+            return Ok((c.n, c.at.elapsed()));
         }
         let at = Instant::now();
+        let seq = self.db.latest_sequence();
         // A full scan must not evict the working set from the block cache.
         let ropts = tierkv::ReadOptions {
             fill_cache: false,
@@ -262,7 +294,13 @@ impl Shared {
             n.expiring += it.deadline().is_some() as u64;
             it.next()?;
         }
-        *self.key_count.lock() = Some((at, n));
+        let counted = CountedKeys {
+            at,
+            took: at.elapsed(),
+            seq: (self.db.latest_sequence() == seq).then_some(seq),
+            n,
+        };
+        *self.key_count.lock() = Some(counted);
         Ok((n, at.elapsed()))
     }
 }

@@ -218,7 +218,7 @@ pub(super) fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn dbsize(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
-    let (n, _age) = ctx.shared.key_count(crate::state::DBSIZE_MAX_AGE)?;
+    let (n, _age) = ctx.shared.key_count(crate::state::CountReuse::ScanCost)?;
     ctx.out.int(n.keys as i64);
     Ok(Flow::Continue)
 }
