@@ -47,12 +47,14 @@ pub(crate) struct ClientInfo {
 }
 
 impl ClientInfo {
-    /// One line in Redis's CLIENT LIST format (the fields tools read).
+    /// One line in Redis 7.0's CLIENT LIST format, every field in its order (the buffer
+    /// and memory figures are 0: the server does not track them per connection).
     pub fn line(&self) -> String {
         let now = Instant::now();
         format!(
             "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags=N db=0 sub=0 psub=0 \
-             ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 obl=0 oll=0 omem=0 \
+             ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 \
+             oll=0 omem=0 \
              tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
             self.id,
             self.addr,

@@ -517,8 +517,51 @@ fn info_config_command_client() {
         line.contains(&format!("id={id} ")) && line.contains("name=worker-1"),
         "{line}"
     );
+    // Every field of Redis 7.0's line, in its order, as the Redis test suite's pattern
+    // for CLIENT LIST expects (`cmd=` names the command running, with its subcommand).
+    let fields: Vec<&str> = line
+        .trim_end()
+        .split(' ')
+        .map(|f| f.split('=').next().unwrap_or(""))
+        .collect();
+    assert_eq!(
+        fields,
+        [
+            "id",
+            "addr",
+            "laddr",
+            "fd",
+            "name",
+            "age",
+            "idle",
+            "flags",
+            "db",
+            "sub",
+            "psub",
+            "ssub",
+            "multi",
+            "qbuf",
+            "qbuf-free",
+            "argv-mem",
+            "multi-mem",
+            "rbs",
+            "rbp",
+            "obl",
+            "oll",
+            "omem",
+            "tot-mem",
+            "events",
+            "cmd",
+            "user",
+            "redir",
+            "resp"
+        ],
+        "{line}"
+    );
+    assert!(line.contains(" cmd=client|info "), "{line}");
     let list: String = q(&mut c, &["CLIENT", "LIST"]).unwrap();
     assert!(list.contains("name=worker-1"));
+    assert!(list.contains(" cmd=client|list "), "{list}");
     assert!(err_text(q::<String>(&mut c, &["CLIENT", "SETNAME", "a b"]))
         .contains("cannot contain spaces"));
     assert!(

@@ -183,6 +183,20 @@ pub(super) fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             String::from_utf8_lossy(&sub).to_lowercase()
         ))
     };
+    // Redis shows a container command with its subcommand (CLIENT LIST's `cmd=`).
+    let full_name = match sub.as_slice() {
+        b"ID" => Some("client|id"),
+        b"GETNAME" => Some("client|getname"),
+        b"SETNAME" => Some("client|setname"),
+        b"INFO" => Some("client|info"),
+        b"LIST" => Some("client|list"),
+        b"SETINFO" => Some("client|setinfo"),
+        b"HELP" => Some("client|help"),
+        _ => None,
+    };
+    if let Some(name) = full_name {
+        *ctx.conn.info.last_cmd.lock() = name;
+    }
     match sub.as_slice() {
         b"ID" => ctx.out.int(ctx.conn.info.id as i64),
         b"GETNAME" => {
