@@ -626,13 +626,7 @@ mod tests {
             proto: Mutex::new(crate::resp::Proto::Resp2),
         });
         shared.clients.lock().insert(1, info.clone());
-        let mut conn = ConnState {
-            info,
-            authed: true,
-            proto: crate::resp::Proto::Resp2,
-            resume: None,
-            auth_failures: 0,
-        };
+        let mut conn = ConnState::new(info, true);
         let run = |conn: &mut ConnState, cmds: &[&[&str]]| {
             let mut pending: VecDeque<crate::resp::Args> = cmds
                 .iter()

@@ -689,6 +689,14 @@ impl ReplyWriter {
         }
     }
 
+    /// The null array (`*-1` in RESP2, `_` in RESP3): an aborted EXEC.
+    pub fn null_array(&mut self) {
+        match self.proto {
+            Proto::Resp2 => self.put(b"*-1\r\n"),
+            Proto::Resp3 => self.put(b"_\r\n"),
+        }
+    }
+
     /// The header of an array of `n` elements (which follow).
     pub fn array(&mut self, n: usize) {
         self.header(b'*', n as i64);

@@ -350,13 +350,7 @@ async fn connection(
     let config = &shared.config;
     let authed = config.requirepass.is_none();
     let mut parser = Parser::new(config.limits, authed).with_key_positions(commands::key_positions);
-    let mut conn = ConnState {
-        info,
-        authed,
-        proto: crate::resp::Proto::Resp2,
-        resume: None,
-        auth_failures: 0,
-    };
+    let mut conn = ConnState::new(info, authed);
     let who = format!("client {} ({})", conn.info.id, conn.info.addr);
     let mut buf = BytesMut::with_capacity(READ_CHUNK);
     let mut gauge = BufferGauge { shared, counted: 0 };

@@ -4,8 +4,8 @@
 //! answers (`Db::get_entry_in_memory`: the memtables or the KV cache) and runs of plain
 //! SETs and MSETs the memtable takes at once (`Db::write_now`: no stall, no memtable
 //! switch, no other writer committing), with the commands that touch no store between
-//! them. The first command that would wait, fails, or is anything else ends the inline
-//! run: it and the rest go to the blocking thread as before, in order, so every reply is
+//! them. The first command that would wait, fails, or is anything else (or anything after
+//! MULTI, which the dispatcher queues) ends the inline run: it and the rest go to the blocking thread as before, in order, so every reply is
 //! the one the blocking path would give. Not used when every write is fsynced (`--sync`):
 //! an fsync must not hold the event loop.
 //!
@@ -33,8 +33,13 @@ pub(crate) fn run_inline(
     if shared.config.sync || !conn.authed || conn.resume.is_some() {
         return Flow::Continue;
     }
+    // Never waits for a transaction to finish (see `multi`): then the blocking path runs all.
+    let Some(_isolation) = shared.transactions.try_read() else {
+        return Flow::Continue;
+    };
     while let Some(args) = pending.front() {
-        if out.len() >= reply_chunk || out.overflowed() || conn.resume.is_some() {
+        let queuing = conn.multi.is_some();
+        if out.len() >= reply_chunk || out.overflowed() || conn.resume.is_some() || queuing {
             break;
         }
         if !needs_io(args) {
@@ -121,13 +126,7 @@ mod tests {
             last_active: Mutex::new(Instant::now()),
             proto: Mutex::new(crate::resp::Proto::Resp2),
         });
-        let conn = ConnState {
-            info,
-            authed: true,
-            proto: crate::resp::Proto::Resp2,
-            resume: None,
-            auth_failures: 0,
-        };
+        let conn = ConnState::new(info, true);
         (shared, conn)
     }
 

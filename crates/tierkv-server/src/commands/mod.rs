@@ -14,6 +14,7 @@ mod hashes;
 mod inline;
 mod keys;
 mod keyspace;
+mod multi;
 mod strings;
 
 pub(crate) use crate::error::CmdError;
@@ -750,6 +751,56 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "CLIENT ID, GETNAME, SETNAME, INFO, LIST, SETINFO."
     ),
     spec!(
+        "multi",
+        1,
+        ["noscript", "loading", "stale", "fast"],
+        NK,
+        "transactions",
+        false,
+        multi::multi,
+        "Starts a transaction: the following commands are queued until EXEC."
+    ),
+    spec!(
+        "exec",
+        1,
+        ["noscript", "loading", "stale"],
+        NK,
+        "transactions",
+        true,
+        multi::exec,
+        "Runs the queued commands with no other client's command between them."
+    ),
+    spec!(
+        "discard",
+        1,
+        ["noscript", "loading", "stale", "fast"],
+        NK,
+        "transactions",
+        false,
+        multi::discard,
+        "Drops the queued commands and the watched keys."
+    ),
+    spec!(
+        "watch",
+        -2,
+        ["noscript", "loading", "stale", "fast"],
+        KALL,
+        "transactions",
+        true,
+        multi::watch,
+        "Makes the next EXEC abort if one of these keys changes meanwhile."
+    ),
+    spec!(
+        "unwatch",
+        1,
+        ["noscript", "loading", "stale", "fast"],
+        NK,
+        "transactions",
+        false,
+        multi::unwatch,
+        "Forgets the watched keys."
+    ),
+    spec!(
         "quit",
         -1,
         ["noscript", "loading", "stale", "fast", "no_auth"],
@@ -844,6 +895,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Flow {
         return Flow::Continue;
     };
     let Some(spec) = lookup(name) else {
+        multi::refuse(ctx);
         let mut msg = format!(
             "ERR unknown command '{}', with args beginning with: ",
             quote_arg(name)
@@ -856,6 +908,7 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Flow {
     };
     let n = args.len() as i32;
     if (spec.arity > 0 && n != spec.arity) || (spec.arity < 0 && n < -spec.arity) {
+        multi::refuse(ctx);
         ctx.out.error(&format!(
             "ERR wrong number of arguments for '{}' command",
             spec.name
@@ -863,8 +916,12 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Flow {
         return Flow::Continue;
     }
     if !ctx.conn.authed && !spec.no_auth() {
+        multi::refuse(ctx);
         ctx.out.error("NOAUTH Authentication required.");
         return Flow::Continue;
+    }
+    if ctx.conn.multi.is_some() && !multi::runs_inside_multi(spec.name) {
+        return multi::queue(ctx, args);
     }
     *ctx.conn.info.last_cmd.lock() = spec.name;
     match (spec.handler)(ctx, args) {
@@ -960,8 +1017,15 @@ fn run_commands(
             return Flow::Continue;
         }
     }
+    // Store commands run holding the transaction lock shared (see `multi`).
+    let mut isolation = pending
+        .iter()
+        .any(|a| needs_io(a))
+        .then(|| shared.transactions.read());
     while let Some(args) = pending.pop_front() {
-        if conn.authed && same_key_counters(&args, pending.front()) {
+        // Inside MULTI every command goes to the dispatcher, which queues it.
+        let merge = conn.authed && conn.multi.is_none();
+        if merge && same_key_counters(&args, pending.front()) {
             // A run of counter commands on one key (redis-benchmark's INCR test, a client
             // pipelining increments) becomes one rmw instead of one per command: same-key
             // rmws cannot share a group commit, so this is what makes hot counters fast.
@@ -981,7 +1045,7 @@ fn run_commands(
                     ctx.out.error(&e.0);
                 }
             }
-        } else if conn.authed
+        } else if merge
             && strings::plain_get(&args)
             && pending.front().is_some_and(|a| strings::plain_get(a))
         {
@@ -1003,7 +1067,7 @@ fn run_commands(
             for rest in run.drain(answered..).rev() {
                 pending.push_front(rest);
             }
-        } else if conn.authed && mergeable(&args) && pending.front().is_some_and(|a| mergeable(a)) {
+        } else if merge && mergeable(&args) && pending.front().is_some_and(|a| mergeable(a)) {
             let mut run = vec![args];
             let mut bytes = 0usize;
             while run.len() < MAX_MERGED && bytes < MAX_MERGED_BYTES {
@@ -1034,6 +1098,17 @@ fn run_commands(
                 if flow != Flow::Continue {
                     return flow;
                 }
+            }
+        } else if conn.multi.is_some() && args[0].eq_ignore_ascii_case(b"exec") {
+            // No other client's command between the queued ones: EXEC holds the lock
+            // exclusively (this pipeline's shared hold let go first).
+            drop(isolation.take());
+            let exclusive = shared.transactions.write();
+            let flow = execute(&mut Ctx { shared, conn, out }, &args);
+            drop(exclusive);
+            isolation.replace(shared.transactions.read());
+            if flow != Flow::Continue {
+                return flow;
             }
         } else {
             let flow = execute(&mut Ctx { shared, conn, out }, &args);

@@ -527,6 +527,14 @@ impl Db {
         outcomes.pop().unwrap_or(Ok(true))
     }
 
+    /// True if none of `keys` was written after sequence `since` ([`Db::latest_sequence`]
+    /// taken earlier): the check [`Db::write_if_unchanged`] makes, without a write, for a
+    /// caller that serializes its own writers (a Redis `WATCH`). False also when it can no
+    /// longer tell (a memtable holding writes after `since` was flushed). Reads no table.
+    pub fn unchanged_since(&self, keys: &[&[u8]], since: u64) -> bool {
+        self.inner.unchanged_since(keys, since)
+    }
+
     /// Several [`Db::write_if_unchanged`] writes, queued together so that they share group
     /// commits (one WAL record for as many as a group takes) instead of one each. Each
     /// applies or not on its own, in order: a write also declines when an earlier write

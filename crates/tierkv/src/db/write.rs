@@ -86,7 +86,48 @@ struct GroupOutcome {
     applied: Vec<bool>,
 }
 
+/// The writes still in memtables, for telling whether a key was written after a sequence
+/// number without reading any table.
+struct WritesInMemory {
+    sv: arc_swap::Guard<Arc<super::SuperVersion>>,
+    /// The sequence number of the oldest write the memtables hold (every later write is
+    /// in them).
+    from: SeqNo,
+}
+
+impl WritesInMemory {
+    /// The superversion first, then the sequence: every write newer than the oldest
+    /// in-memory memtable's first one is in this superversion's memtables.
+    fn now(db: &DbInner) -> WritesInMemory {
+        let sv = db.reads.sv.load();
+        let visible = db.reads.visible_seq.load(Ordering::Acquire);
+        let oldest = sv.imms.last().unwrap_or(&sv.mem);
+        let from = if oldest.is_empty() {
+            visible + 1
+        } else {
+            oldest.smallest_seq()
+        };
+        WritesInMemory { sv, from }
+    }
+
+    /// False if `key` has a version newer than `since`, or may have one (`since` is older
+    /// than the memtables' oldest write: a memtable was flushed since).
+    fn unchanged_since(&self, key: &[u8], since: SeqNo) -> bool {
+        since + 1 >= self.from
+            && std::iter::once(&self.sv.mem)
+                .chain(self.sv.imms.iter())
+                .all(|m| m.latest_seq(key).is_none_or(|s| s <= since))
+    }
+}
+
 impl DbInner {
+    /// True if none of `keys` was written after sequence `since` (see
+    /// [`crate::Db::unchanged_since`]).
+    pub(crate) fn unchanged_since(&self, keys: &[&[u8]], since: SeqNo) -> bool {
+        let memory = WritesInMemory::now(self);
+        keys.iter().all(|k| memory.unchanged_since(k, since))
+    }
+
     fn validate(&self, batch: &WriteBatch) -> Result<()> {
         for e in batch.iter() {
             if e.key.len() > self.opts.max_key_size {
@@ -472,31 +513,16 @@ impl DbInner {
         if group.iter().all(|w| w.condition.is_none()) {
             return vec![true; group.len()];
         }
-        // The superversion first, then the sequence: every write newer than the oldest
-        // in-memory memtable's first one is in this superversion's memtables.
-        let sv = self.reads.sv.load();
-        let visible = self.reads.visible_seq.load(Ordering::Acquire);
-        let oldest = sv.imms.last().unwrap_or(&sv.mem);
-        let in_memory_from = if oldest.is_empty() {
-            visible + 1
-        } else {
-            oldest.smallest_seq()
-        };
+        let memory = WritesInMemory::now(self);
         let mut group_keys: std::collections::HashSet<Vec<u8>> = Default::default();
         group
             .iter()
             .map(|w| {
                 let ok = match &w.condition {
                     None => true,
-                    Some((keys, read_at)) => {
-                        *read_at + 1 >= in_memory_from
-                            && keys.iter().all(|key| {
-                                !group_keys.contains(key)
-                                    && std::iter::once(&sv.mem)
-                                        .chain(sv.imms.iter())
-                                        .all(|m| m.latest_seq(key).is_none_or(|s| s <= *read_at))
-                            })
-                    }
+                    Some((keys, read_at)) => keys.iter().all(|key| {
+                        !group_keys.contains(key) && memory.unchanged_since(key, *read_at)
+                    }),
                 };
                 if ok {
                     if let Some(b) = w.batch.lock().as_ref() {
