@@ -8,8 +8,10 @@
 //! - `\x00tierkv-server-format` -> `1`: the marker; a store without it is not served.
 //! - `\x00tierkv-hash-version` -> u64 BE: the reserved ceiling of hash versions handed out.
 //! - `'k' + K` -> `[type][payload]`: one top-level record per Redis key, `'s'` + the raw
-//!   bytes for a string, `'h'` + version (u64 BE) + field count (u64 BE) for a hash. The
-//!   key's expiry deadline is this record's engine deadline.
+//!   bytes for a string, `'h'` + version (u64 BE) + field count (u64 BE) for a hash, and
+//!   the same with `'S'` and the member count for a set (a collection, [`Coll`], laid out
+//!   as a hash whose fields are the members, with empty values). The key's expiry deadline
+//!   is this record's engine deadline.
 //! - `'f' + u32 BE len(K) + K + version (u64 BE) + field` -> the field's value.
 //! - `'x' + u32 BE len(K) + K + version (u64 BE)` -> deadline (u64 BE): a hash version that
 //!   has (or had) a deadline, written with its metadata; [`sweep`] removes the fields of
@@ -43,6 +45,8 @@ pub(crate) const EXPIRING: u8 = b'x';
 pub(crate) const T_STRING: u8 = b's';
 /// Type byte of a hash.
 pub(crate) const T_HASH: u8 = b'h';
+/// Type byte of a set.
+pub(crate) const T_SET: u8 = b'S';
 
 /// Hash versions reserved (persisted) at a time.
 const VERSION_BLOCK: u64 = 1 << 20;
@@ -65,9 +69,28 @@ pub(crate) struct Rec {
     pub deadline: Option<u64>,
 }
 
-/// A hash's metadata.
+/// The types kept as a metadata record plus one record per element (field or member).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct HashMeta {
+pub(crate) enum Coll {
+    /// Elements are fields, each record's value the field's value.
+    Hash,
+    /// Elements are members, each record's value empty.
+    Set,
+}
+
+impl Coll {
+    fn type_byte(self) -> u8 {
+        match self {
+            Coll::Hash => T_HASH,
+            Coll::Set => T_SET,
+        }
+    }
+}
+
+/// A collection's metadata: its type, the version its elements carry, their count.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct CollMeta {
+    pub coll: Coll,
     pub version: u64,
     pub len: u64,
 }
@@ -76,7 +99,7 @@ pub(crate) struct HashMeta {
 #[derive(Debug)]
 pub(crate) enum Kind<'a> {
     Str(&'a [u8]),
-    Hash(HashMeta),
+    Coll(CollMeta),
 }
 
 fn corrupt(raw: &[u8]) -> CmdError {
@@ -91,12 +114,13 @@ fn corrupt(raw: &[u8]) -> CmdError {
 pub(crate) fn decode(raw: &[u8]) -> Result<Kind<'_>, CmdError> {
     match raw.first() {
         Some(&T_STRING) => Ok(Kind::Str(&raw[1..])),
-        Some(&T_HASH) if raw.len() == 17 => {
+        Some(&t @ (T_HASH | T_SET)) if raw.len() == 17 => {
             let mut v = [0u8; 8];
             let mut n = [0u8; 8];
             v.copy_from_slice(&raw[1..9]);
             n.copy_from_slice(&raw[9..17]);
-            Ok(Kind::Hash(HashMeta {
+            Ok(Kind::Coll(CollMeta {
+                coll: if t == T_HASH { Coll::Hash } else { Coll::Set },
                 version: u64::from_be_bytes(v),
                 len: u64::from_be_bytes(n),
             }))
@@ -114,24 +138,30 @@ impl Rec {
     pub fn string(&self) -> Result<&[u8], CmdError> {
         match self.kind()? {
             Kind::Str(s) => Ok(s),
-            Kind::Hash(_) => Err(wrongtype()),
+            Kind::Coll(_) => Err(wrongtype()),
         }
     }
 
-    /// The hash metadata, or WRONGTYPE.
-    pub fn hash(&self) -> Result<HashMeta, CmdError> {
+    /// The metadata of a collection of type `coll`, or WRONGTYPE.
+    pub fn coll(&self, coll: Coll) -> Result<CollMeta, CmdError> {
         match self.kind()? {
-            Kind::Hash(m) => Ok(m),
-            Kind::Str(_) => Err(wrongtype()),
+            Kind::Coll(m) if m.coll == coll => Ok(m),
+            _ => Err(wrongtype()),
         }
     }
 
     /// Redis's TYPE name.
     pub fn type_name(&self) -> &'static str {
-        match self.raw.first() {
-            Some(&T_HASH) => "hash",
-            _ => "string",
-        }
+        type_name(&self.raw)
+    }
+}
+
+/// Redis's TYPE name of an encoded top-level value.
+pub(crate) fn type_name(raw: &[u8]) -> &'static str {
+    match raw.first() {
+        Some(&T_HASH) => "hash",
+        Some(&T_SET) => "set",
+        _ => "string",
     }
 }
 
@@ -180,10 +210,10 @@ pub(crate) fn str_value(v: &[u8]) -> Vec<u8> {
     out
 }
 
-/// A hash metadata record's value.
-pub(crate) fn hash_value(m: HashMeta) -> Vec<u8> {
+/// A collection's metadata record value.
+pub(crate) fn coll_value(m: CollMeta) -> Vec<u8> {
     let mut out = Vec::with_capacity(17);
-    out.push(T_HASH);
+    out.push(m.coll.type_byte());
     out.extend_from_slice(&m.version.to_be_bytes());
     out.extend_from_slice(&m.len.to_be_bytes());
     out
@@ -268,7 +298,7 @@ pub(crate) fn put(batch: &mut WriteBatch, engine_key: &[u8], raw: &[u8], deadlin
         Some(d) => batch.put_expiring(engine_key, raw, d),
         None => batch.put(engine_key, raw),
     };
-    if let (Some(d), Some(k), Ok(Kind::Hash(m))) = (deadline, engine_key.get(1..), decode(raw)) {
+    if let (Some(d), Some(k), Ok(Kind::Coll(m))) = (deadline, engine_key.get(1..), decode(raw)) {
         batch.put(expiring_key(k, m.version), d.to_be_bytes());
     }
 }
@@ -302,7 +332,7 @@ pub(crate) fn sweep(db: &Db, wopts: &WriteOptions, cursor: &mut Vec<u8>) -> tier
         let ek = it.key();
         if let Some((k, version)) = parse_expiring_key(ek) {
             let alive = match get(db, k, &ReadOptions::new())? {
-                Some(r) => matches!(decode(&r.raw), Ok(Kind::Hash(m)) if m.version == version),
+                Some(r) => matches!(decode(&r.raw), Ok(Kind::Coll(m)) if m.version == version),
                 None => false,
             };
             if !alive {
@@ -362,7 +392,7 @@ pub(crate) fn delete_value(
     old: &Rec,
 ) -> Result<Option<u64>, CmdError> {
     batch.delete(meta_key(k));
-    let Kind::Hash(m) = old.kind()? else {
+    let Kind::Coll(m) = old.kind()? else {
         return Ok(None);
     };
     let mut it = db.iter_opt(&field_ropts(k, m.version, None))?;
@@ -522,8 +552,19 @@ mod tests {
 
     #[test]
     fn encodings_round_trip_and_order() {
-        let m = HashMeta { version: 7, len: 3 };
-        assert!(matches!(decode(&hash_value(m)).unwrap(), Kind::Hash(x) if x == m));
+        for coll in [Coll::Hash, Coll::Set] {
+            let m = CollMeta {
+                coll,
+                version: 7,
+                len: 3,
+            };
+            assert!(matches!(decode(&coll_value(m)).unwrap(), Kind::Coll(x) if x == m));
+        }
+        let m = CollMeta {
+            coll: Coll::Hash,
+            version: 7,
+            len: 3,
+        };
         assert!(matches!(decode(&str_value(b"v")).unwrap(), Kind::Str(b"v")));
         assert!(decode(b"").is_err() && decode(b"h12").is_err() && decode(b"x").is_err());
         // The length prefix keeps one key's fields apart from a longer key's.
@@ -535,9 +576,9 @@ mod tests {
         );
         assert_eq!(parse_expiring_key(b"x\0\0\0\x05ab"), None);
         let mut b = WriteBatch::new();
-        put(&mut b, &meta_key(b"h"), &hash_value(m), Some(5));
+        put(&mut b, &meta_key(b"h"), &coll_value(m), Some(5));
         put(&mut b, &meta_key(b"s"), &str_value(b"v"), Some(5));
-        put(&mut b, &meta_key(b"h2"), &hash_value(m), None);
+        put(&mut b, &meta_key(b"h2"), &coll_value(m), None);
         assert_eq!(
             b.len(),
             4,

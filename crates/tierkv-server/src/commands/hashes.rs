@@ -11,7 +11,7 @@
 use super::keys::{parse_scan_args, scan_step, SCAN_MAX_REPLY_BYTES};
 use super::strings::{format_float, parse_float};
 use super::{CmdError, CmdResult, Ctx, Flow, Resume};
-use crate::keyspace::{self as ks, HashMeta, Rec};
+use crate::keyspace::{self as ks, Coll, CollMeta};
 use crate::resp::ReplyWriter;
 use crate::state::{produce_in_steps, Shared};
 use bytes::Bytes;
@@ -19,7 +19,7 @@ use std::collections::HashMap;
 use tierkv::{Db, ReadOptions, WriteBatch};
 
 /// The staged changes of one atomic hash step.
-struct HashEdit<'a> {
+pub(super) struct HashEdit<'a> {
     db: &'a Db,
     key: &'a [u8],
     version: u64,
@@ -31,7 +31,7 @@ struct HashEdit<'a> {
 }
 
 impl HashEdit<'_> {
-    fn get(&self, field: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
+    pub(super) fn get(&self, field: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
         if let Some(v) = self.staged.get(field) {
             return Ok(v.clone());
         }
@@ -39,7 +39,7 @@ impl HashEdit<'_> {
     }
 
     /// Sets a field; true when it is new.
-    fn set(&mut self, field: &[u8], value: &[u8]) -> Result<bool, CmdError> {
+    pub(super) fn set(&mut self, field: &[u8], value: &[u8]) -> Result<bool, CmdError> {
         let new = self.get(field)?.is_none();
         self.batch
             .put(ks::field_key(self.key, self.version, field), value);
@@ -50,7 +50,7 @@ impl HashEdit<'_> {
     }
 
     /// Deletes a field; true when it existed.
-    fn del(&mut self, field: &[u8]) -> Result<bool, CmdError> {
+    pub(super) fn del(&mut self, field: &[u8]) -> Result<bool, CmdError> {
         if self.get(field)?.is_none() {
             return Ok(false);
         }
@@ -63,13 +63,23 @@ impl HashEdit<'_> {
     }
 }
 
-/// Runs `f` on hash `key` as one atomic step (retried when another write to the hash
-/// races it). A missing hash is created when `f` adds a field (with a fresh version); one
-/// left without fields is deleted. `f` returns its result; an error writes nothing. The
-/// key's deadline is kept.
+/// Runs `f` on hash `key` as one atomic step (see [`edit_coll`]).
 fn edit<T>(
     ctx: &Ctx<'_>,
     key: &[u8],
+    f: impl FnMut(&mut HashEdit<'_>) -> Result<T, CmdError>,
+) -> Result<T, CmdError> {
+    edit_coll(ctx, key, Coll::Hash, f)
+}
+
+/// Runs `f` on collection `key` of type `coll` as one atomic step (retried when another
+/// write to it races it); WRONGTYPE when the key holds another type. A missing collection
+/// is created when `f` adds an element (with a fresh version); one left without elements
+/// is deleted. `f` returns its result; an error writes nothing. The key's deadline is kept.
+pub(super) fn edit_coll<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    coll: Coll,
     mut f: impl FnMut(&mut HashEdit<'_>) -> Result<T, CmdError>,
 ) -> Result<T, CmdError> {
     let db = &ctx.shared.db;
@@ -77,7 +87,7 @@ fn edit<T>(
     let mut out: Option<Result<T, CmdError>> = None;
     ks::transact(db, &ctx.wopts(), &[&mk], |cur| {
         let cur = cur[0].as_ref();
-        let (meta, deadline) = match cur.map(Rec::hash).transpose() {
+        let (meta, deadline) = match cur.map(|r| r.coll(coll)).transpose() {
             Ok(Some(m)) => (Some(m), cur.and_then(|r| r.deadline)),
             Ok(None) => (None, None),
             Err(e) => {
@@ -114,20 +124,32 @@ fn edit<T>(
         if e.len == 0 {
             b.delete(&mk);
         } else {
-            let m = HashMeta {
+            let m = CollMeta {
+                coll,
                 version,
                 len: e.len,
             };
-            ks::put(&mut b, &mk, &ks::hash_value(m), deadline);
+            ks::put(&mut b, &mk, &ks::coll_value(m), deadline);
         }
         Some(b)
     })?;
     out.unwrap_or_else(|| Err(CmdError::err("internal error: hash step did not run")))
 }
 
-/// The hash metadata of `key` (None: no such key), WRONGTYPE for a string.
-fn meta(db: &Db, key: &[u8], ropts: &ReadOptions) -> Result<Option<HashMeta>, CmdError> {
-    ks::get(db, key, ropts)?.map(|r| r.hash()).transpose()
+/// The hash metadata of `key` (None: no such key), WRONGTYPE for another type.
+fn meta(db: &Db, key: &[u8], ropts: &ReadOptions) -> Result<Option<CollMeta>, CmdError> {
+    coll_meta(db, key, ropts, Coll::Hash)
+}
+
+/// The metadata of collection `key` of type `coll` (None: no such key), WRONGTYPE for
+/// another type.
+pub(super) fn coll_meta(
+    db: &Db,
+    key: &[u8],
+    ropts: &ReadOptions,
+    coll: Coll,
+) -> Result<Option<CollMeta>, CmdError> {
+    ks::get(db, key, ropts)?.map(|r| r.coll(coll)).transpose()
 }
 
 fn check_pairs(args: &[Bytes], name: &str) -> Result<(), CmdError> {
@@ -273,7 +295,7 @@ pub(super) fn hincrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 /// Which parts of each field a listing reply carries.
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Parts {
+pub(super) enum Parts {
     Both,
     Keys,
     Values,
@@ -287,13 +309,19 @@ pub(super) fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         b"hvals" => Parts::Values,
         _ => Parts::Both,
     };
+    list_elements(ctx, &args[1], Coll::Hash, parts)
+}
+
+/// Every element of collection `key` of type `coll` (fields, values or both), produced
+/// incrementally (see [`FieldsRest`]).
+pub(super) fn list_elements(ctx: &mut Ctx<'_>, key: &[u8], coll: Coll, parts: Parts) -> CmdResult {
     let db = &ctx.shared.db;
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),
         ..ReadOptions::new()
     };
-    let Some(m) = meta(db, &args[1], &ropts)? else {
+    let Some(m) = coll_meta(db, key, &ropts, coll)? else {
         if parts == Parts::Both {
             ctx.out.map(0);
         } else {
@@ -308,7 +336,7 @@ pub(super) fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     }
     let rest = Box::new(FieldsRest {
         snap,
-        prefix: ks::field_prefix(&args[1], m.version),
+        prefix: ks::field_prefix(key, m.version),
         next: None,
         remaining: m.len,
         parts,
@@ -471,8 +499,15 @@ impl Resume for HmgetRest {
 /// HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]: fields in field order, the
 /// reply bounded by COUNT and by the connection's output bound.
 pub(super) fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let sa = parse_scan_args(ctx, args, true)?;
-    let Some(m) = meta(&ctx.shared.db, &args[1], &ReadOptions::new())? else {
+    scan_elements(ctx, args, Coll::Hash)
+}
+
+/// HSCAN and SSCAN: a step over collection `args[1]` of type `coll` (a set's members
+/// without their empty values).
+pub(super) fn scan_elements(ctx: &mut Ctx<'_>, args: &[Bytes], coll: Coll) -> CmdResult {
+    let mut sa = parse_scan_args(ctx, args, true)?;
+    sa.novalues |= coll == Coll::Set;
+    let Some(m) = coll_meta(&ctx.shared.db, &args[1], &ReadOptions::new(), coll)? else {
         ctx.out.array(2);
         ctx.out.bulk(b"0");
         ctx.out.array(0);

@@ -194,13 +194,10 @@ pub(super) fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     // COUNT is a hint: the reply also stops at the connection's output bound.
     let max_bytes = SCAN_MAX_REPLY_BYTES.min(ctx.shared.config.reply_chunk);
     let next = scan_step(ctx, &[ks::META], &sa, max_bytes, |k, v| {
-        let keep = sa.type_.as_deref().is_none_or(|t| {
-            let name = match v.first() {
-                Some(&ks::T_HASH) => &b"hash"[..],
-                _ => b"string",
-            };
-            name == t
-        });
+        let keep = sa
+            .type_
+            .as_deref()
+            .is_none_or(|t| ks::type_name(v).as_bytes() == t);
         if keep {
             keys.push(k.to_vec());
             k.len()

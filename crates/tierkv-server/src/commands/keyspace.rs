@@ -8,7 +8,7 @@
 
 use super::{CmdError, CmdResult, Ctx, Flow, SYNTAX};
 use crate::glob::Glob;
-use crate::keyspace::{self as ks, HashMeta, Kind, Rec};
+use crate::keyspace::{self as ks, Coll, CollMeta, Kind, Rec};
 use bytes::Bytes;
 use tierkv::{ReadOptions, WriteBatch};
 
@@ -66,7 +66,7 @@ fn copy_into(
     let db = &ctx.shared.db;
     match rec.kind()? {
         Kind::Str(_) => ks::put(b, &ks::meta_key(dst), &rec.raw, rec.deadline),
-        Kind::Hash(m) => {
+        Kind::Coll(m) => {
             let version = ctx.shared.versions.next(db)?;
             let mut it = db.iter_opt(&ks::field_ropts(src, m.version, None))?;
             it.seek_to_first()?;
@@ -77,8 +77,12 @@ fn copy_into(
                 n += 1;
                 it.next()?;
             }
-            let meta = HashMeta { version, len: n };
-            ks::put(b, &ks::meta_key(dst), &ks::hash_value(meta), rec.deadline);
+            let meta = CollMeta {
+                coll: m.coll,
+                version,
+                len: n,
+            };
+            ks::put(b, &ks::meta_key(dst), &ks::coll_value(meta), rec.deadline);
         }
     }
     Ok(())
@@ -233,6 +237,26 @@ fn string_encoding(s: &[u8]) -> &'static str {
 /// Redis's default `hash-max-listpack-entries` / `-value`.
 const LISTPACK_ENTRIES: u64 = 128;
 const LISTPACK_VALUE: usize = 64;
+/// Redis 7.0's `set-max-intset-entries`.
+const INTSET_ENTRIES: u64 = 512;
+
+/// Redis 7.0's encoding of a set: `intset` while it holds at most 512 members that are all
+/// integers, `hashtable` otherwise.
+fn set_encoding(db: &tierkv::Db, key: &[u8], m: CollMeta) -> Result<&'static str, CmdError> {
+    if m.len > INTSET_ENTRIES {
+        return Ok("hashtable");
+    }
+    let mut it = db.iter_opt(&ks::field_ropts(key, m.version, None))?;
+    it.seek_to_first()?;
+    let plen = ks::field_prefix(key, m.version).len();
+    while it.valid() {
+        if crate::resp::parse_int(&it.key()[plen..]).is_none() {
+            return Ok("hashtable");
+        }
+        it.next()?;
+    }
+    Ok("intset")
+}
 
 /// OBJECT ENCODING | REFCOUNT | HELP.
 pub(super) fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
@@ -265,8 +289,9 @@ pub(super) fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             }
             let enc = match rec.kind()? {
                 Kind::Str(s) => string_encoding(s),
-                Kind::Hash(m) if m.len > LISTPACK_ENTRIES => "hashtable",
-                Kind::Hash(m) => {
+                Kind::Coll(m) if m.coll == Coll::Set => set_encoding(db, &args[2], m)?,
+                Kind::Coll(m) if m.len > LISTPACK_ENTRIES => "hashtable",
+                Kind::Coll(m) => {
                     let mut it = db.iter_opt(&ks::field_ropts(&args[2], m.version, None))?;
                     it.seek_to_first()?;
                     let plen = ks::field_prefix(&args[2], m.version).len();

@@ -2,6 +2,7 @@
 //! pipeline runner that executes a connection's parsed commands in order.
 //!
 //! Handlers live in submodules by concern: `strings` (values and counters), `hashes`,
+//! `sets`, `multi` (transactions), `inline` (what runs on the event loop),
 //! `expiry` (EXPIRE, TTL, PERSIST ...), `keys` (existence, deletion, TYPE, SCAN, DBSIZE),
 //! `keyspace` (KEYS, RENAME, COPY, RANDOMKEY, OBJECT, FLUSHDB), `conn` (PING, HELLO, AUTH,
 //! CLIENT ...) and `admin` (INFO, CONFIG, COMMAND, SHUTDOWN). Values are stored in the
@@ -15,6 +16,7 @@ mod inline;
 mod keys;
 mod keyspace;
 mod multi;
+mod sets;
 mod strings;
 
 pub(crate) use crate::error::CmdError;
@@ -669,6 +671,176 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         true,
         hashes::hscan,
         "Iterates over fields and values of a hash (MATCH, COUNT, NOVALUES)."
+    ),
+    spec!(
+        "sadd",
+        -3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "set",
+        true,
+        sets::sadd,
+        "Adds members to a set (the number added)."
+    ),
+    spec!(
+        "srem",
+        -3,
+        ["write", "fast"],
+        K1,
+        "set",
+        true,
+        sets::srem,
+        "Removes members from a set (the number removed)."
+    ),
+    spec!(
+        "scard",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "set",
+        true,
+        sets::scard,
+        "Returns the number of members of a set."
+    ),
+    spec!(
+        "sismember",
+        3,
+        ["readonly", "fast"],
+        K1,
+        "set",
+        true,
+        sets::sismember,
+        "Tells whether a member belongs to a set."
+    ),
+    spec!(
+        "smismember",
+        -3,
+        ["readonly", "fast"],
+        K1,
+        "set",
+        true,
+        sets::sismember,
+        "Tells whether each of several members belongs to a set."
+    ),
+    spec!(
+        "smembers",
+        2,
+        ["readonly"],
+        K1,
+        "set",
+        true,
+        sets::smembers,
+        "Returns every member of a set."
+    ),
+    spec!(
+        "srandmember",
+        -2,
+        ["readonly"],
+        K1,
+        "set",
+        true,
+        sets::srandmember,
+        "Returns random members of a set (a negative count may repeat them)."
+    ),
+    spec!(
+        "spop",
+        -2,
+        ["write", "fast"],
+        K1,
+        "set",
+        true,
+        sets::spop,
+        "Removes and returns random members of a set."
+    ),
+    spec!(
+        "smove",
+        4,
+        ["write", "fast"],
+        (1, 2, 1),
+        "set",
+        true,
+        sets::smove,
+        "Moves a member from one set to another atomically."
+    ),
+    spec!(
+        "sinter",
+        -2,
+        ["readonly"],
+        KALL,
+        "set",
+        true,
+        sets::algebra,
+        "Returns the intersection of sets."
+    ),
+    spec!(
+        "sunion",
+        -2,
+        ["readonly"],
+        KALL,
+        "set",
+        true,
+        sets::algebra,
+        "Returns the union of sets."
+    ),
+    spec!(
+        "sdiff",
+        -2,
+        ["readonly"],
+        KALL,
+        "set",
+        true,
+        sets::algebra,
+        "Returns the members of the first set not in the others."
+    ),
+    spec!(
+        "sinterstore",
+        -3,
+        ["write", "denyoom"],
+        KALL,
+        "set",
+        true,
+        sets::algebra_store,
+        "Stores the intersection of sets in a key (its size)."
+    ),
+    spec!(
+        "sunionstore",
+        -3,
+        ["write", "denyoom"],
+        KALL,
+        "set",
+        true,
+        sets::algebra_store,
+        "Stores the union of sets in a key (its size)."
+    ),
+    spec!(
+        "sdiffstore",
+        -3,
+        ["write", "denyoom"],
+        KALL,
+        "set",
+        true,
+        sets::algebra_store,
+        "Stores the difference of sets in a key (its size)."
+    ),
+    spec!(
+        "sintercard",
+        -3,
+        ["readonly", "movablekeys"],
+        NK,
+        "set",
+        true,
+        sets::sintercard,
+        "Returns the size of the intersection of sets (LIMIT)."
+    ),
+    spec!(
+        "sscan",
+        -3,
+        ["readonly"],
+        K1,
+        "set",
+        true,
+        sets::sscan,
+        "Iterates over the members of a set (MATCH, COUNT)."
     ),
     spec!(
         "scan",

@@ -125,7 +125,7 @@ fn set_generic(
         }
         let mut b = WriteBatch::new();
         if let Some(r) = cur {
-            if matches!(r.kind(), Ok(Kind::Hash(_))) {
+            if matches!(r.kind(), Ok(Kind::Coll(_))) {
                 match ks::delete_value(db, &mut b, key, r) {
                     Ok(l) => leftover = l,
                     Err(e) => {
