@@ -530,11 +530,9 @@ mod tests {
     use super::*;
     use crate::config::ServerConfig;
     use crate::state::{ClientInfo, ConnState, ServerStats};
-    use parking_lot::Mutex;
     use std::collections::VecDeque;
     use std::path::Path;
     use std::sync::Arc;
-    use std::time::Instant;
 
     /// `tierkv::testing::assert_golden` over this crate's `tests/golden`.
     fn assert_golden(name: &str, got: &str) {
@@ -614,17 +612,7 @@ mod tests {
         };
         let (tx, _) = tokio::sync::watch::channel(false);
         let shared = Shared::new(Arc::new(db), config, 6390, Arc::new(tx), versions);
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 50_000));
-        let info = Arc::new(ClientInfo {
-            id: 1,
-            addr,
-            laddr: addr,
-            created: Instant::now(),
-            name: Mutex::new(None),
-            last_cmd: Mutex::new("NULL"),
-            last_active: Mutex::new(Instant::now()),
-            proto: Mutex::new(crate::resp::Proto::Resp2),
-        });
+        let info = ClientInfo::for_test(1);
         shared.clients.lock().insert(1, info.clone());
         let mut conn = ConnState::new(info, true);
         let run = |conn: &mut ConnState, cmds: &[&[&str]]| {

@@ -47,6 +47,22 @@ pub(crate) struct ClientInfo {
 }
 
 impl ClientInfo {
+    /// A client from 127.0.0.1:50000, for unit tests.
+    #[cfg(test)]
+    pub fn for_test(id: u64) -> Arc<ClientInfo> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 50_000));
+        Arc::new(ClientInfo {
+            id,
+            addr,
+            laddr: addr,
+            created: Instant::now(),
+            name: Mutex::new(None),
+            last_cmd: Mutex::new("NULL"),
+            last_active: Mutex::new(Instant::now()),
+            proto: Mutex::new(Proto::Resp2),
+        })
+    }
+
     /// One line in Redis 7.0's CLIENT LIST format, every field in its order (the buffer
     /// and memory figures are 0: the server does not track them per connection).
     pub fn line(&self) -> String {

@@ -12,15 +12,7 @@ use redis::Commands;
 use std::collections::HashMap;
 use tierkv_server::{ServeError, ServerConfig};
 
-fn server() -> (tempfile::TempDir, TestServer) {
-    let dir = tempfile::tempdir().unwrap();
-    let s = TestServer::start(
-        dir.path(),
-        tierkv::Options::default(),
-        ServerConfig::default(),
-    );
-    (dir, s)
-}
+use common::default_server as server;
 
 #[test]
 fn string_commands_on_a_hash_and_hash_commands_on_a_string_answer_wrongtype() {

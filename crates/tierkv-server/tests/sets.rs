@@ -5,21 +5,12 @@
 
 mod common;
 
-use common::{err_text, q, TestServer, WRONGTYPE};
+use common::{err_text, q, WRONGTYPE};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::{BTreeMap, BTreeSet};
-use tierkv_server::ServerConfig;
 
-fn server() -> (tempfile::TempDir, TestServer) {
-    let dir = tempfile::tempdir().unwrap();
-    let s = TestServer::start(
-        dir.path(),
-        tierkv::Options::default(),
-        ServerConfig::default(),
-    );
-    (dir, s)
-}
+use common::default_server as server;
 
 fn sorted(mut v: Vec<String>) -> Vec<String> {
     v.sort();

@@ -5,20 +5,11 @@
 
 mod common;
 
-use common::{err_text, q, TestServer};
+use common::{err_text, q};
 use redis::Value;
 use std::io::{Read, Write};
-use tierkv_server::ServerConfig;
 
-fn server() -> (tempfile::TempDir, TestServer) {
-    let dir = tempfile::tempdir().unwrap();
-    let s = TestServer::start(
-        dir.path(),
-        tierkv::Options::default(),
-        ServerConfig::default(),
-    );
-    (dir, s)
-}
+use common::default_server as server;
 
 fn queued(c: &mut redis::Connection, args: &[&str]) {
     assert_eq!(q::<String>(c, args).unwrap(), "QUEUED", "{args:?}");

@@ -102,9 +102,7 @@ mod tests {
     use crate::commands::run_pipeline;
     use crate::config::ServerConfig;
     use crate::state::ClientInfo;
-    use parking_lot::Mutex;
     use std::sync::Arc;
-    use std::time::Instant;
 
     fn server(dir: &std::path::Path, sync: bool) -> (Shared, ConnState) {
         let db = tierkv::Db::open(dir, tierkv::Options::default()).unwrap();
@@ -115,17 +113,7 @@ mod tests {
         };
         let (tx, _) = tokio::sync::watch::channel(false);
         let shared = Shared::new(Arc::new(db), config, 6390, Arc::new(tx), versions);
-        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], 50_000));
-        let info = Arc::new(ClientInfo {
-            id: 1,
-            addr,
-            laddr: addr,
-            created: Instant::now(),
-            name: Mutex::new(None),
-            last_cmd: Mutex::new("NULL"),
-            last_active: Mutex::new(Instant::now()),
-            proto: Mutex::new(crate::resp::Proto::Resp2),
-        });
+        let info = ClientInfo::for_test(1);
         let conn = ConnState::new(info, true);
         (shared, conn)
     }

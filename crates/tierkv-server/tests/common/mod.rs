@@ -14,6 +14,18 @@ pub struct TestServer {
     thread: Option<JoinHandle<Result<(), ServeError>>>,
 }
 
+/// A server over a fresh store with the default options and configuration, after the
+/// guard of its directory (so it stops before the directory goes).
+pub fn default_server() -> (tempfile::TempDir, TestServer) {
+    let dir = tempfile::tempdir().unwrap();
+    let s = TestServer::start(
+        dir.path(),
+        tierkv::Options::default(),
+        ServerConfig::default(),
+    );
+    (dir, s)
+}
+
 impl TestServer {
     /// Opens the store at `dir` with `opts` and serves it with `config` (port 0).
     pub fn start(dir: &Path, opts: tierkv::Options, config: ServerConfig) -> TestServer {
