@@ -192,15 +192,20 @@ pub(super) fn hsetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let db = &ctx.shared.db;
-    if meta(db, &args[1], &ReadOptions::new())?.is_none() {
+    remove_elements(ctx, args, Coll::Hash)
+}
+
+/// HDEL and SREM: removes the elements `args[2..]` of collection `args[1]` of type `coll`
+/// and answers how many it held (0 for a missing key, which is left missing).
+pub(super) fn remove_elements(ctx: &mut Ctx<'_>, args: &[Bytes], coll: Coll) -> CmdResult {
+    if coll_meta(&ctx.shared.db, &args[1], &ReadOptions::new(), coll)?.is_none() {
         ctx.out.int(0);
         return Ok(Flow::Continue);
     }
-    let n = edit(ctx, &args[1], |e| {
+    let n = edit_coll(ctx, &args[1], coll, |e| {
         let mut n = 0i64;
-        for f in &args[2..] {
-            n += e.del(f)? as i64;
+        for element in &args[2..] {
+            n += e.del(element)? as i64;
         }
         Ok(n)
     })?;

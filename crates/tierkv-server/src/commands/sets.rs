@@ -8,7 +8,7 @@
 //! commands (SINTER ...) read their sources at one snapshot and build the result in
 //! memory, as Redis does.
 
-use super::hashes::{coll_meta, edit_coll, list_elements, scan_elements, Parts};
+use super::hashes::{coll_meta, edit_coll, list_elements, remove_elements, scan_elements, Parts};
 use super::{int_arg, CmdError, CmdResult, Ctx, Flow};
 use crate::keyspace::{self as ks, Coll, CollMeta};
 use bytes::Bytes;
@@ -69,19 +69,7 @@ pub(super) fn sadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn srem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    if coll_meta(&ctx.shared.db, &args[1], &ReadOptions::new(), Coll::Set)?.is_none() {
-        ctx.out.int(0);
-        return Ok(Flow::Continue);
-    }
-    let removed = edit_coll(ctx, &args[1], Coll::Set, |e| {
-        let mut n = 0i64;
-        for m in &args[2..] {
-            n += e.del(m)? as i64;
-        }
-        Ok(n)
-    })?;
-    ctx.out.int(removed);
-    Ok(Flow::Continue)
+    remove_elements(ctx, args, Coll::Set)
 }
 
 pub(super) fn scard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {

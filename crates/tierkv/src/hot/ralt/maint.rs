@@ -516,8 +516,8 @@ impl Ralt {
     /// stage grows on the foreground's reads whenever a re-tuning raises the hot-set limit
     /// (its window), with no maintenance step between; counted at its size of the moment,
     /// its growth took room the hot stage had already filled, and the tracker passed its
-    /// share of the memory budget until the next stage write-out
-    /// (`memory_budget::budget_holds_under_a_write_read_mix` failed 3 runs in 21; 0 in 12 since).
+    /// share of the memory budget until the next stage write-out (found by
+    /// `memory_budget::budget_holds_under_a_write_read_mix`).
     fn file_memory_limit(&self) -> Option<u64> {
         let capacity = self.buffer_capacity.load(Relaxed);
         let frozen = self.frozen_bytes.load(Relaxed).max(capacity);
