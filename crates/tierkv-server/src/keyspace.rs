@@ -9,10 +9,14 @@
 //! - `\x00tierkv-hash-version` -> u64 BE: the reserved ceiling of hash versions handed out.
 //! - `'k' + K` -> `[type][payload]`: one top-level record per Redis key, `'s'` + the raw
 //!   bytes for a string, `'h'` + version (u64 BE) + field count (u64 BE) for a hash, and
-//!   the same with `'S'` and the member count for a set (a collection, [`Coll`], laid out
-//!   as a hash whose fields are the members, with empty values). The key's expiry deadline
-//!   is this record's engine deadline.
-//! - `'f' + u32 BE len(K) + K + version (u64 BE) + field` -> the field's value.
+//!   the same with `'S'` and the member count for a set, `'z'` for a sorted set, and `'l'`
+//!   plus the head index (u64 BE) for a list (collections, [`Coll`]). The key's expiry
+//!   deadline is this record's engine deadline.
+//! - `'f' + u32 BE len(K) + K + version (u64 BE) + element` -> the element's record: a
+//!   hash field's value; a set member's (empty); a sorted-set member's score (f64 bits, BE);
+//!   for a list, the element is its index (u64 BE), the value the list element.
+//! - `'z' + u32 BE len(K) + K + version (u64 BE) + score (8 bytes, ordered) + member` ->
+//!   empty: a sorted set's members in score order (see [`score_key`]).
 //! - `'x' + u32 BE len(K) + K + version (u64 BE)` -> deadline (u64 BE): a hash version that
 //!   has (or had) a deadline, written with its metadata; [`sweep`] removes the fields of
 //!   such a version once its metadata is gone, so an expired hash does not leave its
@@ -41,12 +45,20 @@ pub(crate) const META: u8 = b'k';
 pub(crate) const FIELD: u8 = b'f';
 /// Prefix of expiring-hash records.
 pub(crate) const EXPIRING: u8 = b'x';
+/// Prefix of sorted-set score records.
+pub(crate) const SCORE: u8 = b'z';
 /// Type byte of a string.
 pub(crate) const T_STRING: u8 = b's';
 /// Type byte of a hash.
 pub(crate) const T_HASH: u8 = b'h';
 /// Type byte of a set.
 pub(crate) const T_SET: u8 = b'S';
+/// Type byte of a sorted set.
+pub(crate) const T_ZSET: u8 = b'z';
+/// Type byte of a list.
+pub(crate) const T_LIST: u8 = b'l';
+/// The head index of a new list: the middle of the index space, so it can grow both ways.
+pub(crate) const LIST_START: u64 = 1 << 63;
 
 /// Hash versions reserved (persisted) at a time.
 const VERSION_BLOCK: u64 = 1 << 20;
@@ -76,6 +88,10 @@ pub(crate) enum Coll {
     Hash,
     /// Elements are members, each record's value empty.
     Set,
+    /// Elements are members, each record's value the score; plus a score record each.
+    ZSet,
+    /// Elements are indexes from the metadata's head, each record's value the element.
+    List,
 }
 
 impl Coll {
@@ -83,16 +99,45 @@ impl Coll {
         match self {
             Coll::Hash => T_HASH,
             Coll::Set => T_SET,
+            Coll::ZSet => T_ZSET,
+            Coll::List => T_LIST,
+        }
+    }
+
+    fn of_type_byte(t: u8) -> Option<Coll> {
+        match t {
+            T_HASH => Some(Coll::Hash),
+            T_SET => Some(Coll::Set),
+            T_ZSET => Some(Coll::ZSet),
+            T_LIST => Some(Coll::List),
+            _ => None,
         }
     }
 }
 
-/// A collection's metadata: its type, the version its elements carry, their count.
+/// A collection's metadata: its type, the version its elements carry, their count, and
+/// for a list the index of its first element.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct CollMeta {
     pub coll: Coll,
     pub version: u64,
     pub len: u64,
+    /// A list's first index (its elements are `head..head + len`); [`LIST_START`] for
+    /// other types (not stored).
+    pub head: u64,
+}
+
+impl CollMeta {
+    /// The metadata of a collection of `len` elements at `version` (a list's head at
+    /// [`LIST_START`]).
+    pub fn new(coll: Coll, version: u64, len: u64) -> CollMeta {
+        CollMeta {
+            coll,
+            version,
+            len,
+            head: LIST_START,
+        }
+    }
 }
 
 /// A decoded top-level value.
@@ -114,18 +159,29 @@ fn corrupt(raw: &[u8]) -> CmdError {
 pub(crate) fn decode(raw: &[u8]) -> Result<Kind<'_>, CmdError> {
     match raw.first() {
         Some(&T_STRING) => Ok(Kind::Str(&raw[1..])),
-        Some(&t @ (T_HASH | T_SET)) if raw.len() == 17 => {
-            let mut v = [0u8; 8];
-            let mut n = [0u8; 8];
-            v.copy_from_slice(&raw[1..9]);
-            n.copy_from_slice(&raw[9..17]);
+        Some(&t) => {
+            let coll = Coll::of_type_byte(t).ok_or_else(|| corrupt(raw))?;
+            let want = if coll == Coll::List { 25 } else { 17 };
+            if raw.len() != want {
+                return Err(corrupt(raw));
+            }
+            let word = |at: usize| {
+                let mut w = [0u8; 8];
+                w.copy_from_slice(&raw[at..at + 8]);
+                u64::from_be_bytes(w)
+            };
             Ok(Kind::Coll(CollMeta {
-                coll: if t == T_HASH { Coll::Hash } else { Coll::Set },
-                version: u64::from_be_bytes(v),
-                len: u64::from_be_bytes(n),
+                coll,
+                version: word(1),
+                len: word(9),
+                head: if coll == Coll::List {
+                    word(17)
+                } else {
+                    LIST_START
+                },
             }))
         }
-        _ => Err(corrupt(raw)),
+        None => Err(corrupt(raw)),
     }
 }
 
@@ -161,6 +217,8 @@ pub(crate) fn type_name(raw: &[u8]) -> &'static str {
     match raw.first() {
         Some(&T_HASH) => "hash",
         Some(&T_SET) => "set",
+        Some(&T_ZSET) => "zset",
+        Some(&T_LIST) => "list",
         _ => "string",
     }
 }
@@ -212,19 +270,76 @@ pub(crate) fn str_value(v: &[u8]) -> Vec<u8> {
 
 /// A collection's metadata record value.
 pub(crate) fn coll_value(m: CollMeta) -> Vec<u8> {
-    let mut out = Vec::with_capacity(17);
+    let mut out = Vec::with_capacity(25);
     out.push(m.coll.type_byte());
     out.extend_from_slice(&m.version.to_be_bytes());
     out.extend_from_slice(&m.len.to_be_bytes());
+    if m.coll == Coll::List {
+        out.extend_from_slice(&m.head.to_be_bytes());
+    }
     out
+}
+
+/// The common prefix of sorted set `k`'s score records at `version`.
+pub(crate) fn score_prefix(k: &[u8], version: u64) -> Vec<u8> {
+    let mut v = field_prefix(k, version);
+    v[0] = SCORE;
+    v
+}
+
+/// A score as 8 bytes whose byte order is the scores' numeric order (-inf first, +inf
+/// last; -0 and 0 as one): the sign bit flipped for positives, every bit for negatives.
+pub(crate) fn score_bytes(score: f64) -> [u8; 8] {
+    let score = if score == 0.0 { 0.0 } else { score };
+    let bits = score.to_bits();
+    let ordered = if bits >> 63 == 0 {
+        bits | (1 << 63)
+    } else {
+        !bits
+    };
+    ordered.to_be_bytes()
+}
+
+/// The score [`score_bytes`] encoded.
+pub(crate) fn score_from_bytes(b: [u8; 8]) -> f64 {
+    let ordered = u64::from_be_bytes(b);
+    let bits = if ordered >> 63 == 1 {
+        ordered & !(1 << 63)
+    } else {
+        !ordered
+    };
+    f64::from_bits(bits)
+}
+
+/// The score record key of `member` at `score` in sorted set `k` at `version`.
+pub(crate) fn score_key(k: &[u8], version: u64, score: f64, member: &[u8]) -> Vec<u8> {
+    let mut v = score_prefix(k, version);
+    v.extend_from_slice(&score_bytes(score));
+    v.extend_from_slice(member);
+    v
+}
+
+/// The element key of a list's element at `index`.
+pub(crate) fn list_key(k: &[u8], version: u64, index: u64) -> Vec<u8> {
+    field_key(k, version, &index.to_be_bytes())
+}
+
+/// The element records' prefixes of a collection at `version`: its element records and,
+/// for a sorted set, its score records (empty for other types).
+pub(crate) fn element_prefixes(k: &[u8], version: u64) -> [Vec<u8>; 2] {
+    [field_prefix(k, version), score_prefix(k, version)]
 }
 
 /// Read options over the field records of hash `k` at `version`.
 pub(crate) fn field_ropts(k: &[u8], version: u64, snapshot: Option<u64>) -> ReadOptions {
-    let prefix = field_prefix(k, version);
+    prefix_ropts(&field_prefix(k, version), snapshot)
+}
+
+/// Read options over the records starting with `prefix`.
+pub(crate) fn prefix_ropts(prefix: &[u8], snapshot: Option<u64>) -> ReadOptions {
     ReadOptions {
-        upper_bound: prefix_end(&prefix),
-        lower_bound: Some(prefix),
+        upper_bound: prefix_end(prefix),
+        lower_bound: Some(prefix.to_vec()),
         snapshot,
         ..ReadOptions::new()
     }
@@ -395,22 +510,30 @@ pub(crate) fn delete_value(
     let Kind::Coll(m) = old.kind()? else {
         return Ok(None);
     };
-    let mut it = db.iter_opt(&field_ropts(k, m.version, None))?;
-    it.seek_to_first()?;
+    let families: &[Vec<u8>] = if m.coll == Coll::ZSet {
+        &element_prefixes(k, m.version)
+    } else {
+        &[field_prefix(k, m.version)]
+    };
     let mut n = 0;
-    while it.valid() {
-        if n == INLINE_FIELD_DELETES {
-            return Ok(Some(m.version));
+    for prefix in families {
+        let mut it = db.iter_opt(&prefix_ropts(prefix, None))?;
+        it.seek_to_first()?;
+        while it.valid() {
+            if n == INLINE_FIELD_DELETES {
+                return Ok(Some(m.version));
+            }
+            batch.delete(it.key());
+            n += 1;
+            it.next()?;
         }
-        batch.delete(it.key());
-        n += 1;
-        it.next()?;
     }
     Ok(None)
 }
 
-/// Removes every field record of hash `k` at a dead `version` (one whose metadata is gone:
-/// nothing reads or writes it any more), in bounded batches.
+/// Removes every element record (fields, and a sorted set's score records) of collection
+/// `k` at a dead `version` (one whose metadata is gone: nothing reads or writes it any
+/// more), in bounded batches.
 pub(crate) fn drop_fields(
     db: &Db,
     wopts: &WriteOptions,
@@ -428,28 +551,31 @@ fn drop_fields_counted(
     version: u64,
 ) -> tierkv::Result<u64> {
     let mut total = 0u64;
-    loop {
-        let mut it = db.iter_opt(&ReadOptions {
-            fill_cache: false,
-            ..field_ropts(k, version, None)
-        })?;
-        it.seek_to_first()?;
-        let mut batch = WriteBatch::new();
-        while it.valid() && batch.len() < INLINE_FIELD_DELETES {
-            batch.delete(it.key());
-            it.next()?;
-        }
-        let more = it.valid();
-        drop(it);
-        if batch.is_empty() {
-            return Ok(total);
-        }
-        total += batch.len() as u64;
-        db.write_opt(batch, wopts)?;
-        if !more {
-            return Ok(total);
+    for prefix in element_prefixes(k, version) {
+        loop {
+            let mut it = db.iter_opt(&ReadOptions {
+                fill_cache: false,
+                ..prefix_ropts(&prefix, None)
+            })?;
+            it.seek_to_first()?;
+            let mut batch = WriteBatch::new();
+            while it.valid() && batch.len() < INLINE_FIELD_DELETES {
+                batch.delete(it.key());
+                it.next()?;
+            }
+            let more = it.valid();
+            drop(it);
+            if batch.is_empty() {
+                break;
+            }
+            total += batch.len() as u64;
+            db.write_opt(batch, wopts)?;
+            if !more {
+                break;
+            }
         }
     }
+    Ok(total)
 }
 
 /// Hands out hash versions: unique for the life of the store (across restarts, whatever
@@ -552,19 +678,33 @@ mod tests {
 
     #[test]
     fn encodings_round_trip_and_order() {
-        for coll in [Coll::Hash, Coll::Set] {
+        for coll in [Coll::Hash, Coll::Set, Coll::ZSet, Coll::List] {
             let m = CollMeta {
-                coll,
-                version: 7,
-                len: 3,
+                head: if coll == Coll::List { 99 } else { LIST_START },
+                ..CollMeta::new(coll, 7, 3)
             };
             assert!(matches!(decode(&coll_value(m)).unwrap(), Kind::Coll(x) if x == m));
         }
-        let m = CollMeta {
-            coll: Coll::Hash,
-            version: 7,
-            len: 3,
-        };
+        let m = CollMeta::new(Coll::Hash, 7, 3);
+        let mut scores = [
+            f64::NEG_INFINITY,
+            -1e300,
+            -2.5,
+            -f64::MIN_POSITIVE,
+            0.0,
+            f64::MIN_POSITIVE,
+            1.0,
+            3.5e10,
+            f64::INFINITY,
+        ]
+        .map(score_bytes);
+        let sorted = scores;
+        scores.sort();
+        assert_eq!(scores, sorted, "score bytes sort as the scores do");
+        assert_eq!(score_bytes(-0.0), score_bytes(0.0));
+        for s in [-2.5, 0.0, 1e-300, f64::INFINITY] {
+            assert_eq!(score_from_bytes(score_bytes(s)), s);
+        }
         assert!(matches!(decode(&str_value(b"v")).unwrap(), Kind::Str(b"v")));
         assert!(decode(b"").is_err() && decode(b"h12").is_err() && decode(b"x").is_err());
         // The length prefix keeps one key's fields apart from a longer key's.

@@ -124,11 +124,7 @@ pub(super) fn edit_coll<T>(
         if e.len == 0 {
             b.delete(&mk);
         } else {
-            let m = CollMeta {
-                coll,
-                version,
-                len: e.len,
-            };
+            let m = CollMeta::new(coll, version, e.len);
             ks::put(&mut b, &mk, &ks::coll_value(m), deadline);
         }
         Some(b)

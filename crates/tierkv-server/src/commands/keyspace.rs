@@ -55,7 +55,7 @@ pub(super) fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 /// Adds to `b` a copy of `src`'s value as key `dst` (same deadline): a string record, or a
-/// hash under a fresh version with every field copied.
+/// collection under a fresh version with every element record copied.
 fn copy_into(
     ctx: &Ctx<'_>,
     b: &mut WriteBatch,
@@ -68,20 +68,20 @@ fn copy_into(
         Kind::Str(_) => ks::put(b, &ks::meta_key(dst), &rec.raw, rec.deadline),
         Kind::Coll(m) => {
             let version = ctx.shared.versions.next(db)?;
-            let mut it = db.iter_opt(&ks::field_ropts(src, m.version, None))?;
-            it.seek_to_first()?;
-            let plen = ks::field_prefix(src, m.version).len();
-            let mut n = 0u64;
-            while it.valid() {
-                b.put(ks::field_key(dst, version, &it.key()[plen..]), it.value());
-                n += 1;
-                it.next()?;
+            let from = ks::element_prefixes(src, m.version);
+            let to = ks::element_prefixes(dst, version);
+            for (from, to) in from.iter().zip(&to) {
+                let mut it = db.iter_opt(&ks::prefix_ropts(from, None))?;
+                it.seek_to_first()?;
+                while it.valid() {
+                    let mut k = to.clone();
+                    k.extend_from_slice(&it.key()[from.len()..]);
+                    b.put(k, it.value());
+                    it.next()?;
+                }
             }
-            let meta = CollMeta {
-                coll: m.coll,
-                version,
-                len: n,
-            };
+            // Same count and (for a list) head: the elements keep their indexes.
+            let meta = CollMeta { version, ..m };
             ks::put(b, &ks::meta_key(dst), &ks::coll_value(meta), rec.deadline);
         }
     }
@@ -234,7 +234,7 @@ fn string_encoding(s: &[u8]) -> &'static str {
     }
 }
 
-/// Redis's default `hash-max-listpack-entries` / `-value`.
+/// Redis's default `hash-max-listpack-entries` / `-value` (and the sorted sets' ones).
 const LISTPACK_ENTRIES: u64 = 128;
 const LISTPACK_VALUE: usize = 64;
 /// Redis 7.0's `set-max-intset-entries`.
@@ -256,6 +256,28 @@ fn set_encoding(db: &tierkv::Db, key: &[u8], m: CollMeta) -> Result<&'static str
         it.next()?;
     }
     Ok("intset")
+}
+
+/// Whether Redis would keep hash or sorted set `key` as a listpack: at most 128 elements
+/// (`hash-max-listpack-entries`, `zset-max-listpack-entries`), none longer than 64 bytes
+/// (a hash's fields and values; a sorted set's members).
+fn fits_listpack(db: &tierkv::Db, key: &[u8], m: CollMeta) -> Result<bool, CmdError> {
+    if m.len > LISTPACK_ENTRIES {
+        return Ok(false);
+    }
+    let mut it = db.iter_opt(&ks::field_ropts(key, m.version, None))?;
+    it.seek_to_first()?;
+    let plen = ks::field_prefix(key, m.version).len();
+    let check_value = m.coll == Coll::Hash;
+    while it.valid() {
+        if it.key().len() - plen > LISTPACK_VALUE
+            || (check_value && it.value().len() > LISTPACK_VALUE)
+        {
+            return Ok(false);
+        }
+        it.next()?;
+    }
+    Ok(true)
 }
 
 /// OBJECT ENCODING | REFCOUNT | HELP.
@@ -289,28 +311,15 @@ pub(super) fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             }
             let enc = match rec.kind()? {
                 Kind::Str(s) => string_encoding(s),
-                Kind::Coll(m) if m.coll == Coll::Set => set_encoding(db, &args[2], m)?,
-                Kind::Coll(m) if m.len > LISTPACK_ENTRIES => "hashtable",
-                Kind::Coll(m) => {
-                    let mut it = db.iter_opt(&ks::field_ropts(&args[2], m.version, None))?;
-                    it.seek_to_first()?;
-                    let plen = ks::field_prefix(&args[2], m.version).len();
-                    let mut small = true;
-                    while it.valid() {
-                        if it.key().len() - plen > LISTPACK_VALUE
-                            || it.value().len() > LISTPACK_VALUE
-                        {
-                            small = false;
-                            break;
-                        }
-                        it.next()?;
-                    }
-                    if small {
-                        "listpack"
-                    } else {
-                        "hashtable"
-                    }
-                }
+                Kind::Coll(m) => match m.coll {
+                    Coll::Set => set_encoding(db, &args[2], m)?,
+                    // Redis 7.0 keeps every list in a quicklist.
+                    Coll::List => "quicklist",
+                    Coll::Hash if fits_listpack(db, &args[2], m)? => "listpack",
+                    Coll::Hash => "hashtable",
+                    Coll::ZSet if fits_listpack(db, &args[2], m)? => "listpack",
+                    Coll::ZSet => "skiplist",
+                },
             };
             ctx.out.bulk(enc.as_bytes());
         }

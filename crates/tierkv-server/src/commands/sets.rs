@@ -252,11 +252,7 @@ pub(super) fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
                 }
             },
             None => match ctx.shared.versions.next(db) {
-                Ok(version) => CollMeta {
-                    coll: Coll::Set,
-                    version,
-                    len: 0,
-                },
+                Ok(version) => CollMeta::new(Coll::Set, version, 0),
                 Err(e) => {
                     moved = Err(e.into());
                     return None;
@@ -354,11 +350,7 @@ pub(super) fn algebra_store(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             for m in &result {
                 b.put(ks::field_key(dst, version, m), b"");
             }
-            let meta = CollMeta {
-                coll: Coll::Set,
-                version,
-                len: result.len() as u64,
-            };
+            let meta = CollMeta::new(Coll::Set, version, result.len() as u64);
             ks::put(&mut b, &dmk, &ks::coll_value(meta), None);
         }
         (!b.is_empty()).then_some(b)
