@@ -204,7 +204,9 @@ const CLIENTS: &[Field] = &[
         some(src.shared.clients.lock().len())
     }),
     ("maxclients", |src| some(src.shared.config.max_clients)),
-    ("blocked_clients", |_| some(0)),
+    ("blocked_clients", |src| {
+        some(src.shared.blocked_keys.clients.load(Relaxed))
+    }),
     ("query_buffers_bytes", |src| {
         some(src.shared.stats.query_buffer_bytes.load(Relaxed))
     }),

@@ -23,7 +23,7 @@
 use crate::commands::{self, Flow};
 use crate::config::ServerConfig;
 use crate::resp::{Args, Parser, ProtocolError, ReplyWriter};
-use crate::state::{ClientInfo, ConnState, ServerStats, Shared};
+use crate::state::{Blocked, ClientInfo, ConnState, ServerStats, Shared, Unblocked};
 use bytes::BytesMut;
 use parking_lot::Mutex;
 use std::collections::VecDeque;
@@ -384,6 +384,27 @@ async fn connection(
                 }
             }
             parser.set_authenticated(conn.authed);
+            if let Some(b) = conn.blocked.take() {
+                let blocked = &shared.blocked_keys;
+                blocked.clients.fetch_add(1, Relaxed);
+                let woken = wait_unblocked(shared, &mut sock, &mut buf, &b, &mut stop).await;
+                blocked.clients.fetch_sub(1, Relaxed);
+                blocked.unwatch(conn.info.id, &b.keys);
+                match woken? {
+                    Woken::Run { timed_out } => {
+                        conn.unblocked = Some(Unblocked {
+                            deadline: b.deadline,
+                            timed_out,
+                        });
+                        pending.push_front(b.args);
+                    }
+                    Woken::Closed => return Ok(()),
+                    Woken::Stopping => {
+                        linger_close(sock).await;
+                        return Ok(());
+                    }
+                }
+            }
             continue;
         }
         if let Some(e) = protocol_error {
@@ -411,6 +432,60 @@ async fn connection(
                 return Ok(());
             }
             Received::Closed => return Ok(()),
+        }
+    }
+}
+
+/// How a blocked command's wait ended.
+enum Woken {
+    /// Run the command again (after a push to one of its keys, or its timeout).
+    Run { timed_out: bool },
+    /// The client closed its side.
+    Closed,
+    /// The server is stopping.
+    Stopping,
+}
+
+/// Most bytes of further requests read from a blocked client while it waits; past them
+/// the socket is left unread until the wait ends (as Redis, which stops processing a
+/// blocked client's input but keeps its buffer).
+const MAX_BUFFERED_WHILE_BLOCKED: usize = 1024 * 1024;
+
+/// Waits, holding no thread, until a push to one of `b`'s keys, its deadline, the client
+/// closing, or the server stopping. Requests the client sends meanwhile are buffered in
+/// `buf` (up to a bound) and run after the blocked command.
+async fn wait_unblocked(
+    shared: &Shared,
+    sock: &mut TcpStream,
+    buf: &mut BytesMut,
+    b: &Blocked,
+    stop: &mut watch::Receiver<bool>,
+) -> std::io::Result<Woken> {
+    let deadline = b.deadline.map(tokio::time::Instant::from_std);
+    let timeout = async {
+        match deadline {
+            Some(d) => tokio::time::sleep_until(d).await,
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(timeout);
+    loop {
+        if *stop.borrow() {
+            return Ok(Woken::Stopping);
+        }
+        buf.reserve(READ_CHUNK);
+        let room = buf.len() < MAX_BUFFERED_WHILE_BLOCKED;
+        tokio::select! {
+            _ = b.wake.notified() => return Ok(Woken::Run { timed_out: false }),
+            _ = &mut timeout => return Ok(Woken::Run { timed_out: true }),
+            _ = stop.changed() => return Ok(Woken::Stopping),
+            n = sock.read_buf(buf), if room => {
+                let n = n?;
+                if n == 0 {
+                    return Ok(Woken::Closed);
+                }
+                ServerStats::bump(&shared.stats.net_input_bytes, n as u64);
+            }
         }
     }
 }

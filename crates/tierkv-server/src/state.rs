@@ -1,5 +1,6 @@
 //! State shared by every connection (the store, configuration, counters, the client registry,
-//! SCAN cursors, the cached key count) and the per-connection state that commands change.
+//! SCAN cursors, the cached key count, the keys blocked clients wait on) and the
+//! per-connection state that commands change.
 
 use crate::config::ServerConfig;
 use crate::resp::{Proto, ReplyWriter};
@@ -229,6 +230,8 @@ pub(crate) struct Shared {
     /// queued commands holding it exclusively, so no other client's command runs between
     /// them (Redis runs EXEC's commands as one step of its single thread).
     pub transactions: parking_lot::RwLock<()>,
+    /// The keys blocked clients (BLPOP ...) wait on.
+    pub blocked_keys: BlockedKeys,
 }
 
 impl Shared {
@@ -258,6 +261,7 @@ impl Shared {
             versions,
             sweep_cursor: Mutex::new(Vec::new()),
             transactions: parking_lot::RwLock::new(()),
+            blocked_keys: BlockedKeys::default(),
         }
     }
 
@@ -384,6 +388,12 @@ pub(crate) struct ConnState {
     pub multi: Option<Multi>,
     /// The keys WATCHed since the last EXEC, DISCARD or UNWATCH.
     pub watched: Vec<Watched>,
+    /// Running EXEC's queued commands: a blocking command does not block.
+    pub in_exec: bool,
+    /// The blocking command this connection waits on (its later commands wait too).
+    pub blocked: Option<Blocked>,
+    /// Set when a blocked command runs again: its deadline, and whether it passed.
+    pub unblocked: Option<Unblocked>,
 }
 
 impl ConnState {
@@ -397,6 +407,9 @@ impl ConnState {
             auth_failures: 0,
             multi: None,
             watched: Vec::new(),
+            in_exec: false,
+            blocked: None,
+            unblocked: None,
         }
     }
 }
@@ -415,4 +428,74 @@ pub(crate) struct Watched {
     pub key: bytes::Bytes,
     pub since: u64,
     pub existed: bool,
+}
+
+/// A connection blocked in BLPOP (or another blocking command) on empty lists.
+pub(crate) struct Blocked {
+    /// The command, run again when woken.
+    pub args: crate::resp::Args,
+    /// The keys registered in [`BlockedKeys`] for it.
+    pub keys: Vec<bytes::Bytes>,
+    /// When it gives up (None: never).
+    pub deadline: Option<Instant>,
+    /// Notified by a push to one of the keys.
+    pub wake: Arc<tokio::sync::Notify>,
+}
+
+/// What a blocked command learns when it runs again.
+pub(crate) struct Unblocked {
+    pub deadline: Option<Instant>,
+    /// The deadline passed: answer now, whatever the lists hold.
+    pub timed_out: bool,
+}
+
+/// The keys blocked clients wait on: key -> the waiting connections' wake-ups, in the
+/// order they blocked. A push to a waited key wakes every client waiting on it; each runs
+/// its command again, and those that find the list empty again block again. A waiter is
+/// registered before its command first looks at the lists, and a pusher looks for waiters
+/// after its write applied, both under the one lock: either the pusher sees the waiter or
+/// the waiter's look sees the push, so no push is missed.
+#[derive(Default)]
+pub(crate) struct BlockedKeys {
+    waiting: Mutex<HashMap<Vec<u8>, Vec<(u64, Arc<tokio::sync::Notify>)>>>,
+    /// Connections blocked (INFO's `blocked_clients`).
+    pub clients: AtomicUsize,
+}
+
+impl BlockedKeys {
+    /// Registers client `id` as waiting on `keys`; returns the wake-up a push notifies.
+    pub fn watch(&self, id: u64, keys: &[bytes::Bytes]) -> Arc<tokio::sync::Notify> {
+        let wake = Arc::new(tokio::sync::Notify::new());
+        let mut w = self.waiting.lock();
+        for k in keys {
+            let waiters = w.entry(k.to_vec()).or_default();
+            if !waiters.iter().any(|(c, _)| *c == id) {
+                waiters.push((id, wake.clone()));
+            }
+        }
+        wake
+    }
+
+    /// Removes client `id`'s registrations on `keys`.
+    pub fn unwatch(&self, id: u64, keys: &[bytes::Bytes]) {
+        let mut w = self.waiting.lock();
+        for k in keys {
+            if let Some(waiters) = w.get_mut(k.as_ref()) {
+                waiters.retain(|(c, _)| *c != id);
+                if waiters.is_empty() {
+                    w.remove(k.as_ref());
+                }
+            }
+        }
+    }
+
+    /// Wakes the clients waiting on `key` (called after a write that gave it elements
+    /// applied).
+    pub fn pushed(&self, key: &[u8]) {
+        if let Some(waiters) = self.waiting.lock().get(key) {
+            for (_, wake) in waiters {
+                wake.notify_one();
+            }
+        }
+    }
 }

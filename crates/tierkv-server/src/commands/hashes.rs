@@ -346,6 +346,24 @@ pub(super) fn list_elements(ctx: &mut Ctx<'_>, key: &[u8], coll: Coll, parts: Pa
     Ok(Flow::Continue)
 }
 
+/// The `remaining` elements of a collection from engine key `first` on (under `prefix`),
+/// read at `snap` and produced incrementally (LRANGE's reply after its header).
+pub(super) fn elements_from(
+    snap: tierkv::Snapshot,
+    prefix: Vec<u8>,
+    first: Vec<u8>,
+    remaining: u64,
+    parts: Parts,
+) -> Box<dyn Resume> {
+    Box::new(FieldsRest {
+        snap,
+        prefix,
+        next: Some(first),
+        remaining,
+        parts,
+    })
+}
+
 /// The part of an HGETALL / HKEYS / HVALS reply not produced yet.
 struct FieldsRest {
     snap: tierkv::Snapshot,
@@ -401,7 +419,7 @@ impl FieldsRest {
         // expected (both are written in one batch), but the header's promise is kept.
         if self.remaining > 0 {
             tracing::error!(
-                "hash field count mismatch: {} fields missing under {:?}",
+                "collection element count mismatch: {} elements missing under {:?}",
                 self.remaining,
                 String::from_utf8_lossy(&self.prefix)
             );

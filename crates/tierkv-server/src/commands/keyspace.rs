@@ -193,6 +193,10 @@ fn move_or_copy(
     for (k, v) in &leftovers {
         ks::drop_fields(db, &wopts, k, *v)?;
     }
+    if matches!(result, Ok(Moved::Done)) {
+        // A list moved or copied there wakes the clients blocked on it, as a push does.
+        ctx.shared.blocked_keys.pushed(dst);
+    }
     result
 }
 

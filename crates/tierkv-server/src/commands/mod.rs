@@ -2,7 +2,7 @@
 //! pipeline runner that executes a connection's parsed commands in order.
 //!
 //! Handlers live in submodules by concern: `strings` (values and counters), `hashes`,
-//! `sets`, `multi` (transactions), `inline` (what runs on the event loop),
+//! `sets`, `lists` (with the blocking pops), `multi` (transactions), `inline` (what runs on the event loop),
 //! `expiry` (EXPIRE, TTL, PERSIST ...), `keys` (existence, deletion, TYPE, SCAN, DBSIZE),
 //! `keyspace` (KEYS, RENAME, COPY, RANDOMKEY, OBJECT, FLUSHDB), `conn` (PING, HELLO, AUTH,
 //! CLIENT ...) and `admin` (INFO, CONFIG, COMMAND, SHUTDOWN). Values are stored in the
@@ -15,6 +15,7 @@ mod hashes;
 mod inline;
 mod keys;
 mod keyspace;
+mod lists;
 mod multi;
 mod sets;
 mod strings;
@@ -673,6 +674,226 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "Iterates over fields and values of a hash (MATCH, COUNT, NOVALUES)."
     ),
     spec!(
+        "lpush",
+        -3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "list",
+        true,
+        lists::push,
+        "Prepends elements to a list (its new length)."
+    ),
+    spec!(
+        "rpush",
+        -3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "list",
+        true,
+        lists::push,
+        "Appends elements to a list (its new length)."
+    ),
+    spec!(
+        "lpushx",
+        -3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "list",
+        true,
+        lists::push,
+        "Prepends elements to an existing list."
+    ),
+    spec!(
+        "rpushx",
+        -3,
+        ["write", "denyoom", "fast"],
+        K1,
+        "list",
+        true,
+        lists::push,
+        "Appends elements to an existing list."
+    ),
+    spec!(
+        "lpop",
+        -2,
+        ["write", "fast"],
+        K1,
+        "list",
+        true,
+        lists::pop,
+        "Removes and returns the first elements of a list (count)."
+    ),
+    spec!(
+        "rpop",
+        -2,
+        ["write", "fast"],
+        K1,
+        "list",
+        true,
+        lists::pop,
+        "Removes and returns the last elements of a list (count)."
+    ),
+    spec!(
+        "llen",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "list",
+        true,
+        lists::llen,
+        "Returns the length of a list."
+    ),
+    spec!(
+        "lrange",
+        4,
+        ["readonly"],
+        K1,
+        "list",
+        true,
+        lists::lrange,
+        "Returns a range of elements of a list."
+    ),
+    spec!(
+        "lindex",
+        3,
+        ["readonly"],
+        K1,
+        "list",
+        true,
+        lists::lindex,
+        "Returns an element of a list by its index."
+    ),
+    spec!(
+        "lset",
+        4,
+        ["write", "denyoom"],
+        K1,
+        "list",
+        true,
+        lists::lset,
+        "Sets the element of a list at an index."
+    ),
+    spec!(
+        "lrem",
+        4,
+        ["write"],
+        K1,
+        "list",
+        true,
+        lists::lrem,
+        "Removes occurrences of an element from a list."
+    ),
+    spec!(
+        "ltrim",
+        4,
+        ["write"],
+        K1,
+        "list",
+        true,
+        lists::ltrim,
+        "Keeps only a range of a list."
+    ),
+    spec!(
+        "linsert",
+        5,
+        ["write", "denyoom"],
+        K1,
+        "list",
+        true,
+        lists::linsert,
+        "Inserts an element before or after another."
+    ),
+    spec!(
+        "lpos",
+        -3,
+        ["readonly"],
+        K1,
+        "list",
+        true,
+        lists::lpos,
+        "Returns the indexes of matching elements (RANK, COUNT, MAXLEN)."
+    ),
+    spec!(
+        "lmove",
+        5,
+        ["write", "denyoom"],
+        (1, 2, 1),
+        "list",
+        true,
+        lists::lmove,
+        "Moves an element from one end of a list to an end of another."
+    ),
+    spec!(
+        "rpoplpush",
+        3,
+        ["write", "denyoom"],
+        (1, 2, 1),
+        "list",
+        true,
+        lists::lmove,
+        "Moves the last element of a list to the head of another."
+    ),
+    spec!(
+        "lmpop",
+        -4,
+        ["write", "movablekeys"],
+        NK,
+        "list",
+        true,
+        lists::lmpop,
+        "Pops elements from the first non-empty list (COUNT)."
+    ),
+    spec!(
+        "blpop",
+        -3,
+        ["write", "blocking"],
+        (1, -2, 1),
+        "list",
+        true,
+        lists::bpop,
+        "Pops the first element of the first non-empty list, blocking until one is."
+    ),
+    spec!(
+        "brpop",
+        -3,
+        ["write", "blocking"],
+        (1, -2, 1),
+        "list",
+        true,
+        lists::bpop,
+        "Pops the last element of the first non-empty list, blocking until one is."
+    ),
+    spec!(
+        "blmove",
+        6,
+        ["write", "denyoom", "blocking"],
+        (1, 2, 1),
+        "list",
+        true,
+        lists::blmove,
+        "LMOVE, blocking until the source has an element."
+    ),
+    spec!(
+        "brpoplpush",
+        4,
+        ["write", "denyoom", "blocking"],
+        (1, 2, 1),
+        "list",
+        true,
+        lists::blmove,
+        "RPOPLPUSH, blocking until the source has an element."
+    ),
+    spec!(
+        "blmpop",
+        -5,
+        ["write", "blocking", "movablekeys"],
+        NK,
+        "list",
+        true,
+        lists::blmpop,
+        "LMPOP, blocking until a list has an element."
+    ),
+    spec!(
         "sadd",
         -3,
         ["write", "denyoom", "fast"],
@@ -1288,7 +1509,11 @@ fn run_commands(
                 return flow;
             }
         }
-        if out.len() >= reply_chunk || conn.resume.is_some() || out.overflowed() {
+        if out.len() >= reply_chunk
+            || conn.resume.is_some()
+            || conn.blocked.is_some()
+            || out.overflowed()
+        {
             break;
         }
     }

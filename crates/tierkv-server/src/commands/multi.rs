@@ -102,9 +102,11 @@ pub(super) fn exec(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
         return Ok(Flow::Continue);
     }
     ctx.out.array(m.queued.len());
+    ctx.conn.in_exec = true;
     for args in &m.queued {
         run_queued(ctx, args);
     }
+    ctx.conn.in_exec = false;
     Ok(Flow::Continue)
 }
 
