@@ -166,6 +166,11 @@ struct ServeArgs {
     /// Most simultaneous client connections.
     #[arg(long, default_value_t = 10_000)]
     max_clients: usize,
+    /// Read server settings from this file (Redis's redis.conf syntax for the names they
+    /// share: `timeout 300`, `maxclients 1000`, `requirepass "..."`, ...); flags given on
+    /// the command line win. CONFIG REWRITE writes the running settings back to it.
+    #[arg(long, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
     /// Async reactor threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -174,7 +179,7 @@ struct ServeArgs {
     io_threads: usize,
 }
 
-fn serve(args: ServeArgs) -> CliResult {
+fn serve(args: ServeArgs, on_command_line: &dyn Fn(&str) -> bool) -> CliResult {
     let device: tierkv::DeviceProfile = args
         .slow_device
         .parse()
@@ -205,7 +210,7 @@ fn serve(args: ServeArgs) -> CliResult {
     // The request limits derive from the store's (one source of truth); larger ones are
     // refused at startup.
     let max_bulk = args.max_bulk.map_or(opts.max_value_size, size);
-    let config = tierkv_server::ServerConfig {
+    let mut config = tierkv_server::ServerConfig {
         bind: args.bind,
         port: args.port,
         requirepass,
@@ -229,7 +234,21 @@ fn serve(args: ServeArgs) -> CliResult {
         io_threads: args.io_threads,
         db_dir: Some(store.db.clone()),
         slow_dir: store.slow_dir.clone(),
+        config_file: args.config.clone(),
+        ..tierkv_server::ServerConfig::default()
     };
+    if let Some(path) = &args.config {
+        // A file that does not exist yet is an empty one (CONFIG REWRITE creates it).
+        let text = match std::fs::read_to_string(path) {
+            Ok(t) => t,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+            Err(e) => return Err(format!("--config {}: {e}", path.display()).into()),
+        };
+        tierkv_server::params::apply_file(&mut config, &text, on_command_line)
+            .map_err(|e| format!("--config {}: {e}", path.display()))?;
+        tierkv_server::params::apply_log_level(&config.log_level)
+            .map_err(|e| format!("--config {}: loglevel: {e}", path.display()))?;
+    }
     // Refuse nonsense before touching the store.
     config.validate()?;
     config.validate_for_store(&opts)?;
@@ -250,16 +269,39 @@ fn serve(args: ServeArgs) -> CliResult {
 fn main() -> ExitCode {
     use std::io::IsTerminal;
     alloc::setup();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+    use tracing_subscriber::prelude::*;
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into());
+    let (filter, log_level) = tracing_subscriber::reload::Layer::new(filter);
+    tracing_subscriber::registry()
+        .with(filter)
+        .with(
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                // Colour codes only for a person at a terminal, never in a log file or a
+                // pipe.
+                .with_ansi(std::io::stderr().is_terminal()),
         )
-        .with_writer(std::io::stderr)
-        // Colour codes only for a person at a terminal, never in a log file or a pipe.
-        .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let cli = Cli::parse();
-    match run(cli.command) {
+    // CONFIG SET loglevel swaps the filter.
+    tierkv_server::params::set_log_level_hook(Box::new(move |directive| {
+        log_level
+            .reload(EnvFilter::new(directive))
+            .map_err(|e| e.to_string())
+    }));
+    let matches = <Cli as clap::CommandFactory>::command().get_matches();
+    let cli = match <Cli as clap::FromArgMatches>::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    // Which `serve` flags the command line gave (they win over a config file's lines).
+    let on_line = |id: &str| {
+        matches
+            .subcommand_matches("serve")
+            .is_some_and(|m| m.value_source(id) == Some(clap::parser::ValueSource::CommandLine))
+    };
+    let given = |id: &str| on_line(id) || (id == "requirepass" && on_line("requirepass_file"));
+    match run(cli.command, &given) {
         Ok(code) => code,
         Err(e) => {
             eprintln!("error: {e}");
@@ -270,7 +312,8 @@ fn main() -> ExitCode {
 
 type CliResult = Result<ExitCode, Box<dyn std::error::Error>>;
 
-fn run(cmd: Command) -> CliResult {
+/// Runs one subcommand; `serve_flag_given` tells which `serve` flags the command line gave.
+fn run(cmd: Command, serve_flag_given: &dyn Fn(&str) -> bool) -> CliResult {
     let mut out = std::io::stdout().lock();
     match cmd {
         Command::Bench(args) => {
@@ -343,7 +386,7 @@ fn run(cmd: Command) -> CliResult {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Serve(args) => serve(*args),
+        Command::Serve(args) => serve(*args, serve_flag_given),
         Command::Check { store } => {
             // Opening already verifies the manifest, every table's presence and size, and
             // replays the WAL with checksums; then every table block is read and checked.

@@ -55,6 +55,19 @@ pub struct ServerConfig {
     pub db_dir: Option<PathBuf>,
     /// Slow-tier directory, reported by INFO (informational only).
     pub slow_dir: Option<PathBuf>,
+    /// Commands taking at least this many microseconds go to the slow log (Redis
+    /// `slowlog-log-slower-than`; negative: none, 0: every command).
+    pub slowlog_slower_than_us: i64,
+    /// Most entries the slow log keeps (Redis `slowlog-max-len`).
+    pub slowlog_max_len: usize,
+    /// Commands taking at least this many milliseconds are latency events for LATENCY
+    /// LATEST (Redis `latency-monitor-threshold`; 0: off).
+    pub latency_threshold_ms: u64,
+    /// Redis's name of the log level (`debug`, `verbose`, `notice`, `warning`, `nothing`),
+    /// applied through `params::set_log_level_hook`.
+    pub log_level: String,
+    /// The config file the server was started with: CONFIG REWRITE writes it.
+    pub config_file: Option<PathBuf>,
 }
 
 /// Default soft bound of pending replies per connection.
@@ -178,6 +191,13 @@ impl ServerConfig {
                 "0 s ..= 1 day".into(),
             );
         }
+        if self.slowlog_max_len > 1_000_000 {
+            return bad(
+                "slowlog-max-len",
+                self.slowlog_max_len.to_string(),
+                "0 ..= 1000000".into(),
+            );
+        }
         for (flag, v) in [
             ("--threads", self.threads),
             ("--io-threads", self.io_threads),
@@ -245,6 +265,11 @@ impl Default for ServerConfig {
             io_threads: 64,
             db_dir: None,
             slow_dir: None,
+            slowlog_slower_than_us: 10_000,
+            slowlog_max_len: 128,
+            latency_threshold_ms: 0,
+            log_level: "warning".into(),
+            config_file: None,
         }
     }
 }

@@ -107,10 +107,11 @@ use Lines::{Fields, Written};
 
 /// Every section, in report order, with its lines. `default`/`all`/`everything` select
 /// all of them.
-const SECTIONS: [(&str, Lines); 13] = [
+const SECTIONS: [(&str, Lines); 15] = [
     ("server", Fields(SERVER)),
     ("clients", Fields(CLIENTS)),
     ("stats", Fields(STATS)),
+    ("replication", Fields(REPLICATION)),
     ("cpu", Written(cpu)),
     ("memory", Written(memory)),
     ("persistence", Fields(PERSISTENCE)),
@@ -120,8 +121,23 @@ const SECTIONS: [(&str, Lines); 13] = [
     ("promotion", Written(promotion)),
     ("ralt", Written(ralt)),
     ("caches", Fields(CACHES)),
+    ("cluster", Fields(CLUSTER)),
     ("keyspace", Written(keyspace)),
 ];
+
+/// A primary without replicas (what Redis reports for one; clients and monitoring read
+/// `role`).
+const REPLICATION: &[Field] = &[
+    ("role", |_| some("master")),
+    ("connected_slaves", |_| some(0)),
+    ("master_failover_state", |_| some("no-failover")),
+    ("master_repl_offset", |_| some(0)),
+    ("second_repl_offset", |_| some(-1)),
+    ("repl_backlog_active", |_| some(0)),
+];
+
+/// No cluster mode: sharding is twemproxy's (docs/DEPLOYMENT.md).
+const CLUSTER: &[Field] = &[("cluster_enabled", |_| some(0))];
 
 /// A `name:value` line: the name, and what gives the value (`None` leaves the line out).
 type Field = (&'static str, fn(&Source<'_>) -> Option<String>);
@@ -186,16 +202,16 @@ const SERVER: &[Field] = &[
     ("arch_bits", |_| some(usize::BITS)),
     ("process_id", |_| some(std::process::id())),
     ("tcp_port", |src| some(src.shared.port)),
-    ("bind", |src| some(src.shared.config.bind)),
+    ("bind", |src| some(src.shared.config.load().bind)),
     ("server_time_usec", |_| some(now_usec())),
     ("uptime_in_seconds", |src| some(src.uptime)),
     ("uptime_in_days", |src| some(src.uptime / 86_400)),
     ("started_unix_time", |src| some(src.shared.started_unix)),
     ("db_dir", |src| {
-        (src.shared.config.db_dir.as_ref()).map(|d| d.display().to_string())
+        (src.shared.config.load().db_dir.as_ref()).map(|d| d.display().to_string())
     }),
     ("slow_dir", |src| {
-        (src.shared.config.slow_dir.as_ref()).map(|d| d.display().to_string())
+        (src.shared.config.load().slow_dir.as_ref()).map(|d| d.display().to_string())
     }),
 ];
 
@@ -203,7 +219,9 @@ const CLIENTS: &[Field] = &[
     ("connected_clients", |src| {
         some(src.shared.clients.lock().len())
     }),
-    ("maxclients", |src| some(src.shared.config.max_clients)),
+    ("maxclients", |src| {
+        some(src.shared.config.load().max_clients)
+    }),
     ("blocked_clients", |src| {
         some(src.shared.blocked_keys.clients.load(Relaxed))
     }),
@@ -311,7 +329,7 @@ const MEMORY: &[MemoryField] = &[
 const PERSISTENCE: &[Field] = &[
     ("loading", |_| some(0)),
     ("wal_fsync", |src| {
-        some(if src.shared.config.sync {
+        some(if src.shared.config.load().sync {
             "always"
         } else {
             "no"

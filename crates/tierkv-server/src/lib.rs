@@ -28,8 +28,10 @@ mod error;
 pub mod glob;
 mod info;
 mod keyspace;
+pub mod params;
 pub mod resp;
 mod server;
+mod slowlog;
 mod state;
 
 pub use config::{ConfigError, ServerConfig};

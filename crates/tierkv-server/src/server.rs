@@ -25,7 +25,6 @@ use crate::config::ServerConfig;
 use crate::resp::{Args, Parser, ProtocolError, ReplyWriter};
 use crate::state::{Blocked, ClientInfo, ConnState, ServerStats, Shared, Unblocked};
 use bytes::BytesMut;
-use parking_lot::Mutex;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -192,7 +191,7 @@ impl Server {
         }
         drop(listener);
         tracing::info!("shutting down: waiting for {} connection(s)", conns.len());
-        let grace = shared.config.shutdown_grace;
+        let grace = shared.config.load().shutdown_grace;
         let drained =
             tokio::time::timeout(grace, async { while conns.join_next().await.is_some() {} }).await;
         if drained.is_err() {
@@ -233,19 +232,10 @@ fn accept(shared: &Arc<Shared>, conns: &mut JoinSet<()>, sock: TcpStream, addr: 
         .local_addr()
         .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
     let id = shared.next_client_id.fetch_add(1, Relaxed);
-    let info = Arc::new(ClientInfo {
-        id,
-        addr,
-        laddr,
-        created: Instant::now(),
-        name: Mutex::new(None),
-        last_cmd: Mutex::new("NULL"),
-        last_active: Mutex::new(Instant::now()),
-        proto: Mutex::new(crate::resp::Proto::Resp2),
-    });
+    let info = Arc::new(ClientInfo::new(id, addr, laddr));
     {
         let mut clients = shared.clients.lock();
-        if clients.len() >= shared.config.max_clients {
+        if clients.len() >= shared.config.load().max_clients {
             drop(clients);
             ServerStats::bump(&shared.stats.connections_rejected, 1);
             conns.spawn(async move {
@@ -347,7 +337,7 @@ async fn connection(
     info: Arc<ClientInfo>,
 ) -> std::io::Result<()> {
     let mut stop = shared.shutdown.subscribe();
-    let config = &shared.config;
+    let config = shared.config.load_full();
     let authed = config.requirepass.is_none();
     let mut parser = Parser::new(config.limits, authed).with_key_positions(commands::key_positions);
     let mut conn = ConnState::new(info, authed);
@@ -357,10 +347,16 @@ async fn connection(
     let mut pending: VecDeque<Args> = VecDeque::new();
     let mut protocol_error: Option<ProtocolError> = None;
     loop {
+        if conn.info.control.is_killed() {
+            tracing::info!("{who}: closed by CLIENT KILL");
+            linger_close(sock).await;
+            return Ok(());
+        }
         if protocol_error.is_none() && conn.resume.is_none() {
             protocol_error = take_commands(&mut parser, &mut buf, &mut pending, conn.authed);
         }
         if !pending.is_empty() || conn.resume.is_some() {
+            wait_unpaused(shared, &pending).await;
             let Some((c, mut out, flow)) = answer(shared, conn, &mut pending, &who).await? else {
                 return Ok(());
             };
@@ -387,14 +383,18 @@ async fn connection(
             if let Some(b) = conn.blocked.take() {
                 let blocked = &shared.blocked_keys;
                 blocked.clients.fetch_add(1, Relaxed);
-                let woken = wait_unblocked(shared, &mut sock, &mut buf, &b, &mut stop).await;
+                conn.info.control.blocked.store(true, Relaxed);
+                let woken =
+                    wait_unblocked(shared, &conn.info, &mut sock, &mut buf, &b, &mut stop).await;
+                conn.info.control.blocked.store(false, Relaxed);
                 blocked.clients.fetch_sub(1, Relaxed);
                 blocked.unwatch(conn.info.id, &b.keys);
                 match woken? {
-                    Woken::Run { timed_out } => {
+                    Woken::Run { timed_out, error } => {
                         conn.unblocked = Some(Unblocked {
                             deadline: b.deadline,
                             timed_out,
+                            error,
                         });
                         pending.push_front(b.args);
                     }
@@ -421,7 +421,11 @@ async fn connection(
             linger_close(sock).await;
             return Ok(());
         }
-        match receive(shared, &mut sock, &mut buf, &parser, &mut gauge, &mut stop).await? {
+        match receive(
+            shared, &conn.info, &mut sock, &mut buf, &parser, &mut gauge, &mut stop,
+        )
+        .await?
+        {
             Received::More => {}
             Received::Idle => {
                 tracing::info!(
@@ -436,10 +440,32 @@ async fn connection(
     }
 }
 
+/// Holds a batch while a CLIENT PAUSE applies to one of its commands, until the pause
+/// ends (its timeout, CLIENT UNPAUSE, or a narrower pause).
+async fn wait_unpaused(shared: &Shared, pending: &VecDeque<Args>) {
+    if shared.pause.borrow().is_none() {
+        return;
+    }
+    let mut rx = shared.pause.subscribe();
+    loop {
+        let Some(p) = *rx.borrow_and_update() else {
+            return;
+        };
+        if Instant::now() >= p.until || !pending.iter().any(|a| commands::held_by_pause(a, p.all)) {
+            return;
+        }
+        tokio::select! {
+            _ = tokio::time::sleep_until(tokio::time::Instant::from_std(p.until)) => {}
+            _ = rx.changed() => {}
+        }
+    }
+}
+
 /// How a blocked command's wait ended.
 enum Woken {
-    /// Run the command again (after a push to one of its keys, or its timeout).
-    Run { timed_out: bool },
+    /// Run the command again (after a push to one of its keys, its timeout, or CLIENT
+    /// UNBLOCK).
+    Run { timed_out: bool, error: bool },
     /// The client closed its side.
     Closed,
     /// The server is stopping.
@@ -456,6 +482,7 @@ const MAX_BUFFERED_WHILE_BLOCKED: usize = 1024 * 1024;
 /// `buf` (up to a bound) and run after the blocked command.
 async fn wait_unblocked(
     shared: &Shared,
+    info: &ClientInfo,
     sock: &mut TcpStream,
     buf: &mut BytesMut,
     b: &Blocked,
@@ -475,10 +502,21 @@ async fn wait_unblocked(
         }
         buf.reserve(READ_CHUNK);
         let room = buf.len() < MAX_BUFFERED_WHILE_BLOCKED;
+        let control = &info.control;
+        if control.is_killed() {
+            return Ok(Woken::Closed);
+        }
+        if let Some(error) = control.unblock.lock().take() {
+            return Ok(Woken::Run {
+                timed_out: !error,
+                error,
+            });
+        }
         tokio::select! {
-            _ = b.wake.notified() => return Ok(Woken::Run { timed_out: false }),
-            _ = &mut timeout => return Ok(Woken::Run { timed_out: true }),
+            _ = b.wake.notified() => return Ok(Woken::Run { timed_out: false, error: false }),
+            _ = &mut timeout => return Ok(Woken::Run { timed_out: true, error: false }),
             _ = stop.changed() => return Ok(Woken::Stopping),
+            _ = control.wake.notified() => {}
             n = sock.read_buf(buf), if room => {
                 let n = n?;
                 if n == 0 {
@@ -505,6 +543,7 @@ enum Received {
 /// stopping.
 async fn receive(
     shared: &Shared,
+    info: &ClientInfo,
     sock: &mut TcpStream,
     buf: &mut BytesMut,
     parser: &Parser,
@@ -518,12 +557,14 @@ async fn receive(
     buf.reserve(want.clamp(READ_CHUNK, MAX_READ_GROWTH));
     gauge.set(buf.capacity());
     let read = async {
-        match shared.config.idle_timeout {
+        match shared.config.load().idle_timeout {
             Some(t) => tokio::time::timeout(t, sock.read_buf(buf)).await.ok(),
             None => Some(sock.read_buf(buf).await),
         }
     };
     tokio::select! {
+        // CLIENT KILL: the connection's loop sees it and closes.
+        _ = info.control.wake.notified() => {}
         n = read => {
             let Some(n) = n else {
                 return Ok(Received::Idle);
@@ -588,7 +629,7 @@ async fn answer(
     }
     if conn.auth_failures > failures {
         let n = conn.auth_failures;
-        if n >= shared.config.max_auth_failures {
+        if n >= shared.config.load().max_auth_failures {
             tracing::warn!("{who}: {n} failed AUTH attempts: closing the connection");
             out.error("ERR too many failed AUTH attempts: closing the connection");
             flow = Flow::Close;
@@ -614,7 +655,7 @@ async fn write_out(
     for seg in out.take() {
         let mut pos = 0;
         while pos < seg.len() {
-            let n = match shared.config.idle_timeout {
+            let n = match shared.config.load().idle_timeout {
                 Some(t) => tokio::time::timeout(t, sock.write(&seg[pos..]))
                     .await
                     .map_err(|_| std::io::Error::from(std::io::ErrorKind::TimedOut))??,
@@ -659,8 +700,8 @@ async fn run_batch(
     mut conn: ConnState,
     mut pending: VecDeque<Args>,
 ) -> std::io::Result<BatchResult> {
-    let chunk = shared.config.reply_chunk;
-    let mut out = ReplyWriter::with_limit(conn.proto, shared.config.output_limit);
+    let chunk = shared.config.load().reply_chunk;
+    let mut out = ReplyWriter::with_limit(conn.proto, shared.config.load().output_limit);
     if conn.resume.is_none() {
         let flow = commands::run_inline(shared, &mut conn, &mut out, &mut pending, chunk);
         if flow != Flow::Continue

@@ -33,6 +33,23 @@ impl ServerStats {
     pub fn bump(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Relaxed);
     }
+
+    /// CONFIG RESETSTAT: the counters back to 0 (the gauges stay).
+    pub fn reset(&self) {
+        for c in [
+            &self.connections_received,
+            &self.connections_rejected,
+            &self.commands,
+            &self.protocol_errors,
+            &self.keyspace_hits,
+            &self.keyspace_misses,
+            &self.net_input_bytes,
+            &self.net_output_bytes,
+            &self.hash_fields_swept,
+        ] {
+            c.store(0, Relaxed);
+        }
+    }
 }
 
 /// What CLIENT LIST / CLIENT INFO show about one connection.
@@ -45,23 +62,57 @@ pub(crate) struct ClientInfo {
     pub last_cmd: Mutex<&'static str>,
     pub last_active: Mutex<Instant>,
     pub proto: Mutex<Proto>,
+    /// What other connections ask of this one (CLIENT KILL, CLIENT UNBLOCK).
+    pub control: ClientControl,
+}
+
+/// Requests to a connection from other connections: set the request, then notify `wake`
+/// (the connection waits on it whenever it waits for its socket or a blocked command).
+#[derive(Default)]
+pub(crate) struct ClientControl {
+    /// CLIENT KILL: the connection closes before running anything more.
+    pub killed: std::sync::atomic::AtomicBool,
+    /// Waiting in a blocking command (CLIENT LIST's `b` flag; CLIENT UNBLOCK's answer).
+    pub blocked: std::sync::atomic::AtomicBool,
+    /// CLIENT UNBLOCK: end the blocking command now, with an error (true) or as if timed
+    /// out (false).
+    pub unblock: Mutex<Option<bool>>,
+    pub wake: tokio::sync::Notify,
+}
+
+impl ClientControl {
+    /// Asks the connection to close.
+    pub fn kill(&self) {
+        self.killed.store(true, Relaxed);
+        self.wake.notify_one();
+    }
+
+    pub fn is_killed(&self) -> bool {
+        self.killed.load(Relaxed)
+    }
 }
 
 impl ClientInfo {
-    /// A client from 127.0.0.1:50000, for unit tests.
-    #[cfg(test)]
-    pub fn for_test(id: u64) -> Arc<ClientInfo> {
-        let addr = SocketAddr::from(([127, 0, 0, 1], 50_000));
-        Arc::new(ClientInfo {
+    /// A new connection's record.
+    pub fn new(id: u64, addr: SocketAddr, laddr: SocketAddr) -> ClientInfo {
+        ClientInfo {
             id,
             addr,
-            laddr: addr,
+            laddr,
             created: Instant::now(),
             name: Mutex::new(None),
             last_cmd: Mutex::new("NULL"),
             last_active: Mutex::new(Instant::now()),
             proto: Mutex::new(Proto::Resp2),
-        })
+            control: ClientControl::default(),
+        }
+    }
+
+    /// A client from 127.0.0.1:50000, for unit tests.
+    #[cfg(test)]
+    pub fn for_test(id: u64) -> Arc<ClientInfo> {
+        let addr = SocketAddr::from(([127, 0, 0, 1], 50_000));
+        Arc::new(ClientInfo::new(id, addr, addr))
     }
 
     /// One line in Redis 7.0's CLIENT LIST format, every field in its order (the buffer
@@ -69,7 +120,7 @@ impl ClientInfo {
     pub fn line(&self) -> String {
         let now = Instant::now();
         format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags=N db=0 sub=0 psub=0 \
+            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub=0 psub=0 \
              ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 \
              oll=0 omem=0 \
              tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
@@ -79,6 +130,11 @@ impl ClientInfo {
             self.name.lock().as_deref().unwrap_or(""),
             now.duration_since(self.created).as_secs(),
             now.duration_since(*self.last_active.lock()).as_secs(),
+            if self.control.blocked.load(Relaxed) {
+                "b"
+            } else {
+                "N"
+            },
             self.last_cmd.lock(),
             self.proto.lock().number(),
         )
@@ -208,7 +264,8 @@ pub(crate) struct KeyCount {
 /// Everything connections share.
 pub(crate) struct Shared {
     pub db: Arc<Db>,
-    pub config: ServerConfig,
+    /// The configuration; CONFIG SET swaps in a changed copy.
+    pub config: arc_swap::ArcSwap<ServerConfig>,
     pub started: Instant,
     pub started_unix: u64,
     pub next_client_id: AtomicU64,
@@ -232,6 +289,17 @@ pub(crate) struct Shared {
     pub transactions: parking_lot::RwLock<()>,
     /// The keys blocked clients (BLPOP ...) wait on.
     pub blocked_keys: BlockedKeys,
+    /// CLIENT PAUSE in effect (None: none).
+    pub pause: tokio::sync::watch::Sender<Option<Pause>>,
+    /// The slow log and the latency monitor.
+    pub monitor: crate::slowlog::Monitor,
+}
+
+/// A CLIENT PAUSE: until when, and whether it holds every command or only writes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Pause {
+    pub until: Instant,
+    pub all: bool,
 }
 
 impl Shared {
@@ -244,7 +312,7 @@ impl Shared {
     ) -> Self {
         Shared {
             db,
-            config,
+            config: arc_swap::ArcSwap::from_pointee(config),
             started: Instant::now(),
             started_unix: std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
@@ -262,6 +330,8 @@ impl Shared {
             sweep_cursor: Mutex::new(Vec::new()),
             transactions: parking_lot::RwLock::new(()),
             blocked_keys: BlockedKeys::default(),
+            pause: tokio::sync::watch::Sender::new(None),
+            monitor: crate::slowlog::Monitor::default(),
         }
     }
 
@@ -273,7 +343,7 @@ impl Shared {
     /// One bounded step of the expired-hash sweep (`keyspace::sweep`).
     pub fn sweep_step(&self) -> tierkv::Result<()> {
         let wopts = tierkv::WriteOptions {
-            sync: self.config.sync,
+            sync: self.config.load().sync,
         };
         let mut cursor = self.sweep_cursor.lock();
         let n = crate::keyspace::sweep(&self.db, &wopts, &mut cursor)?;
@@ -394,6 +464,17 @@ pub(crate) struct ConnState {
     pub blocked: Option<Blocked>,
     /// Set when a blocked command runs again: its deadline, and whether it passed.
     pub unblocked: Option<Unblocked>,
+    /// CLIENT REPLY: whether the next commands' replies are sent.
+    pub replies: Replies,
+}
+
+/// CLIENT REPLY's modes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Replies {
+    On,
+    Off,
+    /// Off for the next command only.
+    Skip,
 }
 
 impl ConnState {
@@ -410,6 +491,7 @@ impl ConnState {
             in_exec: false,
             blocked: None,
             unblocked: None,
+            replies: Replies::On,
         }
     }
 }
@@ -445,8 +527,11 @@ pub(crate) struct Blocked {
 /// What a blocked command learns when it runs again.
 pub(crate) struct Unblocked {
     pub deadline: Option<Instant>,
-    /// The deadline passed: answer now, whatever the lists hold.
+    /// The deadline passed (or CLIENT UNBLOCK ... TIMEOUT): answer now, whatever the
+    /// lists hold.
     pub timed_out: bool,
+    /// CLIENT UNBLOCK ... ERROR: answer with the UNBLOCKED error.
+    pub error: bool,
 }
 
 /// The keys blocked clients wait on: key -> the waiting connections' wake-ups, in the

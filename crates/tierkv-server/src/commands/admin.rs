@@ -1,7 +1,10 @@
-//! Server commands: INFO, CONFIG GET, COMMAND (COUNT, DOCS, INFO, LIST), TIME, SHUTDOWN.
+//! Server commands: INFO, CONFIG (GET, SET, RESETSTAT, REWRITE; the parameters are
+//! `params`'), COMMAND (COUNT, DOCS, INFO, LIST), TIME, SHUTDOWN.
 
 use super::{CmdError, CmdResult, CommandSpec, Ctx, Flow, Resume, COMMANDS};
+use crate::config::ServerConfig;
 use crate::glob::Glob;
+use crate::params;
 use crate::resp::ReplyWriter;
 use crate::state::{produce_in_steps, Shared};
 use bytes::Bytes;
@@ -16,83 +19,65 @@ pub(super) fn info(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(Flow::Continue)
 }
 
-/// The read-only configuration CONFIG GET reports: enough for redis-cli, redis-benchmark
-/// (which asks for `save` and `appendonly`) and monitoring tools.
-fn config_values(ctx: &Ctx<'_>) -> Vec<(&'static str, String)> {
-    let c = &ctx.shared.config;
-    vec![
-        ("bind", c.bind.to_string()),
-        ("port", ctx.shared.port.to_string()),
-        ("databases", "1".into()),
-        ("save", String::new()),
-        ("appendonly", if c.sync { "yes" } else { "no" }.into()),
-        ("appendfsync", if c.sync { "always" } else { "no" }.into()),
-        ("maxclients", c.max_clients.to_string()),
-        ("maxmemory", "0".into()),
-        ("maxmemory-policy", "noeviction".into()),
-        (
-            "timeout",
-            c.idle_timeout.map_or(0, |t| t.as_secs()).to_string(),
-        ),
-        ("tcp-keepalive", "0".into()),
-        ("proto-max-bulk-len", c.limits.max_bulk.to_string()),
-        ("client-query-buffer-limit", c.limits.max_query.to_string()),
-        (
-            "client-output-buffer-limit",
-            format!("normal {} {} 0", c.output_limit, c.output_limit),
-        ),
-        ("tierkv-max-key", c.limits.max_key.to_string()),
-        ("tierkv-reply-chunk", c.reply_chunk.to_string()),
-        ("tierkv-max-args", c.limits.max_args.to_string()),
-        ("tierkv-sync", if c.sync { "yes" } else { "no" }.into()),
-        (
-            "dir",
-            c.db_dir
-                .as_ref()
-                .map(|d| d.display().to_string())
-                .unwrap_or_default(),
-        ),
-        (
-            "tierkv-slow-dir",
-            c.slow_dir
-                .as_ref()
-                .map(|d| d.display().to_string())
-                .unwrap_or_default(),
-        ),
-    ]
-}
-
+/// CONFIG GET pattern... (every parameter matching one), SET, RESETSTAT, REWRITE.
 pub(super) fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let sub = args[1].to_ascii_uppercase();
+    let arity = |name: &str| {
+        CmdError::err(format!(
+            "wrong number of arguments for 'config|{name}' command"
+        ))
+    };
     match sub.as_slice() {
         b"GET" => {
             if args.len() < 3 {
-                return Err(CmdError::err(
-                    "wrong number of arguments for 'config|get' command",
-                ));
+                return Err(arity("get"));
             }
-            let values = config_values(ctx);
+            // The port actually bound (the configuration may say 0).
+            let config = ServerConfig {
+                port: ctx.shared.port,
+                ..ServerConfig::clone(&ctx.shared.config.load())
+            };
             let globs: Vec<Glob> = args[2..].iter().map(|p| Glob::new_nocase(p)).collect();
-            let hits: Vec<_> = values
+            let hits: Vec<_> = params::PARAMS
                 .iter()
-                .filter(|(k, _)| globs.iter().any(|g| g.matches(k.as_bytes())))
+                .filter(|p| globs.iter().any(|g| g.matches(p.name.as_bytes())))
                 .collect();
             ctx.out.map(hits.len());
-            for (k, v) in hits {
-                ctx.out.bulk(k.as_bytes());
-                ctx.out.bulk(v.as_bytes());
+            for p in hits {
+                ctx.out.bulk(p.name.as_bytes());
+                ctx.out.bulk(p.get(&config).as_bytes());
             }
         }
-        b"RESETSTAT" => ctx.out.ok(),
-        b"SET" | b"REWRITE" => {
-            return Err(CmdError::err(format!(
-                "CONFIG {} is not supported: tierkv's configuration is set on the command line",
-                String::from_utf8_lossy(&sub)
-            )))
+        b"SET" => {
+            if args.len() < 4 || args.len() % 2 != 0 {
+                return Err(arity("set"));
+            }
+            config_set(ctx, &args[2..])?;
+            ctx.out.ok();
+        }
+        b"RESETSTAT" => {
+            if args.len() != 2 {
+                return Err(arity("resetstat"));
+            }
+            ctx.shared.stats.reset();
+            ctx.out.ok();
+        }
+        b"REWRITE" => {
+            if args.len() != 2 {
+                return Err(arity("rewrite"));
+            }
+            let config = ctx.shared.config.load_full();
+            let Some(path) = config.config_file.as_ref() else {
+                return Err(CmdError::err("The server is running without a config file"));
+            };
+            params::rewrite_file(path, &config).map_err(|e| {
+                CmdError::err(format!("Rewriting config file {}: {e}", path.display()))
+            })?;
+            ctx.out.ok();
         }
         _ => {
             return Err(CmdError::err(format!(
-                "unknown subcommand '{}'. Try CONFIG GET.",
+                "unknown subcommand '{}'. Try CONFIG HELP.",
                 super::quote_arg(&args[1])
             )))
         }
@@ -100,10 +85,62 @@ pub(super) fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(Flow::Continue)
 }
 
+/// CONFIG SET name value [name value ...]: every pair applies, or none (an unknown or
+/// fixed name, a bad value, or a combination the server refuses).
+fn config_set(ctx: &Ctx<'_>, pairs: &[Bytes]) -> Result<(), CmdError> {
+    let failed = |name: &str, why: &str| {
+        CmdError::err(format!(
+            "CONFIG SET failed (possibly related to argument '{name}') - {why}"
+        ))
+    };
+    let current = ctx.shared.config.load_full();
+    let mut next = ServerConfig::clone(&current);
+    let mut seen: Vec<&str> = Vec::new();
+    for pair in pairs.chunks_exact(2) {
+        let name = String::from_utf8_lossy(&pair[0]);
+        let Some(p) = params::find(&name) else {
+            return Err(CmdError::err(format!(
+                "Unknown option or number of arguments for CONFIG SET - '{}'",
+                super::quote_arg(&pair[0])
+            )));
+        };
+        if seen.contains(&p.name) {
+            return Err(failed(p.name, "duplicate parameter"));
+        }
+        seen.push(p.name);
+        if !p.runtime {
+            return Err(failed(p.name, "can't set immutable config"));
+        }
+        let value = std::str::from_utf8(&pair[1])
+            .map_err(|_| failed(p.name, "argument is not valid UTF-8"))?;
+        p.set(&mut next, value).map_err(|e| failed(p.name, &e))?;
+    }
+    next.validate()
+        .and_then(|()| next.validate_for_store(ctx.shared.db.options()))
+        .map_err(|e| failed(seen.first().copied().unwrap_or(""), &e.to_string()))?;
+    if next.log_level != current.log_level {
+        params::apply_log_level(&next.log_level).map_err(|e| failed("loglevel", &e))?;
+    }
+    ctx.shared.config.store(std::sync::Arc::new(next));
+    Ok(())
+}
+
+/// ROLE: a primary without replicas (`master`, its replication offset, no replicas).
+pub(super) fn role(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
+    ctx.out.array(3);
+    ctx.out.bulk(b"master");
+    ctx.out.int(0);
+    ctx.out.array(0);
+    Ok(Flow::Continue)
+}
+
 fn acl_category(spec: &CommandSpec) -> &'static str {
     match spec.group {
         "string" => "@string",
         "hash" => "@hash",
+        "list" => "@list",
+        "set" => "@set",
+        "sorted-set" => "@sortedset",
         "generic" => "@keyspace",
         "connection" => "@connection",
         _ => "@admin",
@@ -196,7 +233,7 @@ fn send_specs(ctx: &mut Ctx<'_>, specs: Vec<Option<&'static CommandSpec>>, docs:
         next: 0,
         docs,
     });
-    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.reply_chunk);
+    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.load().reply_chunk);
 }
 
 /// The part of a COMMAND INFO or DOCS reply not produced yet.

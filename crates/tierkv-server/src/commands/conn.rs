@@ -2,6 +2,7 @@
 
 use super::{int_arg, CmdError, CmdResult, Ctx, Flow, SYNTAX};
 use crate::resp::Proto;
+use crate::state::Replies;
 use bytes::Bytes;
 
 pub(super) fn ping(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
@@ -36,18 +37,24 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 /// Checks a username/password pair against `requirepass` (only the `default` user exists).
 fn check_password(ctx: &mut Ctx<'_>, user: Option<&[u8]>, pass: &[u8]) -> Result<(), CmdError> {
-    let Some(expected) = ctx.shared.config.requirepass.as_deref() else {
+    let config = ctx.shared.config.load();
+    let user_ok = user.is_none_or(|u| u == b"default");
+    let Some(expected) = config.requirepass.as_deref() else {
         if user.is_none() {
             return Err(CmdError::err(
                 "AUTH <password> called without any password configured for the default \
                  user. Are you sure your configuration is correct?",
             ));
         }
-        // Redis accepts any password for the default user when it has none ("nopass").
-        ctx.conn.authed = true;
-        return Ok(());
+        if user_ok {
+            // Redis accepts any password for the default user when it has none ("nopass").
+            ctx.conn.authed = true;
+            return Ok(());
+        }
+        return Err(CmdError(
+            "WRONGPASS invalid username-password pair or user is disabled.".into(),
+        ));
     };
-    let user_ok = user.is_none_or(|u| u == b"default");
     if user_ok && constant_time_eq(pass, expected.as_bytes()) {
         ctx.conn.authed = true;
         Ok(())
@@ -192,6 +199,13 @@ pub(super) fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         b"LIST" => Some("client|list"),
         b"SETINFO" => Some("client|setinfo"),
         b"HELP" => Some("client|help"),
+        b"KILL" => Some("client|kill"),
+        b"UNBLOCK" => Some("client|unblock"),
+        b"PAUSE" => Some("client|pause"),
+        b"UNPAUSE" => Some("client|unpause"),
+        b"REPLY" => Some("client|reply"),
+        b"NO-EVICT" => Some("client|no-evict"),
+        b"GETREDIR" => Some("client|getredir"),
         _ => None,
     };
     if let Some(name) = full_name {
@@ -224,6 +238,39 @@ pub(super) fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             }
             ctx.out.bulk(text.as_bytes());
         }
+        b"KILL" if args.len() >= 3 => return super::clients::kill(ctx, args),
+        b"UNBLOCK" if args.len() >= 3 => return super::clients::unblock(ctx, args),
+        b"PAUSE" if args.len() >= 3 => return super::clients::pause(ctx, args),
+        b"UNPAUSE" if args.len() == 2 => return super::clients::unpause(ctx, args),
+        b"KILL" | b"UNBLOCK" | b"PAUSE" | b"UNPAUSE" => return Err(arity_err()),
+        b"REPLY" => {
+            if args.len() != 3 {
+                return Err(arity_err());
+            }
+            match args[2].to_ascii_uppercase().as_slice() {
+                b"ON" => {
+                    ctx.conn.replies = Replies::On;
+                    ctx.out.ok();
+                }
+                // The dispatcher sends nothing more until CLIENT REPLY ON (not even this
+                // command's OK).
+                b"OFF" => ctx.conn.replies = Replies::Off,
+                b"SKIP" => ctx.conn.replies = Replies::Skip,
+                _ => return Err(CmdError::err(SYNTAX)),
+            }
+        }
+        // tierkv never evicts clients: ON and OFF are both what it does anyway.
+        b"NO-EVICT" => {
+            if args.len() != 3 {
+                return Err(arity_err());
+            }
+            match args[2].to_ascii_uppercase().as_slice() {
+                b"ON" | b"OFF" => ctx.out.ok(),
+                _ => return Err(CmdError::err(SYNTAX)),
+            }
+        }
+        // No client-side caching (CLIENT TRACKING): nothing is redirected.
+        b"GETREDIR" => ctx.out.int(-1),
         // Client libraries announce themselves; nothing to store beyond accepting it.
         b"SETINFO" => {
             if args.len() != 4 {
@@ -240,6 +287,14 @@ pub(super) fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
                 "INFO -- Return information about the current client connection.",
                 "LIST -- Return information about client connections.",
                 "SETINFO <LIB-NAME|LIB-VER> <value> -- Accepted and ignored.",
+                "KILL <ip:port> | KILL <filter> <value> ... -- Close connections (ID, ADDR, \
+                 LADDR, USER, TYPE, MAXAGE, SKIPME).",
+                "UNBLOCK <clientid> [TIMEOUT|ERROR] -- End a client's blocking command.",
+                "PAUSE <timeout-ms> [WRITE|ALL] -- Hold clients' commands (or writes).",
+                "UNPAUSE -- End CLIENT PAUSE.",
+                "REPLY ON|OFF|SKIP -- Control the replies sent to this connection.",
+                "NO-EVICT ON|OFF -- Accepted: tierkv never evicts clients.",
+                "GETREDIR -- -1: no client-side caching.",
             ];
             ctx.out.array(lines.len());
             for l in lines {
@@ -253,6 +308,22 @@ pub(super) fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             )))
         }
     }
+    Ok(Flow::Continue)
+}
+
+/// RESET: the connection as if new (no transaction, no watched keys, replies on, RESP2,
+/// no name, and unauthenticated when a password is set).
+pub(super) fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
+    let c = &mut *ctx.conn;
+    c.multi = None;
+    c.watched.clear();
+    c.replies = Replies::On;
+    c.proto = Proto::Resp2;
+    *c.info.proto.lock() = Proto::Resp2;
+    *c.info.name.lock() = None;
+    c.authed = ctx.shared.config.load().requirepass.is_none();
+    ctx.out.proto = Proto::Resp2;
+    ctx.out.simple("RESET");
     Ok(Flow::Continue)
 }
 

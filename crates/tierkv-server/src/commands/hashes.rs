@@ -342,7 +342,7 @@ pub(super) fn list_elements(ctx: &mut Ctx<'_>, key: &[u8], coll: Coll, parts: Pa
         remaining: m.len,
         parts,
     });
-    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.reply_chunk);
+    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.load().reply_chunk);
     Ok(Flow::Continue)
 }
 
@@ -471,7 +471,7 @@ pub(super) fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         next: 2,
     });
     ctx.out.array(args.len() - 2);
-    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.reply_chunk);
+    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.load().reply_chunk);
     Ok(Flow::Continue)
 }
 
@@ -515,6 +515,54 @@ impl Resume for HmgetRest {
     }
 }
 
+/// HRANDFIELD key [count [WITHVALUES]]: random fields (distinct for a positive count,
+/// possibly repeated for a negative one), read at one snapshot.
+pub(super) fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (count, with_values) = match args.len() {
+        2 => (None, false),
+        3 => (Some(super::int_arg(&args[2])?), false),
+        4 if args[3].eq_ignore_ascii_case(b"withvalues") => (Some(super::int_arg(&args[2])?), true),
+        _ => return Err(CmdError::err(super::SYNTAX)),
+    };
+    let db = &ctx.shared.db;
+    let snap = db.snapshot();
+    let ropts = ReadOptions {
+        snapshot: Some(snap.seq()),
+        ..ReadOptions::new()
+    };
+    let mut all: Vec<(Vec<u8>, Vec<u8>)> = Vec::new();
+    if let Some(m) = meta(db, &args[1], &ropts)? {
+        let mut it = db.iter_opt(&ks::field_ropts(&args[1], m.version, ropts.snapshot))?;
+        it.seek_to_first()?;
+        let plen = ks::field_prefix(&args[1], m.version).len();
+        while it.valid() {
+            all.push((it.key()[plen..].to_vec(), it.value().to_vec()));
+            it.next()?;
+        }
+    }
+    let Some(count) = count else {
+        let one = super::sets::pick(&all, 1);
+        ctx.out.opt_bulk(one.first().map(|(f, _)| f.as_slice()));
+        return Ok(Flow::Continue);
+    };
+    let picked = super::sets::pick(&all, count);
+    let resp3 = ctx.conn.proto == crate::resp::Proto::Resp3;
+    ctx.out
+        .array(picked.len() * if with_values && !resp3 { 2 } else { 1 });
+    for (f, v) in &picked {
+        if with_values {
+            if resp3 {
+                ctx.out.array(2);
+            }
+            ctx.out.bulk(f);
+            ctx.out.bulk(v);
+        } else {
+            ctx.out.bulk(f);
+        }
+    }
+    Ok(Flow::Continue)
+}
+
 /// HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]: fields in field order, the
 /// reply bounded by COUNT and by the connection's output bound.
 pub(super) fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
@@ -534,7 +582,7 @@ pub(super) fn scan_elements(ctx: &mut Ctx<'_>, args: &[Bytes], coll: Coll) -> Cm
     };
     let base = ks::field_prefix(&args[1], m.version);
     let mut items: Vec<Vec<u8>> = Vec::new();
-    let max_bytes = SCAN_MAX_REPLY_BYTES.min(ctx.shared.config.reply_chunk);
+    let max_bytes = SCAN_MAX_REPLY_BYTES.min(ctx.shared.config.load().reply_chunk);
     let next = scan_step(ctx, &base, &sa, max_bytes, |f, v| {
         items.push(f.to_vec());
         if sa.novalues {

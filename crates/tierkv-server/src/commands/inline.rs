@@ -30,7 +30,11 @@ pub(crate) fn run_inline(
     pending: &mut VecDeque<Args>,
     reply_chunk: usize,
 ) -> Flow {
-    if shared.config.sync || !conn.authed || conn.resume.is_some() {
+    if shared.config.load().sync
+        || !conn.authed
+        || conn.resume.is_some()
+        || conn.replies != crate::state::Replies::On
+    {
         return Flow::Continue;
     }
     // Never waits for a transaction to finish (see `multi`): then the blocking path runs all.

@@ -192,7 +192,7 @@ pub(super) fn scan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let sa = parse_scan_args(ctx, args, false)?;
     let mut keys: Vec<Vec<u8>> = Vec::new();
     // COUNT is a hint: the reply also stops at the connection's output bound.
-    let max_bytes = SCAN_MAX_REPLY_BYTES.min(ctx.shared.config.reply_chunk);
+    let max_bytes = SCAN_MAX_REPLY_BYTES.min(ctx.shared.config.load().reply_chunk);
     let next = scan_step(ctx, &[ks::META], &sa, max_bytes, |k, v| {
         let keep = sa
             .type_

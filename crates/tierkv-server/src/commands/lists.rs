@@ -402,7 +402,7 @@ pub(super) fn lrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         n,
         Parts::Values,
     );
-    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.reply_chunk);
+    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.load().reply_chunk);
     Ok(Flow::Continue)
 }
 
@@ -775,6 +775,11 @@ fn block_or_reply<T>(
     reply: impl FnOnce(&mut Ctx<'_>, Option<T>),
 ) -> CmdResult {
     let again = ctx.conn.unblocked.take();
+    if again.as_ref().is_some_and(|a| a.error) {
+        return Err(CmdError(
+            "UNBLOCKED client unblocked via CLIENT UNBLOCK".into(),
+        ));
+    }
     let may_block = !ctx.conn.in_exec && !again.as_ref().is_some_and(|a| a.timed_out);
     let waiter = may_block.then(|| ctx.shared.blocked_keys.watch(ctx.conn.info.id, &keys));
     match (waiter, attempt(ctx)) {

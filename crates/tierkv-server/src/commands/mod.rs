@@ -9,6 +9,7 @@
 //! server keyspace format of `crate::keyspace`.
 
 mod admin;
+mod clients;
 mod conn;
 pub(crate) mod expiry;
 mod hashes;
@@ -16,6 +17,7 @@ mod inline;
 mod keys;
 mod keyspace;
 mod lists;
+mod monitor;
 mod multi;
 mod sets;
 mod strings;
@@ -23,7 +25,7 @@ mod strings;
 pub(crate) use crate::error::CmdError;
 use crate::resp::{Args, ReplyWriter};
 pub(crate) use crate::state::Resume;
-use crate::state::{ConnState, ServerStats, Shared};
+use crate::state::{ConnState, Replies, ServerStats, Shared};
 use bytes::Bytes;
 pub(crate) use inline::run_inline;
 use std::collections::VecDeque;
@@ -58,7 +60,7 @@ pub(crate) struct Ctx<'a> {
 impl Ctx<'_> {
     pub fn wopts(&self) -> tierkv::WriteOptions {
         tierkv::WriteOptions {
-            sync: self.shared.config.sync,
+            sync: self.shared.config.load().sync,
         }
     }
 }
@@ -182,6 +184,16 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         true,
         strings::getex,
         "Returns the string value of a key after setting its expiration time."
+    ),
+    spec!(
+        "substr",
+        4,
+        ["readonly"],
+        K1,
+        "string",
+        true,
+        strings::getrange,
+        "Returns a substring of a string value (GETRANGE's old name)."
     ),
     spec!(
         "getrange",
@@ -662,6 +674,16 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         true,
         hashes::hincrbyfloat,
         "Increments the floating point value of a field by a number."
+    ),
+    spec!(
+        "hrandfield",
+        -2,
+        ["readonly"],
+        K1,
+        "hash",
+        true,
+        hashes::hrandfield,
+        "Returns random fields of a hash (count, WITHVALUES)."
     ),
     spec!(
         "hscan",
@@ -1194,6 +1216,16 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "Forgets the watched keys."
     ),
     spec!(
+        "reset",
+        1,
+        ["noscript", "loading", "stale", "fast", "no_auth"],
+        NK,
+        "connection",
+        false,
+        conn::reset,
+        "Resets the connection (transaction, watches, protocol, name, authentication)."
+    ),
+    spec!(
         "quit",
         -1,
         ["noscript", "loading", "stale", "fast", "no_auth"],
@@ -1221,7 +1253,7 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "server",
         false,
         admin::config,
-        "CONFIG GET: read-only configuration values."
+        "CONFIG GET, SET, RESETSTAT, REWRITE."
     ),
     spec!(
         "command",
@@ -1232,6 +1264,36 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         false,
         admin::command,
         "Returns detailed information about commands (COUNT, DOCS, INFO, LIST)."
+    ),
+    spec!(
+        "slowlog",
+        -2,
+        ["admin", "loading", "stale"],
+        NK,
+        "server",
+        false,
+        monitor::slowlog,
+        "SLOWLOG GET, LEN, RESET: the commands that took long."
+    ),
+    spec!(
+        "latency",
+        -2,
+        ["admin", "noscript", "loading", "stale"],
+        NK,
+        "server",
+        false,
+        monitor::latency,
+        "LATENCY LATEST, HISTORY, RESET: the latency monitor's samples."
+    ),
+    spec!(
+        "role",
+        1,
+        ["noscript", "loading", "stale", "fast"],
+        NK,
+        "server",
+        false,
+        admin::role,
+        "Returns the replication role (a primary without replicas)."
     ),
     spec!(
         "time",
@@ -1265,6 +1327,18 @@ pub(crate) fn lookup(name: &[u8]) -> Option<&'static CommandSpec> {
 /// Key positions of a command by name, for the parser's key-length check at the header.
 pub(crate) fn key_positions(name: &[u8]) -> Option<(i32, i32, i32)> {
     lookup(name).map(|spec| spec.keys).filter(|k| k.0 > 0)
+}
+
+/// True when a CLIENT PAUSE holds `args`: every command but CLIENT's under ALL, the
+/// writes (and EXEC, which may write) under WRITE.
+pub(crate) fn held_by_pause(args: &[Bytes], all: bool) -> bool {
+    let Some(spec) = args.first().and_then(|n| lookup(n)) else {
+        return all;
+    };
+    if spec.name == "client" {
+        return false;
+    }
+    all || spec.flags.contains(&"write") || spec.name == "exec"
 }
 
 /// True when running `args` needs the store (and so a blocking thread).
@@ -1317,13 +1391,52 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Flow {
         return multi::queue(ctx, args);
     }
     *ctx.conn.info.last_cmd.lock() = spec.name;
-    match (spec.handler)(ctx, args) {
+    let started = std::time::Instant::now();
+    let flow = match (spec.handler)(ctx, args) {
         Ok(flow) => flow,
         Err(e) => {
             ctx.out.error(&e.0);
             Flow::Continue
         }
+    };
+    let config = ctx.shared.config.load();
+    ctx.shared
+        .monitor
+        .record(&config, &ctx.conn.info, args, started.elapsed());
+    flow
+}
+
+/// True for `CLIENT REPLY ON`, whose reply is sent even while replies are off.
+fn turns_replies_on(args: &[Bytes]) -> bool {
+    args.len() == 3
+        && args[0].eq_ignore_ascii_case(b"client")
+        && args[1].eq_ignore_ascii_case(b"reply")
+        && args[2].eq_ignore_ascii_case(b"on")
+}
+
+/// Runs one command whose reply is not sent (CLIENT REPLY OFF or SKIP): produced whole
+/// into a writer that is dropped.
+fn execute_silently(shared: &Shared, conn: &mut ConnState, args: &[Bytes]) -> Flow {
+    let skip = conn.replies == Replies::Skip;
+    let mut scratch = ReplyWriter::with_limit(conn.proto, shared.config.load().output_limit);
+    let flow = execute(
+        &mut Ctx {
+            shared,
+            conn,
+            out: &mut scratch,
+        },
+        args,
+    );
+    while let Some(rest) = conn.resume.take() {
+        if scratch.overflowed() {
+            break;
+        }
+        conn.resume = rest.resume(shared, &mut scratch, usize::MAX);
     }
+    if skip && conn.replies == Replies::Skip {
+        conn.replies = Replies::On;
+    }
+    flow
 }
 
 /// Most commands merged into one write batch (bounds the batch's memory and the time a
@@ -1417,8 +1530,13 @@ fn run_commands(
         .then(|| shared.transactions.read());
     while let Some(args) = pending.pop_front() {
         // Inside MULTI every command goes to the dispatcher, which queues it.
-        let merge = conn.authed && conn.multi.is_none();
-        if merge && same_key_counters(&args, pending.front()) {
+        let merge = conn.authed && conn.multi.is_none() && conn.replies == Replies::On;
+        if conn.replies != Replies::On && !turns_replies_on(&args) {
+            let flow = execute_silently(shared, conn, &args);
+            if flow != Flow::Continue {
+                return flow;
+            }
+        } else if merge && same_key_counters(&args, pending.front()) {
             // A run of counter commands on one key (redis-benchmark's INCR test, a client
             // pipelining increments) becomes one rmw instead of one per command: same-key
             // rmws cannot share a group commit, so this is what makes hot counters fast.
@@ -1474,7 +1592,7 @@ fn run_commands(
             }
             let batch = set_batch(&run);
             let wopts = tierkv::WriteOptions {
-                sync: shared.config.sync,
+                sync: shared.config.load().sync,
             };
             if shared.db.write_opt(batch, &wopts).is_ok() {
                 ServerStats::bump(&shared.stats.commands, run.len() as u64);

@@ -110,9 +110,9 @@ pub(super) fn sscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     scan_elements(ctx, args, Coll::Set)
 }
 
-/// Picks from `all` as SRANDMEMBER's count asks: `count` distinct members (all of them
+/// Picks from `all` as SRANDMEMBER's (and HRANDFIELD's) count asks: `count` distinct members (all of them
 /// when fewer), or, for a negative count, `-count` members that may repeat.
-fn pick(all: &[Vec<u8>], count: i64) -> Vec<Vec<u8>> {
+pub(super) fn pick<T: Clone>(all: &[T], count: i64) -> Vec<T> {
     let mut rng = rand::thread_rng();
     if all.is_empty() {
         return Vec::new();

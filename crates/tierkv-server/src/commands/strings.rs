@@ -297,7 +297,7 @@ pub(super) fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         next: 1,
     });
     ctx.out.array(args.len() - 1);
-    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.reply_chunk);
+    ctx.conn.resume = rest.resume(ctx.shared, ctx.out, ctx.shared.config.load().reply_chunk);
     Ok(Flow::Continue)
 }
 
@@ -580,7 +580,7 @@ pub(super) fn incrbyfloat(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 pub(super) fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let suffix = &args[2];
-    let max = ctx.shared.config.limits.max_bulk;
+    let max = ctx.shared.config.load().limits.max_bulk;
     let mut too_big = false;
     let mut len = 0usize;
     modify_string(ctx, &args[1], |cur| {
@@ -649,7 +649,7 @@ pub(super) fn setrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Err(CmdError::err("offset is out of range"));
     }
     let value = &args[3];
-    let max = ctx.shared.config.limits.max_bulk as u64;
+    let max = ctx.shared.config.load().limits.max_bulk as u64;
     if !value.is_empty() && (offset as u64).saturating_add(value.len() as u64) > max {
         return Err(CmdError::err(TOO_BIG));
     }
