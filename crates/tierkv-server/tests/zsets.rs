@@ -65,8 +65,24 @@ fn zadd_and_single_member_commands_answer_as_redis() {
     );
     assert_eq!(
         zrange(&mut c, &["ZRANGE", "f", "0", "-1", "WITHSCORES"]),
-        strs(&["lo", "-inf", "x", "1.5", "big", "1e+300", "hi", "inf"])
+        strs(&[
+            "lo",
+            "-inf",
+            "x",
+            "1.5",
+            "big",
+            "1.0000000000000001e+300",
+            "hi",
+            "inf"
+        ])
     );
+    // Redis 7.0 prints 17 significant digits (%.17g).
+    assert_eq!(q::<i64>(&mut c, &["ZADD", "f", "1.1", "y"]).unwrap(), 1);
+    assert_eq!(
+        q::<String>(&mut c, &["ZSCORE", "f", "y"]).unwrap(),
+        "1.1000000000000001"
+    );
+    assert_eq!(q::<i64>(&mut c, &["ZREM", "f", "y"]).unwrap(), 1);
     assert_eq!(
         err_text(q::<i64>(&mut c, &["ZADD", "f", "nan", "x"])),
         "ERR value is not a valid float"
@@ -615,6 +631,11 @@ fn pops_and_range_removals_answer_as_redis() {
         strs(&["b", "2", "c", "3"])
     );
     assert_eq!(zrange(&mut c, &["ZPOPMAX", "z", "0"]), strs(&[]));
+    let () = redis::Commands::set(&mut c, "str", "v").unwrap();
+    assert_eq!(
+        err_text(q::<redis::Value>(&mut c, &["ZPOPMAX", "str", "0"])),
+        WRONGTYPE
+    );
     assert_eq!(zrange(&mut c, &["ZPOPMAX", "z", "100"]), strs(&["d", "4"]));
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "z"]).unwrap(), 0);
     assert_eq!(zrange(&mut c, &["ZPOPMIN", "z"]), strs(&[]));

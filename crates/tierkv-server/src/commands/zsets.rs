@@ -15,9 +15,8 @@
 //! snapshot. Range replies and the algebra are built in memory as Redis builds them, a
 //! range reply bounded by the connection's output limit while it is read.
 //!
-//! Scores print as the shortest decimal that reads back as the same double, laid out as
-//! `%.17g` lays it out (`1.5`, `3`, `1e+300`, `inf`): Redis 7.0's text whenever its 17
-//! digits are the shortest, and Redis 7.2's text always.
+//! Scores print as Redis 7.0 prints them (C's `%.17g`: `1.5`, `3`, `inf`, and
+//! `1.1000000000000001` for 1.1, which Redis 7.2 and later print as `1.1`).
 
 use super::hashes::{coll_meta, edit_coll, HashEdit};
 use super::keys::{parse_scan_args, scan_step, SCAN_MAX_REPLY_BYTES};
@@ -62,25 +61,35 @@ fn score_arg(a: &[u8]) -> Result<f64, CmdError> {
     parse_score(a).ok_or_else(|| CmdError::err(NOT_FLOAT))
 }
 
-/// A score's reply text (see the module doc).
+/// A score's reply text, as Redis 7.0's `addReplyDouble` prints it: C's `%.17g` (17
+/// significant digits, trailing zeros dropped, an exponent below 1e-4 or from 1e17 on),
+/// `inf` / `-inf` for the infinities.
 pub(super) fn format_score(v: f64) -> String {
     if v.is_infinite() {
         return if v > 0.0 { "inf" } else { "-inf" }.into();
     }
-    if v == 0.0 {
-        return "0".into();
-    }
     if v.is_nan() {
         return "nan".into();
     }
-    let sci = format!("{v:e}");
+    if v == 0.0 {
+        return "0".into();
+    }
+    let trim = |s: &str| -> String {
+        if s.contains('.') {
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        } else {
+            s.to_string()
+        }
+    };
+    // The exponent %g decides by is that of the value rounded to 17 digits.
+    let sci = format!("{v:.16e}");
     let (mantissa, exp) = sci.split_once('e').unwrap_or((&sci, "0"));
     let exp: i32 = exp.parse().unwrap_or(0);
     if !(-4..17).contains(&exp) {
         let sign = if exp < 0 { '-' } else { '+' };
-        format!("{mantissa}e{sign}{:02}", exp.unsigned_abs())
+        format!("{}e{sign}{:02}", trim(mantissa), exp.unsigned_abs())
     } else {
-        format!("{v}")
+        trim(&format!("{v:.*}", (16 - exp) as usize))
     }
 }
 
@@ -476,7 +485,7 @@ fn visit_range(
             if q.offset < 0 || q.limit == 0 || (q.offset > 0 && q.offset >= len) {
                 return Ok(());
             }
-            let hint = usize::try_from(q.limit).ok();
+            let hint = usize::try_from(if q.limit < 0 { len } else { q.limit.min(len) }).ok();
             let mut s = Scores::open(db, key, m, ropts, hint)?;
             if q.rev {
                 s.seek_score_for_prev(r.max)?;
@@ -496,7 +505,7 @@ fn visit_range(
             if q.offset < 0 || q.limit == 0 || (q.offset > 0 && q.offset >= len) {
                 return Ok(());
             }
-            let hint = usize::try_from(q.limit).ok();
+            let hint = usize::try_from(if q.limit < 0 { len } else { q.limit.min(len) }).ok();
             let mut s = Scores::open(db, key, m, ropts, hint)?;
             // Lex ranges assume one score for every member (as Redis documents). Then the
             // start is a seek; otherwise the members are read in order from the end, the
@@ -1004,6 +1013,8 @@ pub(super) fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
                 .filter(|n| *n >= 0)
                 .ok_or_else(|| CmdError::err("value is out of range, must be positive"))?;
             if n == 0 {
+                // Redis checks the type first.
+                meta(&ctx.shared.db, &args[1], &ReadOptions::new())?;
                 ctx.out.array(0);
                 return Ok(Flow::Continue);
             }
@@ -1027,7 +1038,7 @@ pub(super) fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]: member, score pairs in member order
-/// (scores as bulk strings, as Redis's SCAN family replies them).
+/// (scores as bulk strings in either protocol, as Redis 7.0's SCAN family replies them).
 pub(super) fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let sa = parse_scan_args(ctx, args, true)?;
     if sa.novalues {
@@ -1312,6 +1323,7 @@ mod tests {
 
     #[test]
     fn scores_print_and_parse_as_redis() {
+        // Pairs checked against C's printf("%.17g").
         for (v, s) in [
             (1.5, "1.5"),
             (3.0, "3"),
@@ -1320,13 +1332,19 @@ mod tests {
             (-0.0, "0"),
             (f64::INFINITY, "inf"),
             (f64::NEG_INFINITY, "-inf"),
-            (1e300, "1e+300"),
-            (1.5e-7, "1.5e-07"),
+            (1e300, "1.0000000000000001e+300"),
+            (1.5e-7, "1.4999999999999999e-07"),
+            (1e-5, "1.0000000000000001e-05"),
             (0.0001, "0.0001"),
             (1e16, "10000000000000000"),
+            (9.999999999999998e16, "99999999999999984"),
             (1e17, "1e+17"),
             (0.1 + 0.2, "0.30000000000000004"),
+            (1.1, "1.1000000000000001"),
             (123.456, "123.456"),
+            (-1.75, "-1.75"),
+            (5e-324, "4.9406564584124654e-324"),
+            (f64::MAX, "1.7976931348623157e+308"),
         ] {
             assert_eq!(format_score(v), s, "{v}");
         }
