@@ -877,6 +877,135 @@ fn algebra_answers_as_redis() {
 }
 
 #[test]
+fn zintercard_zrandmember_zmpop_answer_as_redis() {
+    let (_d, s) = server();
+    let mut c = s.client();
+    let _: i64 = q(&mut c, &["ZADD", "x", "1", "a", "2", "b", "3", "c"]).unwrap();
+    let _: i64 = q(&mut c, &["ZADD", "y", "10", "b", "20", "c", "30", "d"]).unwrap();
+    let _: i64 = q(&mut c, &["SADD", "s", "b", "c", "e"]).unwrap();
+    let () = redis::Commands::set(&mut c, "str", "v").unwrap();
+    // ZINTERCARD.
+    assert_eq!(q::<i64>(&mut c, &["ZINTERCARD", "2", "x", "y"]).unwrap(), 2);
+    assert_eq!(
+        q::<i64>(&mut c, &["ZINTERCARD", "3", "x", "y", "s"]).unwrap(),
+        2
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["ZINTERCARD", "2", "x", "y", "LIMIT", "1"]).unwrap(),
+        1
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["ZINTERCARD", "2", "x", "y", "LIMIT", "0"]).unwrap(),
+        2
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["ZINTERCARD", "2", "x", "nope"]).unwrap(),
+        0
+    );
+    for (args, err) in [
+        (
+            &["ZINTERCARD", "2", "x", "y", "LIMIT", "-1"][..],
+            "ERR LIMIT can't be negative",
+        ),
+        (
+            &["ZINTERCARD", "0", "x"],
+            "ERR at least 1 input key is needed for 'zintercard' command",
+        ),
+        (&["ZINTERCARD", "3", "x", "y"], "ERR syntax error"),
+        (
+            &["ZINTERCARD", "2", "x", "y", "WITHSCORES"],
+            "ERR syntax error",
+        ),
+        (
+            &["ZINTERCARD", "2", "x", "y", "WEIGHTS", "1", "2"],
+            "ERR syntax error",
+        ),
+        (&["ZINTERCARD", "2", "x", "str"], WRONGTYPE),
+        // ZRANDMEMBER.
+        (&["ZRANDMEMBER", "x", "1", "FOO"], "ERR syntax error"),
+        (
+            &["ZRANDMEMBER", "x", "1", "WITHSCORES", "x"],
+            "ERR syntax error",
+        ),
+        (
+            &["ZRANDMEMBER", "x", "one"],
+            "ERR value is not an integer or out of range",
+        ),
+        (&["ZRANDMEMBER", "str"], WRONGTYPE),
+        (&["ZRANDMEMBER", "s", "1"], WRONGTYPE),
+        // ZMPOP.
+        (
+            &["ZMPOP", "0", "x", "MIN"],
+            "ERR numkeys should be greater than 0",
+        ),
+        (
+            &["ZMPOP", "-1", "x", "MIN"],
+            "ERR numkeys should be greater than 0",
+        ),
+        (&["ZMPOP", "2", "x", "MIN"], "ERR syntax error"),
+        (
+            &["ZMPOP", "9223372036854775807", "x", "MIN"],
+            "ERR syntax error",
+        ),
+        (&["ZMPOP", "1", "x", "MIDDLE"], "ERR syntax error"),
+        (
+            &["ZMPOP", "1", "x", "MIN", "COUNT", "0"],
+            "ERR count should be greater than 0",
+        ),
+        (
+            &["ZMPOP", "1", "x", "MIN", "COUNT", "1", "COUNT", "1"],
+            "ERR syntax error",
+        ),
+        (&["ZMPOP", "1", "x", "MIN", "COUNT"], "ERR syntax error"),
+        (&["ZMPOP", "2", "nope", "str", "MIN"], WRONGTYPE),
+    ] {
+        assert_eq!(err_text(q::<redis::Value>(&mut c, args)), err, "{args:?}");
+    }
+    // ZRANDMEMBER.
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["ZRANDMEMBER", "nope"]).unwrap(),
+        None
+    );
+    assert_eq!(zrange(&mut c, &["ZRANDMEMBER", "nope", "3"]), strs(&[]));
+    let one: String = q(&mut c, &["ZRANDMEMBER", "x"]).unwrap();
+    assert!(["a", "b", "c"].contains(&one.as_str()));
+    let mut all = zrange(&mut c, &["ZRANDMEMBER", "x", "10"]);
+    all.sort();
+    assert_eq!(all, strs(&["a", "b", "c"]));
+    assert_eq!(zrange(&mut c, &["ZRANDMEMBER", "x", "0"]), strs(&[]));
+    let two = zrange(&mut c, &["ZRANDMEMBER", "x", "2", "WITHSCORES"]);
+    assert_eq!(two.len(), 4);
+    assert_ne!(two[0], two[2], "distinct members");
+    for pair in two.chunks(2) {
+        let want = match pair[0].as_str() {
+            "a" => "1",
+            "b" => "2",
+            _ => "3",
+        };
+        assert_eq!(pair[1], want);
+    }
+    let rep = zrange(&mut c, &["ZRANDMEMBER", "x", "-7", "WITHSCORES"]);
+    assert_eq!(rep.len(), 14);
+    assert_eq!(zrange(&mut c, &["ZRANDMEMBER", "x", "-5"]).len(), 5);
+    // ZMPOP: from the first key holding a sorted set.
+    let v: (String, Vec<Vec<String>>) = q(&mut c, &["ZMPOP", "2", "nope", "x", "MIN"]).unwrap();
+    assert_eq!(v, ("x".to_string(), vec![strs(&["a", "1"])]));
+    let v: (String, Vec<Vec<String>>) =
+        q(&mut c, &["ZMPOP", "2", "x", "y", "max", "COUNT", "5"]).unwrap();
+    assert_eq!(
+        v,
+        ("x".to_string(), vec![strs(&["c", "3"]), strs(&["b", "2"])])
+    );
+    assert_eq!(q::<i64>(&mut c, &["EXISTS", "x"]).unwrap(), 0);
+    let v: (String, Vec<Vec<String>>) = q(&mut c, &["ZMPOP", "2", "x", "y", "MIN"]).unwrap();
+    assert_eq!(v.0, "y");
+    assert_eq!(
+        q::<redis::Value>(&mut c, &["ZMPOP", "2", "nope", "x", "MIN"]).unwrap(),
+        redis::Value::Nil
+    );
+}
+
+#[test]
 fn zscan_and_resp3_replies() {
     let (_d, s) = server();
     let mut c = s.client();

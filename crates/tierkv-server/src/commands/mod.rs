@@ -1134,6 +1134,36 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "Iterates over the members and scores of a sorted set (MATCH, COUNT)."
     ),
     spec!(
+        "zintercard",
+        -3,
+        ["readonly", "movablekeys"],
+        NK,
+        "sorted-set",
+        true,
+        zsets::zintercard,
+        "Returns the size of the intersection of sorted sets or sets (LIMIT)."
+    ),
+    spec!(
+        "zrandmember",
+        -2,
+        ["readonly"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrandmember,
+        "Returns random members of a sorted set (a negative count may repeat them; WITHSCORES)."
+    ),
+    spec!(
+        "zmpop",
+        -4,
+        ["write", "movablekeys"],
+        NK,
+        "sorted-set",
+        true,
+        zsets::zmpop,
+        "Removes and returns members of the first non-empty sorted set (MIN, MAX, COUNT)."
+    ),
+    spec!(
         "scan",
         -2,
         ["readonly"],

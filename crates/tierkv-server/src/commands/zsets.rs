@@ -1,7 +1,8 @@
 //! Sorted-set commands: ZADD, ZINCRBY, ZREM, ZCARD, ZSCORE, ZMSCORE, ZRANK, ZREVRANK,
 //! ZRANGE (BYSCORE, BYLEX, REV, LIMIT, WITHSCORES) and its older forms (ZREVRANGE,
 //! Z[REV]RANGEBYSCORE, Z[REV]RANGEBYLEX), ZRANGESTORE, ZCOUNT, ZLEXCOUNT, ZPOPMIN, ZPOPMAX,
-//! ZREMRANGEBYRANK / BYSCORE / BYLEX, ZUNION, ZINTER, ZDIFF and their STORE forms, ZSCAN.
+//! ZREMRANGEBYRANK / BYSCORE / BYLEX, ZUNION, ZINTER, ZDIFF and their STORE forms,
+//! ZINTERCARD, ZRANDMEMBER, ZMPOP, ZSCAN.
 //!
 //! A sorted set is a collection (`keyspace::Coll::ZSet`): a metadata record (version,
 //! member count, the key's deadline), one member record per member whose value is its
@@ -26,6 +27,8 @@ use super::{int_arg, CmdError, CmdResult, Ctx, Flow, SYNTAX};
 use crate::keyspace::{self as ks, Coll, CollMeta, Kind};
 use crate::resp::{Proto, ReplyWriter};
 use bytes::Bytes;
+use rand::seq::index::sample;
+use rand::Rng;
 use std::collections::HashMap;
 use tierkv::{Db, DbIterator, ReadOptions, WriteBatch};
 
@@ -1180,15 +1183,33 @@ fn read_source(db: &Db, key: &[u8], ropts: &ReadOptions) -> Result<Vec<Scored>, 
     Ok(out)
 }
 
-/// The inputs and options of ZUNION / ZINTER / ZDIFF and their STORE forms, numkeys at
-/// `args[nk]`; Redis's order of checks (numkeys, the sources' types, then the options).
+/// Which form of the algebra runs: its reply and the options it takes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Form {
+    /// ZUNION / ZINTER / ZDIFF: WITHSCORES.
+    Reply,
+    /// The STORE forms.
+    Store,
+    /// ZINTERCARD: LIMIT, no WEIGHTS / AGGREGATE.
+    Card,
+}
+
+/// The algebra's result and its options: WITHSCORES, ZINTERCARD's LIMIT (0: none).
+struct Computed {
+    result: Vec<Scored>,
+    withscores: bool,
+    limit: i64,
+}
+
+/// Runs ZUNION / ZINTER / ZDIFF, their STORE forms and ZINTERCARD (numkeys at
+/// `args[nk]`), with Redis's order of checks: numkeys, the sources' types, the options.
 fn algebra(
     db: &Db,
     args: &[Bytes],
     nk: usize,
     op: SetOp,
-    store: bool,
-) -> Result<(Vec<Scored>, bool), CmdError> {
+    form: Form,
+) -> Result<Computed, CmdError> {
     let name = String::from_utf8_lossy(&args[0]).to_ascii_lowercase();
     let numkeys = int_arg(&args[nk])?;
     if numkeys < 1 {
@@ -1211,18 +1232,19 @@ fn algebra(
     };
     let mut weights = vec![1.0f64; numkeys];
     let mut agg = Aggregate::Sum;
-    let mut withscores = false;
+    let (mut withscores, mut limit) = (false, 0i64);
     let mut j = first + numkeys;
     while j < args.len() {
         let remaining = args.len() - j;
         let o = args[j].to_ascii_lowercase();
-        if op != SetOp::Diff && remaining > numkeys && o == b"weights" {
+        let full = op != SetOp::Diff && form != Form::Card;
+        if full && remaining > numkeys && o == b"weights" {
             for (i, w) in weights.iter_mut().enumerate() {
                 *w = parse_score(&args[j + 1 + i])
                     .ok_or_else(|| CmdError::err("weight value is not a float"))?;
             }
             j += 1 + numkeys;
-        } else if op != SetOp::Diff && remaining >= 2 && o == b"aggregate" {
+        } else if full && remaining >= 2 && o == b"aggregate" {
             agg = match args[j + 1].to_ascii_lowercase().as_slice() {
                 b"sum" => Aggregate::Sum,
                 b"min" => Aggregate::Min,
@@ -1230,9 +1252,14 @@ fn algebra(
                 _ => return Err(CmdError::err(SYNTAX)),
             };
             j += 2;
-        } else if !store && o == b"withscores" {
+        } else if form == Form::Reply && o == b"withscores" {
             withscores = true;
             j += 1;
+        } else if form == Form::Card && remaining >= 2 && o == b"limit" {
+            limit = crate::resp::parse_int(&args[j + 1])
+                .filter(|n| *n >= 0)
+                .ok_or_else(|| CmdError::err("LIMIT can't be negative"))?;
+            j += 2;
         } else {
             return Err(CmdError::err(SYNTAX));
         }
@@ -1285,7 +1312,11 @@ fn algebra(
     }
     let mut result: Vec<Scored> = acc.into_iter().map(|(m, s)| (m, canonical(s))).collect();
     result.sort_by(|a, b| (ks::score_bytes(a.1), &a.0).cmp(&(ks::score_bytes(b.1), &b.0)));
-    Ok((result, withscores))
+    Ok(Computed {
+        result,
+        withscores,
+        limit,
+    })
 }
 
 fn set_op(name: &[u8]) -> SetOp {
@@ -1303,17 +1334,148 @@ fn set_op(name: &[u8]) -> SetOp {
 /// [WITHSCORES], ZDIFF numkeys key [key ...] [WITHSCORES]: in score order. Sets count as
 /// sorted sets of score 1.
 pub(super) fn zalgebra(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let (result, withscores) = algebra(&ctx.shared.db, args, 1, set_op(&args[0]), false)?;
-    reply_members(ctx.out, &result, withscores);
+    let c = algebra(&ctx.shared.db, args, 1, set_op(&args[0]), Form::Reply)?;
+    reply_members(ctx.out, &c.result, c.withscores);
     Ok(Flow::Continue)
 }
 
 /// ZUNIONSTORE / ZINTERSTORE / ZDIFFSTORE dst numkeys key [key ...] ...: replaces `dst`
 /// with the result (deleted when empty); the result's size.
 pub(super) fn zalgebra_store(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let (result, _) = algebra(&ctx.shared.db, args, 2, set_op(&args[0]), true)?;
-    store_result(ctx, &args[1], &result)?;
-    ctx.out.int(result.len() as i64);
+    let c = algebra(&ctx.shared.db, args, 2, set_op(&args[0]), Form::Store)?;
+    store_result(ctx, &args[1], &c.result)?;
+    ctx.out.int(c.result.len() as i64);
+    Ok(Flow::Continue)
+}
+
+/// ZINTERCARD numkeys key [key ...] [LIMIT limit]: the intersection's size (at most
+/// `limit` unless 0). Sets count as sorted sets.
+pub(super) fn zintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let c = algebra(&ctx.shared.db, args, 1, SetOp::Inter, Form::Card)?;
+    let n = c.result.len() as i64;
+    ctx.out.int(if c.limit > 0 { n.min(c.limit) } else { n });
+    Ok(Flow::Continue)
+}
+
+/// ZRANDMEMBER key [count [WITHSCORES]]: one random member (nil for a missing key), or
+/// `count` distinct ones (all when fewer), or for a negative count `-count` that may
+/// repeat. Reads the whole set at one snapshot (O(N)); a reply past the output limit
+/// closes the connection.
+pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let count = match args.get(2) {
+        Some(c) => Some(int_arg(c)?),
+        None => None,
+    };
+    let withscores = match args.get(3) {
+        None => false,
+        Some(a) if args.len() == 4 && a.eq_ignore_ascii_case(b"withscores") => true,
+        Some(_) => return Err(CmdError::err(SYNTAX)),
+    };
+    let db = &ctx.shared.db;
+    let (_snap, ropts) = at_snapshot(db);
+    if meta(db, &args[1], &ropts)?.is_none() {
+        match count {
+            None => ctx.out.null(),
+            Some(_) => ctx.out.array(0),
+        }
+        return Ok(Flow::Continue);
+    }
+    let all = read_source(db, &args[1], &ropts)?;
+    let mut rng = rand::thread_rng();
+    let Some(count) = count else {
+        if all.is_empty() {
+            ctx.out.null();
+        } else {
+            ctx.out.bulk(&all[rng.gen_range(0..all.len())].0);
+        }
+        return Ok(Flow::Continue);
+    };
+    if count >= 0 || all.is_empty() {
+        let n = (count.max(0) as u64).min(all.len() as u64) as usize;
+        let picked: Vec<Scored> = sample(&mut rng, all.len(), n)
+            .into_iter()
+            .map(|i| all[i].clone())
+            .collect();
+        reply_members(ctx.out, &picked, withscores);
+        return Ok(Flow::Continue);
+    }
+    // With repetitions: written as drawn, stopping once the output limit is passed
+    // (the connection then closes).
+    let n = count.unsigned_abs();
+    let resp3 = ctx.out.proto == Proto::Resp3;
+    let header = if withscores && !resp3 {
+        n.saturating_mul(2)
+    } else {
+        n
+    };
+    ctx.out.array(usize::try_from(header).unwrap_or(usize::MAX));
+    for _ in 0..n {
+        let (member, score) = &all[rng.gen_range(0..all.len())];
+        if withscores && resp3 {
+            ctx.out.array(2);
+        }
+        ctx.out.bulk(member);
+        if withscores {
+            reply_score(ctx.out, *score);
+        }
+        if ctx.out.overflowed() {
+            return Ok(Flow::Overflow);
+        }
+    }
+    Ok(Flow::Continue)
+}
+
+/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: pops from the first of the keys
+/// that holds a sorted set: `[key, [[member, score] ...]]`, nil when none does.
+pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let numkeys = crate::resp::parse_int(&args[1])
+        .filter(|n| *n >= 1)
+        .ok_or_else(|| CmdError::err("numkeys should be greater than 0"))?;
+    let where_idx = usize::try_from(numkeys)
+        .ok()
+        .and_then(|n| n.checked_add(2))
+        .filter(|i| *i < args.len())
+        .ok_or_else(|| CmdError::err(SYNTAX))?;
+    let max = match args[where_idx].to_ascii_lowercase().as_slice() {
+        b"min" => false,
+        b"max" => true,
+        _ => return Err(CmdError::err(SYNTAX)),
+    };
+    let mut count = None;
+    let mut j = where_idx + 1;
+    while j < args.len() {
+        if count.is_none() && args[j].eq_ignore_ascii_case(b"count") && j + 1 < args.len() {
+            count = Some(
+                crate::resp::parse_int(&args[j + 1])
+                    .filter(|n| *n >= 1)
+                    .ok_or_else(|| CmdError::err("count should be greater than 0"))?,
+            );
+            j += 2;
+        } else {
+            return Err(CmdError::err(SYNTAX));
+        }
+    }
+    let n = count.unwrap_or(1);
+    for key in &args[2..where_idx] {
+        // The first key that exists must be a sorted set.
+        if meta(&ctx.shared.db, key, &ReadOptions::new())?.is_none() {
+            continue;
+        }
+        let popped = remove_range(ctx, key, &Query::new(Range::Rank(0, n - 1), max))?;
+        if popped.is_empty() {
+            continue;
+        }
+        ctx.out.array(2);
+        ctx.out.bulk(key);
+        ctx.out.array(popped.len());
+        for (m, s) in &popped {
+            ctx.out.array(2);
+            ctx.out.bulk(m);
+            reply_score(ctx.out, *s);
+        }
+        return Ok(Flow::Continue);
+    }
+    ctx.out.null_array();
     Ok(Flow::Continue)
 }
 
