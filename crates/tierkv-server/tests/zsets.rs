@@ -1543,3 +1543,145 @@ fn random_sorted_set_operations_match_a_model() {
         );
     }
 }
+
+/// Random argument lists for every sorted-set command (numbers at the i64 and f64 edges,
+/// bounds, option words in any order): each gets a reply (an error or not), the
+/// connection stays usable, and every key left is a well-formed sorted set (its count
+/// equals its elements, in score order).
+#[test]
+fn random_arguments_never_break_the_server() {
+    let (_d, s) = server();
+    let mut c = s.client();
+    let mut rng = StdRng::seed_from_u64(5);
+    let commands = [
+        "ZADD",
+        "ZINCRBY",
+        "ZREM",
+        "ZCARD",
+        "ZSCORE",
+        "ZMSCORE",
+        "ZRANK",
+        "ZREVRANK",
+        "ZRANGE",
+        "ZRANGESTORE",
+        "ZREVRANGE",
+        "ZRANGEBYSCORE",
+        "ZREVRANGEBYSCORE",
+        "ZRANGEBYLEX",
+        "ZREVRANGEBYLEX",
+        "ZCOUNT",
+        "ZLEXCOUNT",
+        "ZPOPMIN",
+        "ZPOPMAX",
+        "ZREMRANGEBYRANK",
+        "ZREMRANGEBYSCORE",
+        "ZREMRANGEBYLEX",
+        "ZUNION",
+        "ZINTER",
+        "ZDIFF",
+        "ZUNIONSTORE",
+        "ZINTERSTORE",
+        "ZDIFFSTORE",
+        "ZINTERCARD",
+        "ZRANDMEMBER",
+        "ZMPOP",
+        "ZSCAN",
+    ];
+    let words = [
+        "k1",
+        "k2",
+        "k3",
+        "0",
+        "1",
+        "2",
+        "-1",
+        "-2",
+        "3",
+        "1.5",
+        "-0",
+        "inf",
+        "-inf",
+        "+inf",
+        "nan",
+        "(1",
+        "(",
+        "[a",
+        "(b",
+        "[",
+        "-",
+        "+",
+        "a",
+        "b",
+        "c",
+        "",
+        "9223372036854775807",
+        "-9223372036854775808",
+        "1e308",
+        "1e400",
+        "NX",
+        "XX",
+        "GT",
+        "LT",
+        "CH",
+        "INCR",
+        "BYSCORE",
+        "BYLEX",
+        "REV",
+        "LIMIT",
+        "WITHSCORES",
+        "WEIGHTS",
+        "AGGREGATE",
+        "SUM",
+        "MIN",
+        "MAX",
+        "COUNT",
+        "MATCH",
+        "*",
+    ];
+    for k in ["k1", "k2"] {
+        let _: i64 = q(
+            &mut c,
+            &["ZADD", k, "1", "a", "2", "b", "2", "c", "inf", "d"],
+        )
+        .unwrap();
+    }
+    for _ in 0..4000 {
+        let name = commands[rng.gen_range(0..commands.len())];
+        let n = rng.gen_range(0..8);
+        let mut args = vec![name];
+        if rng.gen_bool(0.8) {
+            args.push(["k1", "k2", "k3"][rng.gen_range(0..3)]);
+        }
+        for _ in 0..n {
+            args.push(words[rng.gen_range(0..words.len())]);
+        }
+        let _ = q::<redis::Value>(&mut c, &args)
+            .map_err(|e| assert!(e.code().is_some(), "{args:?}: {e}"));
+        if rng.gen_bool(0.05) {
+            let _: i64 = q(&mut c, &["ZADD", "k1", "1", "a", "-inf", "e", "3", "f"]).unwrap();
+        }
+    }
+    assert_eq!(q::<String>(&mut c, &["PING"]).unwrap(), "PONG");
+    for k in ["k1", "k2", "k3"] {
+        let t: String = q(&mut c, &["TYPE", k]).unwrap();
+        if t != "zset" {
+            continue;
+        }
+        let all: Vec<String> = q(&mut c, &["ZRANGE", k, "0", "-1", "WITHSCORES"]).unwrap();
+        let n: i64 = q(&mut c, &["ZCARD", k]).unwrap();
+        assert_eq!(all.len(), 2 * n as usize, "{k}: count equals elements");
+        let scores: Vec<f64> = all
+            .chunks(2)
+            .map(|p| match p[1].as_str() {
+                "inf" => f64::INFINITY,
+                "-inf" => f64::NEG_INFINITY,
+                s => s.parse().unwrap(),
+            })
+            .collect();
+        assert!(scores.windows(2).all(|w| w[0] <= w[1]), "{k}: {all:?}");
+        for p in all.chunks(2) {
+            let s: String = q(&mut c, &["ZSCORE", k, &p[0]]).unwrap();
+            assert_eq!(s, p[1], "{k}: member and score records agree");
+        }
+    }
+}
