@@ -46,7 +46,7 @@ type Scored = (Vec<u8>, f64);
 /// Parses a score as Redis's `getDoubleFromObject` does (strtod over the whole argument):
 /// `inf`, `+inf`, `-inf` (and `infinity`) are scores; NaN, blanks, an overflow to
 /// infinity or an underflow to zero are not.
-pub(super) fn parse_score(a: &[u8]) -> Option<f64> {
+fn parse_score(a: &[u8]) -> Option<f64> {
     let v = parse_float(a)?;
     let t = std::str::from_utf8(a).ok()?.to_ascii_lowercase();
     let body = t.trim_start_matches(['+', '-']);
@@ -67,7 +67,7 @@ fn score_arg(a: &[u8]) -> Result<f64, CmdError> {
 /// A score's reply text, as Redis 7.0's `addReplyDouble` prints it: C's `%.17g` (17
 /// significant digits, trailing zeros dropped, an exponent below 1e-4 or from 1e17 on),
 /// `inf` / `-inf` for the infinities.
-pub(super) fn format_score(v: f64) -> String {
+fn format_score(v: f64) -> String {
     if v.is_infinite() {
         return if v > 0.0 { "inf" } else { "-inf" }.into();
     }
