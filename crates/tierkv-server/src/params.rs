@@ -255,7 +255,7 @@ pub static PARAMS: &[Param] = &[
             // Classes in groups of four: class hard soft seconds; tierkv has only normal
             // clients, whose hard limit is the one it keeps (0 there: the largest).
             let words: Vec<&str> = v.split_whitespace().collect();
-            if words.is_empty() || words.len() % 4 != 0 {
+            if words.is_empty() || !words.len().is_multiple_of(4) {
                 return Err("wrong number of arguments".into());
             }
             for group in words.chunks(4) {

@@ -711,6 +711,15 @@ impl ReplyWriter {
         }
     }
 
+    /// A double, given as its text (`1.5`, `inf`, `-inf`): a RESP3 double, a bulk string
+    /// in RESP2 (as Redis replies a sorted set's scores).
+    pub fn double(&mut self, text: &str) {
+        match self.proto {
+            Proto::Resp2 => self.bulk(text.as_bytes()),
+            Proto::Resp3 => self.line(b',', text.as_bytes()),
+        }
+    }
+
     /// Bytes pending.
     pub fn len(&self) -> usize {
         self.len

@@ -534,15 +534,19 @@ pub(crate) struct Unblocked {
     pub error: bool,
 }
 
+/// A blocked connection's id and wake-up.
+type Waiter = (u64, Arc<tokio::sync::Notify>);
+
 /// The keys blocked clients wait on: key -> the waiting connections' wake-ups, in the
 /// order they blocked. A push to a waited key wakes every client waiting on it; each runs
 /// its command again, and those that find the list empty again block again. A waiter is
 /// registered before its command first looks at the lists, and a pusher looks for waiters
 /// after its write applied, both under the one lock: either the pusher sees the waiter or
 /// the waiter's look sees the push, so no push is missed.
+
 #[derive(Default)]
 pub(crate) struct BlockedKeys {
-    waiting: Mutex<HashMap<Vec<u8>, Vec<(u64, Arc<tokio::sync::Notify>)>>>,
+    waiting: Mutex<HashMap<Vec<u8>, Vec<Waiter>>>,
     /// Connections blocked (INFO's `blocked_clients`).
     pub clients: AtomicUsize,
 }

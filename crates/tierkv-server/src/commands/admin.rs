@@ -49,7 +49,7 @@ pub(super) fn config(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             }
         }
         b"SET" => {
-            if args.len() < 4 || args.len() % 2 != 0 {
+            if args.len() < 4 || !args.len().is_multiple_of(2) {
                 return Err(arity("set"));
             }
             config_set(ctx, &args[2..])?;

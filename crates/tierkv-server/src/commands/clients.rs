@@ -48,7 +48,7 @@ pub(super) fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         ctx.out.ok();
         return Ok(Flow::Continue);
     }
-    if args.len() < 4 || args.len() % 2 != 0 {
+    if args.len() < 4 || !args.len().is_multiple_of(2) {
         return Err(CmdError::err(SYNTAX));
     }
     let mut filters = Vec::new();

@@ -49,6 +49,17 @@ impl HashEdit<'_> {
         Ok(new)
     }
 
+    /// The version this step's element records carry (a fresh one for a new collection).
+    pub(super) fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// The step's batch, for records kept beside the elements (a sorted set's score
+    /// records); the element records and the count go through [`Self::set`] / [`Self::del`].
+    pub(super) fn batch(&mut self) -> &mut WriteBatch {
+        &mut self.batch
+    }
+
     /// Deletes a field; true when it existed.
     pub(super) fn del(&mut self, field: &[u8]) -> Result<bool, CmdError> {
         if self.get(field)?.is_none() {

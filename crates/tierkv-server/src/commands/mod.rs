@@ -2,10 +2,12 @@
 //! pipeline runner that executes a connection's parsed commands in order.
 //!
 //! Handlers live in submodules by concern: `strings` (values and counters), `hashes`,
-//! `sets`, `lists` (with the blocking pops), `multi` (transactions), `inline` (what runs on the event loop),
+//! `sets`, `zsets`, `lists` (with the blocking pops), `multi` (transactions), `inline`
+//! (what runs on the event loop),
 //! `expiry` (EXPIRE, TTL, PERSIST ...), `keys` (existence, deletion, TYPE, SCAN, DBSIZE),
 //! `keyspace` (KEYS, RENAME, COPY, RANDOMKEY, OBJECT, FLUSHDB), `conn` (PING, HELLO, AUTH,
-//! CLIENT ...) and `admin` (INFO, CONFIG, COMMAND, SHUTDOWN). Values are stored in the
+//! CLIENT ...), `clients` (CLIENT KILL, UNBLOCK, PAUSE), `monitor` (SLOWLOG, LATENCY)
+//! and `admin` (INFO, CONFIG, COMMAND, ROLE, SHUTDOWN). Values are stored in the
 //! server keyspace format of `crate::keyspace`.
 
 mod admin;
@@ -21,6 +23,7 @@ mod monitor;
 mod multi;
 mod sets;
 mod strings;
+mod zsets;
 
 pub(crate) use crate::error::CmdError;
 use crate::resp::{Args, ReplyWriter};
@@ -1084,6 +1087,326 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         true,
         sets::sscan,
         "Iterates over the members of a set (MATCH, COUNT)."
+    ),
+    spec!(
+        "zadd",
+        -4,
+        ["write", "denyoom", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zadd,
+        "Adds members to a sorted set or updates their scores (NX, XX, GT, LT, CH, INCR)."
+    ),
+    spec!(
+        "zincrby",
+        4,
+        ["write", "denyoom", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zincrby,
+        "Increments the score of a member in a sorted set (the new score)."
+    ),
+    spec!(
+        "zrem",
+        -3,
+        ["write", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrem,
+        "Removes members from a sorted set (the number removed)."
+    ),
+    spec!(
+        "zcard",
+        2,
+        ["readonly", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zcard,
+        "Returns the number of members of a sorted set."
+    ),
+    spec!(
+        "zscore",
+        3,
+        ["readonly", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zscore,
+        "Returns the score of a member in a sorted set."
+    ),
+    spec!(
+        "zmscore",
+        -3,
+        ["readonly", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zmscore,
+        "Returns the scores of members in a sorted set."
+    ),
+    spec!(
+        "zrank",
+        3,
+        ["readonly", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrank,
+        "Returns the rank of a member, by ascending score (O(rank))."
+    ),
+    spec!(
+        "zrevrank",
+        3,
+        ["readonly", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrank,
+        "Returns the rank of a member, by descending score (O(rank))."
+    ),
+    spec!(
+        "zrange",
+        -4,
+        ["readonly"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrange,
+        "Returns members in a range of ranks, scores or members (BYSCORE, BYLEX, REV, LIMIT, WITHSCORES)."
+    ),
+    spec!(
+        "zrangestore",
+        -5,
+        ["write", "denyoom"],
+        (1, 2, 1),
+        "sorted-set",
+        true,
+        zsets::zrangestore,
+        "Stores a range of members of a sorted set in a key (its size)."
+    ),
+    spec!(
+        "zrevrange",
+        -4,
+        ["readonly"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrange,
+        "Returns members in a range of ranks, by descending score."
+    ),
+    spec!(
+        "zrangebyscore",
+        -4,
+        ["readonly"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrange,
+        "Returns members in a range of scores (LIMIT, WITHSCORES)."
+    ),
+    spec!(
+        "zrevrangebyscore",
+        -4,
+        ["readonly"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrange,
+        "Returns members in a range of scores, by descending score."
+    ),
+    spec!(
+        "zrangebylex",
+        -4,
+        ["readonly"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrange,
+        "Returns members in a lexicographical range (LIMIT)."
+    ),
+    spec!(
+        "zrevrangebylex",
+        -4,
+        ["readonly"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrange,
+        "Returns members in a lexicographical range, in reverse order."
+    ),
+    spec!(
+        "zcount",
+        4,
+        ["readonly", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zcount,
+        "Returns the number of members in a range of scores."
+    ),
+    spec!(
+        "zlexcount",
+        4,
+        ["readonly", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zcount,
+        "Returns the number of members in a lexicographical range."
+    ),
+    spec!(
+        "zpopmin",
+        -2,
+        ["write", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zpop,
+        "Removes and returns the members with the lowest scores."
+    ),
+    spec!(
+        "zpopmax",
+        -2,
+        ["write", "fast"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zpop,
+        "Removes and returns the members with the highest scores."
+    ),
+    spec!(
+        "zremrangebyrank",
+        4,
+        ["write"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zremrange,
+        "Removes the members in a range of ranks (the number removed)."
+    ),
+    spec!(
+        "zremrangebyscore",
+        4,
+        ["write"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zremrange,
+        "Removes the members in a range of scores (the number removed)."
+    ),
+    spec!(
+        "zremrangebylex",
+        4,
+        ["write"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zremrange,
+        "Removes the members in a lexicographical range (the number removed)."
+    ),
+    spec!(
+        "zunion",
+        -3,
+        ["readonly", "movablekeys"],
+        NK,
+        "sorted-set",
+        true,
+        zsets::zalgebra,
+        "Returns the union of sorted sets or sets (WEIGHTS, AGGREGATE, WITHSCORES)."
+    ),
+    spec!(
+        "zinter",
+        -3,
+        ["readonly", "movablekeys"],
+        NK,
+        "sorted-set",
+        true,
+        zsets::zalgebra,
+        "Returns the intersection of sorted sets or sets (WEIGHTS, AGGREGATE, WITHSCORES)."
+    ),
+    spec!(
+        "zdiff",
+        -3,
+        ["readonly", "movablekeys"],
+        NK,
+        "sorted-set",
+        true,
+        zsets::zalgebra,
+        "Returns the members of the first sorted set not in the others (WITHSCORES)."
+    ),
+    spec!(
+        "zunionstore",
+        -4,
+        ["write", "denyoom", "movablekeys"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zalgebra_store,
+        "Stores the union of sorted sets or sets in a key (its size)."
+    ),
+    spec!(
+        "zinterstore",
+        -4,
+        ["write", "denyoom", "movablekeys"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zalgebra_store,
+        "Stores the intersection of sorted sets or sets in a key (its size)."
+    ),
+    spec!(
+        "zdiffstore",
+        -4,
+        ["write", "denyoom", "movablekeys"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zalgebra_store,
+        "Stores the difference of sorted sets in a key (its size)."
+    ),
+    spec!(
+        "zscan",
+        -3,
+        ["readonly"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zscan,
+        "Iterates over the members and scores of a sorted set (MATCH, COUNT)."
+    ),
+    spec!(
+        "zintercard",
+        -3,
+        ["readonly", "movablekeys"],
+        NK,
+        "sorted-set",
+        true,
+        zsets::zintercard,
+        "Returns the size of the intersection of sorted sets or sets (LIMIT)."
+    ),
+    spec!(
+        "zrandmember",
+        -2,
+        ["readonly"],
+        K1,
+        "sorted-set",
+        true,
+        zsets::zrandmember,
+        "Returns random members of a sorted set (a negative count may repeat them; WITHSCORES)."
+    ),
+    spec!(
+        "zmpop",
+        -4,
+        ["write", "movablekeys"],
+        NK,
+        "sorted-set",
+        true,
+        zsets::zmpop,
+        "Removes and returns members of the first non-empty sorted set (MIN, MAX, COUNT)."
     ),
     spec!(
         "scan",

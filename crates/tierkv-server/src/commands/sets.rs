@@ -47,7 +47,7 @@ fn read_members(
 }
 
 /// Read options at a fresh snapshot, and the snapshot (kept alive by the caller).
-fn at_snapshot(db: &Db) -> (tierkv::Snapshot, ReadOptions) {
+pub(super) fn at_snapshot(db: &Db) -> (tierkv::Snapshot, ReadOptions) {
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),
