@@ -1685,3 +1685,55 @@ fn random_arguments_never_break_the_server() {
         }
     }
 }
+
+/// BZPOPMIN / BZPOPMAX / BZMPOP: an element already there answers at once; an empty key
+/// blocks until a ZADD (or a STORE into it) from another client, or the timeout.
+#[test]
+fn blocking_pops_wait_for_members() {
+    use std::time::{Duration, Instant};
+    let (_d, s) = server();
+    let mut c = s.client();
+    q::<i64>(&mut c, &["ZADD", "z", "1", "a", "2", "b"]).unwrap();
+    assert_eq!(
+        q::<(String, String, f64)>(&mut c, &["BZPOPMAX", "none", "z", "0"]).unwrap(),
+        ("z".into(), "b".into(), 2.0)
+    );
+    let t = Instant::now();
+    assert_eq!(
+        q::<Option<(String, String, f64)>>(&mut c, &["BZPOPMIN", "empty", "0.1"]).unwrap(),
+        None
+    );
+    assert!(t.elapsed() >= Duration::from_millis(95));
+    assert_eq!(
+        q::<Option<(String, Vec<(String, f64)>)>>(&mut c, &["BZMPOP", "0.05", "1", "empty", "MIN"])
+            .unwrap(),
+        None
+    );
+    let mut w = s.client();
+    w.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let h = std::thread::spawn(move || {
+        q::<(String, String, f64)>(&mut w, &["BZPOPMIN", "later", "0"]).unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    q::<i64>(&mut c, &["ZADD", "later", "5", "x", "3", "y"]).unwrap();
+    assert_eq!(h.join().unwrap(), ("later".into(), "y".into(), 3.0));
+    let mut w = s.client();
+    w.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    let h = std::thread::spawn(move || {
+        q::<(String, Vec<(String, f64)>)>(
+            &mut w,
+            &["BZMPOP", "0", "1", "stored", "MAX", "COUNT", "5"],
+        )
+        .unwrap()
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    q::<i64>(&mut c, &["ZUNIONSTORE", "stored", "1", "later"]).unwrap();
+    assert_eq!(
+        h.join().unwrap(),
+        ("stored".into(), vec![("x".into(), 5.0)])
+    );
+    assert_eq!(
+        err_text(q::<String>(&mut c, &["BZPOPMIN", "z", "-1"])),
+        "ERR timeout is negative"
+    );
+}

@@ -28,6 +28,8 @@ pub(super) struct HashEdit<'a> {
     /// Fields written or deleted so far in this step (their new state).
     staged: HashMap<Vec<u8>, Option<Vec<u8>>>,
     changed: bool,
+    /// An element was added (a sorted set's blocked poppers are woken).
+    added: bool,
 }
 
 impl HashEdit<'_> {
@@ -46,6 +48,7 @@ impl HashEdit<'_> {
         self.staged.insert(field.to_vec(), Some(value.to_vec()));
         self.len += new as u64;
         self.changed = true;
+        self.added |= new;
         Ok(new)
     }
 
@@ -96,7 +99,9 @@ pub(super) fn edit_coll<T>(
     let db = &ctx.shared.db;
     let mk = ks::meta_key(key);
     let mut out: Option<Result<T, CmdError>> = None;
-    ks::transact(db, &ctx.wopts(), &[&mk], |cur| {
+    let mut added = false;
+    let applied = ks::transact(db, &ctx.wopts(), &[&mk], |cur| {
+        added = false;
         let cur = cur[0].as_ref();
         let (meta, deadline) = match cur.map(|r| r.coll(coll)).transpose() {
             Ok(Some(m)) => (Some(m), cur.and_then(|r| r.deadline)),
@@ -124,10 +129,12 @@ pub(super) fn edit_coll<T>(
             batch: WriteBatch::new(),
             staged: HashMap::new(),
             changed: false,
+            added: false,
         };
         let r = f(&mut e);
         let ok = r.is_ok();
         out = Some(r);
+        added = e.added;
         if !ok || !e.changed {
             return None;
         }
@@ -140,6 +147,9 @@ pub(super) fn edit_coll<T>(
         }
         Some(b)
     })?;
+    if applied && added && coll == Coll::ZSet {
+        ctx.shared.blocked_keys.pushed(key);
+    }
     out.unwrap_or_else(|| Err(CmdError::err("internal error: hash step did not run")))
 }
 

@@ -10,18 +10,14 @@
 //! elements between the change and the nearer end (LINSERT) or the tail (LREM), as in
 //! Kvrocks. Every write is one atomic step conditioned on the metadata record ([`edit`]).
 //!
-//! A blocking pop that finds its lists empty does not hold a thread: it registers its keys
-//! with [`crate::state::BlockedKeys`], leaves `ConnState::blocked` set and returns; the
-//! connection waits for a push to one of the keys (or the timeout) and then runs the
-//! command again (`server::wait_unblocked`). Inside EXEC it does not block.
+//! The blocking pops wait as `blocking` describes.
 
+use super::blocking::{block_or_reply, timeout_arg};
 use super::hashes::{elements_from, Parts};
 use super::{int_arg, CmdError, CmdResult, Ctx, Flow, SYNTAX};
 use crate::keyspace::{self as ks, Coll, CollMeta, Rec};
-use crate::state::Blocked;
 use bytes::Bytes;
 use std::collections::HashMap;
-use std::time::{Duration, Instant};
 use tierkv::{Db, ReadOptions, WriteBatch};
 
 /// The staged changes of one atomic list step. Indexes given to its methods are logical
@@ -185,12 +181,25 @@ impl<'a> ListEdit<'a> {
     }
 }
 
+/// The error of an element the metadata counts but the store lacks: corruption, or (inside
+/// an atomic step) a racing write seen half (see [`edit`]).
 fn missing(key: &[u8], at: u64) -> CmdError {
     CmdError::err(format!(
-        "corrupt list {:?}: element {at} is missing",
+        "{MISSING} {:?}: element {at} is missing",
         super::quote_arg(key)
     ))
 }
+
+const MISSING: &str = "corrupt list";
+
+fn is_missing(e: &CmdError) -> bool {
+    e.0.strip_prefix("ERR ")
+        .is_some_and(|m| m.starts_with(MISSING))
+}
+
+/// Steps whose metadata did not change that may find an element missing before it is
+/// reported as corruption.
+const MISSING_RETRIES: usize = 3;
 
 /// An end of a list.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -225,39 +234,78 @@ fn edit<T>(
     let refs: Vec<&[u8]> = mks.iter().map(Vec::as_slice).collect();
     let mut out: Option<Result<T, CmdError>> = None;
     let mut pushed: Vec<&[u8]> = Vec::new();
-    ks::transact(db, &ctx.wopts(), &refs, |cur| {
-        pushed.clear();
-        let step = (|| {
-            let mut edits = keys
-                .iter()
-                .zip(cur)
-                .map(|(k, rec)| ListEdit::open(db, k, rec.as_ref()))
-                .collect::<Result<Vec<_>, _>>()?;
-            let r = f(&mut edits)?;
-            let mut b = WriteBatch::new();
-            for e in edits {
-                if e.pushed {
-                    pushed.push(e.key);
+    // A step reads its elements after the metadata, so a write racing it (a pop from
+    // another client) can make an element the metadata counts disappear; the step's batch
+    // would be refused (the metadata changed), but the step must not report corruption
+    // first. It runs again, and only a missing element under unchanged metadata, found
+    // repeatedly, is corruption.
+    let mut last_meta: Option<Vec<Option<Vec<u8>>>> = None;
+    let mut same_meta_misses = 0;
+    loop {
+        let mut raced = false;
+        ks::transact(db, &ctx.wopts(), &refs, |cur| {
+            pushed.clear();
+            let r = step(ctx, db, keys, cur, &mut f, &mut pushed);
+            if let Err(e) = &r {
+                if is_missing(e) {
+                    let meta: Vec<Option<Vec<u8>>> = cur
+                        .iter()
+                        .map(|r| r.as_ref().map(|r| r.raw.clone()))
+                        .collect();
+                    if last_meta.as_ref() == Some(&meta) {
+                        same_meta_misses += 1;
+                    } else {
+                        same_meta_misses = 0;
+                    }
+                    last_meta = Some(meta);
+                    raced = same_meta_misses < MISSING_RETRIES;
                 }
-                e.finish(ctx, &mut b)?;
             }
-            Ok((r, b))
-        })();
-        match step {
-            Ok((r, b)) => {
-                out = Some(Ok(r));
-                (!b.is_empty()).then_some(b)
+            match r {
+                Ok((r, b)) => {
+                    out = Some(Ok(r));
+                    (!b.is_empty()).then_some(b)
+                }
+                Err(e) => {
+                    out = Some(Err(e));
+                    None
+                }
             }
-            Err(e) => {
-                out = Some(Err(e));
-                None
-            }
+        })?;
+        if !raced {
+            break;
         }
-    })?;
+    }
     for k in pushed {
         ctx.shared.blocked_keys.pushed(k);
     }
     out.unwrap_or_else(|| Err(CmdError::err("internal error: list step did not run")))
+}
+
+/// One run of [`edit`]'s step over the metadata records `cur`: `f`'s result and the batch
+/// (the keys pushed to in `pushed`).
+fn step<'k, T>(
+    ctx: &Ctx<'_>,
+    db: &'k Db,
+    keys: &[&'k [u8]],
+    cur: &[Option<Rec>],
+    f: &mut impl FnMut(&mut [ListEdit<'_>]) -> Result<T, CmdError>,
+    pushed: &mut Vec<&'k [u8]>,
+) -> Result<(T, WriteBatch), CmdError> {
+    let mut edits = keys
+        .iter()
+        .zip(cur)
+        .map(|(k, rec)| ListEdit::open(db, k, rec.as_ref()))
+        .collect::<Result<Vec<_>, _>>()?;
+    let r = f(&mut edits)?;
+    let mut b = WriteBatch::new();
+    for e in edits {
+        if e.pushed {
+            pushed.push(e.key);
+        }
+        e.finish(ctx, &mut b)?;
+    }
+    Ok((r, b))
 }
 
 /// One list's [`edit`].
@@ -743,68 +791,6 @@ pub(super) fn lmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(Flow::Continue)
 }
 
-/// A blocking command's timeout argument (seconds, fractions allowed; 0 waits forever).
-fn timeout_arg(a: &[u8]) -> Result<Option<Duration>, CmdError> {
-    let bad = || CmdError::err("timeout is not a float or out of range");
-    let s = std::str::from_utf8(a).map_err(|_| bad())?;
-    let secs: f64 = s.trim().parse().map_err(|_| bad())?;
-    if !secs.is_finite() {
-        return Err(bad());
-    }
-    if secs < 0.0 {
-        return Err(CmdError::err("timeout is negative"));
-    }
-    if secs == 0.0 {
-        return Ok(None);
-    }
-    Duration::try_from_secs_f64(secs)
-        .map(Some)
-        .map_err(|_| bad())
-}
-
-/// The part every blocking command shares: tries `attempt` with the keys registered as
-/// waited for (so a push racing the attempt wakes the connection); when it finds nothing
-/// and may block, leaves the connection blocked on them and answers nothing; otherwise
-/// answers with `reply` (None: the timeout reply).
-fn block_or_reply<T>(
-    ctx: &mut Ctx<'_>,
-    args: &[Bytes],
-    keys: Vec<Bytes>,
-    timeout: Option<Duration>,
-    attempt: impl FnOnce(&Ctx<'_>) -> Result<Option<T>, CmdError>,
-    reply: impl FnOnce(&mut Ctx<'_>, Option<T>),
-) -> CmdResult {
-    let again = ctx.conn.unblocked.take();
-    if again.as_ref().is_some_and(|a| a.error) {
-        return Err(CmdError(
-            "UNBLOCKED client unblocked via CLIENT UNBLOCK".into(),
-        ));
-    }
-    let may_block = !ctx.conn.in_exec && !again.as_ref().is_some_and(|a| a.timed_out);
-    let waiter = may_block.then(|| ctx.shared.blocked_keys.watch(ctx.conn.info.id, &keys));
-    match (waiter, attempt(ctx)) {
-        (Some(wake), Ok(None)) => {
-            let deadline = match again {
-                Some(a) => a.deadline,
-                None => timeout.and_then(|t| Instant::now().checked_add(t)),
-            };
-            ctx.conn.blocked = Some(Blocked {
-                args: args.to_vec(),
-                keys,
-                deadline,
-                wake,
-            });
-        }
-        (waiter, r) => {
-            if waiter.is_some() {
-                ctx.shared.blocked_keys.unwatch(ctx.conn.info.id, &keys);
-            }
-            reply(ctx, r?);
-        }
-    }
-    Ok(Flow::Continue)
-}
-
 /// BLPOP / BRPOP key... timeout: [key, element] from the first non-empty list, blocking
 /// until one gets an element or the timeout passes (a null array).
 pub(super) fn bpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
@@ -885,17 +871,5 @@ mod tests {
         assert_eq!(logical_index(3, 3), None);
         assert_eq!(logical_index(-4, 3), None);
         assert_eq!(logical_index(i64::MIN, 3), None);
-    }
-
-    #[test]
-    fn timeouts_parse_as_redis() {
-        assert_eq!(timeout_arg(b"0").unwrap(), None);
-        assert_eq!(
-            timeout_arg(b"0.5").unwrap(),
-            Some(Duration::from_millis(500))
-        );
-        assert!(timeout_arg(b"-1").unwrap_err().0.contains("negative"));
-        assert!(timeout_arg(b"abc").is_err() && timeout_arg(b"inf").is_err());
-        assert!(timeout_arg(b"1e300").is_err());
     }
 }

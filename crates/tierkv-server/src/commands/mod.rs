@@ -11,6 +11,7 @@
 //! server keyspace format of `crate::keyspace`.
 
 mod admin;
+mod blocking;
 mod clients;
 mod conn;
 pub(crate) mod expiry;
@@ -1397,6 +1398,36 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         true,
         zsets::zrandmember,
         "Returns random members of a sorted set (a negative count may repeat them; WITHSCORES)."
+    ),
+    spec!(
+        "bzpopmin",
+        -3,
+        ["write", "blocking"],
+        (1, -2, 1),
+        "sorted-set",
+        true,
+        zsets::bzpop,
+        "ZPOPMIN of the first non-empty sorted set, blocking until one is."
+    ),
+    spec!(
+        "bzpopmax",
+        -3,
+        ["write", "blocking"],
+        (1, -2, 1),
+        "sorted-set",
+        true,
+        zsets::bzpop,
+        "ZPOPMAX of the first non-empty sorted set, blocking until one is."
+    ),
+    spec!(
+        "bzmpop",
+        -5,
+        ["write", "blocking", "movablekeys"],
+        NK,
+        "sorted-set",
+        true,
+        zsets::bzmpop,
+        "ZMPOP, blocking until a sorted set has members."
     ),
     spec!(
         "zmpop",

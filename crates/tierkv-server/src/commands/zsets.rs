@@ -19,6 +19,7 @@
 //! Scores print as Redis 7.0 prints them (C's `%.17g`: `1.5`, `3`, `inf`, and
 //! `1.1000000000000001` for 1.1, which Redis 7.2 and later print as `1.1`).
 
+use super::blocking::{block_or_reply, timeout_arg};
 use super::hashes::{coll_meta, edit_coll, HashEdit};
 use super::keys::{parse_scan_args, scan_step, SCAN_MAX_REPLY_BYTES};
 use super::sets::at_snapshot;
@@ -1113,6 +1114,9 @@ fn store_result(ctx: &Ctx<'_>, dst: &[u8], items: &[Scored]) -> Result<(), CmdEr
     if let Some(v) = leftover {
         ks::drop_fields(db, &ctx.wopts(), dst, v)?;
     }
+    if !items.is_empty() {
+        ctx.shared.blocked_keys.pushed(dst);
+    }
     Ok(())
 }
 
@@ -1425,15 +1429,15 @@ pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(Flow::Continue)
 }
 
-/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: pops from the first of the keys
-/// that holds a sorted set: `[key, [[member, score] ...]]`, nil when none does.
-pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let numkeys = crate::resp::parse_int(&args[1])
+/// The `numkeys key... MIN|MAX [COUNT count]` of ZMPOP / BZMPOP (from `args[at]` on):
+/// the keys, whether to pop the highest scores, how many.
+fn parse_mpop(args: &[Bytes], at: usize) -> Result<(Vec<Bytes>, bool, i64), CmdError> {
+    let numkeys = crate::resp::parse_int(&args[at])
         .filter(|n| *n >= 1)
         .ok_or_else(|| CmdError::err("numkeys should be greater than 0"))?;
     let where_idx = usize::try_from(numkeys)
         .ok()
-        .and_then(|n| n.checked_add(2))
+        .and_then(|n| n.checked_add(at + 1))
         .filter(|i| *i < args.len())
         .ok_or_else(|| CmdError::err(SYNTAX))?;
     let max = match args[where_idx].to_ascii_lowercase().as_slice() {
@@ -1455,28 +1459,93 @@ pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             return Err(CmdError::err(SYNTAX));
         }
     }
-    let n = count.unwrap_or(1);
-    for key in &args[2..where_idx] {
-        // The first key that exists must be a sorted set.
+    Ok((args[at + 1..where_idx].to_vec(), max, count.unwrap_or(1)))
+}
+
+/// A pop from several sorted sets: the key popped from and its members.
+type Popped = (Bytes, Vec<Scored>);
+
+/// Pops up to `n` members (the lowest scores, or the highest when `max`) from the first
+/// of `keys` that holds a sorted set; WRONGTYPE when the first existing key is another
+/// type.
+fn pop_first(ctx: &Ctx<'_>, keys: &[Bytes], max: bool, n: i64) -> Result<Option<Popped>, CmdError> {
+    for key in keys {
         if meta(&ctx.shared.db, key, &ReadOptions::new())?.is_none() {
             continue;
         }
         let popped = remove_range(ctx, key, &Query::new(Range::Rank(0, n - 1), max))?;
-        if popped.is_empty() {
-            continue;
+        if !popped.is_empty() {
+            return Ok(Some((key.clone(), popped)));
         }
-        ctx.out.array(2);
-        ctx.out.bulk(key);
-        ctx.out.array(popped.len());
-        for (m, s) in &popped {
-            ctx.out.array(2);
-            ctx.out.bulk(m);
-            reply_score(ctx.out, *s);
-        }
-        return Ok(Flow::Continue);
     }
-    ctx.out.null_array();
+    Ok(None)
+}
+
+/// ZMPOP's and BZMPOP's reply: `[key, [[member, score] ...]]`, a null array for none.
+fn reply_mpop(ctx: &mut Ctx<'_>, r: Option<Popped>) {
+    let Some((key, popped)) = r else {
+        ctx.out.null_array();
+        return;
+    };
+    ctx.out.array(2);
+    ctx.out.bulk(&key);
+    ctx.out.array(popped.len());
+    for (m, s) in &popped {
+        ctx.out.array(2);
+        ctx.out.bulk(m);
+        reply_score(ctx.out, *s);
+    }
+}
+
+/// ZMPOP numkeys key [key ...] MIN|MAX [COUNT count]: pops from the first of the keys
+/// that holds a sorted set: `[key, [[member, score] ...]]`, nil when none does.
+pub(super) fn zmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (keys, max, n) = parse_mpop(args, 1)?;
+    let r = pop_first(ctx, &keys, max, n)?;
+    reply_mpop(ctx, r);
     Ok(Flow::Continue)
+}
+
+/// BZMPOP timeout numkeys key [key ...] MIN|MAX [COUNT count]: ZMPOP, blocking until one
+/// of the keys has members or the timeout passes (a null array).
+pub(super) fn bzmpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let timeout = timeout_arg(&args[1])?;
+    let (keys, max, n) = parse_mpop(args, 2)?;
+    let watched = keys.clone();
+    block_or_reply(
+        ctx,
+        args,
+        watched,
+        timeout,
+        |ctx| pop_first(ctx, &keys, max, n),
+        reply_mpop,
+    )
+}
+
+/// BZPOPMIN / BZPOPMAX key [key ...] timeout: `[key, member, score]` from the first
+/// non-empty sorted set, blocking until one has members or the timeout passes (a null
+/// array).
+pub(super) fn bzpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let max = args[0].eq_ignore_ascii_case(b"bzpopmax");
+    let timeout = timeout_arg(&args[args.len() - 1])?;
+    let keys = args[1..args.len() - 1].to_vec();
+    let watched = keys.clone();
+    block_or_reply(
+        ctx,
+        args,
+        watched,
+        timeout,
+        |ctx| pop_first(ctx, &keys, max, 1),
+        |ctx, r| match r.and_then(|(k, p)| Some((k, p.into_iter().next()?))) {
+            None => ctx.out.null_array(),
+            Some((k, (m, s))) => {
+                ctx.out.array(3);
+                ctx.out.bulk(&k);
+                ctx.out.bulk(&m);
+                reply_score(ctx.out, s);
+            }
+        },
+    )
 }
 
 #[cfg(test)]
