@@ -44,7 +44,7 @@ pub(super) fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         let Some(c) = found.first() else {
             return Err(CmdError::err("No such client"));
         };
-        c.control.kill();
+        kill_client(ctx, c);
         ctx.out.ok();
         return Ok(Flow::Continue);
     }
@@ -94,10 +94,17 @@ pub(super) fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     }
     let killed = matching(ctx, &filters, skip_me);
     for c in &killed {
-        c.control.kill();
+        kill_client(ctx, c);
     }
     ctx.out.int(killed.len() as i64);
     Ok(Flow::Continue)
+}
+
+/// Asks `c` to close, and takes it out of CLIENT LIST at once (as Redis frees a killed
+/// client before it answers), though its socket closes at its next step.
+fn kill_client(ctx: &Ctx<'_>, c: &ClientInfo) {
+    c.control.kill();
+    ctx.shared.clients.lock().remove(&c.id);
 }
 
 /// The connections every filter matches (without this one when `skip_me`).
