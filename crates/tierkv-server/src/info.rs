@@ -255,6 +255,17 @@ const STATS: &[Field] = &[
     ("keyspace_misses", |src| {
         count(&src.shared.stats.keyspace_misses)
     }),
+    ("instantaneous_ops_per_sec", |src| {
+        some(src.shared.stats.rates().0.round() as u64)
+    }),
+    ("instantaneous_input_kbps", |src| {
+        Some(format!("{:.2}", src.shared.stats.rates().1 / 1024.0))
+    }),
+    ("instantaneous_output_kbps", |src| {
+        Some(format!("{:.2}", src.shared.stats.rates().2 / 1024.0))
+    }),
+    // tierkv never evicts a key to make room.
+    ("evicted_keys", |_| some(0)),
     ("scan_cursors", |src| some(src.shared.cursors.lock().len())),
     ("tierkv_expired_hash_fields_swept", |src| {
         count(&src.shared.stats.hash_fields_swept)
@@ -273,6 +284,8 @@ struct Memory<'a> {
     query: u64,
     /// Memtables, index and filter blocks, caches, the hotness tracker and read buffers.
     used: u64,
+    /// The most `used` has been seen at.
+    peak: u64,
     rss: u64,
 }
 
@@ -292,13 +305,33 @@ impl<'a> Memory<'a> {
                 .and_then(Value::as_u64)
                 .unwrap_or(0)
             + query;
+        let peak = src
+            .shared
+            .stats
+            .peak_memory
+            .fetch_max(used, Relaxed)
+            .max(used);
         Memory {
             stats,
             query,
             used,
+            peak,
             rss: rss_bytes(),
         }
     }
+}
+
+/// Folds the memory in use now into INFO's `used_memory_peak`.
+pub(crate) fn note_peak_memory(shared: &Shared) {
+    let stats = shared.db.stats();
+    let json = serde_json::to_value(&stats).unwrap_or(Value::Null);
+    let src = Source {
+        shared,
+        stats,
+        json,
+        uptime: 0,
+    };
+    Memory::of(&src);
 }
 
 fn memory(o: &mut String, src: &Source<'_>) -> tierkv::Result<()> {
@@ -312,6 +345,8 @@ type MemoryField = (&'static str, fn(&Memory<'_>) -> Option<String>);
 const MEMORY: &[MemoryField] = &[
     ("used_memory", |m| some(m.used)),
     ("used_memory_human", |m| some(human(m.used))),
+    ("used_memory_peak", |m| some(m.peak)),
+    ("used_memory_peak_human", |m| some(human(m.peak))),
     ("used_memory_rss", |m| some(m.rss)),
     ("used_memory_rss_human", |m| some(human(m.rss))),
     ("memtable_bytes", |m| some(m.stats.memtable_bytes)),
@@ -583,6 +618,11 @@ mod tests {
         "started_unix_time",
         "used_memory_rss",
         "used_memory_rss_human",
+        "used_memory_peak",
+        "used_memory_peak_human",
+        "instantaneous_ops_per_sec",
+        "instantaneous_input_kbps",
+        "instantaneous_output_kbps",
         "keys_counted_seconds_ago",
         "used_cpu_sys",
         "used_cpu_user",

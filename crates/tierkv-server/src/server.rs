@@ -175,6 +175,7 @@ impl Server {
         let mut stop = tx.subscribe();
         let mut conns: JoinSet<()> = JoinSet::new();
         let sweep = tokio::spawn(sweeper(shared.clone(), tx.subscribe()));
+        let sample = tokio::spawn(sampler(shared.clone(), tx.subscribe()));
         loop {
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
@@ -201,6 +202,7 @@ impl Server {
         }
         // The sweeper stops at the same signal; a step in progress ends first.
         let _ = sweep.await;
+        let _ = sample.await;
         close_store(shared).await
     }
 }
@@ -222,6 +224,24 @@ async fn sweeper(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
             Ok(Err(tierkv::Error::Closed)) => return,
             Ok(Err(e)) => tracing::warn!("expired-hash sweep: {e}"),
             Err(e) => tracing::warn!("expired-hash sweep panicked: {e}"),
+        }
+    }
+}
+
+/// Samples the counters every `RATE_SAMPLE_INTERVAL` for INFO's instantaneous rates, and
+/// the memory in use every tenth sample for its peak, until the server stops.
+async fn sampler(shared: Arc<Shared>, mut stop: watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(crate::state::RATE_SAMPLE_INTERVAL);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    for n in 0u64.. {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tick.tick() => {}
+        }
+        shared.stats.sample();
+        if n % 10 == 0 {
+            let sh = shared.clone();
+            let _ = tokio::task::spawn_blocking(move || crate::info::note_peak_memory(&sh)).await;
         }
     }
 }

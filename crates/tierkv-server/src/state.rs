@@ -27,11 +27,62 @@ pub(crate) struct ServerStats {
     pub hash_fields_swept: AtomicU64,
     /// Bytes currently held in connection read buffers (memory accounting for INFO).
     pub query_buffer_bytes: AtomicUsize,
+    /// The counters sampled every [`RATE_SAMPLE_INTERVAL`], the last [`RATE_SAMPLES`]
+    /// (INFO's `instantaneous_*` rates).
+    pub samples: Mutex<VecDeque<RateSample>>,
+    /// Most memory INFO's `used_memory` has been seen at (sampled every second).
+    pub peak_memory: AtomicU64,
+}
+
+/// Time between two samples of the counters.
+pub(crate) const RATE_SAMPLE_INTERVAL: Duration = Duration::from_millis(100);
+/// Samples kept (Redis's 16: the rates cover the last 1.6 s).
+pub(crate) const RATE_SAMPLES: usize = 16;
+
+/// The counters at one instant.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct RateSample {
+    pub at: Instant,
+    pub commands: u64,
+    pub net_in: u64,
+    pub net_out: u64,
 }
 
 impl ServerStats {
     pub fn bump(c: &AtomicU64, n: u64) {
         c.fetch_add(n, Relaxed);
+    }
+
+    /// Takes a sample of the counters (keeping the last [`RATE_SAMPLES`]).
+    pub fn sample(&self) {
+        let mut samples = self.samples.lock();
+        samples.push_back(RateSample {
+            at: Instant::now(),
+            commands: self.commands.load(Relaxed),
+            net_in: self.net_input_bytes.load(Relaxed),
+            net_out: self.net_output_bytes.load(Relaxed),
+        });
+        while samples.len() > RATE_SAMPLES {
+            samples.pop_front();
+        }
+    }
+
+    /// Per second over the samples kept: commands, input bytes, output bytes.
+    pub fn rates(&self) -> (f64, f64, f64) {
+        let samples = self.samples.lock();
+        let (Some(a), Some(b)) = (samples.front(), samples.back()) else {
+            return (0.0, 0.0, 0.0);
+        };
+        let secs = b.at.duration_since(a.at).as_secs_f64();
+        if secs <= 0.0 {
+            return (0.0, 0.0, 0.0);
+        }
+        let per = |x: u64, y: u64| y.saturating_sub(x) as f64 / secs;
+        (
+            per(a.commands, b.commands),
+            per(a.net_in, b.net_in),
+            per(a.net_out, b.net_out),
+        )
     }
 
     /// CONFIG RESETSTAT: the counters back to 0 (the gauges stay).
@@ -49,6 +100,8 @@ impl ServerStats {
         ] {
             c.store(0, Relaxed);
         }
+        self.samples.lock().clear();
+        self.peak_memory.store(0, Relaxed);
     }
 }
 

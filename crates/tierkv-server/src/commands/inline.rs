@@ -43,7 +43,15 @@ pub(crate) fn run_inline(
     };
     while let Some(args) = pending.front() {
         let queuing = conn.multi.is_some();
-        if out.len() >= reply_chunk || out.overflowed() || conn.resume.is_some() || queuing {
+        // A command run here may turn replies off (CLIENT REPLY): the dispatcher's path
+        // runs the rest.
+        let silent = conn.replies != crate::state::Replies::On;
+        if out.len() >= reply_chunk
+            || out.overflowed()
+            || conn.resume.is_some()
+            || queuing
+            || silent
+        {
             break;
         }
         if !needs_io(args) {

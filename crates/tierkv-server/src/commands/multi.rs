@@ -22,7 +22,10 @@ use bytes::Bytes;
 
 /// The commands that run at once inside MULTI instead of being queued.
 pub(super) fn runs_inside_multi(name: &str) -> bool {
-    matches!(name, "exec" | "discard" | "multi" | "watch" | "quit")
+    matches!(
+        name,
+        "exec" | "discard" | "multi" | "watch" | "quit" | "reset"
+    )
 }
 
 /// Queues `args` in the open transaction and answers QUEUED.
