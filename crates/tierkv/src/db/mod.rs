@@ -16,6 +16,7 @@
 //! docs/ARCHITECTURE.md, "Owners and locks", has what guards each and the lock order.
 
 mod background;
+mod checkpoint;
 mod compact;
 mod flush;
 mod iterator;
@@ -29,6 +30,7 @@ mod store_lock;
 mod stored_tiers;
 mod write;
 
+pub use checkpoint::Checkpoint;
 pub use iterator::DbIterator;
 pub use stats::{CacheStats, DbStats, GetSources, LevelStats};
 pub use stored_tiers::StoredTiers;
@@ -735,6 +737,18 @@ impl Db {
             it.next()?;
         }
         Ok(out)
+    }
+
+    /// Makes a consistent, openable copy of the store while it runs: every write up to one
+    /// point of its history ([`Checkpoint::sequence`]), the tier record and the hotness
+    /// tracker's state included, in the new directory `to` (and `slow_to` for the slow
+    /// tier of a two-tier store). Tables get a second name (a hard link) where the file
+    /// system allows, so a checkpoint on the same file systems takes little time and
+    /// space; elsewhere they are copied. Open the copy as any store (with `slow_to` as its
+    /// slow directory). A crash during a checkpoint leaves no `to` (see the module
+    /// `db::checkpoint`).
+    pub fn checkpoint(&self, to: impl AsRef<Path>, slow_to: Option<&Path>) -> Result<Checkpoint> {
+        checkpoint::make(&self.inner, to.as_ref(), slow_to)
     }
 
     /// Flushes every memtable to L0 and waits for it.

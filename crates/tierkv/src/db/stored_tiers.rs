@@ -78,7 +78,7 @@ impl StoredTiers {
 
     /// Writes the record atomically: a temporary file, fsynced, renamed over `TIERS`, and
     /// the directory fsynced, so a crash leaves the old record or the new one.
-    fn write(&self, path: &Path) -> Result<()> {
+    pub(super) fn write(&self, path: &Path) -> Result<()> {
         let tmp = path.join(TIERS_TMP);
         let mut f = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
         f.write_all(&self.encode())

@@ -32,6 +32,11 @@
 //!   old one; `manifest.current_written`: `CURRENT.tmp` names the new one, not yet renamed;
 //!   `manifest.switched`: `CURRENT` names the new manifest, the old one not yet removed
 //!   (`version::set`).
+//! - `checkpoint.started`: a checkpoint's temporary directories exist, empty;
+//!   `checkpoint.tables_linked`: its tables have their second names, no manifest yet;
+//!   `checkpoint.staged`: the copy is complete under its temporary names;
+//!   `checkpoint.renamed`: a directory of the copy has its final name (the slow one first)
+//!   (`db::checkpoint`).
 
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
 use std::sync::OnceLock;
@@ -50,6 +55,10 @@ pub const POINTS: &[&str] = &[
     "manifest.created",
     "manifest.current_written",
     "manifest.switched",
+    "checkpoint.started",
+    "checkpoint.tables_linked",
+    "checkpoint.staged",
+    "checkpoint.renamed",
 ];
 
 const UNKNOWN: u8 = 0;

@@ -90,6 +90,23 @@ impl Tier {
     }
 }
 
+/// Gives the file `from` a second name `to` (a hard link), or copies it (synced) where the
+/// file system cannot link (another device, no links). True when linked. Fails if `to`
+/// exists. For checkpoints, which copy files outside the store's directories.
+pub fn link_or_copy(from: &Path, to: &Path) -> Result<bool> {
+    match std::fs::hard_link(from, to) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => Err(Error::io(to, e)),
+        Err(_) => {
+            std::fs::copy(from, to).map_err(|e| Error::io(to, e))?;
+            std::fs::File::open(to)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::io(to, e))?;
+            Ok(false)
+        }
+    }
+}
+
 /// Per-tier state shared by every file opened on that tier.
 pub(crate) struct TierHandle {
     pub(crate) tier: Tier,

@@ -14,7 +14,7 @@ mod table_cache;
 
 pub use edit::{NewFile, VersionEdit};
 pub use level_iter::LevelIterator;
-pub use set::VersionSet;
+pub use set::{write_checkpoint_manifest, VersionSet};
 pub use table_cache::{TableCache, TableOpenStats};
 
 use crate::env::{Env, IoCause, Tier};

@@ -415,6 +415,19 @@ impl VersionSet {
         }
     }
 
+    /// What a checkpoint copies: the current version (its files stay on disk while the
+    /// caller holds it) and a manifest's first record describing it, numbered as a new
+    /// store would need (returned with the manifest's number): no WAL (the log number is
+    /// above every file), the sequence counter where the store's is.
+    pub fn checkpoint_snapshot(&self) -> (Arc<Version>, VersionEdit, u64) {
+        let version = self.current.clone();
+        let mut edit = self.snapshot_of(&version);
+        let manifest = self.next_file_number;
+        edit.log_number = Some(manifest + 1);
+        edit.next_file_number = Some(manifest + 2);
+        (version, edit, manifest)
+    }
+
     /// Starts a new manifest holding the current version (at open).
     fn write_new_manifest(&mut self) -> Result<()> {
         let number = self.new_file_number();
@@ -499,6 +512,12 @@ fn sync_new_files_dirs(env: &Env, edit: &VersionEdit) -> Result<()> {
         env.sync_dir(tier)?;
     }
     Ok(())
+}
+
+/// Writes manifest `number` holding `snapshot` and `CURRENT` naming it in `env`'s fast
+/// directory (a checkpoint's).
+pub fn write_checkpoint_manifest(env: &Env, number: u64, snapshot: &VersionEdit) -> Result<()> {
+    write_manifest(env, number, 0, snapshot).map(drop)
 }
 
 /// Writes manifest `number` holding `snapshot`, points `CURRENT` at it and removes manifest

@@ -686,6 +686,36 @@ impl Ralt {
         self.save_state(&mut m, &self.version.load_full())
     }
 
+    /// Writes the tracker's whole state into `dest` (a new directory, the `ralt/` of a
+    /// store checkpoint): checkpoints now, then, holding maintenance off so no file is
+    /// replaced meanwhile, gives every file of `ralt/` a second name in `dest` (a copy where
+    /// the file system cannot link). Returns the files linked and copied.
+    pub fn checkpoint_into(&self, dest: &std::path::Path) -> Result<(usize, usize)> {
+        let mut m = self.maint.lock();
+        self.save_state(&mut m, &self.version.load_full())?;
+        let dir = self.env.path(Tier::Fast, manifest::DIR);
+        std::fs::create_dir_all(dest).map_err(|e| Error::io(dest, e))?;
+        let (mut linked, mut copied) = (0, 0);
+        let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
+        for entry in entries {
+            let entry = entry.map_err(|e| Error::io(&dir, e))?;
+            let name = entry.file_name();
+            if name.to_string_lossy().ends_with(".tmp") {
+                continue;
+            }
+            if crate::env::link_or_copy(&entry.path(), &dest.join(&name))? {
+                linked += 1;
+            } else {
+                copied += 1;
+            }
+        }
+        drop(m);
+        std::fs::File::open(dest)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| Error::io(dest, e))?;
+        Ok((linked, copied))
+    }
+
     /// True when the state changed since the last checkpoint and the engine's other
     /// writes since then reach `checkpoint_ratio` times what a checkpoint would write now,
     /// so that checkpoints stay at most about 1/`checkpoint_ratio` of the engine's writes

@@ -1,0 +1,161 @@
+//! Checkpoints: a consistent, openable copy of a running store ([`crate::Db::checkpoint`]).
+//!
+//! The memtables are flushed, then the current version is taken (holding it keeps its
+//! tables on disk) and each table gets a second name in the copy's directory of its tier (a
+//! hard link; a copy where the file system cannot link). A new manifest describes exactly
+//! those tables, with no WAL, so the copy holds every write up to one point of the store's
+//! history: the memtables are flushed in order, so a version's tables hold a prefix of the
+//! writes (the copy's [`Checkpoint::sequence`]). The copy also gets the tier record
+//! (naming its own slow directory) and the hotness tracker's state, so a store opened from
+//! it finds its hot set where it was: on the fast disk, and in the tracker.
+//!
+//! The copy is built under `<to>.checkpoint-tmp` (and `<slow_to>.checkpoint-tmp`) and
+//! renamed into place when complete, the slow directory first: a crash during a checkpoint
+//! leaves no `<to>`, only the temporary directories, which the next checkpoint to the same
+//! place removes. Owns nothing the store reads; reads the version set and the tracker
+//! under their own locks.
+
+use super::stored_tiers::StoredTiers;
+use super::DbInner;
+use crate::env::kill::kill_point;
+use crate::env::{link_or_copy, DeviceProfile, Env, Tier};
+use crate::error::{Error, Result};
+use crate::hot::HotTracker;
+use crate::version::{table_file_name, write_checkpoint_manifest};
+use std::path::{Path, PathBuf};
+
+/// What a checkpoint copied.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Every write with a sequence number up to this one is in the copy, and none after it.
+    pub sequence: u64,
+    /// Tables in the copy.
+    pub tables: usize,
+    /// Their bytes.
+    pub table_bytes: u64,
+    /// Files given a second name (hard links), and files copied (where linking failed).
+    pub linked: usize,
+    /// Files copied.
+    pub copied: usize,
+}
+
+/// The temporary directory a checkpoint to `dir` is built in.
+fn staging(dir: &Path) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(".checkpoint-tmp");
+    dir.with_file_name(name)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| Error::io(dir, e))
+}
+
+/// The parent directory of `dir` (`.` for a bare name).
+fn parent(dir: &Path) -> &Path {
+    match dir.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    }
+}
+
+pub(super) fn make(inner: &DbInner, to: &Path, slow_to: Option<&Path>) -> Result<Checkpoint> {
+    let env = &inner.env;
+    let two_tiers = !env.is_single_dir();
+    match (two_tiers, slow_to) {
+        (true, None) => {
+            return Err(Error::InvalidArgument(
+                "a checkpoint of a two-tier store needs a directory for its slow tier".into(),
+            ))
+        }
+        (false, Some(d)) => {
+            return Err(Error::InvalidArgument(format!(
+                "a checkpoint of a one-directory store has no slow tier to put in {}",
+                d.display()
+            )))
+        }
+        _ => {}
+    }
+    let targets: Vec<&Path> = std::iter::once(to).chain(slow_to).collect();
+    if targets.len() == 2 && targets[0] == targets[1] {
+        return Err(Error::InvalidArgument(
+            "a checkpoint's fast and slow directories must differ".into(),
+        ));
+    }
+    for d in &targets {
+        if d.exists() {
+            return Err(Error::InvalidArgument(format!(
+                "checkpoint target {} exists: a checkpoint goes to a new directory",
+                d.display()
+            )));
+        }
+    }
+    let stages: Vec<PathBuf> = targets.iter().map(|d| staging(d)).collect();
+    for s in &stages {
+        if s.exists() {
+            // Left by a checkpoint interrupted before it completed.
+            std::fs::remove_dir_all(s).map_err(|e| Error::io(s, e))?;
+        }
+        std::fs::create_dir_all(s).map_err(|e| Error::io(s, e))?;
+    }
+    let (fast_stage, slow_stage) = (&stages[0], stages.get(1));
+    kill_point("checkpoint.started");
+
+    inner.flush_and_wait()?;
+    let (version, edit, manifest) = inner.state.lock().tree.versions.checkpoint_snapshot();
+    let mut done = Checkpoint::default();
+    for f in &edit.added {
+        let dir = match (f.tier, slow_stage) {
+            (Tier::Slow, Some(slow)) => slow,
+            _ => fast_stage,
+        };
+        let name = table_file_name(f.number);
+        if link_or_copy(&env.path(f.tier, &name), &dir.join(&name))? {
+            done.linked += 1;
+        } else {
+            done.copied += 1;
+        }
+        done.tables += 1;
+        done.table_bytes += f.size;
+        done.sequence = done.sequence.max(f.largest_seq);
+    }
+    kill_point("checkpoint.tables_linked");
+    // The version's tables have their second names: the store may drop them now.
+    drop(version);
+
+    let copy_env = Env::new(
+        fast_stage,
+        slow_stage.unwrap_or(fast_stage),
+        DeviceProfile::none(),
+        DeviceProfile::none(),
+        false,
+        None,
+    )?;
+    write_checkpoint_manifest(&copy_env, manifest, &edit)?;
+    if let Some(slow_to) = slow_to {
+        let stored = StoredTiers::read(env.dir(Tier::Fast))?.ok_or_else(|| {
+            Error::InvalidArgument("a two-tier store without its tier record".into())
+        })?;
+        let slow_dir = std::path::absolute(slow_to).map_err(|e| Error::io(slow_to, e))?;
+        StoredTiers { slow_dir, ..stored }.write(fast_stage)?;
+    }
+    if let Some(HotTracker::Ralt(ralt)) = inner.hot.tracker.as_deref() {
+        let (linked, copied) = ralt.checkpoint_into(&fast_stage.join("ralt"))?;
+        done.linked += linked;
+        done.copied += copied;
+    }
+    for s in &stages {
+        sync_dir(s)?;
+    }
+    kill_point("checkpoint.staged");
+
+    // The slow directory first: the copy is a store only once its fast directory (with
+    // CURRENT) has its name.
+    for (stage, target) in stages.iter().zip(&targets).rev() {
+        std::fs::rename(stage, target).map_err(|e| Error::io(target, e))?;
+        sync_dir(parent(target))?;
+        kill_point("checkpoint.renamed");
+    }
+    Ok(done)
+}
