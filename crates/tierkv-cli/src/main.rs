@@ -78,6 +78,20 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Make a consistent, openable copy of a store (every write up to one point, the tier
+    /// record and the hotness tracker's state), with hard links where the file system
+    /// allows. For a store a running `tierkv serve` holds, ask the server (BGSAVE).
+    Checkpoint {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// The copy's directory (must not exist).
+        #[arg(long)]
+        to: std::path::PathBuf,
+        /// The copy's slow-tier directory (a two-tier store's; must not exist; on the slow
+        /// disk's file system for hard links).
+        #[arg(long)]
+        slow_to: Option<std::path::PathBuf>,
+    },
     /// Verify every checksum of every file (exit code 1 on any corruption, 2 when the store
     /// cannot be checked: missing, in use, unreadable).
     Check {
@@ -387,6 +401,25 @@ fn run(cmd: Command, serve_flag_given: &dyn Fn(&str) -> bool) -> CliResult {
             Ok(ExitCode::SUCCESS)
         }
         Command::Serve(args) => serve(*args, serve_flag_given),
+        Command::Checkpoint { store, to, slow_to } => {
+            let db = store.open(false)?;
+            let started = std::time::Instant::now();
+            let c = db.checkpoint(&to, slow_to.as_deref())?;
+            db.close()?;
+            writeln!(
+                out,
+                "checkpoint {}: {} tables ({} bytes) up to sequence {}, {} files linked, {} \
+                 copied, in {:.2?}",
+                to.display(),
+                c.tables,
+                c.table_bytes,
+                c.sequence,
+                c.linked,
+                c.copied,
+                started.elapsed()
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Check { store } => {
             // Opening already verifies the manifest, every table's presence and size, and
             // replays the WAL with checksums; then every table block is read and checked.

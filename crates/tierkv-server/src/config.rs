@@ -68,6 +68,13 @@ pub struct ServerConfig {
     pub log_level: String,
     /// The config file the server was started with: CONFIG REWRITE writes it.
     pub config_file: Option<PathBuf>,
+    /// Where BGSAVE/SAVE put checkpoints (None: `<store dir>.checkpoints`).
+    pub checkpoint_dir: Option<PathBuf>,
+    /// Where a two-tier store's checkpoints put their slow tables (None:
+    /// `<slow dir>.checkpoints`; on the slow disk's file system for hard links).
+    pub checkpoint_slow_dir: Option<PathBuf>,
+    /// Checkpoints BGSAVE/SAVE keep (the oldest beyond are removed).
+    pub checkpoint_keep: usize,
 }
 
 /// Default soft bound of pending replies per connection.
@@ -191,6 +198,13 @@ impl ServerConfig {
                 "0 s ..= 1 day".into(),
             );
         }
+        if !(1..=10_000).contains(&self.checkpoint_keep) {
+            return bad(
+                "tierkv-checkpoint-keep",
+                self.checkpoint_keep.to_string(),
+                "1 ..= 10000".into(),
+            );
+        }
         if self.slowlog_max_len > 1_000_000 {
             return bad(
                 "slowlog-max-len",
@@ -270,6 +284,9 @@ impl Default for ServerConfig {
             latency_threshold_ms: 0,
             log_level: "warning".into(),
             config_file: None,
+            checkpoint_dir: None,
+            checkpoint_slow_dir: None,
+            checkpoint_keep: 5,
         }
     }
 }

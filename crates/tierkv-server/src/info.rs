@@ -372,6 +372,33 @@ const PERSISTENCE: &[Field] = &[
     }),
     ("aof_enabled", |_| some(0)),
     ("rdb_changes_since_last_save", |_| some(0)),
+    ("rdb_bgsave_in_progress", |src| {
+        some(src.shared.saves.in_progress() as u8)
+    }),
+    ("rdb_last_save_time", |src| {
+        some(src.shared.saves.last_ok.load(Relaxed))
+    }),
+    ("rdb_last_bgsave_status", |src| {
+        some(if src.shared.saves.last_failed.load(Relaxed) {
+            "err"
+        } else {
+            "ok"
+        })
+    }),
+    ("tierkv_checkpoints", |src| {
+        some(src.shared.saves.done.load(Relaxed))
+    }),
+    ("tierkv_last_checkpoint", |src| {
+        Some(
+            src.shared
+                .saves
+                .last_dir
+                .lock()
+                .as_ref()
+                .map(|d| d.display().to_string())
+                .unwrap_or_default(),
+        )
+    }),
     ("last_sequence", |src| some(src.stats.last_sequence)),
 ];
 
@@ -624,6 +651,7 @@ mod tests {
         "instantaneous_input_kbps",
         "instantaneous_output_kbps",
         "keys_counted_seconds_ago",
+        "rdb_last_save_time",
         "used_cpu_sys",
         "used_cpu_user",
         "used_cpu_sys_children",

@@ -357,6 +357,36 @@ pub static PARAMS: &[Param] = &[
         true,
         None
     ),
+    param!(
+        "tierkv-checkpoint-dir",
+        |c| dir_of(&c.checkpoint_dir),
+        |c, v| {
+            c.checkpoint_dir = (!v.is_empty()).then(|| v.into());
+            Ok(())
+        },
+        true,
+        None
+    ),
+    param!(
+        "tierkv-checkpoint-slow-dir",
+        |c| dir_of(&c.checkpoint_slow_dir),
+        |c, v| {
+            c.checkpoint_slow_dir = (!v.is_empty()).then(|| v.into());
+            Ok(())
+        },
+        true,
+        None
+    ),
+    param!(
+        "tierkv-checkpoint-keep",
+        |c| c.checkpoint_keep.to_string(),
+        |c, v| {
+            c.checkpoint_keep = parse_int(v)?;
+            Ok(())
+        },
+        true,
+        None
+    ),
     param!("dir", |c| dir_of(&c.db_dir)),
     param!("tierkv-slow-dir", |c| dir_of(&c.slow_dir)),
     // The thresholds OBJECT ENCODING reports against (Redis 7.0's defaults).

@@ -346,6 +346,8 @@ pub(crate) struct Shared {
     pub pause: tokio::sync::watch::Sender<Option<Pause>>,
     /// The slow log and the latency monitor.
     pub monitor: crate::slowlog::Monitor,
+    /// BGSAVE/SAVE's checkpoints.
+    pub saves: Arc<crate::commands::Saves>,
 }
 
 /// A CLIENT PAUSE: until when, and whether it holds every command or only writes.
@@ -363,14 +365,15 @@ impl Shared {
         shutdown: Arc<tokio::sync::watch::Sender<bool>>,
         versions: crate::keyspace::Versions,
     ) -> Self {
+        let started_unix = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
         Shared {
             db,
             config: arc_swap::ArcSwap::from_pointee(config),
             started: Instant::now(),
-            started_unix: std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0),
+            started_unix,
             next_client_id: AtomicU64::new(1),
             clients: Mutex::new(HashMap::new()),
             stats: ServerStats::default(),
@@ -385,6 +388,7 @@ impl Shared {
             blocked_keys: BlockedKeys::default(),
             pause: tokio::sync::watch::Sender::new(None),
             monitor: crate::slowlog::Monitor::default(),
+            saves: Arc::new(crate::commands::Saves::starting_at(started_unix)),
         }
     }
 

@@ -385,6 +385,9 @@ pub(super) fn elements_from(
     })
 }
 
+/// Replies of at most this many elements read through the block cache (filling it).
+const CACHED_REPLY_ELEMENTS: u64 = 1024;
+
 /// The part of an HGETALL / HKEYS / HVALS reply not produced yet.
 struct FieldsRest {
     snap: tierkv::Snapshot,
@@ -417,7 +420,9 @@ impl FieldsRest {
             snapshot: Some(self.snap.seq()),
             lower_bound: Some(self.next.clone().unwrap_or_else(|| self.prefix.clone())),
             upper_bound: ks::prefix_end(&self.prefix),
-            fill_cache: false,
+            // A short reply (an LRANGE of a few hundred, a small hash) is what clients
+            // repeat: its blocks stay cached. A long one is a scan, kept out of the cache.
+            fill_cache: self.remaining <= CACHED_REPLY_ELEMENTS,
             // The metadata counts the fields still to read.
             scan_length_hint: usize::try_from(self.remaining).ok(),
         };

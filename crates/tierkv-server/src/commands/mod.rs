@@ -22,6 +22,7 @@ mod keyspace;
 mod lists;
 mod monitor;
 mod multi;
+mod saves;
 mod sets;
 mod strings;
 mod zsets;
@@ -32,6 +33,7 @@ pub(crate) use crate::state::Resume;
 use crate::state::{ConnState, Replies, ServerStats, Shared};
 use bytes::Bytes;
 pub(crate) use inline::run_inline;
+pub(crate) use saves::Saves;
 use std::collections::VecDeque;
 
 /// What the connection does after a command.
@@ -1638,6 +1640,36 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         false,
         monitor::latency,
         "LATENCY LATEST, HISTORY, RESET: the latency monitor's samples."
+    ),
+    spec!(
+        "bgsave",
+        -1,
+        ["admin", "noscript", "no_async_loading"],
+        NK,
+        "server",
+        true,
+        saves::bgsave,
+        "Starts a checkpoint of the store in the background (SCHEDULE)."
+    ),
+    spec!(
+        "save",
+        1,
+        ["admin", "noscript", "no_async_loading", "no_multi"],
+        NK,
+        "server",
+        true,
+        saves::save,
+        "Makes a checkpoint of the store and answers when it is complete."
+    ),
+    spec!(
+        "lastsave",
+        1,
+        ["fast", "loading", "stale"],
+        NK,
+        "server",
+        false,
+        saves::lastsave,
+        "Returns the unix time of the last successful checkpoint."
     ),
     spec!(
         "role",
