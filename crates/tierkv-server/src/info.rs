@@ -610,8 +610,9 @@ fn now_usec() -> u128 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::ClientInfo;
     use crate::config::ServerConfig;
-    use crate::state::{ClientInfo, ConnState, ServerStats};
+    use crate::state::{ConnState, ServerStats};
     use std::collections::VecDeque;
     use std::path::Path;
     use std::sync::Arc;

@@ -22,6 +22,8 @@
 // A server must not panic on a client's input: library code handles every error.
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
+mod backup;
+mod client;
 mod commands;
 mod config;
 mod error;
@@ -29,6 +31,7 @@ pub mod glob;
 mod info;
 mod keyspace;
 pub mod params;
+mod pubsub;
 pub mod resp;
 mod server;
 mod slowlog;

@@ -697,6 +697,15 @@ impl ReplyWriter {
         }
     }
 
+    /// The header of a RESP3 push of `n` elements (which follow): an out-of-band message
+    /// such as a pub/sub delivery (an array in RESP2).
+    pub fn push(&mut self, n: usize) {
+        match self.proto {
+            Proto::Resp2 => self.header(b'*', n as i64),
+            Proto::Resp3 => self.header(b'>', n as i64),
+        }
+    }
+
     /// The header of an array of `n` elements (which follow).
     pub fn array(&mut self, n: usize) {
         self.header(b'*', n as i64);

@@ -20,10 +20,11 @@
 //! store closed. `shutdown_grace` bounds the wait for connections whose client does not
 //! take its replies.
 
+use crate::client::ClientInfo;
 use crate::commands::{self, Flow};
 use crate::config::ServerConfig;
 use crate::resp::{Args, Parser, ProtocolError, ReplyWriter};
-use crate::state::{Blocked, ClientInfo, ConnState, ServerStats, Shared, Unblocked};
+use crate::state::{Blocked, ConnState, ServerStats, Shared, Unblocked};
 use bytes::BytesMut;
 use std::collections::VecDeque;
 use std::net::SocketAddr;
@@ -441,12 +442,29 @@ async fn connection(
             linger_close(sock).await;
             return Ok(());
         }
+        let subs = conn.subscriptions.as_mut();
         match receive(
-            shared, &conn.info, &mut sock, &mut buf, &parser, &mut gauge, &mut stop,
+            shared, &conn.info, subs, &mut sock, &mut buf, &parser, &mut gauge, &mut stop,
         )
         .await?
         {
             Received::More => {}
+            Received::Push(first) => {
+                if let Some(s) = conn.subscriptions.as_mut() {
+                    let mut out = ReplyWriter::new(conn.proto);
+                    let mut next = Some(first);
+                    while let Some(p) = next {
+                        commands::pubsub::write_push(&mut out, &p);
+                        s.written(&p);
+                        next = if out.len() < config.reply_chunk {
+                            s.rx.try_recv().ok()
+                        } else {
+                            None
+                        };
+                    }
+                    write_out(shared, &mut sock, &mut out).await?;
+                }
+            }
             Received::Idle => {
                 tracing::info!(
                     "{who}: idle for {:?} (--timeout): closing the connection",
@@ -556,14 +574,18 @@ enum Received {
     Idle,
     /// The client closed its side.
     Closed,
+    /// A pub/sub message for this subscriber.
+    Push(crate::pubsub::Push),
 }
 
 /// Reads more of a connection's requests into `buf` (grown for the bulk string in
 /// progress, released when empty and large); returns early when the server starts
 /// stopping.
+#[allow(clippy::too_many_arguments)]
 async fn receive(
     shared: &Shared,
     info: &ClientInfo,
+    subs: Option<&mut crate::pubsub::Subscriptions>,
     sock: &mut TcpStream,
     buf: &mut BytesMut,
     parser: &Parser,
@@ -576,15 +598,27 @@ async fn receive(
     let want = parser.wanted(buf).unwrap_or(0);
     buf.reserve(want.clamp(READ_CHUNK, MAX_READ_GROWTH));
     gauge.set(buf.capacity());
+    // A subscriber waits for messages: the idle timeout does not apply (as in Redis).
+    let idle_timeout = match &subs {
+        Some(s) if s.any() => None,
+        _ => shared.config.load().idle_timeout,
+    };
     let read = async {
-        match shared.config.load().idle_timeout {
+        match idle_timeout {
             Some(t) => tokio::time::timeout(t, sock.read_buf(buf)).await.ok(),
             None => Some(sock.read_buf(buf).await),
+        }
+    };
+    let message = async {
+        match subs {
+            Some(s) => s.rx.recv().await,
+            None => std::future::pending().await,
         }
     };
     tokio::select! {
         // CLIENT KILL: the connection's loop sees it and closes.
         _ = info.control.wake.notified() => {}
+        Some(p) = message => return Ok(Received::Push(p)),
         n = read => {
             let Some(n) = n else {
                 return Ok(Received::Idle);

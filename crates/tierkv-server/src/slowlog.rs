@@ -3,8 +3,8 @@
 //! bounds; the thresholds are configuration (`slowlog-log-slower-than`,
 //! `slowlog-max-len`, `latency-monitor-threshold`), read at each record.
 
+use crate::client::ClientInfo;
 use crate::config::ServerConfig;
-use crate::state::ClientInfo;
 use bytes::Bytes;
 use parking_lot::Mutex;
 use std::collections::VecDeque;

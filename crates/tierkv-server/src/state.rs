@@ -2,11 +2,11 @@
 //! SCAN cursors, the cached key count, the keys blocked clients wait on) and the
 //! per-connection state that commands change.
 
+use crate::client::ClientInfo;
 use crate::config::ServerConfig;
 use crate::resp::{Proto, ReplyWriter};
 use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -102,95 +102,6 @@ impl ServerStats {
         }
         self.samples.lock().clear();
         self.peak_memory.store(0, Relaxed);
-    }
-}
-
-/// What CLIENT LIST / CLIENT INFO show about one connection.
-pub(crate) struct ClientInfo {
-    pub id: u64,
-    pub addr: SocketAddr,
-    pub laddr: SocketAddr,
-    pub created: Instant,
-    pub name: Mutex<Option<String>>,
-    pub last_cmd: Mutex<&'static str>,
-    pub last_active: Mutex<Instant>,
-    pub proto: Mutex<Proto>,
-    /// What other connections ask of this one (CLIENT KILL, CLIENT UNBLOCK).
-    pub control: ClientControl,
-}
-
-/// Requests to a connection from other connections: set the request, then notify `wake`
-/// (the connection waits on it whenever it waits for its socket or a blocked command).
-#[derive(Default)]
-pub(crate) struct ClientControl {
-    /// CLIENT KILL: the connection closes before running anything more.
-    pub killed: std::sync::atomic::AtomicBool,
-    /// Waiting in a blocking command (CLIENT LIST's `b` flag; CLIENT UNBLOCK's answer).
-    pub blocked: std::sync::atomic::AtomicBool,
-    /// CLIENT UNBLOCK: end the blocking command now, with an error (true) or as if timed
-    /// out (false).
-    pub unblock: Mutex<Option<bool>>,
-    pub wake: tokio::sync::Notify,
-}
-
-impl ClientControl {
-    /// Asks the connection to close.
-    pub fn kill(&self) {
-        self.killed.store(true, Relaxed);
-        self.wake.notify_one();
-    }
-
-    pub fn is_killed(&self) -> bool {
-        self.killed.load(Relaxed)
-    }
-}
-
-impl ClientInfo {
-    /// A new connection's record.
-    pub fn new(id: u64, addr: SocketAddr, laddr: SocketAddr) -> ClientInfo {
-        ClientInfo {
-            id,
-            addr,
-            laddr,
-            created: Instant::now(),
-            name: Mutex::new(None),
-            last_cmd: Mutex::new("NULL"),
-            last_active: Mutex::new(Instant::now()),
-            proto: Mutex::new(Proto::Resp2),
-            control: ClientControl::default(),
-        }
-    }
-
-    /// A client from 127.0.0.1:50000, for unit tests.
-    #[cfg(test)]
-    pub fn for_test(id: u64) -> Arc<ClientInfo> {
-        let addr = SocketAddr::from(([127, 0, 0, 1], 50_000));
-        Arc::new(ClientInfo::new(id, addr, addr))
-    }
-
-    /// One line in Redis 7.0's CLIENT LIST format, every field in its order (the buffer
-    /// and memory figures are 0: the server does not track them per connection).
-    pub fn line(&self) -> String {
-        let now = Instant::now();
-        format!(
-            "id={} addr={} laddr={} fd=-1 name={} age={} idle={} flags={} db=0 sub=0 psub=0 \
-             ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 rbs=0 rbp=0 obl=0 \
-             oll=0 omem=0 \
-             tot-mem=0 events=r cmd={} user=default redir=-1 resp={}",
-            self.id,
-            self.addr,
-            self.laddr,
-            self.name.lock().as_deref().unwrap_or(""),
-            now.duration_since(self.created).as_secs(),
-            now.duration_since(*self.last_active.lock()).as_secs(),
-            if self.control.blocked.load(Relaxed) {
-                "b"
-            } else {
-                "N"
-            },
-            self.last_cmd.lock(),
-            self.proto.lock().number(),
-        )
     }
 }
 
@@ -347,7 +258,9 @@ pub(crate) struct Shared {
     /// The slow log and the latency monitor.
     pub monitor: crate::slowlog::Monitor,
     /// BGSAVE/SAVE's checkpoints.
-    pub saves: Arc<crate::commands::Saves>,
+    pub saves: Arc<crate::backup::Saves>,
+    /// Pub/sub subscriptions.
+    pub pubsub: Arc<crate::pubsub::PubSub>,
 }
 
 /// A CLIENT PAUSE: until when, and whether it holds every command or only writes.
@@ -388,7 +301,8 @@ impl Shared {
             blocked_keys: BlockedKeys::default(),
             pause: tokio::sync::watch::Sender::new(None),
             monitor: crate::slowlog::Monitor::default(),
-            saves: Arc::new(crate::commands::Saves::starting_at(started_unix)),
+            saves: Arc::new(crate::backup::Saves::starting_at(started_unix)),
+            pubsub: Arc::default(),
         }
     }
 
@@ -523,6 +437,16 @@ pub(crate) struct ConnState {
     pub unblocked: Option<Unblocked>,
     /// CLIENT REPLY: whether the next commands' replies are sent.
     pub replies: Replies,
+    /// Pub/sub channels and patterns subscribed to, and the queue of their messages.
+    pub subscriptions: Option<crate::pubsub::Subscriptions>,
+}
+
+impl ConnState {
+    /// In Redis's subscribed mode: subscriptions over RESP2, where only (un)subscribing,
+    /// PING, QUIT and RESET may run.
+    pub fn subscribed_mode(&self) -> bool {
+        self.proto == Proto::Resp2 && self.subscriptions.as_ref().is_some_and(|s| s.any())
+    }
 }
 
 /// CLIENT REPLY's modes.
@@ -549,6 +473,7 @@ impl ConnState {
             blocked: None,
             unblocked: None,
             replies: Replies::On,
+            subscriptions: None,
         }
     }
 }

@@ -5,7 +5,8 @@
 //! (`server::wait_unpaused`).
 
 use super::{int_arg, CmdError, CmdResult, Ctx, Flow, SYNTAX};
-use crate::state::{ClientInfo, Pause};
+use crate::client::ClientInfo;
+use crate::state::Pause;
 use bytes::Bytes;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;

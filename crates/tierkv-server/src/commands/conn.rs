@@ -6,6 +6,13 @@ use crate::state::Replies;
 use bytes::Bytes;
 
 pub(super) fn ping(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    if ctx.conn.subscribed_mode() && args.len() <= 2 {
+        // A subscriber's PING answers in the shape of its messages.
+        ctx.out.array(2);
+        ctx.out.bulk(b"pong");
+        ctx.out.bulk(args.get(1).map_or(&b""[..], |a| a.as_ref()));
+        return Ok(Flow::Continue);
+    }
     match args.len() {
         1 => ctx.out.simple("PONG"),
         2 => ctx.out.bulk(&args[1]),
@@ -311,10 +318,12 @@ pub(super) fn client(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(Flow::Continue)
 }
 
-/// RESET: the connection as if new (no transaction, no watched keys, replies on, RESP2,
-/// no name, and unauthenticated when a password is set).
+/// RESET: the connection as if new (no transaction, no watched keys, no subscriptions,
+/// replies on, RESP2, no name, and unauthenticated when a password is set).
 pub(super) fn reset(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
     let c = &mut *ctx.conn;
+    // Unsubscribes from everything (the registry forgets the dropped subscriptions).
+    c.subscriptions = None;
     c.multi = None;
     c.watched.clear();
     c.replies = Replies::On;

@@ -15,6 +15,8 @@ use crate::keyspace::{self as ks, Coll, CollMeta};
 use crate::resp::ReplyWriter;
 use crate::state::{produce_in_steps, Shared};
 use bytes::Bytes;
+use rand::seq::index::sample;
+use rand::Rng;
 use std::collections::HashMap;
 use tierkv::{Db, ReadOptions, WriteBatch};
 
@@ -541,6 +543,26 @@ impl Resume for HmgetRest {
     }
 }
 
+/// Picks from `all` as SRANDMEMBER's (and HRANDFIELD's) count asks: `count` distinct members (all of them
+/// when fewer), or, for a negative count, `-count` members that may repeat.
+pub(super) fn pick<T: Clone>(all: &[T], count: i64) -> Vec<T> {
+    let mut rng = rand::thread_rng();
+    if all.is_empty() {
+        return Vec::new();
+    }
+    if count < 0 {
+        let n = count.unsigned_abs().min(u32::MAX as u64) as usize;
+        return (0..n)
+            .map(|_| all[rng.gen_range(0..all.len())].clone())
+            .collect();
+    }
+    let n = (count as usize).min(all.len());
+    sample(&mut rng, all.len(), n)
+        .into_iter()
+        .map(|i| all[i].clone())
+        .collect()
+}
+
 /// HRANDFIELD key [count [WITHVALUES]]: random fields (distinct for a positive count,
 /// possibly repeated for a negative one), read at one snapshot.
 pub(super) fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
@@ -567,11 +589,11 @@ pub(super) fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
     }
     let Some(count) = count else {
-        let one = super::sets::pick(&all, 1);
+        let one = pick(&all, 1);
         ctx.out.opt_bulk(one.first().map(|(f, _)| f.as_slice()));
         return Ok(Flow::Continue);
     };
-    let picked = super::sets::pick(&all, count);
+    let picked = pick(&all, count);
     let resp3 = ctx.conn.proto == crate::resp::Proto::Resp3;
     ctx.out
         .array(picked.len() * if with_values && !resp3 { 2 } else { 1 });

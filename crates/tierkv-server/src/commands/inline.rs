@@ -111,9 +111,9 @@ fn set_run(pending: &VecDeque<Args>) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::ClientInfo;
     use crate::commands::run_pipeline;
     use crate::config::ServerConfig;
-    use crate::state::ClientInfo;
     use std::sync::Arc;
 
     fn server(dir: &std::path::Path, sync: bool) -> (Shared, ConnState) {

@@ -22,6 +22,7 @@ mod keyspace;
 mod lists;
 mod monitor;
 mod multi;
+pub(crate) mod pubsub;
 mod saves;
 mod sets;
 mod strings;
@@ -33,7 +34,6 @@ pub(crate) use crate::state::Resume;
 use crate::state::{ConnState, Replies, ServerStats, Shared};
 use bytes::Bytes;
 pub(crate) use inline::run_inline;
-pub(crate) use saves::Saves;
 use std::collections::VecDeque;
 
 /// What the connection does after a command.
@@ -1622,6 +1622,96 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "Returns detailed information about commands (COUNT, DOCS, INFO, LIST)."
     ),
     spec!(
+        "subscribe",
+        -2,
+        ["pubsub", "noscript", "loading", "stale"],
+        NK,
+        "pubsub",
+        false,
+        pubsub::subscribe,
+        "Listens for messages published to channels."
+    ),
+    spec!(
+        "unsubscribe",
+        -1,
+        ["pubsub", "noscript", "loading", "stale"],
+        NK,
+        "pubsub",
+        false,
+        pubsub::unsubscribe,
+        "Stops listening to channels (all when none is named)."
+    ),
+    spec!(
+        "psubscribe",
+        -2,
+        ["pubsub", "noscript", "loading", "stale"],
+        NK,
+        "pubsub",
+        false,
+        pubsub::subscribe,
+        "Listens for messages published to channels matching patterns."
+    ),
+    spec!(
+        "punsubscribe",
+        -1,
+        ["pubsub", "noscript", "loading", "stale"],
+        NK,
+        "pubsub",
+        false,
+        pubsub::unsubscribe,
+        "Stops listening to patterns (all when none is named)."
+    ),
+    spec!(
+        "publish",
+        3,
+        ["pubsub", "loading", "stale", "fast"],
+        NK,
+        "pubsub",
+        false,
+        pubsub::publish,
+        "Posts a message to a channel (the number of receivers)."
+    ),
+    spec!(
+        "ssubscribe",
+        -2,
+        ["pubsub", "noscript", "loading", "stale"],
+        NK,
+        "pubsub",
+        false,
+        pubsub::subscribe,
+        "Listens for messages published to shard channels."
+    ),
+    spec!(
+        "sunsubscribe",
+        -1,
+        ["pubsub", "noscript", "loading", "stale"],
+        NK,
+        "pubsub",
+        false,
+        pubsub::unsubscribe,
+        "Stops listening to shard channels (all when none is named)."
+    ),
+    spec!(
+        "spublish",
+        3,
+        ["pubsub", "loading", "stale", "fast"],
+        NK,
+        "pubsub",
+        false,
+        pubsub::publish,
+        "Posts a message to a shard channel (the number of receivers)."
+    ),
+    spec!(
+        "pubsub",
+        -2,
+        ["pubsub", "loading", "stale"],
+        NK,
+        "pubsub",
+        false,
+        pubsub::pubsub,
+        "PUBSUB CHANNELS, NUMSUB, NUMPAT."
+    ),
+    spec!(
         "slowlog",
         -2,
         ["admin", "loading", "stale"],
@@ -1775,6 +1865,14 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Flow {
     }
     if ctx.conn.multi.is_some() && !multi::runs_inside_multi(spec.name) {
         return multi::queue(ctx, args);
+    }
+    if ctx.conn.subscribed_mode() && !pubsub::allowed_when_subscribed(spec.name) {
+        ctx.out.error(&format!(
+            "ERR Can't execute '{}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / \
+             RESET are allowed in this context",
+            spec.name
+        ));
+        return Flow::Continue;
     }
     *ctx.conn.info.last_cmd.lock() = spec.name;
     let started = std::time::Instant::now();

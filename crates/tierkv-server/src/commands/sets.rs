@@ -8,12 +8,12 @@
 //! commands (SINTER ...) read their sources at one snapshot and build the result in
 //! memory, as Redis does.
 
-use super::hashes::{coll_meta, edit_coll, list_elements, remove_elements, scan_elements, Parts};
+use super::hashes::{
+    coll_meta, edit_coll, list_elements, pick, remove_elements, scan_elements, Parts,
+};
 use super::{int_arg, CmdError, CmdResult, Ctx, Flow};
 use crate::keyspace::{self as ks, Coll, CollMeta};
 use bytes::Bytes;
-use rand::seq::index::sample;
-use rand::Rng;
 use std::collections::BTreeSet;
 use tierkv::{Db, ReadOptions, WriteBatch};
 
@@ -108,26 +108,6 @@ pub(super) fn smembers(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 pub(super) fn sscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     scan_elements(ctx, args, Coll::Set)
-}
-
-/// Picks from `all` as SRANDMEMBER's (and HRANDFIELD's) count asks: `count` distinct members (all of them
-/// when fewer), or, for a negative count, `-count` members that may repeat.
-pub(super) fn pick<T: Clone>(all: &[T], count: i64) -> Vec<T> {
-    let mut rng = rand::thread_rng();
-    if all.is_empty() {
-        return Vec::new();
-    }
-    if count < 0 {
-        let n = count.unsigned_abs().min(u32::MAX as u64) as usize;
-        return (0..n)
-            .map(|_| all[rng.gen_range(0..all.len())].clone())
-            .collect();
-    }
-    let n = (count as usize).min(all.len());
-    sample(&mut rng, all.len(), n)
-        .into_iter()
-        .map(|i| all[i].clone())
-        .collect()
 }
 
 /// The optional count argument of SRANDMEMBER / SPOP.
