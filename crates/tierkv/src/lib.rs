@@ -53,7 +53,7 @@ pub mod version;
 pub mod wal;
 
 pub use batch::{BatchEntry, WriteBatch};
-pub use cache::{AdaptiveCacheStats, CacheMode, CacheOptions, ComponentStats};
+pub use cache::{AdaptiveCacheStats, CacheMode, CacheOptions, ComponentStats, MAX_CACHE_CAPACITY};
 pub use db::{
     CacheStats, Checkpoint, ConditionalWrite, Db, DbIterator, DbStats, GetSources, LevelStats,
     Snapshot, StoredTiers, Update,

@@ -6,15 +6,20 @@
 //! delete) was acknowledged before the get began, so a reader that loaded its SuperVersion
 //! before a flush can never leave a stale value in the cache after the flush updated it.
 //! Also checks invariant 4 (the cache stays within its budget) along the way.
+//!
+//! `resizing_while_reading_and_writing_*` check `Db::set_cache_capacity` against a
+//! `BTreeMap` model (invariant 1 through resizes) and the budget right after each resize
+//! (invariant 4).
 
 mod common;
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tierkv::{CacheMode, CacheOptions, Db, Options};
+use tierkv::{CacheMode, CacheOptions, Db, Error, Options};
 
 const KEYS: u64 = 120;
 
@@ -218,4 +223,158 @@ fn race_with_deletes_block_only() {
 #[test]
 fn race_with_deletes_adaptive() {
     race(CacheMode::Adaptive, 24 * 1024, 3, true);
+}
+
+/// A value of `len` bytes that names its key and version.
+fn model_value(k: u64, version: u64, len: usize) -> Vec<u8> {
+    let mut v = format!("{k}:{version}:").into_bytes();
+    v.resize(len.max(v.len()), b'v');
+    v
+}
+
+/// `Db::set_cache_capacity` while the store is in use: one thread puts, deletes and gets
+/// keys against a `BTreeMap` model (every get must match it) and resizes the cache between
+/// 4 KiB and 512 KiB every 150 operations, each resize checked at once (the stats report
+/// the new capacity, in `cache`, `cache_total` and `memory`, and the usage is within it);
+/// tiny memtables keep flushes and compactions moving versions under the cached keys.
+/// Two readers meanwhile read keys written once before the start and never again, and must
+/// always get their values.
+fn resize_while_reading_and_writing(mode: CacheMode, steps: u64) {
+    const KEYS: u64 = 300;
+    const FIXED: u64 = 100;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), options(mode, 64 * 1024)).unwrap());
+    let fixed_key = |i: u64| format!("fixed{i:04}").into_bytes();
+    for i in 0..FIXED {
+        db.put(fixed_key(i), model_value(i, 0, 40 + (i as usize * 7) % 300))
+            .unwrap();
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..2u64)
+        .map(|r| {
+            let (db, stop) = (db.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(50 + r);
+                let mut gets = 0u64;
+                while !stop.load(Ordering::Relaxed) {
+                    // Skewed, so some fixed keys stay cached across resizes.
+                    let i = if rng.gen_bool(0.6) {
+                        rng.gen_range(0..8)
+                    } else {
+                        rng.gen_range(0..FIXED)
+                    };
+                    let want = model_value(i, 0, 40 + (i as usize * 7) % 300);
+                    assert_eq!(
+                        db.get(fixed_key(i)).unwrap(),
+                        Some(want),
+                        "{mode}: fixed {i}"
+                    );
+                    gets += 1;
+                }
+                gets
+            })
+        })
+        .collect();
+    let mut model: BTreeMap<u64, Vec<u8>> = BTreeMap::new();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut sizes = Vec::new();
+    for step in 0..steps {
+        let k = if rng.gen_bool(0.5) {
+            rng.gen_range(0..20)
+        } else {
+            rng.gen_range(0..KEYS)
+        };
+        match rng.gen_range(0..10) {
+            0..=3 => {
+                let v = model_value(k, step, rng.gen_range(8..400));
+                db.put(key(k), &v).unwrap();
+                model.insert(k, v);
+            }
+            4 => {
+                db.delete(key(k)).unwrap();
+                model.remove(&k);
+            }
+            _ => assert_eq!(
+                db.get(key(k)).unwrap().as_ref(),
+                model.get(&k),
+                "{mode}: key {k} at step {step}"
+            ),
+        }
+        if step % 150 == 149 {
+            let to = rng.gen_range(4 << 10..512 << 10);
+            db.set_cache_capacity(to).unwrap();
+            let s = db.stats();
+            assert_eq!(s.cache.capacity, to, "{mode}");
+            assert_eq!(s.cache_total.capacity, to, "{mode}");
+            assert_eq!(s.memory.cache.limit, Some(to), "{mode}");
+            assert!(s.cache.usage <= to, "{mode}: {:?}", s.cache);
+            sizes.push(to);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let gets: u64 = readers.into_iter().map(|h| h.join().unwrap()).sum();
+    assert!(gets > 100, "{mode}: only {gets} reader gets");
+    // The opening size is still what the options say: resizes are not options.
+    assert_eq!(db.options().cache_size, 64 * 1024);
+    db.wait_for_background().unwrap();
+    for k in 0..KEYS {
+        assert_eq!(
+            db.get(key(k)).unwrap().as_ref(),
+            model.get(&k),
+            "{mode}: key {k}"
+        );
+    }
+    let s = db.stats();
+    assert!(s.flushes > 5, "{mode}: only {} flushes", s.flushes);
+    if mode.has_point() {
+        assert!(
+            s.cache.kv.hits + s.cache.kp.hits > 0,
+            "{mode}: {:?}",
+            s.cache
+        );
+    }
+    assert!(sizes.len() > 5);
+}
+
+#[test]
+fn resizing_while_reading_and_writing_adaptive() {
+    resize_while_reading_and_writing(CacheMode::Adaptive, 12_000);
+}
+
+#[test]
+fn resizing_while_reading_and_writing_fixed_modes() {
+    resize_while_reading_and_writing(CacheMode::BlockOnly, 4000);
+    resize_while_reading_and_writing(CacheMode::KvOnly, 4000);
+    resize_while_reading_and_writing(
+        CacheMode::Split {
+            kv: 2.0,
+            kp: 1.0,
+            block: 1.0,
+        },
+        4000,
+    );
+}
+
+/// 0, absurd sizes and a store opened without a cache are refused, naming the value; the
+/// capacity is left as it was.
+#[test]
+fn bad_cache_capacities_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(CacheMode::Adaptive, 64 * 1024)).unwrap();
+    for bad in [0, tierkv::MAX_CACHE_CAPACITY + 1, usize::MAX] {
+        match db.set_cache_capacity(bad) {
+            Err(Error::InvalidArgument(m)) => assert!(m.contains(&bad.to_string()), "{m}"),
+            other => panic!("{bad}: {other:?}"),
+        }
+    }
+    assert_eq!(db.stats().cache.capacity, 64 * 1024);
+    db.set_cache_capacity(tierkv::MAX_CACHE_CAPACITY).unwrap();
+    assert_eq!(db.stats().cache.capacity, tierkv::MAX_CACHE_CAPACITY);
+    drop(db);
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), options(CacheMode::Adaptive, 0)).unwrap();
+    match db.set_cache_capacity(1 << 20) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("1048576"), "{m}"),
+        other => panic!("{other:?}"),
+    }
 }

@@ -10,6 +10,9 @@
 //! `table_memory_limit_bounds_open_tables` checks the table cache's byte bound alone
 //! (invariant 4 for index and filter blocks) and that reads stay correct when tables are
 //! evicted and reopened (invariant 1).
+//!
+//! `a_runtime_cache_resize_changes_only_the_caches_share` checks what
+//! `Db::set_cache_capacity` does to the division: only the cache's limit moves.
 
 mod common;
 
@@ -177,6 +180,46 @@ fn table_memory_limit_bounds_open_tables() {
         assert!(m.tables.bytes <= limit, "{m:?}");
     }
     assert!(db.stats().memory.tables.bytes > 0);
+}
+
+/// `Db::set_cache_capacity` under a memory budget changes the cache's share only: the
+/// other components keep their limits, and the budget reported is the open budget plus the
+/// cache's change (so `total_bytes` is still compared with the sum of the limits), both
+/// ways; the options keep the division made at open.
+#[test]
+fn a_runtime_cache_resize_changes_only_the_caches_share() {
+    let dir = tempfile::tempdir().unwrap();
+    let budget = 8 << 20;
+    let opts = tierkv::Options {
+        memory_budget: Some(budget),
+        ..tierkv::Options::default()
+    };
+    let db = Db::open(dir.path(), opts).unwrap();
+    let before = db.stats().memory;
+    let share = before.cache.limit.unwrap();
+    assert_eq!(before.budget, Some(budget));
+    assert_eq!(db.options().cache_size, share);
+    for cache in [share + (3 << 20), share / 4] {
+        db.set_cache_capacity(cache).unwrap();
+        for k in 0..2000u64 {
+            db.put(k.to_be_bytes(), value(k, 0)).unwrap();
+            db.get(k.to_be_bytes()).unwrap();
+        }
+        let m = db.stats().memory;
+        assert_eq!(m.cache.limit, Some(cache));
+        assert_eq!(m.budget, Some(budget - share + cache), "{m:?}");
+        assert!(m.cache.bytes <= cache, "{m:?}");
+        for (name, now, then) in [
+            ("memtables", m.memtables, before.memtables),
+            ("tables", m.tables, before.tables),
+            ("promotion cache", m.promotion_cache, before.promotion_cache),
+            ("tracker", m.tracker, before.tracker),
+        ] {
+            assert_eq!(now.limit, then.limit, "{name}");
+        }
+        assert!(!m.over_budget(), "{m:?}");
+    }
+    assert_eq!(db.options().cache_size, share);
 }
 
 /// A two-tier store of 8-record blocks in slow-tier `format`, with the deepest level's

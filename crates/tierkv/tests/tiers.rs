@@ -4,13 +4,15 @@
 //! tier, and the fast tier stays within its budget once background work settles),
 //! invariant 2 across reopen (placement survives restart, data intact), and that the
 //! per-tier, per-cause I/O accounting agrees with the engine's own byte counters.
+//! `a_tiers_device_profile_changes_while_the_store_is_open` checks `Db::set_device_profile`.
 
 mod common;
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::{Duration, Instant};
 use tierkv::env::IoCause;
-use tierkv::{Db, Options, Tier};
+use tierkv::{Db, DeviceProfile, Error, Options, Tier};
 
 const FD_BUDGET: u64 = 384 * 1024;
 
@@ -687,4 +689,103 @@ fn scans_compact_the_level0_tables_they_read() {
         reads_after * 2 <= reads_before,
         "scans read {reads_after} blocks after L0 was compacted, {reads_before} before"
     );
+}
+
+/// Reads keys of `model` until `reads` gets were answered by the slow tier; returns the
+/// time taken and the slow-tier reads made (every one a get's: nothing else runs).
+fn slow_gets(db: &Db, model: &BTreeMap<Vec<u8>, Vec<u8>>, reads: u64) -> (Duration, u64) {
+    let before = db.stats();
+    let start = Instant::now();
+    for (k, v) in model.iter().cycle() {
+        assert_eq!(db.get(k).unwrap().as_ref(), Some(v));
+        if db.stats().get_sources.slow - before.get_sources.slow >= reads {
+            break;
+        }
+    }
+    let took = start.elapsed();
+    let ops = db.stats().io.slow.total().read_ops - before.io.slow.total().read_ops;
+    (took, ops)
+}
+
+/// `Db::set_device_profile`: a slow tier switched from `none` to `custom:100:1:0` (10 ms
+/// per read at 100 IOPS) makes its gets take at least 10 ms per read from then on, and
+/// switching back to `none` removes the delay; the stats report the profile in force, the
+/// options keep the one at open. (The model's exact schedule through a change is
+/// `env::device::tests::the_profile_changes_at_runtime`; here only lower bounds of the
+/// wall clock are trusted, plus the absence of a 10 ms-per-read delay.) Bad profiles and
+/// the slow tier of a one-tier store are refused.
+#[test]
+fn a_tiers_device_profile_changes_while_the_store_is_open() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = Options {
+        cache_size: 0,
+        ..common::two_tier_options(slow.path(), FD_BUDGET, false)
+    };
+    let db = Db::open(fast.path(), opts).unwrap();
+    let model = fill(&db, 4000, 0);
+    db.compact_range(None, None).unwrap();
+    db.wait_for_background().unwrap();
+    assert!(db.stats().slow_tier_bytes > 0);
+    assert_eq!(db.stats().slow_device, Some(DeviceProfile::none()));
+    assert_eq!(db.stats().fast_device, DeviceProfile::none());
+
+    let custom: DeviceProfile = "custom:100:1:0".parse().unwrap();
+    db.set_device_profile(Tier::Slow, custom).unwrap();
+    assert_eq!(db.stats().slow_device, Some(custom));
+    let (took, reads) = slow_gets(&db, &model, 20);
+    assert!(reads >= 20, "{reads} slow reads");
+    // Back to back at 100 IOPS: 10 ms each, less the 2 ms burst of an idle start.
+    let floor = Duration::from_millis(10 * reads - 2);
+    assert!(
+        took >= floor,
+        "{reads} slow reads at 100 IOPS took {took:?}, want at least {floor:?}"
+    );
+
+    db.set_device_profile(Tier::Slow, DeviceProfile::none())
+        .unwrap();
+    assert_eq!(db.stats().slow_device, Some(DeviceProfile::none()));
+    let (took, reads) = slow_gets(&db, &model, 20);
+    assert!(reads >= 20, "{reads} slow reads");
+    assert!(
+        took < Duration::from_millis(10 * reads - 2),
+        "{reads} slow reads without a device model took {took:?}: still delayed"
+    );
+
+    db.set_device_profile(Tier::Fast, DeviceProfile::gp3_max())
+        .unwrap();
+    assert_eq!(db.stats().fast_device, DeviceProfile::gp3_max());
+    // The options keep the profiles the store was opened with.
+    assert_eq!(db.options().fast_device, DeviceProfile::none());
+    assert_eq!(
+        db.options().slow.as_ref().unwrap().device,
+        DeviceProfile::none()
+    );
+    for bad in [
+        DeviceProfile {
+            iops: Some(0),
+            ..DeviceProfile::none()
+        },
+        DeviceProfile {
+            latency_us: DeviceProfile::MAX_LATENCY_US + 1,
+            ..DeviceProfile::none()
+        },
+    ] {
+        assert!(matches!(
+            db.set_device_profile(Tier::Slow, bad),
+            Err(Error::InvalidArgument(_))
+        ));
+    }
+    assert_eq!(db.stats().fast_device, DeviceProfile::gp3_max());
+    drop(db);
+
+    let one = tempfile::tempdir().unwrap();
+    let db = Db::open(one.path(), common::tiny_options()).unwrap();
+    assert_eq!(db.stats().slow_device, None);
+    match db.set_device_profile(Tier::Slow, custom) {
+        Err(Error::InvalidArgument(m)) => assert!(m.contains("no slow tier"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    db.set_device_profile(Tier::Fast, custom).unwrap();
+    assert_eq!(db.stats().fast_device, custom);
 }

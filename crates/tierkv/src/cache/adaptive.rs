@@ -141,7 +141,11 @@ pub(crate) struct Controller {
     fixed: Option<[f64; 3]>,
     k: f64,
     theta: f64,
-    budget: f64,
+    /// The cache's budget in bytes (f64 bits): what converts a move of k·E bytes into a
+    /// change of the fractions. Changed by [`Controller::set_budget`] when the cache is
+    /// resized; the fractions themselves need no change, each shard scales them to its
+    /// own real capacity.
+    budget: AtomicU64,
     /// Bytes of a typical block: the point cache grows into the block cache only when its
     /// target exceeds its size by this much (the paper's hysteresis).
     pub block_unit: usize,
@@ -180,7 +184,7 @@ impl Controller {
                 0.0
             },
             theta: opts.ghost_turnoff,
-            budget: budget.max(1) as f64,
+            budget: AtomicU64::new((budget.max(1) as f64).to_bits()),
             block_unit,
             l0_files: l0_files.max(1),
             point: AtomicU64::new(INITIAL_POINT.to_bits()),
@@ -191,6 +195,25 @@ impl Controller {
             window: Mutex::new(Window::default()),
             turnoffs: AtomicU64::new(0),
             turnons: AtomicU64::new(0),
+        }
+    }
+
+    /// The cache was resized to `budget` bytes (`Cache::set_capacity`). The targets are
+    /// fractions, so they follow by themselves; the budget is the one absolute figure they
+    /// depend on (a move of k·E bytes is a smaller share of a larger cache). `k`,
+    /// `block_unit` and `l0_files` are in bytes or files, not shares of the budget, and
+    /// keep their meaning at any size. In adaptive mode the ghosts come back on: the
+    /// split that settled was the best one for the old size, and only the ghosts can
+    /// learn the new size's (they go off again once the ratios settle; a fixed split
+    /// never uses them).
+    pub fn set_budget(&self, budget: usize) {
+        self.budget.store((budget.max(1) as f64).to_bits(), Relaxed);
+        if self.fixed.is_some() {
+            return;
+        }
+        self.window.lock().stable = 0;
+        if !self.ghosts_on.swap(true, Relaxed) {
+            self.turnons.fetch_add(1, Relaxed);
         }
     }
 
@@ -281,14 +304,14 @@ impl Controller {
     }
 
     fn step(&self, e: f32) -> f64 {
-        (self.k * e as f64).min(self.budget * MAX_MOVE_SHARE)
+        (self.k * e as f64).min(load(&self.budget) * MAX_MOVE_SHARE)
     }
 
     /// Lower-level E-ARC: a hit in G_kv (`toward_kv`) grows the KV target by k·E at the
     /// KP target's expense; a hit in G_kp does the opposite.
     pub fn move_lower(&self, toward_kv: bool, e: f32) {
         let delta = self.step(e);
-        let point_bytes = load(&self.point) * self.budget;
+        let point_bytes = load(&self.point) * load(&self.budget);
         if point_bytes <= 0.0 {
             return;
         }
@@ -307,7 +330,7 @@ impl Controller {
     /// their shares of the point target, so the change is split in proportion.
     pub fn move_upper(&self, toward_point: bool, e: f32) {
         let delta = self.step(e);
-        let d = if toward_point { delta } else { -delta } / self.budget;
+        let d = if toward_point { delta } else { -delta } / load(&self.budget);
         let _ = self.point.fetch_update(Relaxed, Relaxed, |bits| {
             Some((f64::from_bits(bits) + d).clamp(0.0, 1.0).to_bits())
         });
@@ -458,6 +481,37 @@ mod tests {
         let t5 = c.targets(1 << 20);
         assert_eq!(t5.block, 0.0);
         assert_eq!(t5.point, (1 << 20) as f64);
+    }
+
+    /// A resize (`set_budget`) keeps the fractions, converts moves with the new budget
+    /// (k·E bytes of a 2 MiB cache, capped at 1/32 of it) and turns the ghosts back on in
+    /// adaptive mode only.
+    #[test]
+    fn a_resize_rescales_moves_and_turns_the_ghosts_back_on() {
+        let c = ctl(1 << 20);
+        c.ghosts_on.store(false, Relaxed);
+        c.set_budget(2 << 20);
+        assert!(c.ghosts_on());
+        assert_eq!(c.turnons.load(Relaxed), 1);
+        let t = c.targets(2 << 20);
+        assert_eq!((t.kv, t.kp, t.block), (524_288.0, 524_288.0, 1_048_576.0));
+        c.move_lower(true, 0.05);
+        let t2 = c.targets(2 << 20);
+        assert!((t2.kv - (t.kv + 5000.0)).abs() < 1e-2, "{t2:?}");
+        c.move_lower(false, 1e9);
+        let t3 = c.targets(2 << 20);
+        assert!((t3.kv - (t2.kv - 65_536.0)).abs() < 1e-2, "{t3:?}");
+        c.move_upper(false, 1e9);
+        let t4 = c.targets(2 << 20);
+        assert!((t4.block - (t3.block + 65_536.0)).abs() < 1e-2, "{t4:?}");
+        // A fixed split has no ghosts to turn on.
+        let opts = CacheOptions {
+            mode: "split:1:1:1".parse().unwrap(),
+            ..Default::default()
+        };
+        let f = Controller::new(&opts, 1 << 20, 4096, 4);
+        f.set_budget(2 << 20);
+        assert!(!f.ghosts_on());
     }
 
     #[test]

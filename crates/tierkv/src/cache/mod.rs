@@ -7,7 +7,14 @@
 //! Files: `elru` (entry store, recency lists, E-LRU victims), `ghost` (ghost caches),
 //! `point` and `block` (entry layouts and charges), `shard` (one shard's components,
 //! admission, eviction and ghost sizing), `adaptive` (modes, targets, E-ARC moves, ghost
-//! turn-off). This file owns the sharding, the flush fence and the statistics.
+//! turn-off). This file owns the sharding, the flush fence, resizing and the statistics.
+//!
+//! **Resizing** ([`Cache::set_capacity`], `Db::set_cache_capacity`): the shard count is
+//! chosen at open from the budget and kept (re-sharding would move every entry to another
+//! shard with every shard's lock held); each shard gets `capacity / shards` and a smaller
+//! share is enforced at once under the shard's lock by the eviction path inserts use. The
+//! budget changes before the shards grow and after they shrink, so the shards' capacities
+//! add up to at most the budget at every instant (invariant 4).
 //!
 //! **Invariant 1 (docs/DESIGN.md).** KV and KP entries describe the newest version of a key
 //! outside the memtables, so they sit below the memtables in the read order and only reads
@@ -42,7 +49,7 @@ use adaptive::{Controller, HitCounts};
 use parking_lot::Mutex;
 use serde::Serialize;
 use shard::{FlushOutcome, Shard, ShardCounters};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 
 /// Most shards; fewer for small budgets so each shard holds at least [`BLOCKS_PER_SHARD`]
 /// blocks (the hysteresis and E-LRU need room to work).
@@ -50,6 +57,11 @@ const MAX_SHARDS: usize = 32;
 const BLOCKS_PER_SHARD: usize = 32;
 /// A shard reports to the turn-off window every this many lookups.
 const TICK: u64 = 1024;
+
+/// The largest budget [`Cache::set_capacity`] accepts: 256 TiB, beyond any machine's memory
+/// (a larger figure is a unit mistake, not a cache) and small enough that the adaptive
+/// fractions' f64 arithmetic stays exact to the byte.
+pub const MAX_CACHE_CAPACITY: usize = 1 << 48;
 
 /// The hash of a user key (shard choice, the index, and the ghost fingerprint): the
 /// filters' hash, so that a read hashes its key once for the memtables' filters and the
@@ -79,7 +91,10 @@ pub struct Cache {
     slots: Box<[Slot]>,
     mask: usize,
     ctl: Controller,
-    budget: usize,
+    /// The budget in bytes; changed by [`Cache::set_capacity`].
+    budget: AtomicUsize,
+    /// Held by one resize at a time, so two resizes cannot interleave their shards.
+    resizing: Mutex<()>,
     fence: AtomicU64,
     ticks: AtomicU64,
     /// Table accesses on the get path and the opens among them (see
@@ -119,7 +134,7 @@ pub struct ComponentStats {
 pub struct AdaptiveCacheStats {
     /// The mode (`adaptive`, `block`, `kv`, `kp`, `split:KV:KP:BLOCK`).
     pub mode: String,
-    /// The budget in bytes.
+    /// The budget in bytes (as resized by `Db::set_cache_capacity`, if it was).
     pub capacity: usize,
     /// Bytes charged (entries and ghost records); never above `capacity`.
     pub usage: usize,
@@ -202,7 +217,8 @@ impl Cache {
             slots,
             mask: n - 1,
             ctl: Controller::new(opts, capacity, block_unit, l0_files),
-            budget: capacity,
+            budget: AtomicUsize::new(capacity),
+            resizing: Mutex::new(()),
             fence: AtomicU64::new(0),
             ticks: AtomicU64::new(0),
             table_accesses: AtomicU64::new(0),
@@ -441,7 +457,41 @@ impl Cache {
 
     /// The budget.
     pub fn capacity(&self) -> usize {
-        self.budget
+        self.budget.load(Ordering::Acquire)
+    }
+
+    /// Resizes the cache to `capacity` bytes while it is in use, keeping the shard count
+    /// chosen at open: each shard gets `capacity / shards`, evicting down to it at once
+    /// when smaller (see the module comment), and the adaptive targets, fractions of each
+    /// shard's real capacity, scale with it (`Controller::set_budget`). A budget far below
+    /// the one the shard count was chosen for leaves shards too small for blocks (an
+    /// entry over a quarter of a shard is refused), one far above leaves fewer shards, and
+    /// more contention, than opening at that size would. [`Error::InvalidArgument`]
+    /// (naming the value) for 0 or more than [`MAX_CACHE_CAPACITY`].
+    ///
+    /// [`Error::InvalidArgument`]: crate::Error::InvalidArgument
+    pub fn set_capacity(&self, capacity: usize) -> crate::error::Result<()> {
+        if capacity == 0 || capacity > MAX_CACHE_CAPACITY {
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "cache capacity {capacity} is outside 1..={MAX_CACHE_CAPACITY} bytes"
+            )));
+        }
+        let _one_at_a_time = self.resizing.lock();
+        let per_shard = capacity / self.slots.len();
+        let growing = capacity > self.capacity();
+        if growing {
+            self.budget.store(capacity, Ordering::Release);
+        }
+        self.ctl.set_budget(capacity);
+        for slot in self.slots.iter() {
+            slot.shard
+                .lock()
+                .set_capacity(per_shard, &self.ctl, &slot.counters);
+        }
+        if !growing {
+            self.budget.store(capacity, Ordering::Release);
+        }
+        Ok(())
     }
 
     /// Block lookups that found their block.
@@ -463,9 +513,13 @@ impl Cache {
 
     /// Sizes, targets, hit rates and ghost figures of every component.
     pub fn stats(&self) -> AdaptiveCacheStats {
+        // The budget before and after the shards are read: a resize meanwhile raises it
+        // before growing shards and lowers it after shrinking them, so the larger of the
+        // two bounds every usage read in between.
+        let budget_before = self.capacity();
         let mut st = AdaptiveCacheStats {
             mode: self.ctl.mode.to_string(),
-            capacity: self.budget,
+            capacity: budget_before,
             shards: self.slots.len(),
             ghosts_on: self.ctl.ghosts_on(),
             ghost_turnoffs: self.ctl.turnoffs.load(Ordering::Relaxed),
@@ -501,6 +555,7 @@ impl Cache {
             }
             st.point_ghost_virtual_bytes += g[2];
         }
+        st.capacity = st.capacity.max(self.capacity());
         st.kv.target = targets[0] as usize;
         st.kp.target = targets[1] as usize;
         st.block.target = targets[2] as usize;

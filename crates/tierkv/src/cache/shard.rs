@@ -386,9 +386,20 @@ impl Shard {
         }
     }
 
-    /// Evicts until the shard is within its capacity (after updates that grew entries).
+    /// A new share of the budget (the cache was resized): a smaller one is enforced at
+    /// once, before the lock is released, so the shard's usage is never above it.
+    pub fn set_capacity(&mut self, capacity: usize, ctl: &Controller, c: &ShardCounters) {
+        self.capacity = capacity;
+        self.fit(ctl, c);
+    }
+
+    /// Evicts until the shard is within its capacity (after updates that grew entries, or
+    /// a smaller capacity). Adaptive: the first `make_room` evicts from whichever
+    /// component HAC's boundaries say until the whole shard fits, and the others find
+    /// nothing to do. Fixed split: each component is held to its own share, blocks
+    /// included (a flush never grows them, a resize does shrink their share).
     pub fn fit(&mut self, ctl: &Controller, c: &ShardCounters) {
-        for comp in [Comp::Kv, Comp::Kp] {
+        for comp in [Comp::Kv, Comp::Kp, Comp::Block] {
             self.make_room(comp, 0, ctl, c);
         }
         self.trim_ghosts(ctl);

@@ -366,6 +366,19 @@ fn inline_kp_hits_keep_a_fixed_split_within_its_shares() {
 /// target moves, the cache never charges more than its budget.
 #[test]
 fn the_budget_holds_under_any_mix() {
+    budget_holds_under_any_mix(false);
+}
+
+/// Invariant 4 with the budget resized (up and down, `Cache::set_capacity`) every few
+/// hundred operations of the same mixes.
+#[test]
+fn the_budget_holds_under_any_mix_with_resizes() {
+    budget_holds_under_any_mix(true);
+}
+
+/// The mixes of [`the_budget_holds_under_any_mix`]; with `resizes`, a second generator (so
+/// the mixes stay the same) resizes the cache between 4 KiB and 600 KiB now and then.
+fn budget_holds_under_any_mix(resizes: bool) {
     for (seed, mode) in [
         (1, CacheMode::Adaptive),
         (2, CacheMode::Adaptive),
@@ -389,7 +402,15 @@ fn the_budget_holds_under_any_mix() {
             ghost_turnoff: [0.0, 0.05, 1.0][rng.gen_range(0..3)],
         };
         let c = Cache::with_options(capacity, &opts, 1024, 4);
+        let mut resizer = StdRng::seed_from_u64(seed + 1000);
         for step in 0..40_000 {
+            if resizes && resizer.gen_range(0..300) == 0 {
+                let to = resizer.gen_range(4 << 10..600 << 10);
+                c.set_capacity(to).unwrap();
+                let st = c.stats();
+                assert_eq!(st.capacity, to);
+                assert!(st.usage <= to, "seed {seed} {mode} step {step}: {st:?}");
+            }
             let i: u64 = rng.gen_range(0..4000);
             let k = i.to_be_bytes();
             let vlen = match rng.gen_range(0..10) {
@@ -468,5 +489,97 @@ fn the_budget_holds_under_any_mix() {
             st.usage <= st.capacity && st.usage > 0,
             "seed {seed}: {st:?}"
         );
+    }
+}
+
+/// Fills `c` with keys `from..to`: each looked up twice (into KP, then KV, or a value read
+/// back, which must be the key's) and a 900-byte block per key.
+fn fill(c: &Cache, from: u32, to: u32) {
+    for i in from..to {
+        let k = i.to_be_bytes();
+        let v = vec![i as u8; 200];
+        for _ in 0..2 {
+            match get(c, &k) {
+                PointLookup::Miss { warm } => admit(c, &k, &v, Some(ptr(1, i.into())), warm),
+                PointLookup::Pointer(p) => c.upgrade_to_value(&k, key_hash(&k), &v, p, c.fence()),
+                PointLookup::Value(got) => assert_eq!(got, v, "key {i}"),
+            }
+        }
+        if c.get_block(2, i.into()).is_none() {
+            c.insert_block(2, i.into(), block(900));
+        }
+    }
+}
+
+/// Every shard's usage within its capacity, and each capacity the budget's share.
+fn assert_shards_within(c: &Cache, per_shard: usize) {
+    for slot in c.slots.iter() {
+        let s = slot.shard.lock();
+        assert_eq!(s.capacity(), per_shard);
+        assert!(s.usage() <= per_shard, "{} > {per_shard}", s.usage());
+    }
+}
+
+/// `Cache::set_capacity`: a shrink evicts down to the new budget before it returns (every
+/// shard), a grow lets new entries fill the larger budget, the shard count stays, values
+/// read back right throughout, the stats report the new capacity and the adaptive targets
+/// cover the new real capacity. 0 and absurd sizes are refused, naming the value.
+#[test]
+fn resizing_shrinks_at_once_and_grows_into_the_new_budget() {
+    const MIB: usize = 1 << 20;
+    for mode in [
+        CacheMode::Adaptive,
+        CacheMode::BlockOnly,
+        CacheMode::KvOnly,
+        CacheMode::Split {
+            kv: 1.0,
+            kp: 1.0,
+            block: 1.0,
+        },
+    ] {
+        let c = cache(MIB, mode);
+        let shards = c.stats().shards;
+        assert_eq!(shards, 32, "{mode}");
+        fill(&c, 0, 8000);
+        let st = c.stats();
+        assert!(st.usage > MIB / 2, "{mode}: {st:?}");
+
+        c.set_capacity(MIB / 4).unwrap();
+        let st = c.stats();
+        assert_eq!((st.capacity, st.shards), (MIB / 4, shards), "{mode}");
+        assert!(st.usage <= MIB / 4, "{mode}: {st:?}");
+        assert_shards_within(&c, MIB / 4 / shards);
+        fill(&c, 8000, 10_000);
+        assert!(c.stats().usage <= MIB / 4, "{mode}");
+
+        c.set_capacity(4 * MIB).unwrap();
+        fill(&c, 10_000, 40_000);
+        let st = c.stats();
+        assert_eq!((st.capacity, st.shards), (4 * MIB, shards), "{mode}");
+        assert!(
+            st.usage > MIB && st.usage <= 4 * MIB,
+            "{mode}: new entries must fill the larger budget: {st:?}"
+        );
+        assert_shards_within(&c, 4 * MIB / shards);
+        // Values stay right: the last keys are cached, the first long evicted.
+        fill(&c, 39_000, 40_000);
+        fill(&c, 0, 100);
+        let targets = st.kv.target + st.kp.target + st.block.target;
+        if mode == CacheMode::Adaptive {
+            let real = st.capacity - st.ghost_bytes;
+            assert!(targets.abs_diff(real) <= shards, "{targets} vs {real}");
+        } else {
+            assert!(targets <= st.capacity && targets + shards >= st.capacity);
+        }
+
+        for bad in [0, MAX_CACHE_CAPACITY + 1] {
+            match c.set_capacity(bad) {
+                Err(crate::error::Error::InvalidArgument(m)) => {
+                    assert!(m.contains(&bad.to_string()), "{m}")
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+        assert_eq!(c.capacity(), 4 * MIB);
     }
 }

@@ -37,7 +37,7 @@ pub use stored_tiers::StoredTiers;
 pub use write::{ConditionalWrite, Update};
 
 use crate::batch::WriteBatch;
-use crate::env::{Env, IoCause, Tier};
+use crate::env::{DeviceProfile, Env, IoCause, Tier};
 use crate::error::{Error, Result};
 use crate::expiry::{Entry, EntryRef};
 use crate::hot::policy::Retention;
@@ -797,10 +797,63 @@ impl Db {
         &self.inner.layout
     }
 
-    /// The options in force (with the sizes a memory budget derived): lets a server take
-    /// its request limits from the store's `max_key_size` / `max_value_size`.
+    /// The options the store was opened with (with the sizes a memory budget derived):
+    /// lets a server take its request limits from the store's `max_key_size` /
+    /// `max_value_size`. The runtime setters do not change them: after
+    /// [`Db::set_cache_capacity`] `cache_size` is still the size at open and after
+    /// [`Db::set_device_profile`] `fast_device` and `slow.device` are still the profiles at
+    /// open; [`Db::stats`] reports the ones in force (`cache.capacity`, `fast_device`,
+    /// `slow_device`).
     pub fn options(&self) -> &Options {
         &self.inner.opts
+    }
+
+    /// Resizes the cache (KV, KP and block components and the ghosts' records together) to
+    /// `bytes` while the store is open, as `Options::cache_size` would at open, until the
+    /// store closes (nothing is recorded: a reopen takes the options' size again).
+    /// Shrinking evicts down to the new size before returning; growing lets new entries
+    /// fill it. The shard count chosen at open is kept, and the adaptive split keeps its
+    /// fractions (its ghosts turn back on to learn the best split for the new size).
+    ///
+    /// With `Options::memory_budget`, only the cache changes: the memtables, the open
+    /// tables, the promotion cache and the tracker keep the bytes the budget gave them at
+    /// open, so the budget in force is the open budget plus the cache's change, and
+    /// [`DbStats::memory`] reports it that way (`budget` and `cache.limit`).
+    ///
+    /// [`Error::InvalidArgument`] (naming the value) for 0, for more than
+    /// [`crate::MAX_CACHE_CAPACITY`] (256 TiB), and for a store opened without a cache
+    /// (`cache_size` 0: the read path was built without one).
+    pub fn set_cache_capacity(&self, bytes: usize) -> Result<()> {
+        match self.inner.tables.cache() {
+            Some(cache) => cache.set_capacity(bytes),
+            None => Err(Error::InvalidArgument(format!(
+                "cannot set the cache capacity to {bytes}: the store was opened without a \
+                 cache (cache_size 0)"
+            ))),
+        }
+    }
+
+    /// Makes `tier` behave like a device of `profile` (its device model delays every read
+    /// and write the engine issues there) from now on, e.g. from `none` to `gp3-max` and
+    /// back, until the store closes (nothing is recorded: a reopen takes the options' or
+    /// the recorded profile again). Every file of the tier, open or not, sees it at once,
+    /// and so does everything that weighs reads by it (the compaction picker's and the
+    /// scans' `DeviceProfile::read_cost_bytes`). I/Os already waiting keep the time the
+    /// old profile gave them; the new profile starts idle. [`DbStats`] reports the profiles
+    /// in force (`fast_device`, `slow_device`).
+    ///
+    /// [`Error::InvalidArgument`] for a profile with a zero rate or a latency over a minute
+    /// (`DeviceProfile::validate`), and for [`Tier::Slow`] on a store without a slow tier.
+    pub fn set_device_profile(&self, tier: Tier, profile: DeviceProfile) -> Result<()> {
+        profile.validate()?;
+        if tier == Tier::Slow && self.inner.opts.slow.is_none() {
+            return Err(Error::InvalidArgument(format!(
+                "cannot set the slow tier's device profile to {profile:?}: the store has \
+                 no slow tier"
+            )));
+        }
+        self.inner.env.set_device_profile(tier, profile);
+        Ok(())
     }
 
     /// The background error that made the store read-only, if one did (writes fail until

@@ -3,7 +3,7 @@
 
 use super::DbInner;
 use crate::cache::Cache;
-use crate::env::{CauseIo, IoCause, IoStatsSnapshot, Tier};
+use crate::env::{CauseIo, DeviceProfile, IoCause, IoStatsSnapshot, Tier};
 use crate::options::MAX_LEVELS;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -274,6 +274,11 @@ pub struct DbStats {
     pub split_scan_reads: u64,
     /// Configured fast-tier budget.
     pub fd_budget: Option<u64>,
+    /// The fast tier's device profile in force (`Db::set_device_profile` changes it;
+    /// `none`: not emulated).
+    pub fast_device: DeviceProfile,
+    /// The slow tier's device profile in force (`None`: the store has no slow tier).
+    pub slow_device: Option<DeviceProfile>,
     /// The whole cache's budget and usage (all components and ghosts), with the block
     /// component's hits and misses; `cache` has every component's figures.
     pub cache_total: CacheStats,
@@ -475,6 +480,12 @@ impl DbInner {
             slow_tier_dirty_tables: slow_semi,
             split_scan_reads,
             fd_budget: self.opts.fd_budget,
+            fast_device: self.env.device_profile(Tier::Fast),
+            slow_device: self
+                .opts
+                .slow
+                .is_some()
+                .then(|| self.env.device_profile(Tier::Slow)),
             cache_total,
             cache,
             table_memory: self.tables.memory_usage(),
@@ -589,8 +600,9 @@ impl DbInner {
             ),
             bytes: memtable_bytes,
         };
+        // The capacity in force: `Db::set_cache_capacity` may have changed it since open.
         let cache = MemoryComponent {
-            limit: Some(opts.cache_size),
+            limit: Some(cache.capacity),
             bytes: cache.usage,
         };
         let (table_index_bytes, table_filter_bytes) = self.tables.memory_breakdown();
@@ -609,7 +621,10 @@ impl DbInner {
         let total_bytes =
             memtables.bytes + cache.bytes + tables.bytes + promotion_cache.bytes + tracker.bytes;
         MemoryStats {
-            budget: self.memory.map(|d| d.budget),
+            // A runtime resize changes only the cache's share (`Db::set_cache_capacity`).
+            budget: self
+                .memory
+                .map(|d| (d.budget - d.cache).saturating_add(cache.limit.unwrap_or(0))),
             memtables,
             cache,
             tables,

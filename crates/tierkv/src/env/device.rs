@@ -4,10 +4,15 @@
 //! bandwidth; a fixed per-I/O latency models service time, which overlaps across concurrent
 //! I/Os the way a device queue does. A short burst allowance keeps sleep granularity from
 //! under-delivering the configured rate. Owns timing only; it never touches data.
+//!
+//! A tier's profile can change while the store is open (`Db::set_device_profile`, e.g.
+//! from `none` to `gp3-max` and back): every tier keeps a model, and one whose profile is
+//! `none` costs an I/O a relaxed load.
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// How fast a (possibly emulated) device is. `None` fields mean "unlimited".
@@ -24,6 +29,10 @@ pub struct DeviceProfile {
 const MIB: u64 = 1 << 20;
 
 impl DeviceProfile {
+    /// Longest per-I/O latency [`DeviceProfile::validate`] accepts: a minute, far beyond
+    /// any disk, and far from overflowing an `Instant`.
+    pub const MAX_LATENCY_US: u64 = 60_000_000;
+
     /// No emulation: the real device's speed.
     pub fn none() -> Self {
         DeviceProfile::default()
@@ -62,6 +71,24 @@ impl DeviceProfile {
     /// costs as much as reading 100 KiB more in one.
     pub fn read_cost_bytes(&self) -> Option<u64> {
         Some(self.bandwidth? / self.iops?.max(1))
+    }
+
+    /// Checks a profile given at runtime ([`crate::Db::set_device_profile`]): a rate of 0
+    /// (the parser's "unlimited" is `None`, never 0) or a latency over
+    /// [`DeviceProfile::MAX_LATENCY_US`] would make the model's arithmetic divide by zero
+    /// or overflow the clock.
+    pub fn validate(&self) -> crate::error::Result<()> {
+        if self.iops == Some(0)
+            || self.bandwidth == Some(0)
+            || self.latency_us > Self::MAX_LATENCY_US
+        {
+            return Err(crate::error::Error::InvalidArgument(format!(
+                "device profile {self:?}: iops and bandwidth must be positive (None: \
+                 unlimited) and latency_us at most {}",
+                Self::MAX_LATENCY_US
+            )));
+        }
+        Ok(())
     }
 
     /// True when the profile imposes no limit.
@@ -111,46 +138,83 @@ impl FromStr for DeviceProfile {
 /// Burst allowance: I/Os may run ahead of the steady rate by this much.
 const BURST: Duration = Duration::from_millis(2);
 
-struct Buckets {
+/// The profile and the virtual-time queue it drives, changed together under one lock so a
+/// reservation never mixes one profile's rates with another's queue.
+struct Model {
+    profile: DeviceProfile,
     ops_free_at: Instant,
     bytes_free_at: Instant,
 }
 
-/// A running device model; shared by every file of a tier.
+/// A running device model; shared by every file of a tier. Every tier has one, an
+/// unemulated tier's with the `none` profile: the profile can change while the store is
+/// open ([`crate::Db::set_device_profile`]), so "no model" cannot be decided at open.
+/// `emulated` mirrors `!profile.is_none()` so that the I/O of an unemulated tier costs one
+/// relaxed load, no lock and no clock read.
 pub struct DeviceModel {
-    profile: DeviceProfile,
-    buckets: Mutex<Buckets>,
+    emulated: AtomicBool,
+    model: Mutex<Model>,
 }
 
 impl DeviceModel {
-    /// `None` for a profile without limits.
-    pub fn new(profile: DeviceProfile) -> Option<Self> {
+    /// A model enforcing `profile` (nothing at all when it is [`DeviceProfile::none`]).
+    pub fn new(profile: DeviceProfile) -> Self {
         Self::starting_at(profile, Instant::now())
     }
 
     /// [`DeviceModel::new`], idle since `start`: tests build the model at a known instant so
     /// that the schedule [`DeviceModel::reserve_at`] computes is exact.
-    fn starting_at(profile: DeviceProfile, start: Instant) -> Option<Self> {
-        if profile.is_none() {
-            return None;
-        }
-        Some(DeviceModel {
-            profile,
-            buckets: Mutex::new(Buckets {
+    fn starting_at(profile: DeviceProfile, start: Instant) -> Self {
+        DeviceModel {
+            emulated: AtomicBool::new(!profile.is_none()),
+            model: Mutex::new(Model {
+                profile,
                 ops_free_at: start,
                 bytes_free_at: start,
             }),
-        })
+        }
     }
 
-    /// The profile this model enforces.
+    /// The profile this model enforces now (an unemulated tier's without the lock: the
+    /// scans ask per seek).
     pub fn profile(&self) -> DeviceProfile {
-        self.profile
+        if !self.is_emulated() {
+            return DeviceProfile::none();
+        }
+        self.model.lock().profile
+    }
+
+    /// True when the profile imposes a limit (I/Os are delayed).
+    pub fn is_emulated(&self) -> bool {
+        self.emulated.load(Ordering::Relaxed)
+    }
+
+    /// Enforces `profile` from now on. The new profile starts idle: I/Os already placed in
+    /// the queue keep the time they were given, later ones are scheduled by the new rates
+    /// only (a backlog built under a slow profile does not hold up a faster one).
+    pub fn set_profile(&self, profile: DeviceProfile) {
+        self.set_profile_at(profile, Instant::now());
+    }
+
+    /// [`DeviceModel::set_profile`] at `now` (tests drive the schedule with explicit
+    /// instants, as with [`DeviceModel::reserve_at`]).
+    fn set_profile_at(&self, profile: DeviceProfile, now: Instant) {
+        let mut m = self.model.lock();
+        *m = Model {
+            profile,
+            ops_free_at: now,
+            bytes_free_at: now,
+        };
+        // Under the lock: two concurrent changes leave the flag agreeing with the profile
+        // that won.
+        self.emulated.store(!profile.is_none(), Ordering::Relaxed);
     }
 
     /// Blocks the caller as long as one I/O of `bytes` takes on this device.
     pub fn charge(&self, bytes: u64) {
-        let done_at = self.reserve(std::iter::once(bytes));
+        let Some(done_at) = self.reserve(std::iter::once(bytes)) else {
+            return;
+        };
         let now = Instant::now();
         if done_at > now {
             std::thread::sleep(done_at - now);
@@ -160,28 +224,34 @@ impl DeviceModel {
     /// Places I/Os issued together (of these sizes) in the device's queue and returns
     /// when the last is done: each takes its turn in the rate limits, but their service
     /// times overlap, as for I/Os from concurrent threads. The caller sleeps until then.
-    pub fn reserve(&self, sizes: impl IntoIterator<Item = u64>) -> Instant {
-        self.reserve_at(Instant::now(), sizes)
+    /// `None` when the tier is not emulated (nothing to wait for).
+    pub fn reserve(&self, sizes: impl IntoIterator<Item = u64>) -> Option<Instant> {
+        if !self.is_emulated() {
+            return None;
+        }
+        Some(self.reserve_at(Instant::now(), sizes))
     }
 
-    /// [`DeviceModel::reserve`] for I/Os issued at `now`. The schedule depends only on
-    /// `now` and the earlier reservations, never on the clock, so tests check it exactly
-    /// by passing the instants themselves.
+    /// [`DeviceModel::reserve`] for I/Os issued at `now`, emulated or not (`now` itself
+    /// when the profile imposes nothing). The schedule depends only on `now` and the
+    /// earlier reservations, never on the clock, so tests check it exactly by passing the
+    /// instants themselves.
     fn reserve_at(&self, now: Instant, sizes: impl IntoIterator<Item = u64>) -> Instant {
-        let mut b = self.buckets.lock();
-        let mut done = now + Duration::from_micros(self.profile.latency_us);
+        let mut m = self.model.lock();
+        let profile = m.profile;
+        let mut done = now + Duration::from_micros(profile.latency_us);
         // Idle time earns at most BURST of credit.
         let floor = now.checked_sub(BURST).unwrap_or(now);
         for bytes in sizes {
-            if let Some(iops) = self.profile.iops {
-                b.ops_free_at =
-                    b.ops_free_at.max(floor) + Duration::from_secs_f64(1.0 / iops as f64);
-                done = done.max(b.ops_free_at);
+            if let Some(iops) = profile.iops {
+                m.ops_free_at =
+                    m.ops_free_at.max(floor) + Duration::from_secs_f64(1.0 / iops as f64);
+                done = done.max(m.ops_free_at);
             }
-            if let Some(bw) = self.profile.bandwidth {
-                b.bytes_free_at =
-                    b.bytes_free_at.max(floor) + Duration::from_secs_f64(bytes as f64 / bw as f64);
-                done = done.max(b.bytes_free_at);
+            if let Some(bw) = profile.bandwidth {
+                m.bytes_free_at =
+                    m.bytes_free_at.max(floor) + Duration::from_secs_f64(bytes as f64 / bw as f64);
+                done = done.max(m.bytes_free_at);
             }
         }
         done
@@ -203,6 +273,32 @@ mod tests {
         assert!("custom:1".parse::<DeviceProfile>().is_err());
         assert!("ssd".parse::<DeviceProfile>().is_err());
         assert!("none".parse::<DeviceProfile>().unwrap().is_none());
+        for ok in [
+            "none",
+            "gp3",
+            "gp3-max",
+            "hdd",
+            "custom:100:1:0",
+            "custom:0:0:60000000",
+        ] {
+            assert!(
+                ok.parse::<DeviceProfile>().unwrap().validate().is_ok(),
+                "{ok}"
+            );
+        }
+        let bad = |p: DeviceProfile| p.validate().is_err();
+        assert!(bad(DeviceProfile {
+            iops: Some(0),
+            ..DeviceProfile::none()
+        }));
+        assert!(bad(DeviceProfile {
+            bandwidth: Some(0),
+            ..DeviceProfile::none()
+        }));
+        assert!(bad(DeviceProfile {
+            latency_us: DeviceProfile::MAX_LATENCY_US + 1,
+            ..DeviceProfile::none()
+        }));
     }
 
     /// Wall-clock-free checks of the schedule: each model starts idle at `T0` and is
@@ -222,7 +318,6 @@ mod tests {
             },
             t0,
         )
-        .unwrap()
     }
 
     /// `at` is `t0 + want`, give or take a microsecond of float rounding.
@@ -321,6 +416,48 @@ mod tests {
             t0,
             Duration::from_millis(30)
         ));
+    }
+
+    /// A profile set while the tier is in use: from `none` (no delay, and `reserve` does
+    /// not even take the lock) to a slow custom one (its rates from the change on) and
+    /// back; a new profile starts idle, not behind the old one's backlog.
+    #[test]
+    fn the_profile_changes_at_runtime() {
+        let t0 = Instant::now();
+        let model = DeviceModel::starting_at(DeviceProfile::none(), t0);
+        assert!(!model.is_emulated());
+        assert!(model.reserve([4096]).is_none());
+        assert_eq!(model.reserve_at(t0, [4096u64; 10]), t0);
+        // custom:100:1:0: 100 IOPS and 1 MiB/s; a 4 KiB read takes 10 ms (the IOPS
+        // limit; its bytes take 3.9 ms).
+        let slow: DeviceProfile = "custom:100:1:0".parse().unwrap();
+        model.set_profile_at(slow, t0);
+        assert!(model.is_emulated());
+        assert_eq!(model.profile(), slow);
+        let mut at = t0;
+        for _ in 0..10 {
+            at = model.reserve_at(at, [4096]);
+        }
+        assert!(
+            close(at, t0, Duration::from_millis(100)),
+            "10 reads at 100 IOPS took {:?}, want 100 ms",
+            at - t0
+        );
+        // A backlog of a second under the slow profile...
+        let backlog = model.reserve_at(at, [4096u64; 100]);
+        assert!(close(backlog, t0, Duration::from_millis(1100)));
+        // ...does not hold up gp3-max, set at `at`: one read takes its latency.
+        model.set_profile_at(DeviceProfile::gp3_max(), at);
+        assert!(close(
+            model.reserve_at(at, [4096]),
+            at,
+            Duration::from_micros(500)
+        ));
+        // Back to none: no delay at all.
+        model.set_profile_at(DeviceProfile::none(), at);
+        assert!(!model.is_emulated() && model.profile().is_none());
+        assert!(model.reserve([4096]).is_none());
+        assert_eq!(model.reserve_at(at, [4096u64; 100]), at);
     }
 
     /// The bandwidth limit holds exactly: 20 MiB read one MiB at a time by one client at

@@ -483,7 +483,8 @@ struct SessionRead<H> {
     len: usize,
     cause: IoCause,
     plan: ReadPlan,
-    /// When the tier's device model says the read is done (`None`: no model).
+    /// When the tier's device model says the read is done (`None`: the tier is not
+    /// emulated).
     done_at: Option<std::time::Instant>,
 }
 
@@ -600,11 +601,7 @@ impl<H: HoldsFile> ReadSession<H> {
                 return;
             }
         };
-        let done_at = file
-            .tier
-            .device
-            .as_ref()
-            .map(|d| d.reserve(std::iter::once(len as u64)));
+        let done_at = file.tier.device.reserve(std::iter::once(len as u64));
         let id = self.free.pop().unwrap_or_else(|| {
             self.reads.push(None);
             self.reads.len() - 1

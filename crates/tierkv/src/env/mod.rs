@@ -111,17 +111,17 @@ pub fn link_or_copy(from: &Path, to: &Path) -> Result<bool> {
 pub(crate) struct TierHandle {
     pub(crate) tier: Tier,
     pub(crate) dir: PathBuf,
-    pub(crate) device: Option<DeviceModel>,
+    /// Always present: a tier's profile may change while the store is open, and a `none`
+    /// profile costs its I/O one relaxed load.
+    pub(crate) device: DeviceModel,
     pub(crate) stats: Arc<IoStats>,
     pub(crate) faults: Option<Arc<FaultInjector>>,
 }
 
 impl TierHandle {
-    /// The tier's device model (none when the tier is not emulated).
+    /// The tier's device profile now (`none` when the tier is not emulated).
     pub(crate) fn device_profile(&self) -> DeviceProfile {
-        self.device
-            .as_ref()
-            .map_or_else(DeviceProfile::none, DeviceModel::profile)
+        self.device.profile()
     }
 
     /// Fails with an injected I/O error if a fault rule says so.
@@ -151,16 +151,12 @@ impl TierHandle {
 
     /// Charges one I/O of `bytes` to the device model (sleeping as it says) and the counters.
     pub(crate) fn charge_read(&self, cause: IoCause, bytes: u64) {
-        if let Some(d) = &self.device {
-            d.charge(bytes);
-        }
+        self.device.charge(bytes);
         self.stats.record_read(self.tier, cause, bytes);
     }
 
     pub(crate) fn charge_write(&self, cause: IoCause, bytes: u64) {
-        if let Some(d) = &self.device {
-            d.charge(bytes);
-        }
+        self.device.charge(bytes);
         self.stats.record_write(self.tier, cause, bytes);
     }
 }
@@ -225,9 +221,16 @@ impl Env {
         &self.tiers[tier.index()]
     }
 
-    /// The device model of a tier (none when the tier is not emulated).
+    /// The device profile of a tier now (`none` when the tier is not emulated).
     pub fn device_profile(&self, tier: Tier) -> DeviceProfile {
         self.tier(tier).device_profile()
+    }
+
+    /// Makes `tier` behave like a device of `profile` from now on: every file of the tier,
+    /// open or not, and every reader of [`Env::device_profile`] sees it at once (see
+    /// [`DeviceModel::set_profile`] for I/Os already scheduled).
+    pub fn set_device_profile(&self, tier: Tier, profile: DeviceProfile) {
+        self.tier(tier).device.set_profile(profile);
     }
 
     /// The directory of a tier.
