@@ -262,6 +262,13 @@ fn serve(args: ServeArgs, on_command_line: &dyn Fn(&str) -> bool) -> CliResult {
             .map_err(|e| format!("--config {}: {e}", path.display()))?;
         tierkv_server::params::apply_log_level(&config.log_level)
             .map_err(|e| format!("--config {}: loglevel: {e}", path.display()))?;
+        // The store's own settings from the file (CONFIG REWRITE writes them).
+        if let Some(bytes) = config.cache_size {
+            opts.cache_size = bytes;
+        }
+        if let (Some(p), Some(slow)) = (config.slow_device, opts.slow.as_mut()) {
+            slow.device = p;
+        }
     }
     // Refuse nonsense before touching the store.
     config.validate()?;

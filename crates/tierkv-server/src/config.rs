@@ -75,6 +75,12 @@ pub struct ServerConfig {
     pub checkpoint_slow_dir: Option<PathBuf>,
     /// Checkpoints BGSAVE/SAVE keep (the oldest beyond are removed).
     pub checkpoint_keep: usize,
+    /// The store's cache budget (CONFIG SET `tierkv-cache-size` resizes the cache of the
+    /// running store; None until the server reads it from the store).
+    pub cache_size: Option<usize>,
+    /// The slow tier's device model (CONFIG SET `tierkv-slow-device` swaps it on the
+    /// running store; None: the store's, or no slow tier).
+    pub slow_device: Option<tierkv::DeviceProfile>,
 }
 
 /// Default soft bound of pending replies per connection.
@@ -287,6 +293,8 @@ impl Default for ServerConfig {
             checkpoint_dir: None,
             checkpoint_slow_dir: None,
             checkpoint_keep: 5,
+            cache_size: None,
+            slow_device: None,
         }
     }
 }

@@ -128,6 +128,28 @@ pub fn apply_log_level(level: &str) -> Result<(), String> {
     }
 }
 
+/// A device model as `tierkv serve --slow-device` takes it: a preset's name, or
+/// `custom:IOPS:MIBPS:LATENCY_US` (0: unlimited).
+pub fn device_text(p: tierkv::DeviceProfile) -> String {
+    use tierkv::DeviceProfile as D;
+    for (name, preset) in [
+        ("none", D::none()),
+        ("gp3", D::gp3()),
+        ("gp3-max", D::gp3_max()),
+        ("hdd", D::hdd()),
+    ] {
+        if p == preset {
+            return name.into();
+        }
+    }
+    format!(
+        "custom:{}:{}:{}",
+        p.iops.unwrap_or(0),
+        p.bandwidth.map_or(0, |b| b >> 20),
+        p.latency_us
+    )
+}
+
 fn dir_of(p: &Option<std::path::PathBuf>) -> String {
     p.as_ref()
         .map(|d| d.display().to_string())
@@ -386,6 +408,26 @@ pub static PARAMS: &[Param] = &[
         },
         true,
         None
+    ),
+    param!(
+        "tierkv-cache-size",
+        |c| c.cache_size.map(|b| b.to_string()).unwrap_or_default(),
+        |c, v| {
+            c.cache_size = Some(parse_memory(v)?);
+            Ok(())
+        },
+        true,
+        Some("cache_size")
+    ),
+    param!(
+        "tierkv-slow-device",
+        |c| c.slow_device.map(device_text).unwrap_or_default(),
+        |c, v| {
+            c.slow_device = Some(v.parse().map_err(|e: tierkv::Error| e.to_string())?);
+            Ok(())
+        },
+        true,
+        Some("slow_device")
     ),
     param!("dir", |c| dir_of(&c.db_dir)),
     param!("tierkv-slow-dir", |c| dir_of(&c.slow_dir)),

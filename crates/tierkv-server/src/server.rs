@@ -104,7 +104,11 @@ impl Server {
     /// Checks `config` (see [`ServerConfig::validate`]; its limits may not exceed the
     /// store's), then binds `config.bind:config.port` (port 0 picks a free port). The store
     /// is closed when [`Server::run`] returns.
-    pub async fn bind(db: Db, config: ServerConfig) -> Result<Server, ServeError> {
+    pub async fn bind(db: Db, mut config: ServerConfig) -> Result<Server, ServeError> {
+        // What the store runs with, for CONFIG GET (and CONFIG SET to change).
+        let stats = db.stats();
+        config.cache_size = Some(stats.cache_total.capacity);
+        config.slow_device = stats.slow_device;
         config.validate()?;
         config.validate_for_store(db.options())?;
         let versions = crate::keyspace::open(&db).map_err(ServeError::Format)?;

@@ -442,3 +442,73 @@ fn reset_role_and_hrandfield() {
         "SUBSTR is GETRANGE"
     );
 }
+
+/// The store's own settings change while serving: the cache is resized (INFO reports the
+/// new capacity) and the slow tier's device model swapped; a one-tier store refuses a
+/// slow device, and nothing of a refused CONFIG SET applies.
+#[test]
+fn config_set_resizes_the_cache_and_swaps_the_slow_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("slow");
+    let s = TestServer::start(
+        &dir.path().join("db"),
+        common::two_tier_options(&slow),
+        ServerConfig::default(),
+    );
+    let mut c = s.client();
+    assert_eq!(config_get(&mut c, "tierkv-slow-device"), "none");
+    q::<String>(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "tierkv-cache-size",
+            "3mb",
+            "tierkv-slow-device",
+            "gp3-max",
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        config_get(&mut c, "tierkv-cache-size"),
+        (3 << 20).to_string()
+    );
+    assert_eq!(
+        info_field(&mut c, "caches", "cache_capacity"),
+        (3 << 20).to_string()
+    );
+    assert_eq!(config_get(&mut c, "tierkv-slow-device"), "gp3-max");
+    q::<String>(
+        &mut c,
+        &["CONFIG", "SET", "tierkv-slow-device", "custom:100:5:0"],
+    )
+    .unwrap();
+    assert_eq!(config_get(&mut c, "tierkv-slow-device"), "custom:100:5:0");
+    let e = err_text(q::<String>(
+        &mut c,
+        &["CONFIG", "SET", "tierkv-slow-device", "floppy"],
+    ));
+    assert!(e.contains("unknown device profile"), "{e}");
+    drop(s);
+
+    let (_d, s) = server();
+    let mut c = s.client();
+    let before = config_get(&mut c, "tierkv-cache-size");
+    let e = err_text(q::<String>(
+        &mut c,
+        &[
+            "CONFIG",
+            "SET",
+            "tierkv-cache-size",
+            "2mb",
+            "tierkv-slow-device",
+            "hdd",
+        ],
+    ));
+    assert!(e.contains("no slow tier"), "{e}");
+    assert_eq!(
+        config_get(&mut c, "tierkv-cache-size"),
+        before,
+        "none of it applied"
+    );
+}

@@ -118,8 +118,36 @@ fn config_set(ctx: &Ctx<'_>, pairs: &[Bytes]) -> Result<(), CmdError> {
     next.validate()
         .and_then(|()| next.validate_for_store(ctx.shared.db.options()))
         .map_err(|e| failed(seen.first().copied().unwrap_or(""), &e.to_string()))?;
+    // The store's settings are checked before anything is applied (all pairs or none).
+    let db = &ctx.shared.db;
+    let cache_change = next.cache_size.filter(|b| Some(*b) != current.cache_size);
+    let device_change = next.slow_device.filter(|p| Some(*p) != current.slow_device);
+    if cache_change.is_some() && current.cache_size == Some(0) {
+        return Err(failed(
+            "tierkv-cache-size",
+            "the store was opened without a cache (cache size 0)",
+        ));
+    }
+    if cache_change == Some(0) {
+        return Err(failed(
+            "tierkv-cache-size",
+            "a cache of 0 bytes: reopen without one",
+        ));
+    }
+    if device_change.is_some() && db.tier_dir(tierkv::Tier::Fast) == db.tier_dir(tierkv::Tier::Slow)
+    {
+        return Err(failed("tierkv-slow-device", "the store has no slow tier"));
+    }
     if next.log_level != current.log_level {
         params::apply_log_level(&next.log_level).map_err(|e| failed("loglevel", &e))?;
+    }
+    if let Some(bytes) = cache_change {
+        db.set_cache_capacity(bytes)
+            .map_err(|e| failed("tierkv-cache-size", &e.to_string()))?;
+    }
+    if let Some(p) = device_change {
+        db.set_device_profile(tierkv::Tier::Slow, p)
+            .map_err(|e| failed("tierkv-slow-device", &e.to_string()))?;
     }
     ctx.shared.config.store(std::sync::Arc::new(next));
     Ok(())
