@@ -155,6 +155,55 @@ pub(super) fn edit_coll<T>(
     out.unwrap_or_else(|| Err(CmdError::err("internal error: hash step did not run")))
 }
 
+/// The STORE forms' step: replaces `dst` (whatever its type) with a new collection whose
+/// element records `fill` adds to the batch at the version it is given, returning the
+/// new metadata, or `None` for an empty result (then `dst` is deleted). One atomic step
+/// conditioned on `dst`'s record; the old value's elements are removed with it (the rest,
+/// past the inline bound, right after). The new collection has no deadline, and wakes the
+/// clients blocked on `dst` when it has elements.
+pub(super) fn replace_coll(
+    ctx: &Ctx<'_>,
+    dst: &[u8],
+    mut fill: impl FnMut(&mut WriteBatch, u64) -> Option<CollMeta>,
+) -> Result<(), CmdError> {
+    let db = &ctx.shared.db;
+    let dmk = ks::meta_key(dst);
+    let version = ctx.shared.versions.next(db)?;
+    let mut err = None;
+    let mut leftover = None;
+    let mut filled = false;
+    ks::transact(db, &ctx.wopts(), &[&dmk], |cur| {
+        err = None;
+        leftover = None;
+        let mut b = WriteBatch::new();
+        if let Some(old) = cur[0].as_ref() {
+            match ks::delete_value(db, &mut b, dst, old) {
+                Ok(l) => leftover = l,
+                Err(e) => {
+                    err = Some(e);
+                    return None;
+                }
+            }
+        }
+        let meta = fill(&mut b, version);
+        filled = meta.is_some();
+        if let Some(m) = meta {
+            ks::put(&mut b, &dmk, &ks::coll_value(m), None);
+        }
+        (!b.is_empty()).then_some(b)
+    })?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    if let Some(v) = leftover {
+        ks::drop_fields(db, &ctx.wopts(), dst, v)?;
+    }
+    if filled {
+        ctx.shared.blocked_keys.pushed(dst);
+    }
+    Ok(())
+}
+
 /// The hash metadata of `key` (None: no such key), WRONGTYPE for another type.
 fn meta(db: &Db, key: &[u8], ropts: &ReadOptions) -> Result<Option<CollMeta>, CmdError> {
     coll_meta(db, key, ropts, Coll::Hash)

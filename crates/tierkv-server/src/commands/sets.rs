@@ -9,7 +9,7 @@
 //! memory, as Redis does.
 
 use super::hashes::{
-    coll_meta, edit_coll, list_elements, pick, remove_elements, scan_elements, Parts,
+    coll_meta, edit_coll, list_elements, pick, remove_elements, replace_coll, scan_elements, Parts,
 };
 use super::{int_arg, CmdError, CmdResult, Ctx, Flow};
 use crate::keyspace::{self as ks, Coll, CollMeta};
@@ -309,38 +309,15 @@ pub(super) fn algebra_store(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let db = &ctx.shared.db;
     let result = combine(db, Op::of(&args[0]), &args[2..])?;
     let dst = &args[1];
-    let dmk = ks::meta_key(dst);
-    let version = ctx.shared.versions.next(db)?;
-    let mut err = None;
-    let mut leftover = None;
-    ks::transact(db, &ctx.wopts(), &[&dmk], |cur| {
-        err = None;
-        leftover = None;
-        let mut b = WriteBatch::new();
-        if let Some(old) = cur[0].as_ref() {
-            match ks::delete_value(db, &mut b, dst, old) {
-                Ok(l) => leftover = l,
-                Err(e) => {
-                    err = Some(e);
-                    return None;
-                }
-            }
+    replace_coll(ctx, dst, |b, version| {
+        if result.is_empty() {
+            return None;
         }
-        if !result.is_empty() {
-            for m in &result {
-                b.put(ks::field_key(dst, version, m), b"");
-            }
-            let meta = CollMeta::new(Coll::Set, version, result.len() as u64);
-            ks::put(&mut b, &dmk, &ks::coll_value(meta), None);
+        for m in &result {
+            b.put(ks::field_key(dst, version, m), b"");
         }
-        (!b.is_empty()).then_some(b)
+        Some(CollMeta::new(Coll::Set, version, result.len() as u64))
     })?;
-    if let Some(e) = err {
-        return Err(e);
-    }
-    if let Some(v) = leftover {
-        ks::drop_fields(db, &ctx.wopts(), dst, v)?;
-    }
     ctx.out.int(result.len() as i64);
     Ok(Flow::Continue)
 }

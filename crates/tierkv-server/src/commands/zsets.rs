@@ -20,7 +20,7 @@
 //! `1.1000000000000001` for 1.1, which Redis 7.2 and later print as `1.1`).
 
 use super::blocking::{block_or_reply, timeout_arg};
-use super::hashes::{coll_meta, edit_coll, HashEdit};
+use super::hashes::{coll_meta, edit_coll, replace_coll, HashEdit};
 use super::keys::{parse_scan_args, scan_step, SCAN_MAX_REPLY_BYTES};
 use super::sets::at_snapshot;
 use super::strings::parse_float;
@@ -31,7 +31,7 @@ use bytes::Bytes;
 use rand::seq::index::sample;
 use rand::Rng;
 use std::collections::HashMap;
-use tierkv::{Db, DbIterator, ReadOptions, WriteBatch};
+use tierkv::{Db, DbIterator, ReadOptions};
 
 const NOT_FLOAT: &str = "value is not a valid float";
 const RANGE_NOT_FLOAT: &str = "min or max is not a float";
@@ -1079,45 +1079,17 @@ pub(super) fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// Replaces `dst` (whatever its type) with a sorted set of `items` (distinct members), or
 /// deletes it when `items` is empty; the result has no deadline.
 fn store_result(ctx: &Ctx<'_>, dst: &[u8], items: &[Scored]) -> Result<(), CmdError> {
-    let db = &ctx.shared.db;
-    let dmk = ks::meta_key(dst);
-    let version = ctx.shared.versions.next(db)?;
-    let mut err = None;
-    let mut leftover = None;
-    ks::transact(db, &ctx.wopts(), &[&dmk], |cur| {
-        err = None;
-        leftover = None;
-        let mut b = WriteBatch::new();
-        if let Some(old) = cur[0].as_ref() {
-            match ks::delete_value(db, &mut b, dst, old) {
-                Ok(l) => leftover = l,
-                Err(e) => {
-                    err = Some(e);
-                    return None;
-                }
-            }
+    replace_coll(ctx, dst, |b, version| {
+        if items.is_empty() {
+            return None;
         }
-        if !items.is_empty() {
-            for (member, score) in items {
-                let score = canonical(*score);
-                b.put(ks::field_key(dst, version, member), encode_score(score));
-                b.put(ks::score_key(dst, version, score, member), b"");
-            }
-            let meta = CollMeta::new(Coll::ZSet, version, items.len() as u64);
-            ks::put(&mut b, &dmk, &ks::coll_value(meta), None);
+        for (member, score) in items {
+            let score = canonical(*score);
+            b.put(ks::field_key(dst, version, member), encode_score(score));
+            b.put(ks::score_key(dst, version, score, member), b"");
         }
-        (!b.is_empty()).then_some(b)
-    })?;
-    if let Some(e) = err {
-        return Err(e);
-    }
-    if let Some(v) = leftover {
-        ks::drop_fields(db, &ctx.wopts(), dst, v)?;
-    }
-    if !items.is_empty() {
-        ctx.shared.blocked_keys.pushed(dst);
-    }
-    Ok(())
+        Some(CollMeta::new(Coll::ZSet, version, items.len() as u64))
+    })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
