@@ -2,7 +2,8 @@
 //!
 //! The memtables are flushed, then the current version is taken (holding it keeps its
 //! tables on disk) and each table gets a second name in the copy's directory of its tier (a
-//! hard link; a copy where the file system cannot link). A new manifest describes exactly
+//! hard link; a copy where the file system cannot link, and always for a semi-sorted
+//! table, which is appended to in place). A new manifest describes exactly
 //! those tables, with no WAL, so the copy holds every write up to one point of the store's
 //! history: the memtables are flushed in order, so a version's tables hold a prefix of the
 //! writes (the copy's [`Checkpoint::sequence`]). The copy also gets the tier record
@@ -21,6 +22,7 @@ use crate::env::kill::kill_point;
 use crate::env::{link_or_copy, DeviceProfile, Env, Tier};
 use crate::error::{Error, Result};
 use crate::hot::HotTracker;
+use crate::options::SlowTierFormat;
 use crate::version::{table_file_name, write_checkpoint_manifest};
 use std::path::{Path, PathBuf};
 
@@ -50,6 +52,28 @@ fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|d| d.sync_all())
         .map_err(|e| Error::io(dir, e))
+}
+
+/// Copies the first `len` bytes of `from` to the new file `to`, synced.
+fn copy_prefix(from: &Path, to: &Path, len: u64) -> Result<()> {
+    use std::io::{Read, Write};
+    let src = std::fs::File::open(from).map_err(|e| Error::io(from, e))?;
+    let mut dst = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(to)
+        .map_err(|e| Error::io(to, e))?;
+    let copied = std::io::copy(&mut src.take(len), &mut dst).map_err(|e| Error::io(to, e))?;
+    if copied != len {
+        return Err(Error::corruption(
+            from,
+            copied,
+            format!("table shorter than its recorded {len} bytes"),
+        ));
+    }
+    dst.flush()
+        .and_then(|()| dst.sync_all())
+        .map_err(|e| Error::io(to, e))
 }
 
 /// The parent directory of `dir` (`.` for a bare name).
@@ -105,13 +129,23 @@ pub(super) fn make(inner: &DbInner, to: &Path, slow_to: Option<&Path>) -> Result
     inner.flush_and_wait()?;
     let (version, edit, manifest) = inner.state.lock().tree.versions.checkpoint_snapshot();
     let mut done = Checkpoint::default();
+    let semi_sorted = inner.opts.compaction.slow_tier_format == SlowTierFormat::SemiSorted;
     for f in &edit.added {
         let dir = match (f.tier, slow_stage) {
             (Tier::Slow, Some(slow)) => slow,
             _ => fast_stage,
         };
         let name = table_file_name(f.number);
-        if link_or_copy(&env.path(f.tier, &name), &dir.join(&name))? {
+        let (from, to) = (env.path(f.tier, &name), dir.join(&name));
+        // A semi-sorted table is continued in place (its next generation is appended to
+        // a linked copy, cut back to its recorded size first): a second name would let
+        // the store and the copy write over each other's generations. Its recorded bytes
+        // are copied instead.
+        let appendable = f.tier == Tier::Slow && (semi_sorted || f.key_list_bytes > 0);
+        if appendable {
+            copy_prefix(&from, &to, f.size)?;
+            done.copied += 1;
+        } else if link_or_copy(&from, &to)? {
             done.linked += 1;
         } else {
             done.copied += 1;

@@ -700,12 +700,21 @@ impl Ralt {
         for entry in entries {
             let entry = entry.map_err(|e| Error::io(&dir, e))?;
             let name = entry.file_name();
-            if name.to_string_lossy().ends_with(".tmp") {
+            let text = name.to_string_lossy();
+            if text.ends_with(".tmp") {
                 continue;
             }
-            if crate::env::link_or_copy(&entry.path(), &dest.join(&name))? {
+            // Runs are written once; anything else (the manifest) is copied, so the
+            // copy never shares a file the tracker might rewrite.
+            let (from, to) = (entry.path(), dest.join(&name));
+            if text.ends_with(".rlt") && crate::env::link_or_copy(&from, &to)? {
                 linked += 1;
             } else {
+                if !text.ends_with(".rlt") {
+                    std::fs::copy(&from, &to)
+                        .and_then(|_| std::fs::File::open(&to)?.sync_all())
+                        .map_err(|e| Error::io(&to, e))?;
+                }
                 copied += 1;
             }
         }
