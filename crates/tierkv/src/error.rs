@@ -91,6 +91,16 @@ pub enum Error {
     /// does the same work.
     #[error("would block: {0}")]
     WouldBlock(&'static str),
+    /// [`crate::Db::changes_since`]: the batch starting at `wanted` is no longer in a WAL
+    /// the store keeps (the oldest kept starts at `oldest`; 0: none kept). A replica must
+    /// start again from a checkpoint (or raise `Options::wal_retention_bytes`).
+    #[error("changes from sequence {wanted} are no longer kept (oldest kept: {oldest})")]
+    ChangesGone {
+        /// The first sequence number asked for.
+        wanted: u64,
+        /// The first sequence number of the oldest batch kept.
+        oldest: u64,
+    },
 }
 
 impl Error {

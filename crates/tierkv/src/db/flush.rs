@@ -14,7 +14,7 @@ use crate::key::{parse_internal_key, SeqNo};
 use crate::memtable::MemTable;
 use crate::options::Options;
 use crate::sst::TableBuilder;
-use crate::version::{table_file_name, wal_file_name, FileMeta, NewFile, VersionEdit};
+use crate::version::{table_file_name, FileMeta, NewFile, VersionEdit};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -153,15 +153,9 @@ pub(crate) fn flush_memtable(inner: &Arc<DbInner>, mem: &Arc<MemTable>) -> Resul
     Counters::add(&inner.counters.flushes, 1);
     drop(st);
     drop(installing);
-    // Retire every log older than the oldest live memtable.
-    for name in inner.env.list(Tier::Fast)? {
-        if let Some(n) = crate::version::parse_file_number(&name, "log") {
-            if n < next_log {
-                inner.env.remove(Tier::Fast, &wal_file_name(n))?;
-            }
-        }
-    }
-    Ok(())
+    // Retire every log older than the oldest live memtable: removed, or kept for the
+    // change feed up to `wal_retention_bytes`.
+    super::changes::prune_retired(inner, next_log, inner.opts.wal_retention_bytes)
 }
 
 /// Gives the cached entries of the keys of a flushed memtable their newest version, which

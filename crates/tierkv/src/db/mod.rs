@@ -16,6 +16,7 @@
 //! docs/ARCHITECTURE.md, "Owners and locks", has what guards each and the lock order.
 
 mod background;
+mod changes;
 mod checkpoint;
 mod compact;
 mod flush;
@@ -30,6 +31,7 @@ mod store_lock;
 mod stored_tiers;
 mod write;
 
+pub use changes::Change;
 pub use checkpoint::Checkpoint;
 pub use iterator::DbIterator;
 pub use stats::{CacheStats, DbStats, GetSources, LevelStats};
@@ -749,6 +751,18 @@ impl Db {
     /// `db::checkpoint`).
     pub fn checkpoint(&self, to: impl AsRef<Path>, slow_to: Option<&Path>) -> Result<Checkpoint> {
         checkpoint::make(&self.inner, to.as_ref(), slow_to)
+    }
+
+    /// The write batches applied after `sequence`, in order, each with the sequence
+    /// number of its first entry, up to about `max_bytes` of them (at least one when any
+    /// follows): the change feed a replica applies after a checkpoint taken at `sequence`
+    /// ([`Checkpoint::sequence`]), or after the last batch it applied. Read from the WAL
+    /// files the store keeps: the live ones, and retired ones up to
+    /// [`Options::wal_retention_bytes`](crate::Options::wal_retention_bytes).
+    /// [`Error::ChangesGone`] when the next batch is no longer kept. Empty when nothing
+    /// follows yet.
+    pub fn changes_since(&self, sequence: u64, max_bytes: usize) -> Result<Vec<Change>> {
+        changes::since(&self.inner, sequence, max_bytes)
     }
 
     /// Flushes every memtable to L0 and waits for it.

@@ -306,7 +306,14 @@ fn recover(
         ..Default::default()
     })?;
     env.sync_dir(Tier::Fast)?;
-    remove_obsolete_files(env, versions, log_number, wal_number, &empty_logs)?;
+    remove_obsolete_files(
+        env,
+        versions,
+        log_number,
+        wal_number,
+        &empty_logs,
+        opts.wal_retention_bytes,
+    )?;
     Ok(RecoveredTree {
         mem,
         imms,
@@ -535,14 +542,16 @@ fn flush_at_open(
     Ok(())
 }
 
-/// Deletes files no longer referenced: WALs below `log_number` or without records (never
-/// the new one), old manifests, tables outside the version.
+/// Deletes files no longer referenced: WALs without records, WALs below `log_number`
+/// beyond the newest `wal_retention` bytes of them (kept for the change feed; never the
+/// new one), old manifests, tables outside the version.
 fn remove_obsolete_files(
     env: &Arc<Env>,
     versions: &VersionSet,
     log_number: u64,
     wal_number: u64,
     empty_logs: &[u64],
+    wal_retention: u64,
 ) -> Result<()> {
     let live: HashSet<u64> = versions
         .current()
@@ -558,13 +567,30 @@ fn remove_obsolete_files(
             let obsolete = if let Some(n) = parse_file_number(&name, "sst") {
                 !live.contains(&n)
             } else if let Some(n) = parse_file_number(&name, "log") {
-                tier == Tier::Fast && n != wal_number && (n < log_number || empty_logs.contains(&n))
+                // Retired WALs are pruned to the retention below.
+                tier == Tier::Fast && n != wal_number && empty_logs.contains(&n)
             } else {
                 (name.starts_with("MANIFEST-") && name != manifest) || name == "CURRENT.tmp"
             };
             if obsolete {
                 env.remove(tier, &name)?;
             }
+        }
+    }
+    // Retired WALs, newest kept first, within the retention.
+    let mut retired: Vec<(u64, u64)> = Vec::new();
+    for name in env.list(Tier::Fast)? {
+        if let Some(n) = parse_file_number(&name, "log").filter(|&n| n < log_number) {
+            let size = std::fs::metadata(env.path(Tier::Fast, &name)).map_or(0, |m| m.len());
+            retired.push((n, size));
+        }
+    }
+    retired.sort_unstable_by(|a, b| b.cmp(a));
+    let mut kept = 0u64;
+    for (n, size) in retired {
+        kept = kept.saturating_add(size);
+        if kept > wal_retention {
+            env.remove(Tier::Fast, &wal_file_name(n))?;
         }
     }
     Ok(())

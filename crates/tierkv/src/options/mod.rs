@@ -142,6 +142,10 @@ pub struct Options {
     pub max_value_size: usize,
     /// How WAL replay treats damaged records (default: tolerate only a torn tail).
     pub wal_recovery_mode: RecoveryMode,
+    /// Bytes of retired WAL files kept for the change feed ([`crate::Db::changes_since`]),
+    /// the oldest removed first beyond it (default 0: removed at once). A replica that
+    /// falls further behind starts again from a checkpoint.
+    pub wal_retention_bytes: u64,
     /// Device model of the fast tier (default none).
     pub fast_device: DeviceProfile,
     /// Budget of the fast tier in bytes: the levels kept on it are sized to fill it. A soft
@@ -440,6 +444,7 @@ impl Default for Options {
             max_key_size: 64 * KIB,
             max_value_size: 256 * MIB,
             wal_recovery_mode: RecoveryMode::default(),
+            wal_retention_bytes: 0,
             fast_device: DeviceProfile::none(),
             fd_budget: None,
             slow: None,

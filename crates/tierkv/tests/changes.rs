@@ -1,0 +1,128 @@
+//! The change feed (`Db::changes_since`): a replica built from a checkpoint and fed the
+//! batches after its sequence holds exactly the primary's contents, batch for batch, while
+//! the primary flushes and compacts (retired WALs kept by `wal_retention_bytes`, also
+//! across a reopen); it resumes from any batch boundary; a sequence whose batch is no
+//! longer kept is `ChangesGone`, and one inside a batch is refused.
+
+mod common;
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use tierkv::{Db, Error, Options, WriteBatch};
+
+fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut it = db.iter().unwrap();
+    it.seek_to_first().unwrap();
+    let mut out = BTreeMap::new();
+    while it.valid() {
+        out.insert(it.key().to_vec(), it.value().to_vec());
+        it.next().unwrap();
+    }
+    out
+}
+
+fn retaining() -> Options {
+    Options {
+        wal_retention_bytes: 64 << 20,
+        ..common::tiny_options()
+    }
+}
+
+/// Random puts, deletes and multi-key batches.
+fn write_some(db: &Db, rng: &mut StdRng, n: usize, tag: &str) {
+    for i in 0..n {
+        let k = common::key(rng.gen_range(0..200));
+        match rng.gen_range(0..10) {
+            0 => db.delete(&k).unwrap(),
+            1 => {
+                let mut b = WriteBatch::new();
+                for j in 0..3 {
+                    b.put(common::key(rng.gen_range(0..200)), format!("{tag}{i}-{j}"));
+                }
+                b.delete(common::key(rng.gen_range(0..200)));
+                db.write(b).unwrap();
+            }
+            _ => db
+                .put(&k, format!("{tag}{i}").repeat(rng.gen_range(1..20)))
+                .unwrap(),
+        }
+    }
+}
+
+/// Applies every change after `from` to `replica`, a few at a time; returns the last
+/// sequence applied.
+fn catch_up(primary: &Db, replica: &Db, mut from: u64) -> u64 {
+    loop {
+        let changes = primary.changes_since(from, 4096).unwrap();
+        if changes.is_empty() {
+            return from;
+        }
+        for c in changes {
+            assert_eq!(c.sequence, from + 1, "batches follow each other");
+            from = c.last_sequence();
+            replica.write(c.batch).unwrap();
+        }
+    }
+}
+
+#[test]
+fn a_checkpoint_plus_the_feed_is_the_primary() {
+    let dir = tempfile::tempdir().unwrap();
+    let primary = Db::open(dir.path().join("p"), retaining()).unwrap();
+    let mut rng = StdRng::seed_from_u64(5);
+    write_some(&primary, &mut rng, 1500, "a");
+    let cp = primary.checkpoint(dir.path().join("r"), None).unwrap();
+    write_some(&primary, &mut rng, 1500, "b");
+    let replica = Db::open(dir.path().join("r"), common::tiny_options()).unwrap();
+    let mut applied = catch_up(&primary, &replica, cp.sequence);
+    assert_eq!(contents(&replica), contents(&primary));
+    // More writes, flushes and compactions; the replica resumes where it stopped.
+    write_some(&primary, &mut rng, 2000, "c");
+    primary.compact_range(None, None).unwrap();
+    applied = catch_up(&primary, &replica, applied);
+    assert_eq!(contents(&replica), contents(&primary));
+    // The retired WALs survive a reopen of the primary (within the retention).
+    primary.close().unwrap();
+    let primary = Db::open(dir.path().join("p"), retaining()).unwrap();
+    let fresh = Db::open(dir.path().join("fresh"), common::tiny_options()).unwrap();
+    catch_up(&primary, &fresh, 0);
+    assert_eq!(
+        contents(&fresh),
+        contents(&primary),
+        "the whole history is kept"
+    );
+    write_some(&primary, &mut rng, 300, "d");
+    catch_up(&primary, &replica, applied);
+    assert_eq!(contents(&replica), contents(&primary));
+}
+
+#[test]
+fn changes_no_longer_kept_or_inside_a_batch_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("p"), common::tiny_options()).unwrap();
+    let mut rng = StdRng::seed_from_u64(6);
+    write_some(&db, &mut rng, 2000, "a");
+    db.flush().unwrap();
+    // Without retention the flushed WALs are gone.
+    match db.changes_since(0, 1 << 20) {
+        Err(Error::ChangesGone { wanted: 1, .. }) => {}
+        other => panic!("expected ChangesGone, got {other:?}"),
+    }
+    // A batch of 3 takes 3 sequence numbers; a start inside it is refused.
+    let before = db.changes_since(u64::MAX - 1, 1).map(|c| c.len());
+    assert!(before.is_ok_and(|n| n == 0), "nothing after the end");
+    let db = Db::open(dir.path().join("q"), retaining()).unwrap();
+    let mut b = WriteBatch::new();
+    b.put("x", "1").put("y", "2").put("z", "3");
+    db.write(b).unwrap();
+    db.put("after", "4").unwrap();
+    let all = db.changes_since(0, 1 << 20).unwrap();
+    assert_eq!(all.len(), 2);
+    assert_eq!((all[0].sequence, all[0].last_sequence()), (1, 3));
+    assert_eq!(all[1].sequence, 4);
+    let e = db.changes_since(1, 1 << 20).unwrap_err().to_string();
+    assert!(e.contains("inside the batch"), "{e}");
+    assert_eq!(db.changes_since(3, 1 << 20).unwrap().len(), 1);
+    assert!(db.changes_since(4, 1 << 20).unwrap().is_empty());
+}
