@@ -409,7 +409,18 @@ fn run(cmd: Command, serve_flag_given: &dyn Fn(&str) -> bool) -> CliResult {
         }
         Command::Serve(args) => serve(*args, serve_flag_given),
         Command::Checkpoint { store, to, slow_to } => {
-            let db = store.open(false)?;
+            let db = store
+                .open(false)
+                .map_err(|e| -> Box<dyn std::error::Error> {
+                    match e {
+                        tierkv::Error::Locked(_) => format!(
+                            "{e}: a store `tierkv serve` holds is checkpointed through the server \
+                         (BGSAVE; docs/DEPLOYMENT.md, \"Backups\")"
+                        )
+                        .into(),
+                        e => e.into(),
+                    }
+                })?;
             let started = std::time::Instant::now();
             let c = db.checkpoint(&to, slow_to.as_deref())?;
             db.close()?;

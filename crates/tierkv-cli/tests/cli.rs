@@ -144,3 +144,36 @@ fn log_lines_to_a_pipe_carry_no_colour_codes() {
     assert!(err.contains("torn tail"), "a warning was logged: {err}");
     assert!(!err.contains('\x1b'), "colour codes in a pipe: {err:?}");
 }
+
+/// `tierkv checkpoint`: a copy that `tierkv get` reads (the WAL's writes included: the
+/// checkpoint flushes them), refused over an existing directory or for a store in use,
+/// with nothing created.
+#[test]
+fn checkpoint_copies_a_store_that_opens_on_its_own() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db_dir = tmp.path().join("db");
+    make_store(&db_dir, 20, 5);
+    let copy = tmp.path().join("copy");
+    let (db, copy_s) = (db_dir.to_str().unwrap(), copy.to_str().unwrap());
+    let o = tierkv(&["checkpoint", "--db", db, "--to", copy_s]);
+    assert_eq!(code(&o), 0, "{}", text(&o.stderr));
+    assert!(
+        text(&o.stdout).starts_with("checkpoint "),
+        "{}",
+        text(&o.stdout)
+    );
+    for key in ["key0000", "key0024"] {
+        let o = tierkv(&["get", "--db", copy_s, key]);
+        assert_eq!(code(&o), 0, "{key}: {}", text(&o.stderr));
+    }
+    let o = tierkv(&["checkpoint", "--db", db, "--to", copy_s]);
+    assert_ne!(code(&o), 0);
+    assert!(text(&o.stderr).contains("exists"), "{}", text(&o.stderr));
+    let held = tierkv::Db::open(&db_dir, tierkv::Options::default()).unwrap();
+    let other = tmp.path().join("other");
+    let o = tierkv(&["checkpoint", "--db", db, "--to", other.to_str().unwrap()]);
+    assert_ne!(code(&o), 0);
+    assert!(text(&o.stderr).contains("in use"), "{}", text(&o.stderr));
+    assert!(!other.exists());
+    drop(held);
+}
