@@ -3,7 +3,7 @@
 # `tierkv serve`, and reports how many of the tests that apply pass.
 #
 # What runs: FILES below (commands, pipelines and transactions, encodings, connections,
-# retries, the client's command parser, pub/sub),
+# retries, the client's command parser, pub/sub, MONITOR),
 # minus the tests listed in scripts/redis-py/deselected.txt, each under the reason it is
 # listed with (a command family tierkv does not serve, a Redis test hook, a test that
 # ignores --redis-url). "Apply" = passed + failed of what ran; pytest's own skips (for a
@@ -19,9 +19,9 @@ cd "$(dirname "$0")/.."
 root=$(pwd)
 
 REDIS_PY_VERSION=5.0.8
-FILES="tests/test_commands.py tests/test_pipeline.py tests/test_encoding.py tests/test_connection.py tests/test_connection_pool.py tests/test_helpers.py tests/test_command_parser.py tests/test_multiprocessing.py tests/test_retry.py tests/test_pubsub.py"
+FILES="tests/test_commands.py tests/test_pipeline.py tests/test_encoding.py tests/test_connection.py tests/test_connection_pool.py tests/test_helpers.py tests/test_command_parser.py tests/test_multiprocessing.py tests/test_retry.py tests/test_pubsub.py tests/test_monitor.py"
 # Files left out whole: test_lock.py (redis-py's Lock runs Lua scripts), test_scripting.py
-# (EVAL), test_sentinel.py (issue 50), test_monitor.py (MONITOR),
+# (EVAL), test_sentinel.py (issue 50),
 # test_credentials.py (ACL users), test_cluster.py (cluster mode; tierkv shards through
 # twemproxy), test_ssl.py (no TLS), the module suites (test_bloom, test_json, test_search,
 # test_timeseries, test_graph*), and test_asyncio/ (the same commands through the asyncio

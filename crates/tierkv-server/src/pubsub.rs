@@ -28,6 +28,8 @@ pub(crate) enum Push {
         channel: Bytes,
         payload: Bytes,
     },
+    /// A command line for a MONITOR connection.
+    Monitor(Bytes),
     PMessage {
         pattern: Bytes,
         channel: Bytes,
@@ -41,6 +43,7 @@ impl Push {
             Push::Message { channel, payload } | Push::SMessage { channel, payload } => {
                 channel.len() + payload.len() + 32
             }
+            Push::Monitor(line) => line.len() + 8,
             Push::PMessage {
                 pattern,
                 channel,
@@ -84,6 +87,8 @@ pub(crate) struct Subscriptions {
     pub patterns: std::collections::BTreeSet<Bytes>,
     /// Shard channels (SSUBSCRIBE): a namespace of their own, counted apart.
     pub shard_channels: std::collections::BTreeSet<Bytes>,
+    /// The connection ran MONITOR: every client's commands come to its queue.
+    pub monitor: bool,
     pub rx: mpsc::UnboundedReceiver<Push>,
     queued: Arc<AtomicUsize>,
     me: Subscriber,
@@ -107,6 +112,7 @@ impl Subscriptions {
             channels: Default::default(),
             patterns: Default::default(),
             shard_channels: Default::default(),
+            monitor: false,
             rx,
             queued: queued.clone(),
             me: Subscriber {
@@ -124,9 +130,9 @@ impl Subscriptions {
         self.channels.len() + self.patterns.len()
     }
 
-    /// Any subscription at all (shard channels included).
+    /// Any subscription at all (shard channels and MONITOR included).
     pub fn any(&self) -> bool {
-        self.count() + self.shard_channels.len() > 0
+        self.monitor || self.count() + self.shard_channels.len() > 0
     }
 
     /// Marks `p` as written (its bytes leave the queue's count).
@@ -143,6 +149,9 @@ type Subscribers = HashMap<u64, Subscriber>;
 pub(crate) struct PubSub {
     channels: Mutex<HashMap<Bytes, HashMap<u64, Subscriber>>>,
     shard: Mutex<HashMap<Bytes, HashMap<u64, Subscriber>>>,
+    monitors: Mutex<Subscribers>,
+    /// Connections in MONITOR (lets every command skip the lock when there are none).
+    monitoring: AtomicUsize,
     patterns: Mutex<HashMap<Bytes, (Glob, Subscribers)>>,
 }
 
@@ -202,8 +211,34 @@ impl PubSub {
         for c in &s.shard_channels {
             self.unsubscribe(id, c, true);
         }
+        if s.monitor {
+            let mut m = self.monitors.lock();
+            m.remove(&id);
+            self.monitoring.store(m.len(), Relaxed);
+        }
         for p in &s.patterns {
             self.punsubscribe(id, p);
+        }
+    }
+
+    /// Makes `s`'s connection a monitor.
+    pub fn add_monitor(&self, s: &mut Subscriptions) {
+        s.monitor = true;
+        let mut m = self.monitors.lock();
+        m.insert(s.me.info.id, s.me.clone());
+        self.monitoring.store(m.len(), Relaxed);
+    }
+
+    /// True when a connection is in MONITOR: commands are then reported to it, and take
+    /// the dispatcher's path (none skips it on the event loop or merged into a batch).
+    pub fn monitoring(&self) -> bool {
+        self.monitoring.load(Relaxed) > 0
+    }
+
+    /// Reports a command line to every monitor.
+    pub fn report(&self, line: Bytes) {
+        for s in self.monitors.lock().values() {
+            s.send(Push::Monitor(line.clone()));
         }
     }
 

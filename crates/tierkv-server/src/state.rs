@@ -445,7 +445,11 @@ impl ConnState {
     /// In Redis's subscribed mode: subscriptions over RESP2, where only (un)subscribing,
     /// PING, QUIT and RESET may run.
     pub fn subscribed_mode(&self) -> bool {
-        self.proto == Proto::Resp2 && self.subscriptions.as_ref().is_some_and(|s| s.any())
+        self.proto == Proto::Resp2
+            && self
+                .subscriptions
+                .as_ref()
+                .is_some_and(|s| s.count() + s.shard_channels.len() > 0)
     }
 }
 

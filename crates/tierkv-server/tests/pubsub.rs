@@ -137,3 +137,48 @@ fn resp3_subscribers_get_pushes_and_may_run_commands() {
     a.send("GET k");
     assert_eq!(a.read(), "_\r\n", "RESP3 has no subscribed mode");
 }
+
+/// MONITOR: every client's commands, in order, as Redis prints them (arguments quoted and
+/// escaped, the client's address), the fast paths included (GETs answered from memory,
+/// runs of SETs), AUTH never shown; RESET ends it.
+#[test]
+fn monitor_reports_every_command() {
+    let (_d, s) = server();
+    let mut m = Raw(TcpStream::connect(s.addr).unwrap());
+    m.send("MONITOR");
+    assert_eq!(m.read(), "+OK\r\n");
+    let mut c = s.client();
+    q::<()>(&mut c, &["SET", "k", "a\"b\n\x01"]).unwrap();
+    q::<String>(&mut c, &["GET", "k"]).unwrap();
+    let mut raw = Raw(TcpStream::connect(s.addr).unwrap());
+    raw.send("SET p1 1\r\nSET p2 2\r\nGET p1");
+    raw.read();
+    let _ = q::<String>(&mut c, &["AUTH", "secret"]);
+    let got = m.read();
+    let lines: Vec<&str> = got.split("\r\n").filter(|l| !l.is_empty()).collect();
+    let cmds: Vec<&str> = lines
+        .iter()
+        .map(|l| l.split_once("] ").expect("a monitor line").1)
+        // The client library announces itself when it connects.
+        .filter(|c| !c.starts_with(r#""CLIENT" "SETINFO""#))
+        .collect();
+    assert_eq!(
+        cmds,
+        [
+            r#""SET" "k" "a\"b\n\x01""#,
+            r#""GET" "k""#,
+            r#""SET" "p1" "1""#,
+            r#""SET" "p2" "2""#,
+            r#""GET" "p1""#,
+        ],
+        "{got}"
+    );
+    assert!(
+        lines[0].starts_with('+') && lines[0].contains(" [0 127.0.0.1:"),
+        "{got}"
+    );
+    m.send("RESET");
+    assert_eq!(m.read(), "+RESET\r\n");
+    q::<String>(&mut c, &["PING"]).unwrap();
+    assert_eq!(m.read(), "", "RESET ended the monitoring");
+}

@@ -34,6 +34,7 @@ pub(crate) fn run_inline(
         || !conn.authed
         || conn.resume.is_some()
         || conn.replies != crate::state::Replies::On
+        || shared.pubsub.monitoring()
     {
         return Flow::Continue;
     }

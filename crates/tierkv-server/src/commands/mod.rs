@@ -1662,6 +1662,16 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "Stops listening to patterns (all when none is named)."
     ),
     spec!(
+        "monitor",
+        1,
+        ["admin", "noscript", "loading", "stale"],
+        NK,
+        "server",
+        false,
+        pubsub::monitor,
+        "Reports every command the server runs, as it runs it."
+    ),
+    spec!(
         "publish",
         3,
         ["pubsub", "loading", "stale", "fast"],
@@ -1875,6 +1885,14 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Flow {
         return Flow::Continue;
     }
     *ctx.conn.info.last_cmd.lock() = spec.name;
+    if ctx.shared.pubsub.monitoring() && !matches!(spec.name, "auth" | "hello" | "monitor") {
+        let line = pubsub::monitor_line(
+            std::time::SystemTime::now(),
+            &ctx.conn.info.addr.to_string(),
+            args,
+        );
+        ctx.shared.pubsub.report(line);
+    }
     let started = std::time::Instant::now();
     let flow = match (spec.handler)(ctx, args) {
         Ok(flow) => flow,
@@ -2014,7 +2032,11 @@ fn run_commands(
         .then(|| shared.transactions.read());
     while let Some(args) = pending.pop_front() {
         // Inside MULTI every command goes to the dispatcher, which queues it.
-        let merge = conn.authed && conn.multi.is_none() && conn.replies == Replies::On;
+        // Merged runs skip the dispatcher: not while a MONITOR must see every command.
+        let merge = conn.authed
+            && conn.multi.is_none()
+            && conn.replies == Replies::On
+            && !shared.pubsub.monitoring();
         if conn.replies != Replies::On && !turns_replies_on(&args) {
             let flow = execute_silently(shared, conn, &args);
             if flow != Flow::Continue {

@@ -34,6 +34,7 @@ fn push_header(out: &mut ReplyWriter, n: usize) {
 /// Writes one delivered message.
 pub(crate) fn write_push(out: &mut ReplyWriter, p: &Push) {
     match p {
+        Push::Monitor(line) => out.simple(&String::from_utf8_lossy(line)),
         Push::Message { channel, payload } | Push::SMessage { channel, payload } => {
             push_header(out, 3);
             let kind: &[u8] = match p {
@@ -171,6 +172,43 @@ pub(super) fn unsubscribe(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         confirm(ctx.out, &kind, Some(name), count);
     }
     Ok(Flow::Continue)
+}
+
+/// MONITOR: from now on every command of every client is reported on this connection
+/// (`monitor_line`), until it closes or RESETs.
+pub(super) fn monitor(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
+    let registry = ctx.shared.pubsub.clone();
+    let s = subs(ctx);
+    if !s.monitor {
+        registry.add_monitor(s);
+    }
+    ctx.out.ok();
+    Ok(Flow::Continue)
+}
+
+/// A command as MONITOR reports it: `unix-seconds.micros [0 client-address] "arg" ...`,
+/// each argument quoted with Redis's escapes (`\"`, `\\`, `\n`, `\xHH` ...).
+pub(crate) fn monitor_line(at: std::time::SystemTime, addr: &str, args: &[Bytes]) -> Bytes {
+    let d = at.duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let mut line = format!("{}.{:06} [0 {addr}]", d.as_secs(), d.subsec_micros());
+    for a in args {
+        line.push_str(" \"");
+        for &b in a.iter() {
+            match b {
+                b'\\' => line.push_str("\\\\"),
+                b'"' => line.push_str("\\\""),
+                b'\n' => line.push_str("\\n"),
+                b'\r' => line.push_str("\\r"),
+                b'\t' => line.push_str("\\t"),
+                7 => line.push_str("\\a"),
+                8 => line.push_str("\\b"),
+                b if b.is_ascii_graphic() || b == b' ' => line.push(b as char),
+                b => line.push_str(&format!("\\x{b:02x}")),
+            }
+        }
+        line.push('"');
+    }
+    Bytes::from(line)
 }
 
 /// PUBLISH / SPUBLISH channel message: how many subscribers received it.
