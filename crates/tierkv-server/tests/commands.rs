@@ -963,3 +963,99 @@ fn pipelined_gets_and_mget_answer_as_sequential_gets() {
         ]
     );
 }
+
+/// Bitmaps against Redis 7's replies: SETBIT/GETBIT (bit 0 the high bit of byte 0,
+/// zero-padding, the old bit), BITCOUNT and BITPOS in BYTE and BIT ranges with negative
+/// indexes, BITPOS's padding rule for 0, BITOP over strings of unequal lengths, and
+/// WRONGTYPE.
+#[test]
+fn bitmaps_answer_as_redis() {
+    let (_d, s) = server();
+    let mut c = s.client();
+    assert_eq!(q::<i64>(&mut c, &["SETBIT", "b", "7", "1"]).unwrap(), 0);
+    assert_eq!(q::<i64>(&mut c, &["SETBIT", "b", "7", "1"]).unwrap(), 1);
+    assert_eq!(q::<String>(&mut c, &["GET", "b"]).unwrap(), "\u{1}");
+    assert_eq!(q::<i64>(&mut c, &["SETBIT", "b", "100", "0"]).unwrap(), 0);
+    assert_eq!(
+        q::<i64>(&mut c, &["STRLEN", "b"]).unwrap(),
+        13,
+        "padded with zeros"
+    );
+    assert_eq!(q::<i64>(&mut c, &["GETBIT", "b", "7"]).unwrap(), 1);
+    assert_eq!(q::<i64>(&mut c, &["GETBIT", "b", "9999"]).unwrap(), 0);
+    assert_eq!(q::<i64>(&mut c, &["GETBIT", "none", "0"]).unwrap(), 0);
+    assert_eq!(
+        err_text(q::<i64>(&mut c, &["SETBIT", "b", "-1", "1"])),
+        "ERR bit offset is not an integer or out of range"
+    );
+    assert_eq!(
+        err_text(q::<i64>(&mut c, &["SETBIT", "b", "1", "2"])),
+        "ERR bit is not an integer or out of range"
+    );
+    let () = redis::Commands::set(&mut c, "f", "foobar").unwrap();
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f"]).unwrap(), 26);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f", "0", "0"]).unwrap(), 4);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f", "1", "1"]).unwrap(), 6);
+    assert_eq!(q::<i64>(&mut c, &["BITCOUNT", "f", "-2", "-1"]).unwrap(), 7);
+    assert_eq!(
+        q::<i64>(&mut c, &["BITCOUNT", "f", "5", "30", "BIT"]).unwrap(),
+        17
+    );
+    let () = redis::Commands::set(&mut c, "p", b"\xff\xf0\x00".as_slice()).unwrap();
+    assert_eq!(q::<i64>(&mut c, &["BITPOS", "p", "0"]).unwrap(), 12);
+    assert_eq!(q::<i64>(&mut c, &["BITPOS", "p", "1", "2"]).unwrap(), -1);
+    assert_eq!(
+        q::<i64>(&mut c, &["BITPOS", "p", "0", "7", "15", "BIT"]).unwrap(),
+        12
+    );
+    let () = redis::Commands::set(&mut c, "ones", b"\xff\xff".as_slice()).unwrap();
+    assert_eq!(
+        q::<i64>(&mut c, &["BITPOS", "ones", "0"]).unwrap(),
+        16,
+        "past the string"
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["BITPOS", "ones", "0", "0", "-1"]).unwrap(),
+        -1
+    );
+    assert_eq!(q::<i64>(&mut c, &["BITPOS", "none", "0"]).unwrap(), 0);
+    assert_eq!(q::<i64>(&mut c, &["BITPOS", "none", "1"]).unwrap(), -1);
+    let () = redis::Commands::set(&mut c, "x", b"\x0f\xf0".as_slice()).unwrap();
+    let () = redis::Commands::set(&mut c, "y", b"\xff".as_slice()).unwrap();
+    assert_eq!(
+        q::<i64>(&mut c, &["BITOP", "AND", "d", "x", "y"]).unwrap(),
+        2
+    );
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "d"]).unwrap(), b"\x0f\x00");
+    assert_eq!(
+        q::<i64>(&mut c, &["BITOP", "OR", "d", "x", "y", "none"]).unwrap(),
+        2
+    );
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "d"]).unwrap(), b"\xff\xf0");
+    assert_eq!(
+        q::<i64>(&mut c, &["BITOP", "XOR", "d", "x", "y"]).unwrap(),
+        2
+    );
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "d"]).unwrap(), b"\xf0\xf0");
+    assert_eq!(q::<i64>(&mut c, &["BITOP", "NOT", "d", "y"]).unwrap(), 1);
+    assert_eq!(q::<Vec<u8>>(&mut c, &["GET", "d"]).unwrap(), b"\x00");
+    assert_eq!(q::<i64>(&mut c, &["BITOP", "AND", "d", "none"]).unwrap(), 0);
+    assert_eq!(
+        q::<i64>(&mut c, &["EXISTS", "d"]).unwrap(),
+        0,
+        "an empty result deletes"
+    );
+    assert!(err_text(q::<i64>(&mut c, &["BITOP", "NOT", "d", "x", "y"])).contains("single source"));
+    q::<i64>(&mut c, &["HSET", "h", "f", "v"]).unwrap();
+    assert_eq!(err_text(q::<i64>(&mut c, &["GETBIT", "h", "0"])), WRONGTYPE);
+    assert_eq!(
+        err_text(q::<i64>(&mut c, &["SETBIT", "h", "0", "1"])),
+        WRONGTYPE
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["BITOP", "OR", "h", "x"]).unwrap(),
+        2,
+        "BITOP replaces any type"
+    );
+    assert_eq!(q::<String>(&mut c, &["TYPE", "h"]).unwrap(), "string");
+}

@@ -169,6 +169,7 @@ fn acl_category(spec: &CommandSpec) -> &'static str {
         "list" => "@list",
         "set" => "@set",
         "sorted-set" => "@sortedset",
+        "bitmap" => "@bitmap",
         "generic" => "@keyspace",
         "connection" => "@connection",
         _ => "@admin",

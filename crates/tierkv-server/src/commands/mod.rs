@@ -11,6 +11,7 @@
 //! server keyspace format of `crate::keyspace`.
 
 mod admin;
+mod bitmaps;
 mod blocking;
 mod clients;
 mod conn;
@@ -540,6 +541,56 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         true,
         expiry::persist,
         "Removes the expiration time of a key."
+    ),
+    spec!(
+        "setbit",
+        4,
+        ["write", "denyoom"],
+        K1,
+        "bitmap",
+        true,
+        bitmaps::setbit,
+        "Sets a bit of a string (the old bit)."
+    ),
+    spec!(
+        "getbit",
+        3,
+        ["readonly", "fast"],
+        K1,
+        "bitmap",
+        true,
+        bitmaps::getbit,
+        "Returns a bit of a string."
+    ),
+    spec!(
+        "bitcount",
+        -2,
+        ["readonly"],
+        K1,
+        "bitmap",
+        true,
+        bitmaps::bitcount,
+        "Counts the set bits of a string (a BYTE or BIT range)."
+    ),
+    spec!(
+        "bitpos",
+        -3,
+        ["readonly"],
+        K1,
+        "bitmap",
+        true,
+        bitmaps::bitpos,
+        "Returns the first 0 or 1 bit of a string (a BYTE or BIT range)."
+    ),
+    spec!(
+        "bitop",
+        -4,
+        ["write", "denyoom"],
+        (2, -1, 1),
+        "bitmap",
+        true,
+        bitmaps::bitop,
+        "AND, OR, XOR or NOT of strings, stored in a key."
     ),
     spec!(
         "hset",

@@ -17,7 +17,7 @@ use crate::state::{ServerStats, Shared};
 use bytes::Bytes;
 use tierkv::WriteBatch;
 
-const TOO_BIG: &str = "string exceeds maximum allowed size (proto-max-bulk-len)";
+pub(super) const TOO_BIG: &str = "string exceeds maximum allowed size (proto-max-bulk-len)";
 
 fn count_hit(shared: &Shared, hit: bool) {
     let stats = &shared.stats;
@@ -434,7 +434,7 @@ pub(super) fn counter_delta(args: &[Bytes]) -> Option<(&Bytes, Result<i64, &'sta
 
 /// Read-modify-write of one string key: `f` gets the current string (None: absent) and
 /// returns the new one (None: leave it). The key's deadline is kept. WRONGTYPE on a hash.
-fn modify_string(
+pub(super) fn modify_string(
     ctx: &mut Ctx<'_>,
     key: &[u8],
     mut f: impl FnMut(Option<&[u8]>) -> Option<Vec<u8>>,

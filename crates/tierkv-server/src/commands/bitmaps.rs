@@ -1,0 +1,243 @@
+//! Bitmap commands on string values: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, with Redis
+//! 7.0's semantics (bit 0 is the most significant bit of byte 0; ranges in bytes or, with
+//! `BIT`, in bits; negative indexes from the end). SETBIT is one read-modify-write of the
+//! string (`strings::modify_string`), zero-padding it as SETRANGE does and bounded by the
+//! largest value the server accepts; BITOP writes its result as one string, replacing the
+//! destination whatever its type.
+
+use super::strings::{modify_string, TOO_BIG};
+use super::{int_arg, CmdError, CmdResult, Ctx, Flow, SYNTAX};
+use crate::keyspace::{self as ks, Rec};
+use bytes::Bytes;
+use tierkv::{ReadOptions, WriteBatch};
+
+fn bit_offset(a: &[u8]) -> Result<u64, CmdError> {
+    crate::resp::parse_int(a)
+        .filter(|n| (0..1i64 << 32).contains(n))
+        .map(|n| n as u64)
+        .ok_or_else(|| CmdError::err("bit offset is not an integer or out of range"))
+}
+
+/// The string at `key` (empty when absent), WRONGTYPE for another type.
+fn string_of(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<u8>, CmdError> {
+    let rec: Option<Rec> = ks::get(&ctx.shared.db, key, &ReadOptions::new())?;
+    Ok(match rec {
+        Some(r) => r.string()?.to_vec(),
+        None => Vec::new(),
+    })
+}
+
+fn bit_at(s: &[u8], i: u64) -> u8 {
+    s.get((i / 8) as usize)
+        .map_or(0, |b| (b >> (7 - (i % 8))) & 1)
+}
+
+/// SETBIT key offset 0|1: the bit's old value.
+pub(super) fn setbit(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let offset = bit_offset(&args[2])?;
+    let on = match args[3].as_ref() {
+        b"1" => true,
+        b"0" => false,
+        _ => return Err(CmdError::err("bit is not an integer or out of range")),
+    };
+    let byte = (offset / 8) as usize;
+    if byte as u64 + 1 > ctx.shared.config.load().limits.max_bulk as u64 {
+        return Err(CmdError::err(TOO_BIG));
+    }
+    let mut old = 0;
+    modify_string(ctx, &args[1], |cur| {
+        let mut v = cur.unwrap_or_default().to_vec();
+        old = bit_at(&v, offset);
+        if v.len() <= byte {
+            v.resize(byte + 1, 0);
+        }
+        let mask = 1u8 << (7 - (offset % 8));
+        if on {
+            v[byte] |= mask;
+        } else {
+            v[byte] &= !mask;
+        }
+        // Setting a bit of an absent key to 0 still creates it (zeros), as in Redis.
+        Some(v)
+    })?;
+    ctx.out.int(old as i64);
+    Ok(Flow::Continue)
+}
+
+/// GETBIT key offset.
+pub(super) fn getbit(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let offset = bit_offset(&args[2])?;
+    let s = string_of(ctx, &args[1])?;
+    ctx.out.int(bit_at(&s, offset) as i64);
+    Ok(Flow::Continue)
+}
+
+/// A range's unit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Unit {
+    Byte,
+    Bit,
+}
+
+fn unit_arg(a: Option<&Bytes>) -> Result<Unit, CmdError> {
+    match a.map(|a| a.to_ascii_uppercase()) {
+        None => Ok(Unit::Byte),
+        Some(u) if u == b"BYTE" => Ok(Unit::Byte),
+        Some(u) if u == b"BIT" => Ok(Unit::Bit),
+        Some(_) => Err(CmdError::err(SYNTAX)),
+    }
+}
+
+/// `[start, end]` of a string of `len` units, with Redis's negative indexes and clamping;
+/// None when empty.
+fn clamp(start: i64, end: i64, len: i64) -> Option<(i64, i64)> {
+    let start = if start < 0 {
+        (len + start).max(0)
+    } else {
+        start
+    };
+    let end = if end < 0 { (len + end).max(0) } else { end }.min(len - 1);
+    (len > 0 && start <= end).then_some((start, end))
+}
+
+/// BITCOUNT key [start end [BYTE|BIT]].
+pub(super) fn bitcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let range = match args.len() {
+        2 => None,
+        4 | 5 => Some((
+            int_arg(&args[2])?,
+            int_arg(&args[3])?,
+            unit_arg(args.get(4))?,
+        )),
+        _ => return Err(CmdError::err(SYNTAX)),
+    };
+    let s = string_of(ctx, &args[1])?;
+    let n: u64 = match range {
+        None => s.iter().map(|b| b.count_ones() as u64).sum(),
+        Some((start, end, Unit::Byte)) => match clamp(start, end, s.len() as i64) {
+            Some((a, b)) => s[a as usize..=b as usize]
+                .iter()
+                .map(|b| b.count_ones() as u64)
+                .sum(),
+            None => 0,
+        },
+        Some((start, end, Unit::Bit)) => match clamp(start, end, s.len() as i64 * 8) {
+            Some((a, b)) => (a as u64..=b as u64).map(|i| bit_at(&s, i) as u64).sum(),
+            None => 0,
+        },
+    };
+    ctx.out.int(n as i64);
+    Ok(Flow::Continue)
+}
+
+/// BITPOS key 0|1 [start [end [BYTE|BIT]]]: the first position of the bit, or -1. Looking
+/// for 0 without an end in a string of ones answers the first bit past the string, as
+/// Redis does (the string is taken as padded with zeros to the right).
+pub(super) fn bitpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let want = match args[2].as_ref() {
+        b"1" => 1u8,
+        b"0" => 0u8,
+        _ => return Err(CmdError::err("The bit argument must be 1 or 0.")),
+    };
+    if args.len() > 6 {
+        return Err(CmdError::err(SYNTAX));
+    }
+    let unit = unit_arg(args.get(5))?;
+    let start = args.get(3).map(|a| int_arg(a)).transpose()?.unwrap_or(0);
+    let end_given = args.len() >= 5;
+    let s = string_of(ctx, &args[1])?;
+    if s.is_empty() {
+        ctx.out.int(if want == 1 { -1 } else { 0 });
+        return Ok(Flow::Continue);
+    }
+    let bits = s.len() as i64 * 8;
+    let len = if unit == Unit::Bit {
+        bits
+    } else {
+        s.len() as i64
+    };
+    let end = if end_given {
+        int_arg(&args[4])?
+    } else {
+        len - 1
+    };
+    let Some((a, b)) = clamp(start, end, len) else {
+        ctx.out.int(-1);
+        return Ok(Flow::Continue);
+    };
+    let (from, to) = match unit {
+        Unit::Bit => (a as u64, b as u64),
+        Unit::Byte => (a as u64 * 8, b as u64 * 8 + 7),
+    };
+    let found = (from..=to).find(|&i| bit_at(&s, i) == want);
+    let pos = match found {
+        Some(i) => i as i64,
+        // No 0 in range without an end given: the first bit past the string.
+        None if want == 0 && !end_given => (to + 1) as i64,
+        None => -1,
+    };
+    ctx.out.int(pos);
+    Ok(Flow::Continue)
+}
+
+/// BITOP AND|OR|XOR|NOT destkey key...: the result's length; stored as a string (the
+/// shorter inputs padded with zeros), the destination deleted when it is empty.
+pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let op = args[1].to_ascii_uppercase();
+    let srcs = &args[3..];
+    if op == b"NOT" && srcs.len() != 1 {
+        return Err(CmdError::err(
+            "BITOP NOT must be called with a single source key.",
+        ));
+    }
+    let mut inputs = Vec::with_capacity(srcs.len());
+    for k in srcs {
+        inputs.push(string_of(ctx, k)?);
+    }
+    let len = inputs.iter().map(Vec::len).max().unwrap_or(0);
+    let at = |v: &Vec<u8>, i: usize| v.get(i).copied().unwrap_or(0);
+    let result: Vec<u8> = match op.as_slice() {
+        b"NOT" => inputs[0].iter().map(|b| !b).collect(),
+        b"AND" => (0..len)
+            .map(|i| inputs.iter().fold(0xff, |acc, v| acc & at(v, i)))
+            .collect(),
+        b"OR" => (0..len)
+            .map(|i| inputs.iter().fold(0, |acc, v| acc | at(v, i)))
+            .collect(),
+        b"XOR" => (0..len)
+            .map(|i| inputs.iter().fold(0, |acc, v| acc ^ at(v, i)))
+            .collect(),
+        _ => return Err(CmdError::err(SYNTAX)),
+    };
+    let dst = &args[2];
+    let dmk = ks::meta_key(dst);
+    let db = &ctx.shared.db;
+    let mut err = None;
+    let mut leftover = None;
+    ks::transact(db, &ctx.wopts(), &[&dmk], |cur| {
+        err = None;
+        leftover = None;
+        let mut b = WriteBatch::new();
+        if let Some(old) = cur[0].as_ref() {
+            match ks::delete_value(db, &mut b, dst, old) {
+                Ok(l) => leftover = l,
+                Err(e) => {
+                    err = Some(e);
+                    return None;
+                }
+            }
+        }
+        if !result.is_empty() {
+            ks::put(&mut b, &dmk, &ks::str_value(&result), None);
+        }
+        (!b.is_empty()).then_some(b)
+    })?;
+    if let Some(e) = err {
+        return Err(e);
+    }
+    if let Some(v) = leftover {
+        ks::drop_fields(db, &ctx.wopts(), dst, v)?;
+    }
+    ctx.out.int(result.len() as i64);
+    Ok(Flow::Continue)
+}
