@@ -1059,3 +1059,83 @@ fn bitmaps_answer_as_redis() {
     );
     assert_eq!(q::<String>(&mut c, &["TYPE", "h"]).unwrap(), "string");
 }
+
+/// BITFIELD against Redis's documented examples: signed and unsigned fields, `#` offsets,
+/// INCRBY with WRAP, SAT and FAIL overflow, and BITFIELD_RO refusing writes.
+#[test]
+fn bitfield_answers_as_redis() {
+    let (_d, s) = server();
+    let mut c = s.client();
+    let r: Vec<Option<i64>> = q(
+        &mut c,
+        &[
+            "BITFIELD", "k", "INCRBY", "i5", "100", "1", "GET", "u4", "0",
+        ],
+    )
+    .unwrap();
+    assert_eq!(r, [Some(1), Some(0)]);
+    let r: Vec<Option<i64>> = q(
+        &mut c,
+        &[
+            "BITFIELD", "m", "INCRBY", "u2", "100", "1", "OVERFLOW", "SAT", "INCRBY", "u2", "102",
+            "1",
+        ],
+    )
+    .unwrap();
+    assert_eq!(r, [Some(1), Some(1)]);
+    for _ in 0..3 {
+        q::<Vec<Option<i64>>>(
+            &mut c,
+            &[
+                "BITFIELD", "m", "INCRBY", "u2", "100", "1", "OVERFLOW", "SAT", "INCRBY", "u2",
+                "102", "1",
+            ],
+        )
+        .unwrap();
+    }
+    let r: Vec<Option<i64>> = q(
+        &mut c,
+        &["BITFIELD", "m", "GET", "u2", "100", "GET", "u2", "102"],
+    )
+    .unwrap();
+    assert_eq!(
+        r,
+        [Some(0), Some(3)],
+        "WRAP wrapped to 0 after 4, SAT stayed at 3"
+    );
+    let r: Vec<Option<i64>> = q(
+        &mut c,
+        &[
+            "BITFIELD", "m", "OVERFLOW", "FAIL", "INCRBY", "u2", "102", "1",
+        ],
+    )
+    .unwrap();
+    assert_eq!(r, [None]);
+    let r: Vec<Option<i64>> = q(
+        &mut c,
+        &[
+            "BITFIELD", "s", "SET", "i8", "#1", "-100", "GET", "i8", "#1", "GET", "u8", "8",
+        ],
+    )
+    .unwrap();
+    assert_eq!(r, [Some(0), Some(-100), Some(156)]);
+    let r: Vec<Option<i64>> = q(
+        &mut c,
+        &["BITFIELD", "s", "SET", "i8", "8", "200", "GET", "i8", "8"],
+    )
+    .unwrap();
+    assert_eq!(r, [Some(-100), Some(-56)], "200 wraps to -56 in i8");
+    assert_eq!(
+        q::<Vec<i64>>(&mut c, &["BITFIELD_RO", "s", "GET", "i8", "8"]).unwrap(),
+        [-56]
+    );
+    assert!(err_text(q::<Vec<i64>>(
+        &mut c,
+        &["BITFIELD_RO", "s", "SET", "i8", "8", "1"]
+    ))
+    .contains("only supports the GET"));
+    assert!(
+        err_text(q::<Vec<i64>>(&mut c, &["BITFIELD", "s", "GET", "u64", "0"]))
+            .contains("Invalid bitfield type")
+    );
+}

@@ -1,5 +1,5 @@
-//! Bitmap commands on string values: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, with Redis
-//! 7.0's semantics (bit 0 is the most significant bit of byte 0; ranges in bytes or, with
+//! Bitmap commands on string values: SETBIT, GETBIT, BITCOUNT, BITPOS, BITOP, BITFIELD and
+//! BITFIELD_RO, with Redis 7.0's semantics (bit 0 is the most significant bit of byte 0; ranges in bytes or, with
 //! `BIT`, in bits; negative indexes from the end). SETBIT is one read-modify-write of the
 //! string (`strings::modify_string`), zero-padding it as SETRANGE does and bounded by the
 //! largest value the server accepts; BITOP writes its result as one string, replacing the
@@ -239,5 +239,253 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         ks::drop_fields(db, &ctx.wopts(), dst, v)?;
     }
     ctx.out.int(result.len() as i64);
+    Ok(Flow::Continue)
+}
+
+/// A BITFIELD integer type: signed or not, and its width in bits.
+#[derive(Clone, Copy)]
+struct Field {
+    signed: bool,
+    bits: u32,
+}
+
+impl Field {
+    fn parse(a: &[u8]) -> Result<Field, CmdError> {
+        let bad = || {
+            CmdError::err(
+                "Invalid bitfield type. Use something like i16 u8. Note that u64 is not \
+                 supported but i64 is.",
+            )
+        };
+        let (signed, digits) = match a.first().map(u8::to_ascii_lowercase) {
+            Some(b'i') => (true, &a[1..]),
+            Some(b'u') => (false, &a[1..]),
+            _ => return Err(bad()),
+        };
+        let bits: u32 = std::str::from_utf8(digits)
+            .ok()
+            .and_then(|d| d.parse().ok())
+            .ok_or_else(bad)?;
+        if bits == 0 || bits > 64 || (!signed && bits == 64) {
+            return Err(bad());
+        }
+        Ok(Field { signed, bits })
+    }
+
+    /// An offset argument: bits, or with `#` a multiple of the type's width.
+    fn offset(self, a: &[u8]) -> Result<u64, CmdError> {
+        let bad = || CmdError::err("bit offset is not an integer or out of range");
+        let (mul, digits) = match a.strip_prefix(b"#") {
+            Some(rest) => (u64::from(self.bits), rest),
+            None => (1, a),
+        };
+        let n = crate::resp::parse_int(digits)
+            .filter(|n| *n >= 0)
+            .ok_or_else(bad)? as u64;
+        n.checked_mul(mul)
+            .filter(|o| o.saturating_add(u64::from(self.bits)) <= 1 << 32)
+            .ok_or_else(bad)
+    }
+
+    fn min(self) -> i128 {
+        if self.signed {
+            -(1i128 << (self.bits - 1))
+        } else {
+            0
+        }
+    }
+
+    fn max(self) -> i128 {
+        if self.signed {
+            (1i128 << (self.bits - 1)) - 1
+        } else {
+            (1i128 << self.bits) - 1
+        }
+    }
+
+    /// The field's value from its raw bits.
+    fn value(self, raw: u64) -> i128 {
+        if self.signed && self.bits < 64 && raw >> (self.bits - 1) & 1 == 1 {
+            raw as i128 - (1i128 << self.bits)
+        } else if self.signed && self.bits == 64 {
+            raw as i64 as i128
+        } else {
+            raw as i128
+        }
+    }
+}
+
+fn read_bits(s: &[u8], offset: u64, bits: u32) -> u64 {
+    (0..u64::from(bits)).fold(0u64, |acc, i| (acc << 1) | u64::from(bit_at(s, offset + i)))
+}
+
+fn write_bits(v: &mut Vec<u8>, offset: u64, bits: u32, raw: u64) {
+    let end_byte = ((offset + u64::from(bits) - 1) / 8) as usize;
+    if v.len() <= end_byte {
+        v.resize(end_byte + 1, 0);
+    }
+    for i in 0..u64::from(bits) {
+        let bit = (raw >> (u64::from(bits) - 1 - i)) & 1;
+        let at = offset + i;
+        let mask = 1u8 << (7 - (at % 8));
+        let byte = &mut v[(at / 8) as usize];
+        if bit == 1 {
+            *byte |= mask;
+        } else {
+            *byte &= !mask;
+        }
+    }
+}
+
+/// What BITFIELD does when a SET or INCRBY leaves the type's range.
+#[derive(Clone, Copy)]
+enum Overflow {
+    Wrap,
+    Sat,
+    Fail,
+}
+
+/// One BITFIELD operation.
+enum Op {
+    Get(Field, u64),
+    Set(Field, u64, i128, Overflow),
+    Incr(Field, u64, i128, Overflow),
+}
+
+fn parse_ops(args: &[Bytes], read_only: bool) -> Result<Vec<Op>, CmdError> {
+    let mut ops = Vec::new();
+    let mut overflow = Overflow::Wrap;
+    let mut i = 2;
+    let need = |i: usize, n: usize| {
+        if i + n < args.len() {
+            Ok(())
+        } else {
+            Err(CmdError::err(SYNTAX))
+        }
+    };
+    while i < args.len() {
+        match args[i].to_ascii_uppercase().as_slice() {
+            b"GET" => {
+                need(i, 2)?;
+                let f = Field::parse(&args[i + 1])?;
+                ops.push(Op::Get(f, f.offset(&args[i + 2])?));
+                i += 3;
+            }
+            b"SET" | b"INCRBY" if !read_only => {
+                need(i, 3)?;
+                let f = Field::parse(&args[i + 1])?;
+                let offset = f.offset(&args[i + 2])?;
+                let n = i128::from(int_arg(&args[i + 3])?);
+                ops.push(if args[i].eq_ignore_ascii_case(b"set") {
+                    Op::Set(f, offset, n, overflow)
+                } else {
+                    Op::Incr(f, offset, n, overflow)
+                });
+                i += 4;
+            }
+            b"OVERFLOW" if !read_only => {
+                need(i, 1)?;
+                overflow = match args[i + 1].to_ascii_uppercase().as_slice() {
+                    b"WRAP" => Overflow::Wrap,
+                    b"SAT" => Overflow::Sat,
+                    b"FAIL" => Overflow::Fail,
+                    _ => return Err(CmdError::err("Invalid OVERFLOW type specified")),
+                };
+                i += 2;
+            }
+            b"SET" | b"INCRBY" | b"OVERFLOW" => {
+                return Err(CmdError::err(
+                    "BITFIELD_RO only supports the GET subcommand",
+                ))
+            }
+            _ => return Err(CmdError::err(SYNTAX)),
+        }
+    }
+    Ok(ops)
+}
+
+/// `n` brought into `f`'s range by `overflow`; None when FAIL refuses it.
+fn fit(f: Field, n: i128, overflow: Overflow) -> Option<i128> {
+    if (f.min()..=f.max()).contains(&n) {
+        return Some(n);
+    }
+    match overflow {
+        Overflow::Fail => None,
+        Overflow::Sat => Some(n.clamp(f.min(), f.max())),
+        Overflow::Wrap => {
+            let m = 1i128 << f.bits;
+            let wrapped = n.rem_euclid(m);
+            Some(if f.signed && wrapped > f.max() {
+                wrapped - m
+            } else {
+                wrapped
+            })
+        }
+    }
+}
+
+/// BITFIELD key [GET type offset] [SET type offset value] [INCRBY type offset increment]
+/// [OVERFLOW WRAP|SAT|FAIL] ... and BITFIELD_RO key [GET type offset] ...: one reply per
+/// GET, SET (the old value) and INCRBY (the new one; nil where OVERFLOW FAIL refused),
+/// the writes applied in one read-modify-write.
+pub(super) fn bitfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let read_only = args[0].eq_ignore_ascii_case(b"bitfield_ro");
+    let ops = parse_ops(args, read_only)?;
+    let max = ctx.shared.config.load().limits.max_bulk as u64;
+    let writes = ops.iter().any(|o| !matches!(o, Op::Get(..)));
+    for o in &ops {
+        if let Op::Set(f, off, ..) | Op::Incr(f, off, ..) = o {
+            if (off + u64::from(f.bits)).div_ceil(8) > max {
+                return Err(CmdError::err(TOO_BIG));
+            }
+        }
+    }
+    let mut replies: Vec<Option<i128>> = Vec::new();
+    let mut run = |cur: &[u8]| -> Option<Vec<u8>> {
+        replies.clear();
+        let mut v = cur.to_vec();
+        let mut changed = false;
+        for o in &ops {
+            match *o {
+                Op::Get(f, off) => replies.push(Some(f.value(read_bits(&v, off, f.bits)))),
+                Op::Set(f, off, n, ovf) => {
+                    let old = f.value(read_bits(&v, off, f.bits));
+                    match fit(f, n, ovf) {
+                        Some(n) => {
+                            write_bits(&mut v, off, f.bits, n as u64);
+                            changed = true;
+                            replies.push(Some(old));
+                        }
+                        None => replies.push(None),
+                    }
+                }
+                Op::Incr(f, off, n, ovf) => {
+                    let old = f.value(read_bits(&v, off, f.bits));
+                    match fit(f, old + n, ovf) {
+                        Some(new) => {
+                            write_bits(&mut v, off, f.bits, new as u64);
+                            changed = true;
+                            replies.push(Some(new));
+                        }
+                        None => replies.push(None),
+                    }
+                }
+            }
+        }
+        changed.then_some(v)
+    };
+    if writes {
+        modify_string(ctx, &args[1], |cur| run(cur.unwrap_or_default()))?;
+    } else {
+        let s = string_of(ctx, &args[1])?;
+        run(&s);
+    }
+    ctx.out.array(replies.len());
+    for r in replies {
+        match r {
+            Some(n) => ctx.out.int(n as i64),
+            None => ctx.out.null(),
+        }
+    }
     Ok(Flow::Continue)
 }

@@ -593,6 +593,26 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "AND, OR, XOR or NOT of strings, stored in a key."
     ),
     spec!(
+        "bitfield",
+        -2,
+        ["write", "denyoom"],
+        K1,
+        "bitmap",
+        true,
+        bitmaps::bitfield,
+        "GET, SET, INCRBY integer fields of a string (OVERFLOW WRAP, SAT, FAIL)."
+    ),
+    spec!(
+        "bitfield_ro",
+        -2,
+        ["readonly", "fast"],
+        K1,
+        "bitmap",
+        true,
+        bitmaps::bitfield,
+        "BITFIELD's GET."
+    ),
+    spec!(
         "hset",
         -4,
         ["write", "denyoom", "fast"],
