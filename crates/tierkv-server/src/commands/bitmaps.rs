@@ -5,11 +5,12 @@
 //! largest value the server accepts; BITOP writes its result as one string, replacing the
 //! destination whatever its type.
 
+use super::hashes::replace_key;
 use super::strings::{modify_string, TOO_BIG};
 use super::{int_arg, CmdError, CmdResult, Ctx, Flow, SYNTAX};
 use crate::keyspace::{self as ks, Rec};
 use bytes::Bytes;
-use tierkv::{ReadOptions, WriteBatch};
+use tierkv::ReadOptions;
 
 fn bit_offset(a: &[u8]) -> Result<u64, CmdError> {
     crate::resp::parse_int(a)
@@ -209,35 +210,9 @@ pub(super) fn bitop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             .collect(),
         _ => return Err(CmdError::err(SYNTAX)),
     };
-    let dst = &args[2];
-    let dmk = ks::meta_key(dst);
-    let db = &ctx.shared.db;
-    let mut err = None;
-    let mut leftover = None;
-    ks::transact(db, &ctx.wopts(), &[&dmk], |cur| {
-        err = None;
-        leftover = None;
-        let mut b = WriteBatch::new();
-        if let Some(old) = cur[0].as_ref() {
-            match ks::delete_value(db, &mut b, dst, old) {
-                Ok(l) => leftover = l,
-                Err(e) => {
-                    err = Some(e);
-                    return None;
-                }
-            }
-        }
-        if !result.is_empty() {
-            ks::put(&mut b, &dmk, &ks::str_value(&result), None);
-        }
-        (!b.is_empty()).then_some(b)
+    replace_key(ctx, &args[2], |_, _| {
+        (!result.is_empty()).then(|| ks::str_value(&result))
     })?;
-    if let Some(e) = err {
-        return Err(e);
-    }
-    if let Some(v) = leftover {
-        ks::drop_fields(db, &ctx.wopts(), dst, v)?;
-    }
     ctx.out.int(result.len() as i64);
     Ok(Flow::Continue)
 }

@@ -155,16 +155,17 @@ pub(super) fn edit_coll<T>(
     out.unwrap_or_else(|| Err(CmdError::err("internal error: hash step did not run")))
 }
 
-/// The STORE forms' step: replaces `dst` (whatever its type) with a new collection whose
-/// element records `fill` adds to the batch at the version it is given, returning the
-/// new metadata, or `None` for an empty result (then `dst` is deleted). One atomic step
-/// conditioned on `dst`'s record; the old value's elements are removed with it (the rest,
-/// past the inline bound, right after). The new collection has no deadline, and wakes the
-/// clients blocked on `dst` when it has elements.
-pub(super) fn replace_coll(
+/// The STORE forms' step (SINTERSTORE, ZUNIONSTORE, BITOP ...): replaces `dst` (whatever
+/// its type) with a new value: `fill` adds a new collection's element records to the batch
+/// at the version it is given and returns the encoded top-level value (a collection's
+/// metadata, a string), or `None` for an empty result (then `dst` is deleted). One atomic
+/// step conditioned on `dst`'s record; the old value's elements are removed with it (the
+/// rest, past the inline bound, right after). The new value has no deadline, and wakes the
+/// clients blocked on `dst` when there is one.
+pub(super) fn replace_key(
     ctx: &Ctx<'_>,
     dst: &[u8],
-    mut fill: impl FnMut(&mut WriteBatch, u64) -> Option<CollMeta>,
+    mut fill: impl FnMut(&mut WriteBatch, u64) -> Option<Vec<u8>>,
 ) -> Result<(), CmdError> {
     let db = &ctx.shared.db;
     let dmk = ks::meta_key(dst);
@@ -185,10 +186,10 @@ pub(super) fn replace_coll(
                 }
             }
         }
-        let meta = fill(&mut b, version);
-        filled = meta.is_some();
-        if let Some(m) = meta {
-            ks::put(&mut b, &dmk, &ks::coll_value(m), None);
+        let value = fill(&mut b, version);
+        filled = value.is_some();
+        if let Some(v) = value {
+            ks::put(&mut b, &dmk, &v, None);
         }
         (!b.is_empty()).then_some(b)
     })?;

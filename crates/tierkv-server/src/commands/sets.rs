@@ -9,7 +9,7 @@
 //! memory, as Redis does.
 
 use super::hashes::{
-    coll_meta, edit_coll, list_elements, pick, remove_elements, replace_coll, scan_elements, Parts,
+    coll_meta, edit_coll, list_elements, pick, remove_elements, replace_key, scan_elements, Parts,
 };
 use super::{int_arg, CmdError, CmdResult, Ctx, Flow};
 use crate::keyspace::{self as ks, Coll, CollMeta};
@@ -309,14 +309,18 @@ pub(super) fn algebra_store(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let db = &ctx.shared.db;
     let result = combine(db, Op::of(&args[0]), &args[2..])?;
     let dst = &args[1];
-    replace_coll(ctx, dst, |b, version| {
+    replace_key(ctx, dst, |b, version| {
         if result.is_empty() {
             return None;
         }
         for m in &result {
             b.put(ks::field_key(dst, version, m), b"");
         }
-        Some(CollMeta::new(Coll::Set, version, result.len() as u64))
+        Some(ks::coll_value(CollMeta::new(
+            Coll::Set,
+            version,
+            result.len() as u64,
+        )))
     })?;
     ctx.out.int(result.len() as i64);
     Ok(Flow::Continue)

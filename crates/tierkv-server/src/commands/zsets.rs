@@ -20,7 +20,7 @@
 //! `1.1000000000000001` for 1.1, which Redis 7.2 and later print as `1.1`).
 
 use super::blocking::{block_or_reply, timeout_arg};
-use super::hashes::{coll_meta, edit_coll, replace_coll, HashEdit};
+use super::hashes::{coll_meta, edit_coll, replace_key, HashEdit};
 use super::keys::{parse_scan_args, scan_step, SCAN_MAX_REPLY_BYTES};
 use super::sets::at_snapshot;
 use super::strings::parse_float;
@@ -1079,7 +1079,7 @@ pub(super) fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// Replaces `dst` (whatever its type) with a sorted set of `items` (distinct members), or
 /// deletes it when `items` is empty; the result has no deadline.
 fn store_result(ctx: &Ctx<'_>, dst: &[u8], items: &[Scored]) -> Result<(), CmdError> {
-    replace_coll(ctx, dst, |b, version| {
+    replace_key(ctx, dst, |b, version| {
         if items.is_empty() {
             return None;
         }
@@ -1088,7 +1088,11 @@ fn store_result(ctx: &Ctx<'_>, dst: &[u8], items: &[Scored]) -> Result<(), CmdEr
             b.put(ks::field_key(dst, version, member), encode_score(score));
             b.put(ks::score_key(dst, version, score, member), b"");
         }
-        Some(CollMeta::new(Coll::ZSet, version, items.len() as u64))
+        Some(ks::coll_value(CollMeta::new(
+            Coll::ZSet,
+            version,
+            items.len() as u64,
+        )))
     })
 }
 
