@@ -17,6 +17,7 @@ mod clients;
 mod conn;
 pub(crate) mod expiry;
 mod hashes;
+mod hyperloglog;
 mod inline;
 mod keys;
 mod keyspace;
@@ -611,6 +612,36 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         true,
         bitmaps::bitfield,
         "BITFIELD's GET."
+    ),
+    spec!(
+        "pfadd",
+        -2,
+        ["write", "denyoom", "fast"],
+        K1,
+        "hyperloglog",
+        true,
+        hyperloglog::pfadd,
+        "Adds elements to a HyperLogLog (1 when it changed)."
+    ),
+    spec!(
+        "pfcount",
+        -2,
+        ["readonly"],
+        KALL,
+        "hyperloglog",
+        true,
+        hyperloglog::pfcount,
+        "The estimated number of distinct elements of HyperLogLogs' union."
+    ),
+    spec!(
+        "pfmerge",
+        -2,
+        ["write", "denyoom"],
+        KALL,
+        "hyperloglog",
+        true,
+        hyperloglog::pfmerge,
+        "Merges HyperLogLogs into the first key."
     ),
     spec!(
         "hset",
