@@ -1184,3 +1184,112 @@ fn hyperloglogs_count_as_redis_does() {
     q::<i64>(&mut c, &["HSET", "h", "f", "v"]).unwrap();
     assert_eq!(err_text(q::<i64>(&mut c, &["PFCOUNT", "h"])), WRONGTYPE);
 }
+
+/// SORT and SORT_RO against the replies of `redis-server` 7.0 for the same commands
+/// (compared when written): numeric with ties broken by the elements' bytes, DESC, LIMIT
+/// (negative offsets and counts), ALPHA, BY a string or a hash field (missing values sort
+/// as 0), BY without `*` keeping the source's order (a sorted set's reversed by DESC), GET
+/// patterns with `#`, STORE as a list, a non-number refused, SORT_RO refusing STORE.
+#[test]
+fn sort_answers_as_redis() {
+    let (_d, s) = server();
+    let mut c = s.client();
+    q::<i64>(&mut c, &["RPUSH", "l", "3", "1", "2", "10", "1.5", "-4"]).unwrap();
+    q::<i64>(&mut c, &["SADD", "s", "b", "a", "c", "aa"]).unwrap();
+    q::<i64>(&mut c, &["ZADD", "z", "3", "x", "1", "y", "2", "w"]).unwrap();
+    q::<i64>(&mut c, &["RPUSH", "t", "a", "b", "c"]).unwrap();
+    for (k, v) in [("w_a", "5"), ("w_b", "5"), ("g_a", "A")] {
+        let () = redis::Commands::set(&mut c, k, v).unwrap();
+    }
+    q::<i64>(&mut c, &["HSET", "h_c", "f", "1"]).unwrap();
+    q::<i64>(&mut c, &["HSET", "h_a", "f", "HA"]).unwrap();
+    let sorted =
+        |c: &mut redis::Connection, args: &[&str]| -> Vec<Option<String>> { q(c, args).unwrap() };
+    let some =
+        |v: &[&str]| -> Vec<Option<String>> { v.iter().map(|s| Some(s.to_string())).collect() };
+    assert_eq!(
+        sorted(&mut c, &["SORT", "l"]),
+        some(&["-4", "1", "1.5", "2", "3", "10"])
+    );
+    assert_eq!(
+        sorted(&mut c, &["SORT", "l", "DESC"]),
+        some(&["10", "3", "2", "1.5", "1", "-4"])
+    );
+    assert_eq!(
+        sorted(&mut c, &["SORT", "l", "LIMIT", "1", "3"]),
+        some(&["1", "1.5", "2"])
+    );
+    assert_eq!(
+        sorted(&mut c, &["SORT", "l", "LIMIT", "-1", "2"]),
+        some(&["-4", "1"])
+    );
+    assert_eq!(
+        sorted(&mut c, &["SORT", "l", "LIMIT", "2", "-1"]),
+        some(&["1.5", "2", "3", "10"])
+    );
+    assert_eq!(
+        sorted(&mut c, &["SORT", "s", "ALPHA"]),
+        some(&["a", "aa", "b", "c"])
+    );
+    assert_eq!(
+        sorted(&mut c, &["SORT", "z", "BY", "nosort"]),
+        some(&["y", "w", "x"])
+    );
+    assert_eq!(
+        sorted(&mut c, &["SORT", "z", "BY", "nosort", "DESC"]),
+        some(&["x", "w", "y"])
+    );
+    assert_eq!(
+        sorted(&mut c, &["SORT", "t", "BY", "w_*"]),
+        some(&["c", "a", "b"])
+    );
+    assert_eq!(
+        err_text(q::<Vec<String>>(&mut c, &["SORT", "t", "BY", "h_*->f"])),
+        "ERR One or more scores can't be converted into double",
+        "h_a's f is HA"
+    );
+    assert_eq!(
+        sorted(&mut c, &["SORT", "t", "BY", "h_*->f", "ALPHA"]),
+        some(&["b", "c", "a"]),
+        "a missing value first"
+    );
+    assert_eq!(
+        sorted(
+            &mut c,
+            &["SORT", "t", "BY", "nosort", "GET", "g_*", "GET", "#", "GET", "h_*->f"]
+        ),
+        [
+            Some("A".into()),
+            Some("a".into()),
+            Some("HA".into()),
+            None,
+            Some("b".into()),
+            None,
+            None,
+            Some("c".into()),
+            Some("1".into())
+        ]
+    );
+    assert_eq!(
+        q::<i64>(&mut c, &["SORT", "t", "ALPHA", "DESC", "STORE", "dst"]).unwrap(),
+        3
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["LRANGE", "dst", "0", "-1"]).unwrap(),
+        ["c", "b", "a"]
+    );
+    assert!(sorted(&mut c, &["SORT", "none"]).is_empty());
+    q::<i64>(&mut c, &["RPUSH", "bad", "x", "1"]).unwrap();
+    assert_eq!(
+        err_text(q::<Vec<String>>(&mut c, &["SORT", "bad"])),
+        "ERR One or more scores can't be converted into double"
+    );
+    assert_eq!(
+        err_text(q::<Vec<String>>(&mut c, &["SORT", "w_a"])),
+        WRONGTYPE
+    );
+    assert_eq!(
+        err_text(q::<i64>(&mut c, &["SORT_RO", "t", "STORE", "x"])),
+        "ERR syntax error"
+    );
+}

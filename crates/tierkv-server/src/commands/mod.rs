@@ -27,6 +27,7 @@ mod multi;
 pub(crate) mod pubsub;
 mod saves;
 mod sets;
+mod sort;
 mod strings;
 mod zsets;
 
@@ -382,6 +383,26 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         true,
         keyspace::keys,
         "Returns all key names that match a pattern (O(keys): scans the key range)."
+    ),
+    spec!(
+        "sort",
+        -2,
+        ["write", "denyoom", "movablekeys"],
+        K1,
+        "generic",
+        true,
+        sort::sort,
+        "Sorts a list, set or sorted set (BY, LIMIT, GET, ASC/DESC, ALPHA, STORE)."
+    ),
+    spec!(
+        "sort_ro",
+        -2,
+        ["readonly", "movablekeys"],
+        K1,
+        "generic",
+        true,
+        sort::sort,
+        "SORT without STORE."
     ),
     spec!(
         "rename",
