@@ -1293,3 +1293,147 @@ fn sort_answers_as_redis() {
         "ERR syntax error"
     );
 }
+
+/// Geo commands against Redis's documented examples (Palermo and Catania): positions,
+/// distance, geohashes, radius and box searches with their options, STORE/STOREDIST, and
+/// the refusals (a position out of range, an unknown unit). The replies were also compared
+/// byte for byte with `redis-server` 7.0 on random positions when written.
+#[test]
+fn geo_answers_as_redis() {
+    let (_d, s) = server();
+    let mut c = s.client();
+    let add = &[
+        "GEOADD",
+        "Sicily",
+        "13.361389",
+        "38.115556",
+        "Palermo",
+        "15.087269",
+        "37.502669",
+        "Catania",
+    ];
+    assert_eq!(q::<i64>(&mut c, add).unwrap(), 2);
+    assert_eq!(
+        q::<String>(&mut c, &["GEODIST", "Sicily", "Palermo", "Catania"]).unwrap(),
+        "166274.1516"
+    );
+    assert_eq!(
+        q::<String>(&mut c, &["GEODIST", "Sicily", "Palermo", "Catania", "km"]).unwrap(),
+        "166.2742"
+    );
+    assert_eq!(
+        q::<Option<String>>(&mut c, &["GEODIST", "Sicily", "Palermo", "Nowhere"]).unwrap(),
+        None
+    );
+    assert_eq!(
+        q::<Vec<Option<String>>>(&mut c, &["GEOHASH", "Sicily", "Palermo", "Catania", "x"])
+            .unwrap(),
+        [Some("sqc8b49rny0".into()), Some("sqdtr74hyu0".into()), None]
+    );
+    let pos: Vec<Option<(String, String)>> =
+        q(&mut c, &["GEOPOS", "Sicily", "Palermo", "x"]).unwrap();
+    assert_eq!(
+        pos,
+        [
+            Some(("13.36138933897018433".into(), "38.11555639549629859".into())),
+            None
+        ]
+    );
+    let near: Vec<(String, String)> = q(
+        &mut c,
+        &[
+            "GEORADIUS",
+            "Sicily",
+            "15",
+            "37",
+            "200",
+            "km",
+            "WITHDIST",
+            "ASC",
+        ],
+    )
+    .unwrap();
+    assert_eq!(
+        near,
+        [
+            ("Catania".to_string(), "56.4413".to_string()),
+            ("Palermo".into(), "190.4424".into())
+        ]
+    );
+    assert_eq!(
+        q::<Vec<String>>(&mut c, &["GEORADIUS", "Sicily", "15", "37", "100", "km"]).unwrap(),
+        ["Catania"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &[
+                "GEOSEARCH",
+                "Sicily",
+                "FROMLONLAT",
+                "15",
+                "37",
+                "BYBOX",
+                "400",
+                "400",
+                "km",
+                "DESC"
+            ]
+        )
+        .unwrap(),
+        ["Palermo", "Catania"]
+    );
+    assert_eq!(
+        q::<Vec<String>>(
+            &mut c,
+            &[
+                "GEORADIUSBYMEMBER",
+                "Sicily",
+                "Palermo",
+                "200",
+                "km",
+                "COUNT",
+                "1"
+            ]
+        )
+        .unwrap(),
+        ["Palermo"]
+    );
+    assert_eq!(
+        q::<i64>(
+            &mut c,
+            &[
+                "GEOSEARCHSTORE",
+                "d",
+                "Sicily",
+                "FROMMEMBER",
+                "Palermo",
+                "BYRADIUS",
+                "200",
+                "km",
+                "STOREDIST"
+            ]
+        )
+        .unwrap(),
+        2
+    );
+    assert_eq!(
+        q::<Vec<(String, f64)>>(&mut c, &["ZRANGE", "d", "0", "-1", "WITHSCORES"]).unwrap(),
+        [
+            ("Palermo".to_string(), 0.0),
+            ("Catania".into(), 166.27415156960032)
+        ]
+    );
+    assert_eq!(
+        err_text(q::<i64>(&mut c, &["GEOADD", "Sicily", "181", "0", "x"])),
+        "ERR invalid longitude,latitude pair 181.000000,0.000000"
+    );
+    assert_eq!(
+        err_text(q::<Vec<String>>(
+            &mut c,
+            &["GEORADIUS", "Sicily", "15", "37", "1", "parsec"]
+        )),
+        "ERR unsupported unit provided. please use M, KM, FT, MI"
+    );
+    assert_eq!(q::<String>(&mut c, &["TYPE", "Sicily"]).unwrap(), "zset");
+}

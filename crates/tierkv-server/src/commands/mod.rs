@@ -16,6 +16,7 @@ mod blocking;
 mod clients;
 mod conn;
 pub(crate) mod expiry;
+mod geo;
 mod hashes;
 mod hyperloglog;
 mod inline;
@@ -663,6 +664,106 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         true,
         hyperloglog::pfmerge,
         "Merges HyperLogLogs into the first key."
+    ),
+    spec!(
+        "geoadd",
+        -5,
+        ["write", "denyoom"],
+        K1,
+        "geo",
+        true,
+        geo::geoadd,
+        "Adds positions to a sorted set of members (NX, XX, CH)."
+    ),
+    spec!(
+        "geopos",
+        -2,
+        ["readonly"],
+        K1,
+        "geo",
+        true,
+        geo::geopos,
+        "Returns members' longitude and latitude."
+    ),
+    spec!(
+        "geodist",
+        -4,
+        ["readonly"],
+        K1,
+        "geo",
+        true,
+        geo::geodist,
+        "Returns the distance between two members (m, km, mi, ft)."
+    ),
+    spec!(
+        "geohash",
+        -2,
+        ["readonly"],
+        K1,
+        "geo",
+        true,
+        geo::geohash,
+        "Returns members' standard geohash strings."
+    ),
+    spec!(
+        "geosearch",
+        -7,
+        ["readonly"],
+        K1,
+        "geo",
+        true,
+        geo::geosearch,
+        "Returns members inside a radius or a box around a member or a point."
+    ),
+    spec!(
+        "geosearchstore",
+        -8,
+        ["write", "denyoom"],
+        (1, 2, 1),
+        "geo",
+        true,
+        geo::geosearch,
+        "GEOSEARCH, stored in a sorted set (STOREDIST)."
+    ),
+    spec!(
+        "georadius",
+        -6,
+        ["write", "denyoom", "movablekeys"],
+        K1,
+        "geo",
+        true,
+        geo::georadius,
+        "Returns members within a radius of a point (STORE, STOREDIST)."
+    ),
+    spec!(
+        "georadius_ro",
+        -6,
+        ["readonly"],
+        K1,
+        "geo",
+        true,
+        geo::georadius,
+        "GEORADIUS without STORE."
+    ),
+    spec!(
+        "georadiusbymember",
+        -5,
+        ["write", "denyoom", "movablekeys"],
+        K1,
+        "geo",
+        true,
+        geo::georadius,
+        "Returns members within a radius of a member (STORE, STOREDIST)."
+    ),
+    spec!(
+        "georadiusbymember_ro",
+        -5,
+        ["readonly"],
+        K1,
+        "geo",
+        true,
+        geo::georadius,
+        "GEORADIUSBYMEMBER without STORE."
     ),
     spec!(
         "hset",

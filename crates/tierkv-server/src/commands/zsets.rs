@@ -39,7 +39,7 @@ const LEX_INVALID: &str = "min or max not valid string range item";
 const NAN_SCORE: &str = "resulting score is not a number (NaN)";
 
 /// A member and its score.
-type Scored = (Vec<u8>, f64);
+pub(super) type Scored = (Vec<u8>, f64);
 
 // ---------------------------------------------------------------------------------------
 // Scores: parsing, printing, the member record's encoding.
@@ -552,6 +552,17 @@ fn visit_range(
     Ok(())
 }
 
+/// Every member of sorted set `key` with its score, in score order (empty for a missing
+/// key), read at one snapshot; WRONGTYPE for another type.
+pub(super) fn all_scored(db: &Db, key: &[u8]) -> Result<Vec<Scored>, CmdError> {
+    let (_snap, ropts) = at_snapshot(db);
+    let Some(m) = meta(db, key, &ropts)? else {
+        return Ok(Vec::new());
+    };
+    let q = Query::new(Range::Rank(0, -1), false);
+    Ok(collect_range(db, key, m, &ropts, &q, usize::MAX)?.unwrap_or_default())
+}
+
 /// The members `q` selects, with their scores; None when they pass `max_bytes` (the
 /// reply could not be sent).
 fn collect_range(
@@ -760,7 +771,11 @@ pub(super) fn zcard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 /// The scores of `members` of sorted set `key`, at one snapshot.
-fn scores_of(db: &Db, key: &[u8], members: &[Bytes]) -> Result<Vec<Option<f64>>, CmdError> {
+pub(super) fn scores_of(
+    db: &Db,
+    key: &[u8],
+    members: &[Bytes],
+) -> Result<Vec<Option<f64>>, CmdError> {
     let (_snap, ropts) = at_snapshot(db);
     let m = meta(db, key, &ropts)?;
     let mut out = Vec::with_capacity(members.len());
@@ -1078,7 +1093,7 @@ pub(super) fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 /// Replaces `dst` (whatever its type) with a sorted set of `items` (distinct members), or
 /// deletes it when `items` is empty; the result has no deadline.
-fn store_result(ctx: &Ctx<'_>, dst: &[u8], items: &[Scored]) -> Result<(), CmdError> {
+pub(super) fn store_result(ctx: &Ctx<'_>, dst: &[u8], items: &[Scored]) -> Result<(), CmdError> {
     replace_key(ctx, dst, |b, version| {
         if items.is_empty() {
             return None;
