@@ -206,6 +206,16 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         "Returns a substring of a string value (GETRANGE's old name)."
     ),
     spec!(
+        "lcs",
+        -3,
+        ["readonly"],
+        (1, 2, 1),
+        "string",
+        true,
+        strings::lcs,
+        "The longest common subsequence of two strings (LEN, IDX, MINMATCHLEN, WITHMATCHLEN)."
+    ),
+    spec!(
         "getrange",
         4,
         ["readonly"],

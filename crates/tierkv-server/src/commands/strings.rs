@@ -709,3 +709,128 @@ pub(super) fn getex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         Some(b)
     })
 }
+
+/// LCS key1 key2 [LEN] [IDX] [MINMATCHLEN len] [WITHMATCHLEN]: the longest common
+/// subsequence of two strings (absent keys are empty), its length, or with IDX the
+/// matching ranges (from the end, as Redis walks them) and the length. The table takes
+/// (len1 + 1) x (len2 + 1) four-byte cells, refused past `proto-max-bulk-len`.
+pub(super) fn lcs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
+    let (mut want_len, mut idx, mut with_len, mut min_len) = (false, false, false, 0u64);
+    let mut i = 3;
+    while i < args.len() {
+        match args[i].to_ascii_uppercase().as_slice() {
+            b"LEN" => want_len = true,
+            b"IDX" => idx = true,
+            b"WITHMATCHLEN" => with_len = true,
+            b"MINMATCHLEN" if i + 1 < args.len() => {
+                min_len = super::int_arg(&args[i + 1])?.max(0) as u64;
+                i += 1;
+            }
+            _ => return Err(CmdError::err(SYNTAX)),
+        }
+        i += 1;
+    }
+    if want_len && idx {
+        return Err(CmdError::err(
+            "If you want both the length and indexes, please just use IDX.",
+        ));
+    }
+    let string = |k: &[u8]| -> Result<Vec<u8>, CmdError> {
+        match ks::get(&ctx.shared.db, k, &tierkv::ReadOptions::new())? {
+            None => Ok(Vec::new()),
+            Some(r) => match r.kind()? {
+                crate::keyspace::Kind::Str(s) => Ok(s.to_vec()),
+                _ => Err(CmdError::err(
+                    "The specified keys must contain string values",
+                )),
+            },
+        }
+    };
+    let (a, b) = (string(&args[1])?, string(&args[2])?);
+    let (alen, blen) = (a.len(), b.len());
+    let cells = (alen as u64 + 1).saturating_mul(blen as u64 + 1);
+    if cells.saturating_mul(4) > ctx.shared.config.load().limits.max_bulk as u64 {
+        return Err(CmdError::err(
+            "Insufficient memory, transient memory for LCS exceeds proto-max-bulk-len",
+        ));
+    }
+    let w = blen + 1;
+    let mut t = vec![0u32; (alen + 1) * w];
+    for i in 1..=alen {
+        for j in 1..=blen {
+            t[i * w + j] = if a[i - 1] == b[j - 1] {
+                t[(i - 1) * w + j - 1] + 1
+            } else {
+                t[(i - 1) * w + j].max(t[i * w + j - 1])
+            };
+        }
+    }
+    let total = t[alen * w + blen] as usize;
+    if want_len {
+        ctx.out.int(total as i64);
+        return Ok(Flow::Continue);
+    }
+    // Walks back from the ends as Redis does, collecting the subsequence and the ranges.
+    let mut result = vec![0u8; total];
+    let mut ranges: Vec<[usize; 4]> = Vec::new();
+    let (mut astart, mut aend, mut bstart, mut bend) = (alen, 0, 0, 0);
+    let (mut i, mut j, mut k) = (alen, blen, total);
+    while i > 0 && j > 0 {
+        let mut emit = false;
+        if a[i - 1] == b[j - 1] {
+            result[k - 1] = a[i - 1];
+            if astart == alen {
+                (astart, aend, bstart, bend) = (i - 1, i - 1, j - 1, j - 1);
+            } else if astart == i && bstart == j {
+                astart -= 1;
+                bstart -= 1;
+            } else {
+                emit = true;
+            }
+            if astart == 0 || bstart == 0 {
+                emit = true;
+            }
+            k -= 1;
+            i -= 1;
+            j -= 1;
+        } else {
+            if t[(i - 1) * w + j] > t[i * w + j - 1] {
+                i -= 1;
+            } else {
+                j -= 1;
+            }
+            if astart != alen {
+                emit = true;
+            }
+        }
+        if emit {
+            let len = aend - astart + 1;
+            if min_len == 0 || len as u64 >= min_len {
+                ranges.push([astart, aend, bstart, bend]);
+            }
+            astart = alen;
+        }
+    }
+    if !idx {
+        ctx.out.bulk(&result);
+        return Ok(Flow::Continue);
+    }
+    ctx.out.map(2);
+    ctx.out.bulk(b"matches");
+    ctx.out.array(ranges.len());
+    for [a0, a1, b0, b1] in ranges {
+        ctx.out.array(2 + with_len as usize);
+        ctx.out.array(2);
+        ctx.out.int(a0 as i64);
+        ctx.out.int(a1 as i64);
+        ctx.out.array(2);
+        ctx.out.int(b0 as i64);
+        ctx.out.int(b1 as i64);
+        if with_len {
+            ctx.out.int((a1 - a0 + 1) as i64);
+        }
+    }
+    ctx.out.bulk(b"len");
+    ctx.out.int(total as i64);
+    Ok(Flow::Continue)
+}
