@@ -104,6 +104,21 @@ fn changes_no_longer_kept_or_inside_a_batch_are_refused() {
     let mut rng = StdRng::seed_from_u64(6);
     write_some(&db, &mut rng, 2000, "a");
     db.flush().unwrap();
+    db.flush().unwrap();
+    let logs = std::fs::read_dir(dir.path().join("p"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".log")
+        })
+        .count();
+    assert!(
+        logs <= 2,
+        "{logs} WALs kept without retention (empty ones included)"
+    );
     // Without retention the flushed WALs are gone.
     match db.changes_since(0, 1 << 20) {
         Err(Error::ChangesGone { wanted: 1, .. }) => {}

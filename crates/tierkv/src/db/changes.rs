@@ -122,7 +122,7 @@ fn read(inner: &DbInner, sequence: u64, max_bytes: usize) -> Result<Vec<Change>>
 }
 
 /// Removes retired WALs (numbers below `live_from`) beyond `retention` bytes, oldest
-/// first (all of them when `retention` is 0).
+/// first, and every empty one (all of them when `retention` is 0).
 pub(super) fn prune_retired(inner: &DbInner, live_from: u64, retention: u64) -> Result<()> {
     let env = &inner.env;
     let mut retired: Vec<(u64, u64)> = Vec::new();
@@ -135,11 +135,12 @@ pub(super) fn prune_retired(inner: &DbInner, live_from: u64, retention: u64) -> 
     retired.sort_unstable();
     let mut kept: u64 = retired.iter().map(|(_, s)| s).sum();
     for (n, size) in retired {
-        if kept <= retention {
-            break;
+        // The oldest go while the rest pass the retention; an empty WAL feeds nothing and
+        // goes whatever the retention.
+        if kept > retention || size == 0 {
+            env.remove(Tier::Fast, &wal_file_name(n))?;
+            kept -= size;
         }
-        env.remove(Tier::Fast, &wal_file_name(n))?;
-        kept -= size;
     }
     Ok(())
 }

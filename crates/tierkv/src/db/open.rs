@@ -589,7 +589,7 @@ fn remove_obsolete_files(
     let mut kept = 0u64;
     for (n, size) in retired {
         kept = kept.saturating_add(size);
-        if kept > wal_retention {
+        if kept > wal_retention || size == 0 {
             env.remove(Tier::Fast, &wal_file_name(n))?;
         }
     }
