@@ -6,7 +6,6 @@
 mod common;
 
 use common::{q, TestServer};
-use std::time::{Duration, Instant};
 use tierkv_server::ServerConfig;
 
 fn info_field(c: &mut redis::Connection, name: &str) -> String {
@@ -70,21 +69,17 @@ fn bgsave_and_save_make_checkpoints_another_server_serves() {
         q::<String>(&mut c, &["BGSAVE"]).unwrap(),
         "Background saving started"
     );
-    let t = Instant::now();
-    while info_field(&mut c, "rdb_bgsave_in_progress") == "1" {
-        assert!(t.elapsed() < Duration::from_secs(30));
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for("BGSAVE done", || {
+        info_field(&mut c, "rdb_bgsave_in_progress") == "0"
+    });
     assert_eq!(info_field(&mut c, "rdb_last_bgsave_status"), "ok");
     q::<String>(&mut c, &["BGSAVE", "SCHEDULE"]).unwrap();
-    let t = Instant::now();
-    while info_field(&mut c, "tierkv_checkpoints") != "3" {
-        assert!(t.elapsed() < Duration::from_secs(30));
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    while info_field(&mut c, "rdb_bgsave_in_progress") == "1" {
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    common::wait_for("the third checkpoint", || {
+        info_field(&mut c, "tierkv_checkpoints") == "3"
+    });
+    common::wait_for("BGSAVE done", || {
+        info_field(&mut c, "rdb_bgsave_in_progress") == "0"
+    });
     let kept = checkpoints(&root);
     assert_eq!(kept.len(), 2, "tierkv-checkpoint-keep 2: {kept:?}");
     assert!(!kept.contains(&first[0]), "the oldest went");

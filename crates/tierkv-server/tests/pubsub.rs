@@ -117,7 +117,9 @@ fn messages_reach_every_matching_subscriber() {
     drop(b);
     sh.send("RESET");
     assert_eq!(sh.read(), "+RESET\r\n");
-    std::thread::sleep(Duration::from_millis(200));
+    common::wait_for("the closed subscriber forgotten", || {
+        q::<i64>(&mut c, &["PUBSUB", "NUMPAT"]).unwrap() == 0
+    });
     assert_eq!(q::<i64>(&mut c, &["PUBLISH", "news", "four"]).unwrap(), 0);
     assert_eq!(q::<i64>(&mut c, &["PUBSUB", "NUMPAT"]).unwrap(), 0);
     assert_eq!(q::<i64>(&mut c, &["SPUBLISH", "news", "x"]).unwrap(), 0);

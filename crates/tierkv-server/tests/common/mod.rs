@@ -130,3 +130,16 @@ pub fn q<T: redis::FromRedisValue>(c: &mut redis::Connection, args: &[&str]) -> 
 }
 
 pub const WRONGTYPE: &str = "WRONGTYPE Operation against a key holding the wrong kind of value";
+
+/// Polls `cond` every 10 ms until it holds: for a state the server reaches on its own
+/// time (a client registered, blocked or gone). Only a hang fails it: the bound, ten
+/// minutes, is a guard against waiting forever, not a speed check.
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) {
+    for _ in 0..60_000 {
+        if cond() {
+            return;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    panic!("{what}: not reached in ten minutes");
+}
