@@ -664,13 +664,21 @@ pub(super) fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// HSCAN key cursor [MATCH pattern] [COUNT count] [NOVALUES]: fields in field order, the
 /// reply bounded by COUNT and by the connection's output bound.
 pub(super) fn hscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    scan_elements(ctx, args, Coll::Hash)
+    scan_elements(ctx, args, Coll::Hash, <[u8]>::to_vec)
 }
 
 /// HSCAN and SSCAN: a step over collection `args[1]` of type `coll` (a set's members
 /// without their empty values).
-pub(super) fn scan_elements(ctx: &mut Ctx<'_>, args: &[Bytes], coll: Coll) -> CmdResult {
+pub(super) fn scan_elements(
+    ctx: &mut Ctx<'_>,
+    args: &[Bytes],
+    coll: Coll,
+    value: fn(&[u8]) -> Vec<u8>,
+) -> CmdResult {
     let mut sa = parse_scan_args(ctx, args, true)?;
+    if coll == Coll::ZSet && sa.novalues {
+        return Err(CmdError::err(super::SYNTAX));
+    }
     sa.novalues |= coll == Coll::Set;
     let Some(m) = coll_meta(&ctx.shared.db, &args[1], &ReadOptions::new(), coll)? else {
         ctx.out.array(2);
@@ -686,8 +694,10 @@ pub(super) fn scan_elements(ctx: &mut Ctx<'_>, args: &[Bytes], coll: Coll) -> Cm
         if sa.novalues {
             f.len()
         } else {
-            items.push(v.to_vec());
-            f.len() + v.len()
+            let v = value(v);
+            let n = f.len() + v.len();
+            items.push(v);
+            n
         }
     })?;
     ctx.out.array(2);

@@ -107,7 +107,7 @@ pub(super) fn smembers(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn sscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    scan_elements(ctx, args, Coll::Set)
+    scan_elements(ctx, args, Coll::Set, <[u8]>::to_vec)
 }
 
 /// The optional count argument of SRANDMEMBER / SPOP.

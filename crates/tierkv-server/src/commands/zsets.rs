@@ -20,8 +20,7 @@
 //! `1.1000000000000001` for 1.1, which Redis 7.2 and later print as `1.1`).
 
 use super::blocking::{block_or_reply, timeout_arg};
-use super::hashes::{coll_meta, edit_coll, replace_key, HashEdit};
-use super::keys::{parse_scan_args, scan_step, SCAN_MAX_REPLY_BYTES};
+use super::hashes::{coll_meta, edit_coll, replace_key, scan_elements, HashEdit};
 use super::sets::at_snapshot;
 use super::strings::parse_float;
 use super::{int_arg, CmdError, CmdResult, Ctx, Flow, SYNTAX};
@@ -1059,33 +1058,12 @@ pub(super) fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// ZSCAN key cursor [MATCH pattern] [COUNT count]: member, score pairs in member order
 /// (scores as bulk strings in either protocol, as Redis 7.0's SCAN family replies them).
 pub(super) fn zscan(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let sa = parse_scan_args(ctx, args, true)?;
-    if sa.novalues {
-        return Err(CmdError::err(SYNTAX));
-    }
-    let Some(m) = meta(&ctx.shared.db, &args[1], &ReadOptions::new())? else {
-        ctx.out.array(2);
-        ctx.out.bulk(b"0");
-        ctx.out.array(0);
-        return Ok(Flow::Continue);
-    };
-    let base = ks::field_prefix(&args[1], m.version);
-    let mut items: Vec<Vec<u8>> = Vec::new();
-    let max_bytes = SCAN_MAX_REPLY_BYTES.min(ctx.shared.config.load().reply_chunk);
-    let next = scan_step(ctx, &base, &sa, max_bytes, |member, v| {
-        let score = decode_score(v).map(format_score).unwrap_or_default();
-        let n = member.len() + score.len();
-        items.push(member.to_vec());
-        items.push(score.into_bytes());
-        n
-    })?;
-    ctx.out.array(2);
-    ctx.out.bulk(next.to_string().as_bytes());
-    ctx.out.array(items.len());
-    for i in &items {
-        ctx.out.bulk(i);
-    }
-    Ok(Flow::Continue)
+    scan_elements(ctx, args, Coll::ZSet, |v| {
+        decode_score(v)
+            .map(format_score)
+            .unwrap_or_default()
+            .into_bytes()
+    })
 }
 
 // ---------------------------------------------------------------------------------------
