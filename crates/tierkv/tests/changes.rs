@@ -141,3 +141,96 @@ fn changes_no_longer_kept_or_inside_a_batch_are_refused() {
     assert_eq!(db.changes_since(3, 1 << 20).unwrap().len(), 1);
     assert!(db.changes_since(4, 1 << 20).unwrap().is_empty());
 }
+
+/// Invariant (replication's): a store opened from a checkpoint taken under write load is
+/// at exactly the checkpoint's sequence, and applying the feed's changes with
+/// `apply_change` gives every write the primary's sequence number, so the two stores'
+/// `latest_sequence` agree and their contents are equal. A change that does not follow
+/// is refused, and a change survives its byte form.
+#[test]
+fn applied_changes_keep_the_primarys_sequence_numbers() {
+    let dir = tempfile::tempdir().unwrap();
+    let primary = std::sync::Arc::new(Db::open(dir.path().join("p"), retaining()).unwrap());
+    let mut rng = StdRng::seed_from_u64(7);
+    write_some(&primary, &mut rng, 500, "a");
+    let writer = {
+        let p = primary.clone();
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(8);
+            write_some(&p, &mut rng, 3000, "w");
+        })
+    };
+    let cp = primary.checkpoint(dir.path().join("r"), None).unwrap();
+    writer.join().unwrap();
+    let replica = Db::open(dir.path().join("r"), common::tiny_options()).unwrap();
+    assert_eq!(replica.latest_sequence(), cp.sequence, "the copy is at its sequence");
+    let wopts = tierkv::WriteOptions::default();
+    let mut from = cp.sequence;
+    loop {
+        let changes = primary.changes_since(from, 4096).unwrap();
+        if changes.is_empty() {
+            break;
+        }
+        for c in changes {
+            let back = tierkv::Change::from_bytes(&c.to_bytes(), "test".as_ref()).unwrap();
+            assert_eq!((back.sequence, back.batch.len()), (c.sequence, c.batch.len()));
+            from = back.last_sequence();
+            replica.apply_change(back, &wopts).unwrap();
+        }
+    }
+    assert_eq!(replica.latest_sequence(), primary.latest_sequence());
+    assert_eq!(contents(&replica), contents(&primary));
+    // A change that does not follow the replica's latest write is refused.
+    primary.put("late", "1").unwrap();
+    primary.put("later", "2").unwrap();
+    let mut next = primary.changes_since(from, 1 << 20).unwrap();
+    let second = next.pop().unwrap();
+    let e = replica.apply_change(second, &wopts).unwrap_err();
+    assert!(e.to_string().contains("does not follow"), "{e}");
+    assert_eq!(replica.latest_sequence(), from, "nothing written");
+}
+
+/// Invariant: with `keep_recent_changes`, the feed is served from memory: the batches
+/// after the point it was turned on stay available after their WALs are removed (no
+/// retention), and the oldest go beyond the capacity.
+#[test]
+fn recent_changes_are_served_from_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("p"), common::tiny_options()).unwrap();
+    let mut rng = StdRng::seed_from_u64(9);
+    write_some(&db, &mut rng, 100, "a");
+    let on_at = db.latest_sequence();
+    db.keep_recent_changes(1 << 20);
+    write_some(&db, &mut rng, 300, "b");
+    db.flush().unwrap();
+    db.flush().unwrap();
+    assert!(
+        matches!(db.changes_since(0, 1 << 20), Err(Error::ChangesGone { .. })),
+        "before the memory's start, the removed WALs are missed"
+    );
+    let fresh = Db::open(dir.path().join("r"), common::tiny_options()).unwrap();
+    let mut from = on_at;
+    let mut n = 0;
+    loop {
+        let changes = db.changes_since(from, 512).unwrap();
+        if changes.is_empty() {
+            break;
+        }
+        for c in changes {
+            assert_eq!(c.sequence, from + 1);
+            from = c.last_sequence();
+            n += 1;
+        }
+    }
+    assert_eq!(from, db.latest_sequence());
+    assert_eq!(n, 300);
+    drop(fresh);
+    // A small capacity keeps only the newest.
+    db.keep_recent_changes(200);
+    write_some(&db, &mut rng, 50, "c");
+    db.flush().unwrap();
+    assert!(matches!(
+        db.changes_since(on_at, 1 << 20),
+        Err(Error::ChangesGone { .. })
+    ));
+}

@@ -8,11 +8,21 @@
 //! reconnects finds its next batch. Retired WALs are a backlog in memory of nothing: they
 //! are only files, read when asked; a restart keeps those within the retention.
 //!
-//! Owns the reading of WALs for the feed and the pruning of retired ones; the write path
-//! and recovery own the live ones.
+//! A reader that follows the store closely (a replica's sender, polling every few
+//! milliseconds) would read the WAL files again at every call; [`RecentChanges`] keeps
+//! the newest batches in memory too, once asked to ([`crate::Db::keep_recent_changes`]),
+//! and serves the feed from them while they cover it. The write path appends to it.
+//!
+//! Owns the reading of WALs for the feed, the in-memory tail and the pruning of retired
+//! WALs; the write path and recovery own the live ones.
 
 use super::DbInner;
 use crate::batch::{DecodedBatch, WriteBatch};
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use crate::env::{IoCause, Tier};
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
@@ -33,12 +43,136 @@ impl Change {
     pub fn last_sequence(&self) -> u64 {
         self.sequence + (self.batch.len() as u64).saturating_sub(1)
     }
+
+    /// Its bytes: the WAL record of the batch (docs/FORMAT.md, "Write batch"), which
+    /// carries its first sequence number. [`Change::from_bytes`] reads them back.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut batch = self.batch.clone();
+        batch.encode_with_seq(self.sequence).to_vec()
+    }
+
+    /// Reads a change from [`Change::to_bytes`]'s form, validated entry by entry (a
+    /// damaged one is [`Error::Corruption`] naming `source`).
+    pub fn from_bytes(bytes: &[u8], source: &Path) -> Result<Change> {
+        let decoded = DecodedBatch::decode(bytes, source, 0)?;
+        Ok(Change {
+            sequence: decoded.seq,
+            batch: to_batch(&decoded),
+        })
+    }
+}
+
+fn to_batch(decoded: &DecodedBatch<'_>) -> WriteBatch {
+    let mut batch = WriteBatch::new();
+    for e in decoded.entries() {
+        match (e.kind, e.deadline) {
+            (ValueKind::Delete, _) => batch.delete(e.key),
+            (ValueKind::Expiring, Some(d)) => batch.put_expiring(e.key, e.value, d),
+            _ => batch.put(e.key, e.value),
+        };
+    }
+    batch
+}
+
+/// The newest write batches, in memory, as their WAL records (see the module's doc).
+/// Off (capacity 0) until asked for; the oldest go beyond the capacity in bytes.
+#[derive(Default)]
+pub(crate) struct RecentChanges {
+    capacity: AtomicUsize,
+    ring: Mutex<Ring>,
+}
+
+#[derive(Default)]
+struct Ring {
+    /// (first sequence, last sequence, record), oldest first, consecutive.
+    batches: VecDeque<(u64, u64, Arc<[u8]>)>,
+    bytes: usize,
+}
+
+impl RecentChanges {
+    /// Keeps up to `bytes` of the newest batches from the next write on (0: none).
+    pub fn set_capacity(&self, bytes: usize) {
+        self.capacity.store(bytes, Ordering::Release);
+        let mut ring = self.ring.lock();
+        ring.trim(bytes);
+    }
+
+    /// Remembers the batch `record` (its WAL record) of sequences `first..=last`. Called by
+    /// the write path in commit order, holding the commit lock.
+    pub fn push(&self, first: u64, last: u64, record: &[u8]) {
+        let capacity = self.capacity.load(Ordering::Relaxed);
+        if capacity == 0 {
+            return;
+        }
+        let mut ring = self.ring.lock();
+        if ring.batches.back().is_some_and(|b| b.1 + 1 != first) {
+            // A gap (the capacity was 0 meanwhile): what is kept must be consecutive.
+            ring.batches.clear();
+            ring.bytes = 0;
+        }
+        ring.bytes += record.len();
+        ring.batches.push_back((first, last, Arc::from(record)));
+        ring.trim(capacity);
+    }
+
+    /// The batches after `sequence`, if those kept start at or before the next one.
+    fn since(&self, sequence: u64, max_bytes: usize) -> Option<Result<Vec<Change>>> {
+        let ring = self.ring.lock();
+        let expected = sequence + 1;
+        let (first, _, _) = ring.batches.front()?;
+        let (_, last, _) = ring.batches.back()?;
+        if *first > expected || *last + 1 < expected {
+            return None;
+        }
+        let start = ring.batches.partition_point(|b| b.1 < expected);
+        let mut out = Vec::new();
+        let mut bytes = 0;
+        for (first, last, record) in ring.batches.range(start..) {
+            if *first != expected && out.is_empty() {
+                return Some(Err(inside_batch(sequence, *first, *last)));
+            }
+            let source = Path::new("the change feed's memory");
+            match DecodedBatch::decode(record, source, 0) {
+                Ok(d) => out.push(Change {
+                    sequence: d.seq,
+                    batch: to_batch(&d),
+                }),
+                Err(e) => return Some(Err(e)),
+            }
+            bytes += record.len();
+            if bytes >= max_bytes {
+                break;
+            }
+        }
+        Some(Ok(out))
+    }
+}
+
+impl Ring {
+    fn trim(&mut self, capacity: usize) {
+        while self.bytes > capacity {
+            match self.batches.pop_front() {
+                Some((_, _, r)) => self.bytes -= r.len(),
+                None => break,
+            }
+        }
+    }
+}
+
+fn inside_batch(sequence: u64, first: u64, last: u64) -> Error {
+    Error::InvalidArgument(format!(
+        "sequence {sequence} is inside the batch of sequences {first}..={last}: \
+         changes start after a batch"
+    ))
 }
 
 /// Attempts at a consistent listing when WALs are retired under the reader.
 const LIST_ATTEMPTS: usize = 8;
 
 pub(super) fn since(inner: &DbInner, sequence: u64, max_bytes: usize) -> Result<Vec<Change>> {
+    if let Some(r) = inner.recent_changes.since(sequence, max_bytes) {
+        return r;
+    }
     for _ in 0..LIST_ATTEMPTS {
         match read(inner, sequence, max_bytes) {
             // A WAL listed but removed before it was read: list again.
@@ -80,20 +214,10 @@ fn read(inner: &DbInner, sequence: u64, max_bytes: usize) -> Result<Vec<Change>>
                         oldest: first,
                     }
                 } else {
-                    Error::InvalidArgument(format!(
-                        "sequence {sequence} is inside the batch of sequences {first}..={last}: \
-                         changes start after a batch"
-                    ))
+                    inside_batch(sequence, first, last)
                 });
             }
-            let mut batch = WriteBatch::new();
-            for e in decoded.entries() {
-                match (e.kind, e.deadline) {
-                    (ValueKind::Delete, _) => batch.delete(e.key),
-                    (ValueKind::Expiring, Some(d)) => batch.put_expiring(e.key, e.value, d),
-                    _ => batch.put(e.key, e.value),
-                };
-            }
+            let batch = to_batch(&decoded);
             bytes += rec.len();
             expected = last + 1;
             out.push(Change {

@@ -25,6 +25,7 @@ use crate::hot::HotTracker;
 use crate::options::SlowTierFormat;
 use crate::version::{table_file_name, write_checkpoint_manifest};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
 
 /// What a checkpoint copied.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -127,8 +128,21 @@ pub(super) fn make(inner: &DbInner, to: &Path, slow_to: Option<&Path>) -> Result
     kill_point("checkpoint.started");
 
     inner.flush_and_wait()?;
-    let (version, edit, manifest) = inner.state.lock().tree.versions.checkpoint_snapshot();
-    let mut done = Checkpoint::default();
+    let (version, mut edit, manifest, through) = {
+        // Loaded before the memtables are looked at: every write up to it is in a table
+        // or a memtable.
+        let visible = inner.reads.visible_seq.load(Ordering::Acquire);
+        let st = inner.state.lock();
+        let (version, edit, manifest) = st.tree.versions.checkpoint_snapshot();
+        (version, edit, manifest, st.tree.flushed_through(visible))
+    };
+    // The copy holds exactly the writes up to `through`, and says so: a store opened from
+    // it continues at the next sequence (a replica's next change).
+    edit.last_sequence = Some(through);
+    let mut done = Checkpoint {
+        sequence: through,
+        ..Default::default()
+    };
     let semi_sorted = inner.opts.compaction.slow_tier_format == SlowTierFormat::SemiSorted;
     for f in &edit.added {
         let dir = match (f.tier, slow_stage) {
@@ -152,7 +166,6 @@ pub(super) fn make(inner: &DbInner, to: &Path, slow_to: Option<&Path>) -> Result
         }
         done.tables += 1;
         done.table_bytes += f.size;
-        done.sequence = done.sequence.max(f.largest_seq);
     }
     kill_point("checkpoint.tables_linked");
     // The version's tables have their second names: the store may drop them now.

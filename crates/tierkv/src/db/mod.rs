@@ -111,6 +111,18 @@ impl Tree {
             .map(|m| m.wal_bytes())
             .sum()
     }
+
+    /// The sequence number up to which every write is in a table of the current version
+    /// and none after it is: the writes before the oldest live memtable's first, or all of
+    /// them up to `visible` (loaded before the memtables are looked at) when the memtables
+    /// are empty.
+    pub(crate) fn flushed_through(&self, visible: SeqNo) -> SeqNo {
+        std::iter::once(&self.mem)
+            .chain(&self.imms)
+            .map(|m| m.smallest_seq())
+            .min()
+            .map_or(visible, |s| visible.min(s.saturating_sub(1)))
+    }
 }
 
 /// The background jobs' bookkeeping, under `DbInner::state`: a job is claimed here before
@@ -194,6 +206,11 @@ pub(crate) struct DbInner {
     pub state: Mutex<State>,
     pub signals: Signals,
     pub hot: Hotness,
+    /// The change feed's in-memory tail (internally locked; off unless asked for).
+    pub recent_changes: changes::RecentChanges,
+    /// Keys read lately, for a replica that mirrors this store's hotness (internally
+    /// locked; off unless asked for).
+    pub access_feed: crate::hot::AccessFeed,
     /// Released last, when the inner state drops (after every background thread ended).
     _store_lock: store_lock::StoreLock,
 }
@@ -765,6 +782,53 @@ impl Db {
         changes::since(&self.inner, sequence, max_bytes)
     }
 
+    /// Keeps up to `bytes` of the newest write batches in memory from the next write on
+    /// (0: none, the default), so that [`Db::changes_since`] serves a reader that follows
+    /// the store closely without reading the WAL files again.
+    pub fn keep_recent_changes(&self, bytes: usize) {
+        self.inner.recent_changes.set_capacity(bytes);
+    }
+
+    /// Applies `change`, read from another store's change feed, as the next write of this
+    /// one: its entries take the same sequence numbers they had there, so this store's
+    /// [`Db::latest_sequence`] is the other's sequence it has caught up to. Fails with
+    /// [`Error::InvalidArgument`], writing nothing, unless `change` starts right after
+    /// this store's latest write. The caller must be the store's only writer (a replica):
+    /// a write by anyone else between the check and the commit would shift the numbers,
+    /// which this reports as [`Error::InvalidArgument`] afterwards.
+    pub fn apply_change(&self, change: Change, wopts: &WriteOptions) -> Result<()> {
+        let latest = self.latest_sequence();
+        if change.sequence != latest + 1 {
+            return Err(Error::InvalidArgument(format!(
+                "a change starting at sequence {} does not follow this store's latest write {latest}",
+                change.sequence
+            )));
+        }
+        let last = change.last_sequence();
+        self.write_opt(change.batch, wopts)?;
+        let now = self.latest_sequence();
+        if now != last {
+            return Err(Error::InvalidArgument(format!(
+                "another write came between: the change ended at sequence {last}, the store is at {now}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Starts (or stops) collecting the keys reads touch, for [`Db::take_accesses`]: the
+    /// hotness a replica mirrors. Off by default; while off it costs one atomic load per
+    /// read.
+    pub fn watch_accesses(&self, on: bool) {
+        self.inner.access_feed.set_on(on);
+    }
+
+    /// The distinct keys read since the last call (at most 65,536; more are dropped),
+    /// sorted, while [`Db::watch_accesses`] is on. Reading them on another store (a
+    /// replica) records them in its tracker as reads there would.
+    pub fn take_accesses(&self) -> Vec<Vec<u8>> {
+        self.inner.access_feed.take()
+    }
+
     /// Flushes every memtable to L0 and waits for it.
     pub fn flush(&self) -> Result<()> {
         self.inner.flush_and_wait()
@@ -879,6 +943,14 @@ impl Db {
     /// Stops background work, syncs the WAL and closes the store. Dropping the `Db` does
     /// the same but cannot report errors.
     pub fn close(self) -> Result<()> {
+        self.shutdown()
+    }
+
+    /// Closes the store while others may still hold it (a server replacing it by another
+    /// at the same place): stops background work and syncs the WAL and the tracker, as
+    /// [`Db::close`]; afterwards writes fail with [`Error::Closed`]. Its files stay open
+    /// (and its directory locked) until the last holder drops it.
+    pub fn close_in_place(&self) -> Result<()> {
         self.shutdown()
     }
 

@@ -214,6 +214,8 @@ fn open_inner(
             pc: PromotionCache::new(opts.promotion_cache_size()),
             tracker: hot_tracker,
         },
+        recent_changes: Default::default(),
+        access_feed: Default::default(),
         _store_lock: store_lock,
         opts,
     });

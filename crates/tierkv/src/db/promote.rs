@@ -25,6 +25,7 @@ impl DbInner {
         let Some(tracker) = &self.hot.tracker else {
             return;
         };
+        self.access_feed.note(key);
         if let Err(e) = tracker.record_access(key, value_len.min(u32::MAX as usize) as u32) {
             tracing::warn!("RALT could not record an access: {e}");
         }

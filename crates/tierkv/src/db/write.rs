@@ -478,6 +478,12 @@ impl DbInner {
             }
             wal.writer.len().saturating_sub(before)
         };
+        // The change feed's memory gets the record the WAL did (when it is kept).
+        self.recent_changes.push(
+            first_seq,
+            first_seq + batch.len() as u64 - 1,
+            batch.encode_with_seq(first_seq),
+        );
         // In the WAL (a crash now replays it), not yet in the memtable nor visible.
         kill_point("write.wal_appended");
         // The caller holds `WriteQueue::commit`, so no switch came between the WAL write
