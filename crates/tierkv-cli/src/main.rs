@@ -185,6 +185,18 @@ struct ServeArgs {
     /// the command line win. CONFIG REWRITE writes the running settings back to it.
     #[arg(long, value_name = "FILE")]
     config: Option<std::path::PathBuf>,
+    /// Replicate the primary at HOST PORT (Redis replicaof; "no one" or absent: serve as a
+    /// primary). The store is replaced by the primary's copy when it cannot continue the
+    /// primary's history.
+    #[arg(long, value_name = "\"HOST PORT\"", alias = "slaveof")]
+    replicaof: Option<String>,
+    /// The password this replica gives its primary (Redis masterauth).
+    #[arg(long)]
+    masterauth: Option<String>,
+    /// Bytes of the newest writes a primary keeps for replicas that fall behind or
+    /// reconnect, in memory and in retired WALs on the fast disk (Redis repl-backlog-size).
+    #[arg(long, default_value = "64MiB", value_parser = tierkv_bench::parse_size)]
+    repl_backlog_size: u64,
     /// Async reactor threads.
     #[arg(long, default_value_t = 2)]
     threads: usize,
@@ -249,6 +261,13 @@ fn serve(args: ServeArgs, on_command_line: &dyn Fn(&str) -> bool) -> CliResult {
         db_dir: Some(store.db.clone()),
         slow_dir: store.slow_dir.clone(),
         config_file: args.config.clone(),
+        replicaof: match &args.replicaof {
+            Some(v) => tierkv_server::params::parse_replicaof(v)
+                .map_err(|e| format!("--replicaof {v:?}: {e}"))?,
+            None => None,
+        },
+        masterauth: args.masterauth.clone(),
+        repl_backlog_size: size(args.repl_backlog_size),
         ..tierkv_server::ServerConfig::default()
     };
     if let Some(path) = &args.config {
@@ -279,6 +298,8 @@ fn serve(args: ServeArgs, on_command_line: &dyn Fn(&str) -> bool) -> CliResult {
         std::net::TcpListener::bind((args.bind, args.port))
             .map_err(|e| format!("cannot listen on {}:{}: {e}", args.bind, args.port))?;
     }
+    // Retired WALs back the replication backlog on disk.
+    opts.wal_retention_bytes = config.repl_backlog_size as u64;
     let db = tierkv::Db::open(&store.db, opts)?;
     tierkv_server::serve(db, config, |addr| {
         eprintln!("tierkv serve: listening on {addr}");

@@ -35,6 +35,8 @@ pub(crate) struct ClientControl {
     /// out (false).
     pub unblock: Mutex<Option<bool>>,
     pub wake: tokio::sync::Notify,
+    /// The connection is a replica's replication stream (CLIENT LIST's `S` flag).
+    pub replica: std::sync::atomic::AtomicBool,
 }
 
 impl ClientControl {
@@ -87,7 +89,9 @@ impl ClientInfo {
             self.name.lock().as_deref().unwrap_or(""),
             now.duration_since(self.created).as_secs(),
             now.duration_since(*self.last_active.lock()).as_secs(),
-            if self.control.blocked.load(Relaxed) {
+            if self.control.replica.load(Relaxed) {
+                "S"
+            } else if self.control.blocked.load(Relaxed) {
                 "b"
             } else {
                 "N"

@@ -81,7 +81,26 @@ pub struct ServerConfig {
     /// The slow tier's device model (CONFIG SET `tierkv-slow-device` swaps it on the
     /// running store; None: the store's, or no slow tier).
     pub slow_device: Option<tierkv::DeviceProfile>,
+    /// The primary this server replicates at startup (Redis `replicaof host port`;
+    /// REPLICAOF changes it while serving).
+    pub replicaof: Option<(String, u16)>,
+    /// The password a replica gives its primary (Redis `masterauth`).
+    pub masterauth: Option<String>,
+    /// Bytes of the newest writes a primary keeps for replicas that fall behind or
+    /// reconnect (Redis `repl-backlog-size`): in memory, and in retired WALs on the fast
+    /// disk (the store's `wal_retention_bytes`, set at open).
+    pub repl_backlog_size: usize,
+    /// A replication link silent this long is dropped and reconnected (Redis
+    /// `repl-timeout`).
+    pub repl_timeout: Duration,
+    /// Sentinel promotes the replica with the lowest nonzero priority (Redis
+    /// `replica-priority`; 0: never).
+    pub replica_priority: u32,
 }
+
+/// Default replication backlog (Redis's is 1 MiB of its command stream; a store's write
+/// batches are larger, and a replica that outruns it must copy the whole store).
+pub const DEFAULT_REPL_BACKLOG: usize = 64 * MIB;
 
 /// Default soft bound of pending replies per connection.
 pub const DEFAULT_REPLY_CHUNK: usize = MIB;
@@ -295,6 +314,11 @@ impl Default for ServerConfig {
             checkpoint_keep: 5,
             cache_size: None,
             slow_device: None,
+            replicaof: None,
+            masterauth: None,
+            repl_backlog_size: DEFAULT_REPL_BACKLOG,
+            repl_timeout: Duration::from_secs(60),
+            replica_priority: 100,
         }
     }
 }

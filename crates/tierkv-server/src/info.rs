@@ -111,7 +111,7 @@ const SECTIONS: [(&str, Lines); 15] = [
     ("server", Fields(SERVER)),
     ("clients", Fields(CLIENTS)),
     ("stats", Fields(STATS)),
-    ("replication", Fields(REPLICATION)),
+    ("replication", Written(replication)),
     ("cpu", Written(cpu)),
     ("memory", Written(memory)),
     ("persistence", Fields(PERSISTENCE)),
@@ -125,16 +125,14 @@ const SECTIONS: [(&str, Lines); 15] = [
     ("keyspace", Written(keyspace)),
 ];
 
-/// A primary without replicas (what Redis reports for one; clients and monitoring read
-/// `role`).
-const REPLICATION: &[Field] = &[
-    ("role", |_| some("master")),
-    ("connected_slaves", |_| some(0)),
-    ("master_failover_state", |_| some("no-failover")),
-    ("master_repl_offset", |_| some(0)),
-    ("second_repl_offset", |_| some(-1)),
-    ("repl_backlog_active", |_| some(0)),
-];
+/// Redis's replication fields (Sentinel reads them: `role`, the `slaveN` lines, the
+/// offsets, `master_link_status`, `slave_priority`).
+fn replication(out: &mut String, src: &Source<'_>) -> tierkv::Result<()> {
+    let shared = src.shared;
+    let latest = shared.db().latest_sequence();
+    out.push_str(&shared.replication.info(latest, &shared.config.load()));
+    Ok(())
+}
 
 /// No cluster mode: sharding is twemproxy's (docs/DEPLOYMENT.md).
 const CLUSTER: &[Field] = &[("cluster_enabled", |_| some(0))];
@@ -163,7 +161,7 @@ pub(crate) fn render(shared: &Shared, args: &[String]) -> tierkv::Result<String>
         || args
             .iter()
             .any(|a| matches!(a.as_str(), "all" | "everything" | "default"));
-    let stats = shared.db.stats();
+    let stats = shared.db().stats();
     let json = serde_json::to_value(&stats).unwrap_or(Value::Null);
     let src = Source {
         shared,
@@ -239,6 +237,13 @@ const STATS: &[Field] = &[
     }),
     ("total_net_input_bytes", |src| {
         count(&src.shared.stats.net_input_bytes)
+    }),
+    ("sync_full", |src| count(&src.shared.replication.syncs.full)),
+    ("sync_partial_ok", |src| {
+        count(&src.shared.replication.syncs.partial_ok)
+    }),
+    ("sync_partial_err", |src| {
+        count(&src.shared.replication.syncs.partial_err)
     }),
     ("total_net_output_bytes", |src| {
         count(&src.shared.stats.net_output_bytes)
@@ -323,7 +328,7 @@ impl<'a> Memory<'a> {
 
 /// Folds the memory in use now into INFO's `used_memory_peak`.
 pub(crate) fn note_peak_memory(shared: &Shared) {
-    let stats = shared.db.stats();
+    let stats = shared.db().stats();
     let json = serde_json::to_value(&stats).unwrap_or(Value::Null);
     let src = Source {
         shared,
@@ -700,7 +705,14 @@ mod tests {
             ..Default::default()
         };
         let (tx, _) = tokio::sync::watch::channel(false);
-        let shared = Shared::new(Arc::new(db), config, 6390, Arc::new(tx), versions);
+        let shared = Shared::new(
+            Arc::new(db),
+            config,
+            6390,
+            Arc::new(tx),
+            versions,
+            std::sync::Weak::new(),
+        );
         let info = ClientInfo::for_test(1);
         shared.clients.lock().insert(1, info.clone());
         let mut conn = ConnState::new(info, true);
@@ -725,7 +737,7 @@ mod tests {
                 &["GET", "a"],
             ],
         );
-        shared.db.flush().unwrap();
+        shared.db().flush().unwrap();
         run(
             &mut conn,
             &[

@@ -587,6 +587,15 @@ pub(crate) struct Versions {
 }
 
 impl Versions {
+    /// Continues from `other` (loaded from a store this server now serves, or its own
+    /// store after replicated writes moved its ceiling): never goes back.
+    pub fn adopt(&self, other: Versions) {
+        let mut reserved = self.reserved.lock();
+        *reserved = other.reserved.into_inner();
+        self.next
+            .fetch_max(other.next.into_inner(), Ordering::Relaxed);
+    }
+
     /// Takes the next version, persisting a new ceiling first when the block is used up.
     pub fn next(&self, db: &Db) -> tierkv::Result<u64> {
         let v = self.next.fetch_add(1, Ordering::Relaxed);

@@ -32,6 +32,7 @@ mod info;
 mod keyspace;
 pub mod params;
 mod pubsub;
+mod replication;
 pub mod resp;
 mod server;
 mod slowlog;

@@ -95,6 +95,24 @@ pub fn parse_memory(v: &str) -> Result<usize, SetError> {
         .ok_or_else(|| "argument must be a memory value".into())
 }
 
+/// `replicaof`'s value: `host port`, or empty / `no one` for none.
+pub fn parse_replicaof(v: &str) -> Result<Option<(String, u16)>, SetError> {
+    let words: Vec<&str> = v.split_whitespace().collect();
+    match words.as_slice() {
+        [] => Ok(None),
+        [no, one] if no.eq_ignore_ascii_case("no") && one.eq_ignore_ascii_case("one") => Ok(None),
+        [host, port] => {
+            let port: u16 = port
+                .parse()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| SetError::from("Invalid master port"))?;
+            Ok(Some((host.to_string(), port)))
+        }
+        _ => Err("argument must be 'host port' or 'no one'".into()),
+    }
+}
+
 /// Redis's log levels, and what tierkv's log filter shows for each.
 const LOG_LEVELS: [(&str, &str); 5] = [
     ("debug", "debug"),
@@ -429,6 +447,65 @@ pub static PARAMS: &[Param] = &[
         true,
         Some("slow_device")
     ),
+    param!(
+        "replicaof",
+        |c| c
+            .replicaof
+            .as_ref()
+            .map(|(h, p)| format!("{h} {p}"))
+            .unwrap_or_default(),
+        |c, v| {
+            c.replicaof = parse_replicaof(v)?;
+            Ok(())
+        },
+        false,
+        Some("replicaof")
+    ),
+    param!(
+        "masterauth",
+        |c| c.masterauth.clone().unwrap_or_default(),
+        |c, v| {
+            c.masterauth = (!v.is_empty()).then(|| v.to_string());
+            Ok(())
+        },
+        true,
+        Some("masterauth")
+    ),
+    param!(
+        "repl-backlog-size",
+        |c| c.repl_backlog_size.to_string(),
+        |c, v| {
+            c.repl_backlog_size = parse_memory(v)?;
+            Ok(())
+        },
+        false,
+        Some("repl_backlog_size")
+    ),
+    param!(
+        "repl-timeout",
+        |c| c.repl_timeout.as_secs().to_string(),
+        |c, v| {
+            let secs: u64 = parse_int(v)?;
+            if secs == 0 {
+                return Err("argument must be between 1 and 2147483647 inclusive".into());
+            }
+            c.repl_timeout = Duration::from_secs(secs);
+            Ok(())
+        },
+        true,
+        None
+    ),
+    param!(
+        "replica-priority",
+        |c| c.replica_priority.to_string(),
+        |c, v| {
+            c.replica_priority = parse_int(v)?;
+            Ok(())
+        },
+        true,
+        None
+    ),
+    param!("replica-read-only", |_| "yes".into()),
     param!("dir", |c| dir_of(&c.db_dir)),
     param!("tierkv-slow-dir", |c| dir_of(&c.slow_dir)),
     // The thresholds OBJECT ENCODING reports against (Redis 7.0's defaults).
@@ -442,6 +519,13 @@ pub static PARAMS: &[Param] = &[
 
 /// The parameter named `name` (case-insensitive).
 pub fn find(name: &str) -> Option<&'static Param> {
+    // Redis's older names of the replication settings.
+    let name = match name.to_ascii_lowercase().as_str() {
+        "slaveof" => "replicaof",
+        "slave-priority" => "replica-priority",
+        "slave-read-only" => "replica-read-only",
+        _ => name,
+    };
     PARAMS.iter().find(|p| p.name.eq_ignore_ascii_case(name))
 }
 

@@ -116,13 +116,9 @@ impl Server {
         let port = listener.local_addr()?.port();
         let (tx, _rx) = watch::channel(false);
         let tx = Arc::new(tx);
-        let shared = Arc::new(Shared::new(
-            Arc::new(db),
-            config,
-            port,
-            tx.clone(),
-            versions,
-        ));
+        let shared = Arc::new_cyclic(|me| {
+            Shared::new(Arc::new(db), config, port, tx.clone(), versions, me.clone())
+        });
         Ok(Server {
             listener,
             shared,
@@ -181,6 +177,12 @@ impl Server {
         let mut conns: JoinSet<()> = JoinSet::new();
         let sweep = tokio::spawn(sweeper(shared.clone(), tx.subscribe()));
         let sample = tokio::spawn(sampler(shared.clone(), tx.subscribe()));
+        let pump = tokio::spawn(crate::replication::primary::pump(shared.clone()));
+        if let Some((host, port)) = shared.config.load().replicaof.clone() {
+            shared
+                .replication
+                .start_following(shared.clone(), host, port);
+        }
         loop {
             tokio::select! {
                 _ = stop.wait_for(|s| *s) => break,
@@ -208,6 +210,8 @@ impl Server {
         // The sweeper stops at the same signal; a step in progress ends first.
         let _ = sweep.await;
         let _ = sample.await;
+        let _ = pump.await;
+        shared.replication.shutdown();
         close_store(shared).await
     }
 }
@@ -287,7 +291,7 @@ fn accept(shared: &Arc<Shared>, conns: &mut JoinSet<()>, sock: TcpStream, addr: 
 /// flushes and closes it on a blocking thread. A read-only store (background error) is
 /// closed without the flush, which could only fail, and reported as [`ServeError::ReadOnly`].
 async fn close_store(shared: Arc<Shared>) -> Result<(), ServeError> {
-    let db = shared.db.clone();
+    let db = shared.db().clone();
     drop(shared);
     let result = tokio::task::spawn_blocking(move || -> Result<(), ServeError> {
         let read_only = db.background_error();
@@ -403,8 +407,35 @@ async fn connection(
                     let _ = sock.shutdown().await;
                     return Ok(());
                 }
+                Flow::Replicate => {
+                    let (Some(req), Some(host)) = (conn.psync.take(), shared.host()) else {
+                        return Ok(());
+                    };
+                    conn.info.control.replica.store(true, Relaxed);
+                    let ip = conn.info.addr.ip().to_string();
+                    let rest = buf.split();
+                    return crate::replication::primary::serve(
+                        host,
+                        sock,
+                        rest,
+                        conn.info.id,
+                        ip,
+                        req,
+                    )
+                    .await;
+                }
             }
             parser.set_authenticated(conn.authed);
+            if let Some(w) = conn.wait.take() {
+                let n = tokio::select! {
+                    n = shared.replication.wait(w.offset, w.replicas, w.deadline) => n,
+                    _ = stop.changed() => shared.replication.replicas_at(w.offset),
+                };
+                let mut out = ReplyWriter::new(conn.proto);
+                out.int(n as i64);
+                write_out(shared, &mut sock, &mut out).await?;
+                continue;
+            }
             if let Some(b) = conn.blocked.take() {
                 let blocked = &shared.blocked_keys;
                 blocked.clients.fetch_add(1, Relaxed);

@@ -227,7 +227,9 @@ pub(crate) struct KeyCount {
 
 /// Everything connections share.
 pub(crate) struct Shared {
-    pub db: Arc<Db>,
+    /// The store; replaced whole when a replica loads its primary's copy
+    /// (`replication::replica`). Read it through [`Shared::db`].
+    store: arc_swap::ArcSwap<Db>,
     /// The configuration; CONFIG SET swaps in a changed copy.
     pub config: arc_swap::ArcSwap<ServerConfig>,
     pub started: Instant,
@@ -261,6 +263,10 @@ pub(crate) struct Shared {
     pub saves: Arc<crate::backup::Saves>,
     /// Pub/sub subscriptions.
     pub pubsub: Arc<crate::pubsub::PubSub>,
+    /// Replication: this server's role, its replicas, its link to its primary.
+    pub replication: crate::replication::Replication,
+    /// This state's own `Arc` (for the tasks replication starts).
+    me: std::sync::Weak<Shared>,
 }
 
 /// A CLIENT PAUSE: until when, and whether it holds every command or only writes.
@@ -271,19 +277,31 @@ pub(crate) struct Pause {
 }
 
 impl Shared {
+    /// The store as of now (a command holds it for its duration).
+    pub fn db(&self) -> arc_swap::Guard<Arc<Db>> {
+        self.store.load()
+    }
+
+    /// Puts `db` in the store's place; returns the one it replaces.
+    pub fn replace_db(&self, db: Arc<Db>) -> Arc<Db> {
+        self.store.swap(db)
+    }
+
     pub fn new(
         db: Arc<Db>,
         config: ServerConfig,
         port: u16,
         shutdown: Arc<tokio::sync::watch::Sender<bool>>,
         versions: crate::keyspace::Versions,
+        me: std::sync::Weak<Shared>,
     ) -> Self {
+        let replication = crate::replication::Replication::new(&db, config.replicaof.is_some());
         let started_unix = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map(|d| d.as_secs())
             .unwrap_or(0);
         Shared {
-            db,
+            store: arc_swap::ArcSwap::new(db),
             config: arc_swap::ArcSwap::from_pointee(config),
             started: Instant::now(),
             started_unix,
@@ -303,7 +321,17 @@ impl Shared {
             monitor: crate::slowlog::Monitor::default(),
             saves: Arc::new(crate::backup::Saves::starting_at(started_unix)),
             pubsub: Arc::default(),
+            replication,
+            me,
         }
+    }
+
+    /// This state as replication's [`crate::replication::Host`] (None while the server
+    /// is being torn down).
+    pub fn host(&self) -> Option<Arc<dyn crate::replication::Host>> {
+        self.me
+            .upgrade()
+            .map(|s| s as Arc<dyn crate::replication::Host>)
     }
 
     /// Asks the server to shut down gracefully.
@@ -313,11 +341,15 @@ impl Shared {
 
     /// One bounded step of the expired-hash sweep (`keyspace::sweep`).
     pub fn sweep_step(&self) -> tierkv::Result<()> {
+        // A replica writes only what its primary sends (the primary's sweep included).
+        if self.replication.is_replica() {
+            return Ok(());
+        }
         let wopts = tierkv::WriteOptions {
             sync: self.config.load().sync,
         };
         let mut cursor = self.sweep_cursor.lock();
-        let n = crate::keyspace::sweep(&self.db, &wopts, &mut cursor)?;
+        let n = crate::keyspace::sweep(&self.db(), &wopts, &mut cursor)?;
         ServerStats::bump(&self.stats.hash_fields_swept, n);
         Ok(())
     }
@@ -336,7 +368,7 @@ impl Shared {
     pub fn key_count(&self, reuse: CountReuse) -> tierkv::Result<(KeyCount, Duration)> {
         let usable = |c: &CountedKeys| {
             let age = c.at.elapsed();
-            c.seq == Some(self.db.latest_sequence())
+            c.seq == Some(self.db().latest_sequence())
                 || match reuse {
                     CountReuse::ScanCost => {
                         c.took >= DBSIZE_EXACT_BELOW && age < c.took * DBSIZE_SCAN_SHARE
@@ -352,7 +384,7 @@ impl Shared {
             return Ok((c.n, c.at.elapsed()));
         }
         let at = Instant::now();
-        let seq = self.db.latest_sequence();
+        let seq = self.db().latest_sequence();
         // A full scan must not evict the working set from the block cache.
         let ropts = tierkv::ReadOptions {
             fill_cache: false,
@@ -360,7 +392,7 @@ impl Shared {
             upper_bound: Some(vec![crate::keyspace::META + 1]),
             ..tierkv::ReadOptions::new()
         };
-        let mut it = self.db.iter_opt(&ropts)?;
+        let mut it = self.db().iter_opt(&ropts)?;
         it.seek_to_first()?;
         let mut n = KeyCount::default();
         while it.valid() {
@@ -371,7 +403,7 @@ impl Shared {
         let counted = CountedKeys {
             at,
             took: at.elapsed(),
-            seq: (self.db.latest_sequence() == seq).then_some(seq),
+            seq: (self.db().latest_sequence() == seq).then_some(seq),
             n,
         };
         *self.key_count.lock() = Some(counted);
@@ -439,6 +471,21 @@ pub(crate) struct ConnState {
     pub replies: Replies,
     /// Pub/sub channels and patterns subscribed to, and the queue of their messages.
     pub subscriptions: Option<crate::pubsub::Subscriptions>,
+    /// The port a replica said it serves on (`REPLCONF listening-port`).
+    pub repl_port: u16,
+    /// A replica's `PSYNC`: the connection becomes its replication stream.
+    pub psync: Option<crate::replication::primary::Psync>,
+    /// A `WAIT` to answer once enough replicas acknowledged (its later commands wait).
+    pub wait: Option<WaitFor>,
+}
+
+/// What a `WAIT` waits for.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct WaitFor {
+    /// The sequence the replicas must have acknowledged.
+    pub offset: u64,
+    pub replicas: usize,
+    pub deadline: Option<Instant>,
 }
 
 impl ConnState {
@@ -478,6 +525,9 @@ impl ConnState {
             unblocked: None,
             replies: Replies::On,
             subscriptions: None,
+            repl_port: 0,
+            psync: None,
+            wait: None,
         }
     }
 }
@@ -572,5 +622,39 @@ impl BlockedKeys {
                 wake.notify_one();
             }
         }
+    }
+}
+
+impl crate::replication::Host for Shared {
+    fn db(&self) -> Arc<Db> {
+        self.store.load_full()
+    }
+
+    fn replication(&self) -> &crate::replication::Replication {
+        &self.replication
+    }
+
+    fn config(&self) -> Arc<ServerConfig> {
+        self.config.load_full()
+    }
+
+    fn pause_commands(&self) -> parking_lot::RwLockWriteGuard<'_, ()> {
+        self.transactions.write()
+    }
+
+    fn install_db(&self, db: Db) -> Result<(), String> {
+        let versions = crate::keyspace::open(&db)?;
+        self.versions.adopt(versions);
+        self.replace_db(Arc::new(db));
+        self.forget_key_count();
+        Ok(())
+    }
+
+    fn port(&self) -> u16 {
+        self.port
+    }
+
+    fn stopping(&self) -> tokio::sync::watch::Receiver<bool> {
+        self.shutdown.subscribe()
     }
 }

@@ -133,7 +133,7 @@ impl WriteBatch {
     }
 
     /// Appends every entry of `other`.
-    pub(crate) fn append(&mut self, other: &WriteBatch) {
+    pub fn append(&mut self, other: &WriteBatch) {
         self.rep.extend_from_slice(&other.rep[HEADER..]);
         self.count += other.count;
     }

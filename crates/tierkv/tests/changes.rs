@@ -163,7 +163,11 @@ fn applied_changes_keep_the_primarys_sequence_numbers() {
     let cp = primary.checkpoint(dir.path().join("r"), None).unwrap();
     writer.join().unwrap();
     let replica = Db::open(dir.path().join("r"), common::tiny_options()).unwrap();
-    assert_eq!(replica.latest_sequence(), cp.sequence, "the copy is at its sequence");
+    assert_eq!(
+        replica.latest_sequence(),
+        cp.sequence,
+        "the copy is at its sequence"
+    );
     let wopts = tierkv::WriteOptions::default();
     let mut from = cp.sequence;
     loop {
@@ -173,7 +177,10 @@ fn applied_changes_keep_the_primarys_sequence_numbers() {
         }
         for c in changes {
             let back = tierkv::Change::from_bytes(&c.to_bytes(), "test".as_ref()).unwrap();
-            assert_eq!((back.sequence, back.batch.len()), (c.sequence, c.batch.len()));
+            assert_eq!(
+                (back.sequence, back.batch.len()),
+                (c.sequence, c.batch.len())
+            );
             from = back.last_sequence();
             replica.apply_change(back, &wopts).unwrap();
         }

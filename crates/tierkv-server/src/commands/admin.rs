@@ -116,10 +116,10 @@ fn config_set(ctx: &Ctx<'_>, pairs: &[Bytes]) -> Result<(), CmdError> {
         p.set(&mut next, value).map_err(|e| failed(p.name, &e))?;
     }
     next.validate()
-        .and_then(|()| next.validate_for_store(ctx.shared.db.options()))
+        .and_then(|()| next.validate_for_store(ctx.shared.db().options()))
         .map_err(|e| failed(seen.first().copied().unwrap_or(""), &e.to_string()))?;
     // The store's settings are checked before anything is applied (all pairs or none).
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let cache_change = next.cache_size.filter(|b| Some(*b) != current.cache_size);
     let device_change = next.slow_device.filter(|p| Some(*p) != current.slow_device);
     if cache_change.is_some() && current.cache_size == Some(0) {
@@ -151,15 +151,6 @@ fn config_set(ctx: &Ctx<'_>, pairs: &[Bytes]) -> Result<(), CmdError> {
     }
     ctx.shared.config.store(std::sync::Arc::new(next));
     Ok(())
-}
-
-/// ROLE: a primary without replicas (`master`, its replication offset, no replicas).
-pub(super) fn role(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
-    ctx.out.array(3);
-    ctx.out.bulk(b"master");
-    ctx.out.int(0);
-    ctx.out.array(0);
-    Ok(Flow::Continue)
 }
 
 fn acl_category(spec: &CommandSpec) -> &'static str {
@@ -325,7 +316,7 @@ pub(super) fn shutdown(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             _ => return Err(CmdError::err(super::SYNTAX)),
         }
     }
-    if let Some(e) = ctx.shared.db.background_error() {
+    if let Some(e) = ctx.shared.db().background_error() {
         tracing::error!("SHUTDOWN on a read-only store: stopping without the final flush: {e}");
         ctx.out.error(&format!(
             "ERR store is read-only after a background error ({e}): shutting down without \

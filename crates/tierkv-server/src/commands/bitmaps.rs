@@ -21,7 +21,7 @@ fn bit_offset(a: &[u8]) -> Result<u64, CmdError> {
 
 /// The string at `key` (empty when absent), WRONGTYPE for another type.
 fn string_of(ctx: &Ctx<'_>, key: &[u8]) -> Result<Vec<u8>, CmdError> {
-    let rec: Option<Rec> = ks::get(&ctx.shared.db, key, &ReadOptions::new())?;
+    let rec: Option<Rec> = ks::get(&ctx.shared.db(), key, &ReadOptions::new())?;
     Ok(match rec {
         Some(r) => r.string()?.to_vec(),
         None => Vec::new(),

@@ -18,8 +18,9 @@ enum Filter {
     Addr(String),
     Laddr(String),
     User(String),
-    /// TYPE normal (every tierkv client) or another type (none).
-    Normal(bool),
+    /// TYPE: normal clients (true) or replicas' streams (false); `master` and `pubsub`
+    /// match none (a replica's link to its primary is not a client here).
+    Normal(Option<bool>),
     MaxAge(u64),
 }
 
@@ -30,7 +31,9 @@ impl Filter {
             Filter::Addr(a) => c.addr.to_string() == *a,
             Filter::Laddr(a) => c.laddr.to_string() == *a,
             Filter::User(u) => u == "default",
-            Filter::Normal(n) => *n,
+            Filter::Normal(n) => {
+                *n == Some(!c.control.replica.load(std::sync::atomic::Ordering::Relaxed))
+            }
             Filter::MaxAge(secs) => c.created.elapsed().as_secs() >= *secs,
         }
     }
@@ -72,8 +75,9 @@ pub(super) fn kill(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
                 )))
             }
             b"TYPE" => match value.to_ascii_lowercase().as_str() {
-                "normal" => Filter::Normal(true),
-                "master" | "replica" | "slave" | "pubsub" => Filter::Normal(false),
+                "normal" => Filter::Normal(Some(true)),
+                "replica" | "slave" => Filter::Normal(Some(false)),
+                "master" | "pubsub" => Filter::Normal(None),
                 _ => {
                     return Err(CmdError::err(format!(
                         "Unknown client type '{}'",

@@ -148,7 +148,11 @@ pub(super) fn hello(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     out.bulk(b"mode");
     out.bulk(b"standalone");
     out.bulk(b"role");
-    out.bulk(b"master");
+    out.bulk(if ctx.shared.replication.is_replica() {
+        b"replica"
+    } else {
+        b"master"
+    });
     out.bulk(b"modules");
     out.array(0);
     Ok(Flow::Continue)

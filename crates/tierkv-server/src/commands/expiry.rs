@@ -15,7 +15,7 @@ use tierkv::WriteBatch;
 
 /// The current time of the store's clock, in milliseconds since the epoch.
 pub(crate) fn now_ms(shared: &Shared) -> u64 {
-    shared.db.options().clock.now_ms()
+    shared.db().options().clock.now_ms()
 }
 
 /// An expiry option of SET / GETEX.
@@ -112,7 +112,7 @@ pub(super) fn expire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     }
     let key = &args[1];
     let mk = ks::meta_key(key);
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let wopts = ctx.wopts();
     let mut set = false;
     let mut leftover = None;
@@ -159,7 +159,7 @@ pub(super) fn expire(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// TTL, PTTL, EXPIRETIME, PEXPIRETIME: -2 for a missing key, -1 for one without expiry.
 pub(super) fn ttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let name = args[0].to_ascii_lowercase();
-    let rec = ks::get(&ctx.shared.db, &args[1], &tierkv::ReadOptions::new())?;
+    let rec = ks::get(&ctx.shared.db(), &args[1], &tierkv::ReadOptions::new())?;
     let Some(rec) = rec else {
         ctx.out.int(-2);
         return Ok(Flow::Continue);
@@ -184,7 +184,7 @@ pub(super) fn ttl(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 pub(super) fn persist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let mk = ks::meta_key(&args[1]);
     let mut done = false;
-    ks::transact(&ctx.shared.db, &ctx.wopts(), &[&mk], |cur| {
+    ks::transact(&ctx.shared.db(), &ctx.wopts(), &[&mk], |cur| {
         done = false;
         let r = cur[0].as_ref()?;
         r.deadline?;

@@ -128,7 +128,7 @@ pub(super) fn geoadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 /// GEOPOS key member ...: each member's position, nil for a missing one.
 pub(super) fn geopos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let scores = scores_of(&ctx.shared.db, &args[1], &args[2..])?;
+    let scores = scores_of(&ctx.shared.db(), &args[1], &args[2..])?;
     ctx.out.array(scores.len());
     for s in scores {
         match s {
@@ -151,7 +151,7 @@ pub(super) fn geodist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         5 => unit(&args[4])?,
         _ => return Err(CmdError::err(SYNTAX)),
     };
-    let s = scores_of(&ctx.shared.db, &args[1], &args[2..4])?;
+    let s = scores_of(&ctx.shared.db(), &args[1], &args[2..4])?;
     match (s[0], s[1]) {
         (Some(a), Some(b)) => {
             let ((lon1, lat1), (lon2, lat2)) = (decode(a as u64), decode(b as u64));
@@ -167,7 +167,7 @@ pub(super) fn geodist(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// [-90, 90]), nil for a missing one.
 pub(super) fn geohash(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     const ALPHABET: &[u8; 32] = b"0123456789bcdefghjkmnpqrstuvwxyz";
-    let scores = scores_of(&ctx.shared.db, &args[1], &args[2..])?;
+    let scores = scores_of(&ctx.shared.db(), &args[1], &args[2..])?;
     ctx.out.array(scores.len());
     for s in scores {
         match s {
@@ -300,7 +300,7 @@ fn parse_options(
 /// Runs a search: the members inside the shape, with their distances (in the unit), in
 /// the order and number asked; replies them or stores them.
 fn run(ctx: &mut Ctx<'_>, key: &[u8], mut s: Search) -> CmdResult {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let (lon, lat) = match &s.center {
         Center::Point(lon, lat) => (*lon, *lat),
         Center::Member(m) => match scores_of(db, key, std::slice::from_ref(m))?[0] {

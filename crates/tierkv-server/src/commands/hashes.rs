@@ -98,7 +98,7 @@ pub(super) fn edit_coll<T>(
     coll: Coll,
     mut f: impl FnMut(&mut HashEdit<'_>) -> Result<T, CmdError>,
 ) -> Result<T, CmdError> {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let mk = ks::meta_key(key);
     let mut out: Option<Result<T, CmdError>> = None;
     let mut added = false;
@@ -167,7 +167,7 @@ pub(super) fn replace_key(
     dst: &[u8],
     mut fill: impl FnMut(&mut WriteBatch, u64) -> Option<Vec<u8>>,
 ) -> Result<(), CmdError> {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let dmk = ks::meta_key(dst);
     let version = ctx.shared.versions.next(db)?;
     let mut err = None;
@@ -267,7 +267,7 @@ pub(super) fn hdel(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// HDEL and SREM: removes the elements `args[2..]` of collection `args[1]` of type `coll`
 /// and answers how many it held (0 for a missing key, which is left missing).
 pub(super) fn remove_elements(ctx: &mut Ctx<'_>, args: &[Bytes], coll: Coll) -> CmdResult {
-    if coll_meta(&ctx.shared.db, &args[1], &ReadOptions::new(), coll)?.is_none() {
+    if coll_meta(&ctx.shared.db(), &args[1], &ReadOptions::new(), coll)?.is_none() {
         ctx.out.int(0);
         return Ok(Flow::Continue);
     }
@@ -283,7 +283,7 @@ pub(super) fn remove_elements(ctx: &mut Ctx<'_>, args: &[Bytes], coll: Coll) -> 
 }
 
 pub(super) fn hget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),
@@ -310,7 +310,7 @@ fn hget_then(
     args: &[Bytes],
     reply: impl FnOnce(&mut ReplyWriter, Option<Vec<u8>>),
 ) -> CmdResult {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),
@@ -325,7 +325,7 @@ fn hget_then(
 }
 
 pub(super) fn hlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let n = meta(&ctx.shared.db, &args[1], &ReadOptions::new())?.map_or(0, |m| m.len);
+    let n = meta(&ctx.shared.db(), &args[1], &ReadOptions::new())?.map_or(0, |m| m.len);
     ctx.out.int(n as i64);
     Ok(Flow::Continue)
 }
@@ -389,7 +389,7 @@ pub(super) fn hgetall(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// Every element of collection `key` of type `coll` (fields, values or both), produced
 /// incrementally (see [`FieldsRest`]).
 pub(super) fn list_elements(ctx: &mut Ctx<'_>, key: &[u8], coll: Coll, parts: Parts) -> CmdResult {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),
@@ -478,7 +478,7 @@ impl FieldsRest {
             // The metadata counts the fields still to read.
             scan_length_hint: usize::try_from(self.remaining).ok(),
         };
-        let mut it = shared.db.iter_opt(&ropts)?;
+        let mut it = shared.db().iter_opt(&ropts)?;
         it.seek_to_first()?;
         while it.valid() && self.remaining > 0 {
             let field = &it.key()[self.prefix.len()..];
@@ -535,7 +535,7 @@ impl Resume for FieldsRest {
 
 /// HMGET key field [field ...]: one snapshot, produced incrementally like MGET.
 pub(super) fn hmget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),
@@ -582,7 +582,7 @@ impl Resume for HmgetRest {
                 None => out.null(),
                 Some(v) => {
                     let fk = ks::field_key(&args[1], v, &args[i]);
-                    match shared.db.get_opt(fk, &ropts) {
+                    match shared.db().get_opt(fk, &ropts) {
                         Ok(v) => out.opt_bulk_owned(v),
                         Err(e) => out.error(&CmdError::from(e).0),
                     }
@@ -622,7 +622,7 @@ pub(super) fn hrandfield(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         4 if args[3].eq_ignore_ascii_case(b"withvalues") => (Some(super::int_arg(&args[2])?), true),
         _ => return Err(CmdError::err(super::SYNTAX)),
     };
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),
@@ -680,7 +680,7 @@ pub(super) fn scan_elements(
         return Err(CmdError::err(super::SYNTAX));
     }
     sa.novalues |= coll == Coll::Set;
-    let Some(m) = coll_meta(&ctx.shared.db, &args[1], &ReadOptions::new(), coll)? else {
+    let Some(m) = coll_meta(&ctx.shared.db(), &args[1], &ReadOptions::new(), coll)? else {
         ctx.out.array(2);
         ctx.out.bulk(b"0");
         ctx.out.array(0);

@@ -150,7 +150,7 @@ fn count(regs: &[u8]) -> u64 {
 /// The stored HyperLogLog of `key` (None: absent), an error for another type or a string
 /// that is not one.
 fn load(ctx: &Ctx<'_>, key: &[u8]) -> Result<Option<Vec<u8>>, CmdError> {
-    let rec: Option<Rec> = ks::get(&ctx.shared.db, key, &ReadOptions::new())?;
+    let rec: Option<Rec> = ks::get(&ctx.shared.db(), key, &ReadOptions::new())?;
     match rec {
         None => Ok(None),
         Some(r) => {

@@ -35,6 +35,7 @@ pub(crate) fn run_inline(
         || conn.resume.is_some()
         || conn.replies != crate::state::Replies::On
         || shared.pubsub.monitoring()
+        || shared.replication.is_replica()
     {
         return Flow::Continue;
     }
@@ -58,11 +59,11 @@ pub(crate) fn run_inline(
         if !needs_io(args) {
             let args = pending.pop_front().unwrap_or_default();
             let flow = execute(&mut Ctx { shared, conn, out }, &args);
-            if flow != Flow::Continue {
+            if flow != Flow::Continue || conn.wait.is_some() {
                 return flow;
             }
         } else if strings::plain_get(args) {
-            let Ok(rec) = ks::get_in_memory(&shared.db, &args[1]) else {
+            let Ok(rec) = ks::get_in_memory(&shared.db(), &args[1]) else {
                 break;
             };
             pending.pop_front();
@@ -72,7 +73,7 @@ pub(crate) fn run_inline(
         } else if mergeable(args) {
             let run = set_run(pending);
             if shared
-                .db
+                .db()
                 .write_now(set_batch(pending.iter().take(run)))
                 .is_err()
             {
@@ -125,7 +126,14 @@ mod tests {
             ..Default::default()
         };
         let (tx, _) = tokio::sync::watch::channel(false);
-        let shared = Shared::new(Arc::new(db), config, 6390, Arc::new(tx), versions);
+        let shared = Shared::new(
+            Arc::new(db),
+            config,
+            6390,
+            Arc::new(tx),
+            versions,
+            std::sync::Weak::new(),
+        );
         let info = ClientInfo::for_test(1);
         let conn = ConnState::new(info, true);
         (shared, conn)
@@ -201,7 +209,7 @@ mod tests {
             1 << 20,
         );
         replies(&mut out);
-        shared.db.flush().unwrap();
+        shared.db().flush().unwrap();
         let mut pending = commands(&["GET a", "PING"]);
         run_inline(&shared, &mut conn, &mut out, &mut pending, 1 << 20);
         assert_eq!(pending.len(), 2);

@@ -21,7 +21,7 @@ pub(super) fn del(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 /// Deletes Redis key `key` of any type (a hash with its fields); true if it existed.
 pub(super) fn delete_key(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool, CmdError> {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let wopts = ctx.wopts();
     // An absent key is the common no-op: report it from a read without writing a
     // tombstone. A present one is deleted in an atomic step so the count is exact even
@@ -59,7 +59,7 @@ pub(super) fn delete_key(ctx: &Ctx<'_>, key: &[u8]) -> Result<bool, CmdError> {
 }
 
 pub(super) fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let mut n = 0i64;
     for key in &args[1..] {
         n += db.get(ks::meta_key(key))?.is_some() as i64;
@@ -69,7 +69,7 @@ pub(super) fn exists(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn type_(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let t = match ks::get(&ctx.shared.db, &args[1], &tierkv::ReadOptions::new())? {
+    let t = match ks::get(&ctx.shared.db(), &args[1], &tierkv::ReadOptions::new())? {
         Some(r) => r.type_name(),
         None => "none",
     };
@@ -167,7 +167,7 @@ pub(super) fn scan_step(
         scan_length_hint: Some(sa.count),
         ..tierkv::ReadOptions::new()
     };
-    let mut it = ctx.shared.db.iter_opt(&ropts)?;
+    let mut it = ctx.shared.db().iter_opt(&ropts)?;
     it.seek_to_first()?;
     let (mut examined, mut bytes) = (0usize, 0usize);
     while it.valid() && examined < sa.count && bytes < max_bytes {

@@ -27,7 +27,7 @@ pub(super) fn keys(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         fill_cache: false,
         ..ReadOptions::new()
     };
-    let mut it = ctx.shared.db.iter_opt(&ropts)?;
+    let mut it = ctx.shared.db().iter_opt(&ropts)?;
     it.seek_to_first()?;
     let limit = ctx.out.limit();
     let mut found: Vec<Vec<u8>> = Vec::new();
@@ -63,7 +63,7 @@ fn copy_into(
     rec: &Rec,
     dst: &[u8],
 ) -> Result<(), CmdError> {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     match rec.kind()? {
         Kind::Str(_) => ks::put(b, &ks::meta_key(dst), &rec.raw, rec.deadline),
         Kind::Coll(m) => {
@@ -144,7 +144,7 @@ fn move_or_copy(
     replace: bool,
     remove_src: bool,
 ) -> Result<Moved, CmdError> {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let wopts = ctx.wopts();
     let (ms, md) = (ks::meta_key(src), ks::meta_key(dst));
     let mut result: Result<Moved, CmdError> = Ok(Moved::NoSuchKey);
@@ -212,7 +212,7 @@ pub(super) fn randomkey(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
         fill_cache: false,
         ..ReadOptions::new()
     };
-    let mut it = ctx.shared.db.iter_opt(&ropts)?;
+    let mut it = ctx.shared.db().iter_opt(&ropts)?;
     let mut target = vec![ks::META];
     target.extend_from_slice(&r.to_be_bytes());
     it.seek(&target)?;
@@ -304,7 +304,7 @@ pub(super) fn object(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
             }
         }
         (b"ENCODING" | b"REFCOUNT", 3) => {
-            let db = &ctx.shared.db;
+            let db = &ctx.shared.db();
             let Some(rec) = ks::get(db, &args[2], &ReadOptions::new())? else {
                 ctx.out.null();
                 return Ok(Flow::Continue);
@@ -349,7 +349,7 @@ pub(super) fn flushdb(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         2 if args[1].eq_ignore_ascii_case(b"async") || args[1].eq_ignore_ascii_case(b"sync") => {}
         _ => return Err(CmdError::err(SYNTAX)),
     }
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let wopts = ctx.wopts();
     let mut from = vec![1u8];
     loop {

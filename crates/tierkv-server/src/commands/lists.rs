@@ -229,7 +229,7 @@ fn edit<T>(
     keys: &[&[u8]],
     mut f: impl FnMut(&mut [ListEdit<'_>]) -> Result<T, CmdError>,
 ) -> Result<T, CmdError> {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let mks: Vec<Vec<u8>> = keys.iter().map(|k| ks::meta_key(k)).collect();
     let refs: Vec<&[u8]> = mks.iter().map(Vec::as_slice).collect();
     let mut out: Option<Result<T, CmdError>> = None;
@@ -397,7 +397,7 @@ pub(super) fn pop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn llen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let n = meta(&ctx.shared.db, &args[1], &ReadOptions::new())?.map_or(0, |m| m.len);
+    let n = meta(&ctx.shared.db(), &args[1], &ReadOptions::new())?.map_or(0, |m| m.len);
     ctx.out.int(n as i64);
     Ok(Flow::Continue)
 }
@@ -428,7 +428,7 @@ fn logical_index(i: i64, len: u64) -> Option<u64> {
 /// LRANGE key start stop: read at one snapshot, produced incrementally like HGETALL.
 pub(super) fn lrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let (start, stop) = (int_arg(&args[2])?, int_arg(&args[3])?);
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),
@@ -456,7 +456,7 @@ pub(super) fn lrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 pub(super) fn lindex(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let i = int_arg(&args[2])?;
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),
@@ -627,7 +627,7 @@ pub(super) fn lpos(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
         i += 2;
     }
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),

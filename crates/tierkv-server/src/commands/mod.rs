@@ -26,6 +26,7 @@ mod lists;
 mod monitor;
 mod multi;
 pub(crate) mod pubsub;
+mod replication;
 mod saves;
 mod sets;
 mod sort;
@@ -53,6 +54,8 @@ pub(crate) enum Flow {
     /// The replies passed the connection's hard output limit and were dropped: close the
     /// connection without sending anything more.
     Overflow,
+    /// The connection is a replica's (PSYNC): it becomes the replication stream.
+    Replicate,
 }
 
 pub(crate) type CmdResult = Result<Flow, CmdError>;
@@ -2012,8 +2015,68 @@ pub(crate) static COMMANDS: &[CommandSpec] = &[
         NK,
         "server",
         false,
-        admin::role,
-        "Returns the replication role (a primary without replicas)."
+        replication::role,
+        "Returns the replication role, offset and replicas or primary."
+    ),
+    spec!(
+        "replicaof",
+        3,
+        ["admin", "noscript", "stale", "no_async_loading"],
+        NK,
+        "server",
+        true,
+        replication::replicaof,
+        "Makes the server a replica of another (host port), or a primary (NO ONE)."
+    ),
+    spec!(
+        "slaveof",
+        3,
+        ["admin", "noscript", "stale", "no_async_loading"],
+        NK,
+        "server",
+        true,
+        replication::replicaof,
+        "Makes the server a replica of another, or a primary (REPLICAOF's old name)."
+    ),
+    spec!(
+        "replconf",
+        -1,
+        ["admin", "noscript", "loading", "stale", "allow_busy"],
+        NK,
+        "server",
+        false,
+        replication::replconf,
+        "A replica's settings, told to its primary before PSYNC."
+    ),
+    spec!(
+        "psync",
+        -3,
+        ["admin", "noscript", "no_async_loading", "no_multi"],
+        NK,
+        "server",
+        false,
+        replication::psync,
+        "Starts a replica's replication stream."
+    ),
+    spec!(
+        "sync",
+        1,
+        ["admin", "noscript", "no_async_loading", "no_multi"],
+        NK,
+        "server",
+        false,
+        replication::sync,
+        "Redis's replication before PSYNC (refused)."
+    ),
+    spec!(
+        "wait",
+        3,
+        ["noscript"],
+        NK,
+        "generic",
+        false,
+        replication::wait,
+        "Waits until replicas acknowledged the writes made before it."
     ),
     spec!(
         "time",
@@ -2116,6 +2179,12 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Flow {
              RESET are allowed in this context",
             spec.name
         ));
+        return Flow::Continue;
+    }
+    if spec.flags.contains(&"write") && ctx.shared.replication.is_replica() {
+        multi::refuse(ctx);
+        ctx.out
+            .error("READONLY You can't write against a read only replica.");
         return Flow::Continue;
     }
     *ctx.conn.info.last_cmd.lock() = spec.name;
@@ -2270,7 +2339,8 @@ fn run_commands(
         let merge = conn.authed
             && conn.multi.is_none()
             && conn.replies == Replies::On
-            && !shared.pubsub.monitoring();
+            && !shared.pubsub.monitoring()
+            && !shared.replication.is_replica();
         if conn.replies != Replies::On && !turns_replies_on(&args) {
             let flow = execute_silently(shared, conn, &args);
             if flow != Flow::Continue {
@@ -2334,7 +2404,7 @@ fn run_commands(
             let wopts = tierkv::WriteOptions {
                 sync: shared.config.load().sync,
             };
-            if shared.db.write_opt(batch, &wopts).is_ok() {
+            if shared.db().write_opt(batch, &wopts).is_ok() {
                 ServerStats::bump(&shared.stats.commands, run.len() as u64);
                 *conn.info.last_cmd.lock() = "set";
                 for _ in &run {
@@ -2370,6 +2440,7 @@ fn run_commands(
         if out.len() >= reply_chunk
             || conn.resume.is_some()
             || conn.blocked.is_some()
+            || conn.wait.is_some()
             || out.overflowed()
         {
             break;

@@ -68,8 +68,8 @@ pub(super) fn watch(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     }
     for key in &args[1..] {
         // The sequence first: a write after it, even one racing the read, is seen by EXEC.
-        let since = ctx.shared.db.latest_sequence();
-        let existed = ks::get(&ctx.shared.db, key, &tierkv::ReadOptions::new())?.is_some();
+        let since = ctx.shared.db().latest_sequence();
+        let existed = ks::get(&ctx.shared.db(), key, &tierkv::ReadOptions::new())?.is_some();
         ctx.conn.watched.push(Watched {
             key: key.clone(),
             since,
@@ -118,10 +118,10 @@ pub(super) fn exec(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
 fn watched_unchanged(ctx: &Ctx<'_>, watched: &[Watched]) -> Result<bool, CmdError> {
     for w in watched {
         let meta = ks::meta_key(&w.key);
-        if !ctx.shared.db.unchanged_since(&[&meta], w.since) {
+        if !ctx.shared.db().unchanged_since(&[&meta], w.since) {
             return Ok(false);
         }
-        if w.existed && ks::get(&ctx.shared.db, &w.key, &tierkv::ReadOptions::new())?.is_none() {
+        if w.existed && ks::get(&ctx.shared.db(), &w.key, &tierkv::ReadOptions::new())?.is_none() {
             return Ok(false);
         }
     }

@@ -22,7 +22,7 @@ pub(super) fn bgsave(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
         return Err(CmdError::err("Background save already in progress"));
     }
-    let db = ctx.shared.db.clone();
+    let db = ctx.shared.db().clone();
     let config = ctx.shared.config.load_full();
     let spawned = std::thread::Builder::new()
         .name("tierkv-bgsave".into())
@@ -48,7 +48,7 @@ pub(super) fn save(ctx: &mut Ctx<'_>, _args: &[Bytes]) -> CmdResult {
     if !saves.start() {
         return Err(CmdError::err("Background save already in progress"));
     }
-    let r = checkpoint(&ctx.shared.db, &ctx.shared.config.load());
+    let r = checkpoint(&ctx.shared.db(), &ctx.shared.config.load());
     record(saves, &r);
     saves.finish();
     r.map_err(|e| CmdError::err(format!("checkpoint failed: {e}")))?;

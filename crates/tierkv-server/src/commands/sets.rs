@@ -73,7 +73,7 @@ pub(super) fn srem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn scard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let m = coll_meta(&ctx.shared.db, &args[1], &ReadOptions::new(), Coll::Set)?;
+    let m = coll_meta(&ctx.shared.db(), &args[1], &ReadOptions::new(), Coll::Set)?;
     ctx.out.int(m.map_or(0, |m| m.len) as i64);
     Ok(Flow::Continue)
 }
@@ -81,7 +81,7 @@ pub(super) fn scard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// SISMEMBER key member (0/1) and SMISMEMBER key member... (an array of them).
 pub(super) fn sismember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let many = args[0].eq_ignore_ascii_case(b"smismember");
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let (_snap, ropts) = at_snapshot(db);
     let m = coll_meta(db, &args[1], &ropts, Coll::Set)?;
     let mut found = Vec::with_capacity(args.len() - 2);
@@ -121,8 +121,8 @@ fn count_arg(args: &[Bytes]) -> Result<Option<i64>, CmdError> {
 
 pub(super) fn srandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let count = count_arg(args)?;
-    let (_snap, ropts) = at_snapshot(&ctx.shared.db);
-    let all = members(&ctx.shared.db, &args[1], &ropts)?;
+    let (_snap, ropts) = at_snapshot(&ctx.shared.db());
+    let all = members(&ctx.shared.db(), &args[1], &ropts)?;
     match count {
         None => ctx.out.opt_bulk(pick(&all, 1).first().map(Vec::as_slice)),
         Some(c) => {
@@ -141,7 +141,7 @@ pub(super) fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     if count.is_some_and(|c| c < 0) {
         return Err(CmdError::err("value is out of range, must be positive"));
     }
-    let db = ctx.shared.db.clone();
+    let db = ctx.shared.db().clone();
     if coll_meta(&db, &args[1], &ReadOptions::new(), Coll::Set)?.is_none() {
         match count {
             None => ctx.out.null(),
@@ -173,7 +173,7 @@ pub(super) fn spop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// SMOVE src dst member: one atomic step over both keys' metadata records.
 pub(super) fn smove(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let (src, dst, member) = (&args[1], &args[2], &args[3]);
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let (smk, dmk) = (ks::meta_key(src), ks::meta_key(dst));
     let mut moved = Ok(false);
     ks::transact(db, &ctx.wopts(), &[&smk, &dmk], |cur| {
@@ -295,7 +295,7 @@ fn combine(db: &Db, op: Op, keys: &[Bytes]) -> Result<BTreeSet<Vec<u8>>, CmdErro
 
 /// SINTER / SUNION / SDIFF key [key ...]: the members, in key order.
 pub(super) fn algebra(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let result = combine(&ctx.shared.db, Op::of(&args[0]), &args[1..])?;
+    let result = combine(&ctx.shared.db(), Op::of(&args[0]), &args[1..])?;
     ctx.out.array(result.len());
     for m in &result {
         ctx.out.bulk(m);
@@ -306,7 +306,7 @@ pub(super) fn algebra(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// SINTERSTORE / SUNIONSTORE / SDIFFSTORE dst key [key ...]: replaces `dst` (whatever its
 /// type) with the result, or deletes it when the result is empty; answers the count.
 pub(super) fn algebra_store(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let result = combine(db, Op::of(&args[0]), &args[2..])?;
     let dst = &args[1];
     replace_key(ctx, dst, |b, version| {
@@ -351,7 +351,7 @@ pub(super) fn sintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         }
         _ => return Err(CmdError::err(super::SYNTAX)),
     }
-    let result = combine(&ctx.shared.db, Op::Inter, &args[2..2 + numkeys])?;
+    let result = combine(&ctx.shared.db(), Op::Inter, &args[2..2 + numkeys])?;
     let n = if limit == 0 {
         result.len()
     } else {

@@ -142,7 +142,7 @@ enum Weight {
 pub(super) fn sort(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let read_only = args[0].eq_ignore_ascii_case(b"sort_ro");
     let o = parse(args, read_only)?;
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let snap = db.snapshot();
     let ropts = ReadOptions {
         snapshot: Some(snap.seq()),

@@ -45,7 +45,7 @@ pub(super) fn reply_string(out: &mut ReplyWriter, rec: Option<Rec>) -> Result<()
 }
 
 pub(super) fn get(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let rec = ks::get(&ctx.shared.db, &args[1], &tierkv::ReadOptions::new())?;
+    let rec = ks::get(&ctx.shared.db(), &args[1], &tierkv::ReadOptions::new())?;
     answer_get(ctx.shared, ctx.out, rec);
     Ok(Flow::Continue)
 }
@@ -86,7 +86,7 @@ fn set_generic(
     spec: &SetSpec<'_>,
 ) -> Result<(bool, Option<Vec<u8>>), CmdError> {
     let wopts = ctx.wopts();
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let mk = ks::meta_key(key);
     if spec.cond == Cond::Always && !spec.want_old && !spec.keep_ttl {
         // A blind write: one record, no read (a hash it replaces leaves its fields
@@ -263,7 +263,7 @@ fn get_then(
 ) -> CmdResult {
     let mk = ks::meta_key(key);
     let mut res: Result<Option<Vec<u8>>, CmdError> = Ok(None);
-    ks::transact(&ctx.shared.db, &ctx.wopts(), &[&mk], |cur| {
+    ks::transact(&ctx.shared.db(), &ctx.wopts(), &[&mk], |cur| {
         res = Ok(None);
         let r = cur[0].as_ref()?;
         match r.string() {
@@ -292,7 +292,7 @@ pub(super) const MAX_KEYS_PER_READ: usize = 1024;
 /// connection. A key holding a hash reads as nil, as in Redis.
 pub(super) fn mget(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let rest = Box::new(MgetRest {
-        snap: ctx.shared.db.snapshot(),
+        snap: ctx.shared.db().snapshot(),
         keys: args.to_vec(),
         next: 1,
     });
@@ -325,7 +325,7 @@ impl Resume for MgetRest {
             // At least one key per read, so a reply that already fills its chunk still
             // makes progress.
             let room = chunk.saturating_sub(out.len()).max(1);
-            let answers = ks::get_prefix(&shared.db, &self.keys[self.next..end], &ropts, room);
+            let answers = ks::get_prefix(&shared.db(), &self.keys[self.next..end], &ropts, room);
             for answer in answers {
                 match answer {
                     Ok(Some(r)) if r.string().is_ok() => out.bulk_owned_from(r.raw, 1),
@@ -360,7 +360,7 @@ pub(super) fn plain_get(args: &[Bytes]) -> bool {
 /// after another: none of their replies leaves before all were read, and they write
 /// nothing.
 pub(super) fn get_run(shared: &Shared, out: &mut ReplyWriter, run: &[Bytes], room: usize) -> usize {
-    let answers = ks::get_prefix(&shared.db, run, &tierkv::ReadOptions::new(), room.max(1));
+    let answers = ks::get_prefix(&shared.db(), run, &tierkv::ReadOptions::new(), room.max(1));
     let n = answers.len();
     for answer in answers {
         match answer {
@@ -386,7 +386,7 @@ pub(super) fn mset(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     for kv in args[1..].chunks_exact(2) {
         batch.put(ks::meta_key(&kv[0]), ks::str_value(&kv[1]));
     }
-    ctx.shared.db.write_opt(batch, &ctx.wopts())?;
+    ctx.shared.db().write_opt(batch, &ctx.wopts())?;
     ctx.out.ok();
     Ok(Flow::Continue)
 }
@@ -399,7 +399,7 @@ pub(super) fn msetnx(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         .map(|kv| ks::meta_key(&kv[0]))
         .collect();
     let refs: Vec<&[u8]> = keys.iter().map(|k| k.as_slice()).collect();
-    let applied = ks::transact(&ctx.shared.db, &ctx.wopts(), &refs, |cur| {
+    let applied = ks::transact(&ctx.shared.db(), &ctx.wopts(), &refs, |cur| {
         if cur.iter().any(Option::is_some) {
             return None;
         }
@@ -441,7 +441,7 @@ pub(super) fn modify_string(
 ) -> Result<(), CmdError> {
     let mk = ks::meta_key(key);
     let mut err = None;
-    ks::transact(&ctx.shared.db, &ctx.wopts(), &[&mk], |cur| {
+    ks::transact(&ctx.shared.db(), &ctx.wopts(), &[&mk], |cur| {
         err = None;
         let cur = cur[0].as_ref();
         let s = match cur.map(Rec::string).transpose() {
@@ -603,7 +603,7 @@ pub(super) fn append(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let rec = ks::get(&ctx.shared.db, &args[1], &tierkv::ReadOptions::new())?;
+    let rec = ks::get(&ctx.shared.db(), &args[1], &tierkv::ReadOptions::new())?;
     let n = match &rec {
         Some(r) => r.string()?.len(),
         None => 0,
@@ -616,7 +616,7 @@ pub(super) fn strlen(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 pub(super) fn getrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let start = super::int_arg(&args[2])?;
     let end = super::int_arg(&args[3])?;
-    let rec = ks::get(&ctx.shared.db, &args[1], &tierkv::ReadOptions::new())?;
+    let rec = ks::get(&ctx.shared.db(), &args[1], &tierkv::ReadOptions::new())?;
     let s = match &rec {
         Some(r) => r.string()?,
         None => &[][..],
@@ -736,7 +736,7 @@ pub(super) fn lcs(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         ));
     }
     let string = |k: &[u8]| -> Result<Vec<u8>, CmdError> {
-        match ks::get(&ctx.shared.db, k, &tierkv::ReadOptions::new())? {
+        match ks::get(&ctx.shared.db(), k, &tierkv::ReadOptions::new())? {
             None => Ok(Vec::new()),
             Some(r) => match r.kind()? {
                 crate::keyspace::Kind::Str(s) => Ok(s.to_vec()),

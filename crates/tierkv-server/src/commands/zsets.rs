@@ -670,7 +670,7 @@ pub(super) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         scores.push(score_arg(&p[0])?);
     }
     let key = &args[1];
-    if xx && meta(&ctx.shared.db, key, &ReadOptions::new())?.is_none() {
+    if xx && meta(&ctx.shared.db(), key, &ReadOptions::new())?.is_none() {
         if incr {
             ctx.out.null();
         } else {
@@ -748,7 +748,7 @@ pub(super) fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// ZREM key member [member ...]: how many were members.
 pub(super) fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let key = &args[1];
-    if meta(&ctx.shared.db, key, &ReadOptions::new())?.is_none() {
+    if meta(&ctx.shared.db(), key, &ReadOptions::new())?.is_none() {
         ctx.out.int(0);
         return Ok(Flow::Continue);
     }
@@ -764,7 +764,7 @@ pub(super) fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 }
 
 pub(super) fn zcard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let m = meta(&ctx.shared.db, &args[1], &ReadOptions::new())?;
+    let m = meta(&ctx.shared.db(), &args[1], &ReadOptions::new())?;
     ctx.out.int(m.map_or(0, |m| m.len) as i64);
     Ok(Flow::Continue)
 }
@@ -792,7 +792,7 @@ pub(super) fn scores_of(
 
 /// ZSCORE key member.
 pub(super) fn zscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    match scores_of(&ctx.shared.db, &args[1], &args[2..3])?[0] {
+    match scores_of(&ctx.shared.db(), &args[1], &args[2..3])?[0] {
         Some(s) => reply_score(ctx.out, s),
         None => ctx.out.null(),
     }
@@ -801,7 +801,7 @@ pub(super) fn zscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 
 /// ZMSCORE key member [member ...].
 pub(super) fn zmscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let scores = scores_of(&ctx.shared.db, &args[1], &args[2..])?;
+    let scores = scores_of(&ctx.shared.db(), &args[1], &args[2..])?;
     ctx.out.array(scores.len());
     for s in scores {
         match s {
@@ -815,7 +815,7 @@ pub(super) fn zmscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// ZRANK / ZREVRANK key member: counts the score records before the member's (O(rank)).
 pub(super) fn zrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let rev = args[0].eq_ignore_ascii_case(b"zrevrank");
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let (key, member) = (&args[1], &args[2]);
     let (_snap, ropts) = at_snapshot(db);
     let Some(m) = meta(db, key, &ropts)? else {
@@ -935,7 +935,7 @@ pub(super) fn zrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         _ => (None, None),
     };
     let (q, withscores) = parse_range(&args[2], &args[3], &args[4..], false, by, rev)?;
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let (_snap, ropts) = at_snapshot(db);
     let Some(m) = meta(db, &args[1], &ropts)? else {
         ctx.out.array(0);
@@ -956,7 +956,7 @@ pub(super) fn zrange(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// ZRANGESTORE dst src min max [BYSCORE|BYLEX] [REV] [LIMIT offset count]: the count.
 pub(super) fn zrangestore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let (q, _) = parse_range(&args[3], &args[4], &args[5..], true, None, None)?;
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let items = {
         let (_snap, ropts) = at_snapshot(db);
         match meta(db, &args[2], &ropts)? {
@@ -976,7 +976,7 @@ pub(super) fn zcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     } else {
         Range::Score(ScoreRange::parse(&args[2], &args[3])?)
     };
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let (_snap, ropts) = at_snapshot(db);
     let n = match meta(db, &args[1], &ropts)? {
         Some(m) => count_range(db, &args[1], m, &ropts, &Query::new(range, false))?,
@@ -989,7 +989,7 @@ pub(super) fn zcount(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// Removes the members `q` selects from sorted set `key` in one atomic step (chosen
 /// inside it, from what it reads); returns them.
 fn remove_range(ctx: &Ctx<'_>, key: &[u8], q: &Query) -> Result<Vec<Scored>, CmdError> {
-    let db = ctx.shared.db.clone();
+    let db = ctx.shared.db().clone();
     if meta(&db, key, &ReadOptions::new())?.is_none() {
         return Ok(Vec::new());
     }
@@ -1032,7 +1032,7 @@ pub(super) fn zpop(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
                 .ok_or_else(|| CmdError::err("value is out of range, must be positive"))?;
             if n == 0 {
                 // Redis checks the type first.
-                meta(&ctx.shared.db, &args[1], &ReadOptions::new())?;
+                meta(&ctx.shared.db(), &args[1], &ReadOptions::new())?;
                 ctx.out.array(0);
                 return Ok(Flow::Continue);
             }
@@ -1307,7 +1307,7 @@ fn set_op(name: &[u8]) -> SetOp {
 /// [WITHSCORES], ZDIFF numkeys key [key ...] [WITHSCORES]: in score order. Sets count as
 /// sorted sets of score 1.
 pub(super) fn zalgebra(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let c = algebra(&ctx.shared.db, args, 1, set_op(&args[0]), Form::Reply)?;
+    let c = algebra(&ctx.shared.db(), args, 1, set_op(&args[0]), Form::Reply)?;
     reply_members(ctx.out, &c.result, c.withscores);
     Ok(Flow::Continue)
 }
@@ -1315,7 +1315,7 @@ pub(super) fn zalgebra(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// ZUNIONSTORE / ZINTERSTORE / ZDIFFSTORE dst numkeys key [key ...] ...: replaces `dst`
 /// with the result (deleted when empty); the result's size.
 pub(super) fn zalgebra_store(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let c = algebra(&ctx.shared.db, args, 2, set_op(&args[0]), Form::Store)?;
+    let c = algebra(&ctx.shared.db(), args, 2, set_op(&args[0]), Form::Store)?;
     store_result(ctx, &args[1], &c.result)?;
     ctx.out.int(c.result.len() as i64);
     Ok(Flow::Continue)
@@ -1324,7 +1324,7 @@ pub(super) fn zalgebra_store(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 /// ZINTERCARD numkeys key [key ...] [LIMIT limit]: the intersection's size (at most
 /// `limit` unless 0). Sets count as sorted sets.
 pub(super) fn zintercard(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
-    let c = algebra(&ctx.shared.db, args, 1, SetOp::Inter, Form::Card)?;
+    let c = algebra(&ctx.shared.db(), args, 1, SetOp::Inter, Form::Card)?;
     let n = c.result.len() as i64;
     ctx.out.int(if c.limit > 0 { n.min(c.limit) } else { n });
     Ok(Flow::Continue)
@@ -1344,7 +1344,7 @@ pub(super) fn zrandmember(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         Some(a) if args.len() == 4 && a.eq_ignore_ascii_case(b"withscores") => true,
         Some(_) => return Err(CmdError::err(SYNTAX)),
     };
-    let db = &ctx.shared.db;
+    let db = &ctx.shared.db();
     let (_snap, ropts) = at_snapshot(db);
     if meta(db, &args[1], &ropts)?.is_none() {
         match count {
@@ -1439,7 +1439,7 @@ type Popped = (Bytes, Vec<Scored>);
 /// type.
 fn pop_first(ctx: &Ctx<'_>, keys: &[Bytes], max: bool, n: i64) -> Result<Option<Popped>, CmdError> {
     for key in keys {
-        if meta(&ctx.shared.db, key, &ReadOptions::new())?.is_none() {
+        if meta(&ctx.shared.db(), key, &ReadOptions::new())?.is_none() {
             continue;
         }
         let popped = remove_range(ctx, key, &Query::new(Range::Rank(0, n - 1), max))?;

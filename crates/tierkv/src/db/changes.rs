@@ -18,16 +18,16 @@
 
 use super::DbInner;
 use crate::batch::{DecodedBatch, WriteBatch};
-use parking_lot::Mutex;
-use std::collections::VecDeque;
-use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use crate::env::{IoCause, Tier};
 use crate::error::{Error, Result};
 use crate::key::ValueKind;
 use crate::version::{parse_file_number, wal_file_name};
 use crate::wal::LogReader;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 /// One write batch of the store's history.
 #[derive(Clone, Debug)]

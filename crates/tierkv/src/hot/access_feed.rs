@@ -45,9 +45,7 @@ impl AccessFeed {
 
     /// The keys noted since the last call, sorted.
     pub fn take(&self) -> Vec<Vec<u8>> {
-        let mut keys: Vec<Vec<u8>> = std::mem::take(&mut *self.keys.lock())
-            .into_iter()
-            .collect();
+        let mut keys: Vec<Vec<u8>> = std::mem::take(&mut *self.keys.lock()).into_iter().collect();
         keys.sort_unstable();
         keys
     }
