@@ -199,6 +199,7 @@ const SERVER: &[Field] = &[
     }),
     ("arch_bits", |_| some(usize::BITS)),
     ("process_id", |_| some(std::process::id())),
+    ("run_id", |src| some(&src.shared.replication.run_id)),
     ("tcp_port", |src| some(src.shared.port)),
     ("bind", |src| some(src.shared.config.load().bind)),
     ("server_time_usec", |_| some(now_usec())),
@@ -238,18 +239,18 @@ const STATS: &[Field] = &[
     ("total_net_input_bytes", |src| {
         count(&src.shared.stats.net_input_bytes)
     }),
+    ("total_net_output_bytes", |src| {
+        count(&src.shared.stats.net_output_bytes)
+    }),
+    ("rejected_connections", |src| {
+        count(&src.shared.stats.connections_rejected)
+    }),
     ("sync_full", |src| count(&src.shared.replication.syncs.full)),
     ("sync_partial_ok", |src| {
         count(&src.shared.replication.syncs.partial_ok)
     }),
     ("sync_partial_err", |src| {
         count(&src.shared.replication.syncs.partial_err)
-    }),
-    ("total_net_output_bytes", |src| {
-        count(&src.shared.stats.net_output_bytes)
-    }),
-    ("rejected_connections", |src| {
-        count(&src.shared.stats.connections_rejected)
     }),
     ("total_error_replies_protocol", |src| {
         count(&src.shared.stats.protocol_errors)
@@ -646,6 +647,8 @@ mod tests {
         "os",
         "arch_bits",
         "process_id",
+        "run_id",
+        "master_replid",
         "server_time_usec",
         "uptime_in_seconds",
         "started_unix_time",

@@ -139,6 +139,8 @@ pub(crate) struct Replication {
     pub(crate) hot: tokio::sync::broadcast::Sender<Arc<Vec<u8>>>,
     /// Replicas served, by how they started (INFO stats).
     pub(crate) syncs: SyncCounts,
+    /// This process's id (INFO's `run_id`: Sentinel tells a restart by it).
+    pub(crate) run_id: String,
 }
 
 /// Redis's `sync_full`, `sync_partial_ok`, `sync_partial_err`: replicas given a copy,
@@ -186,6 +188,7 @@ impl Replication {
             acks: tokio::sync::Notify::new(),
             hot: tokio::sync::broadcast::channel(64).0,
             syncs: SyncCounts::default(),
+            run_id: new_id(),
         };
         r.save_id();
         r
