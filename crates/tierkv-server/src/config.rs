@@ -96,6 +96,10 @@ pub struct ServerConfig {
     /// Sentinel promotes the replica with the lowest nonzero priority (Redis
     /// `replica-priority`; 0: never).
     pub replica_priority: u32,
+    /// A replica follows its primary's hotness: it reads the keys the primary's readers
+    /// touched and keeps the tracker's state that comes with a copy (`tierkv-repl-hotness`;
+    /// off, it is an ordinary replica that receives writes only, for comparison).
+    pub repl_mirror_hotness: bool,
 }
 
 /// Default replication backlog (Redis's is 1 MiB of its command stream; a store's write
@@ -319,6 +323,7 @@ impl Default for ServerConfig {
             repl_backlog_size: DEFAULT_REPL_BACKLOG,
             repl_timeout: Duration::from_secs(60),
             replica_priority: 100,
+            repl_mirror_hotness: true,
         }
     }
 }

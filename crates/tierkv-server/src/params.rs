@@ -505,6 +505,16 @@ pub static PARAMS: &[Param] = &[
         true,
         None
     ),
+    param!(
+        "tierkv-repl-hotness",
+        |c| yes_no(c.repl_mirror_hotness),
+        |c, v| {
+            c.repl_mirror_hotness = parse_yes_no(v)?;
+            Ok(())
+        },
+        true,
+        None
+    ),
     param!("replica-read-only", |_| "yes".into()),
     param!("dir", |c| dir_of(&c.db_dir)),
     param!("tierkv-slow-dir", |c| dir_of(&c.slow_dir)),

@@ -152,7 +152,6 @@ async fn ask(
     Ok(text)
 }
 
-
 /// Where a copy is received before it replaces the store.
 struct Stages {
     fast: PathBuf,
@@ -280,6 +279,10 @@ fn load_copy(server: &dyn Host, stages: &Stages, seq: u64) -> Res<PathBuf> {
     // The copy's tier record names the primary's directories: this store records its own
     // at open.
     let _ = std::fs::remove_file(stages.fast.join("TIERS"));
+    if !server.config().repl_mirror_hotness {
+        // An ordinary replica's copy: the data without the tracker's state.
+        let _ = std::fs::remove_dir_all(stages.fast.join("ralt"));
+    }
     let mut replaced = Vec::new();
     let pairs = std::iter::once((&stages.fast, &fast)).chain(stages.slow.iter().zip(slow.iter()));
     for (stage, dir) in pairs {
@@ -376,8 +379,9 @@ async fn apply_frames(
                 }
                 HOT => {
                     let keys = wire::parse_hot(&payload).map_err(|e| e.to_string())?;
+                    let mirror = server.config().repl_mirror_hotness;
                     // The previous keys still being read: these are dropped (hints only).
-                    if hot_reads.as_ref().is_none_or(|h| h.is_finished()) {
+                    if mirror && hot_reads.as_ref().is_none_or(|h| h.is_finished()) {
                         let db = server.db();
                         hot_reads = Some(tokio::task::spawn_blocking(move || {
                             let _ = db.multi_get(&keys);
