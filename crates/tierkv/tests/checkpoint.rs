@@ -350,3 +350,67 @@ fn a_checkpoint_killed_midway_leaves_no_copy() {
         assert_eq!(contents(&copy), want, "{point}");
     }
 }
+
+/// Invariant (issue 50's warm copy, issue 46's restart): a hot set small enough to live in
+/// the promotion cache, never reaching a promotion file on its own, is on the fast disk of
+/// a checkpoint's copy and of the store reopened after a clean close: its reads there
+/// find every record without the slow disk.
+#[test]
+fn the_hot_set_the_promotion_cache_holds_goes_with_a_copy_and_a_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let slow = dir.path().join("slow");
+    let mut opts = common::two_tier_options(&slow, 128 * 1024, true);
+    // A cache far larger than the hot set: the checker would never find half a file.
+    opts.promotion.cache_size = Some(4 << 20);
+    let db = Db::open(dir.path().join("db"), opts.clone()).unwrap();
+    let value = vec![b'v'; 200];
+    for i in 0..4000 {
+        db.put(common::key(i), &value).unwrap();
+    }
+    db.compact_range(None, None).unwrap();
+    let hot: Vec<u64> = (0..4000).step_by(40).collect();
+    for _ in 0..20 {
+        for &i in &hot {
+            assert!(db.get(common::key(i)).unwrap().is_some());
+        }
+    }
+    let before = db.stats();
+    assert!(
+        before.get_sources.promotion_cache > 0,
+        "the cache answers the hot reads"
+    );
+    assert_eq!(
+        before.promotion.promoted_by_flush_bytes, 0,
+        "no promotion file yet"
+    );
+    let slow_reads = |db: &Db| {
+        let s0 = db.stats().get_sources.slow;
+        for &i in &hot {
+            assert_eq!(db.get(common::key(i)).unwrap().as_deref(), Some(&value[..]));
+        }
+        db.stats().get_sources.slow - s0
+    };
+    let (to, slow_to) = (dir.path().join("cp"), dir.path().join("cp-slow"));
+    db.checkpoint(&to, Some(&slow_to)).unwrap();
+    let copy = Db::open(&to, Options::default()).unwrap();
+    assert_eq!(
+        slow_reads(&copy),
+        0,
+        "the copy reads its hot set from the fast disk"
+    );
+    drop(copy);
+    // The store itself keeps serving them without the slow disk, and after a clean close.
+    assert_eq!(slow_reads(&db), 0);
+    for _ in 0..20 {
+        for &i in &hot {
+            db.get(common::key(i)).unwrap();
+        }
+    }
+    db.close().unwrap();
+    let db = Db::open(dir.path().join("db"), opts).unwrap();
+    assert_eq!(
+        slow_reads(&db),
+        0,
+        "reopened, the hot set is on the fast disk"
+    );
+}

@@ -255,6 +255,29 @@ impl Replication {
         self.save_id();
     }
 
+    /// The store is being replaced by a copy (a `+FULLRESYNC`): until the copy is loaded
+    /// it holds no history a primary continues, and offers none (its offset reads 0, so
+    /// Sentinel never prefers it, and an interrupted copy starts again).
+    pub fn forget_history(&self) {
+        self.ids.lock().known = false;
+        let path = self.id_file.lock().clone();
+        if let Err(e) = std::fs::remove_file(&path) {
+            if e.kind() != std::io::ErrorKind::NotFound {
+                tracing::warn!("could not remove {}: {e}", path.display());
+            }
+        }
+    }
+
+    /// The offset a replica reports: its latest write's sequence while its store holds the
+    /// history it follows, else 0.
+    fn replica_offset(&self, latest: u64) -> u64 {
+        if self.ids.lock().known {
+            latest
+        } else {
+            0
+        }
+    }
+
     /// Points the id file at a new store directory (after a full copy replaced it).
     pub fn moved_to(&self, dir: &Path) {
         *self.id_file.lock() = dir.join(ID_FILE);
@@ -397,8 +420,9 @@ impl Replication {
                 if syncing {
                     let _ = writeln!(out, "master_sync_read_bytes:{}", l.copy_bytes);
                 }
-                let _ = writeln!(out, "slave_read_repl_offset:{latest}");
-                let _ = writeln!(out, "slave_repl_offset:{latest}");
+                let offset = self.replica_offset(latest);
+                let _ = writeln!(out, "slave_read_repl_offset:{offset}");
+                let _ = writeln!(out, "slave_repl_offset:{offset}");
                 if !up {
                     let _ = writeln!(
                         out,
@@ -447,7 +471,7 @@ impl Replication {
                 host: l.host.clone(),
                 port: l.port,
                 state: l.status.word(),
-                offset: latest,
+                offset: self.replica_offset(latest),
             };
         }
         Role::Primary {

@@ -111,16 +111,22 @@ async fn serve_registered(
         let db = host.db();
         let latest = db.latest_sequence();
         let rep = host.replication();
-        let continues = req
+        let continues = match req
             .offset
             .filter(|&o| rep.can_continue(&req.replid, o, latest))
-            .filter(|&o| {
-                // Its next change must still be in the feed.
-                !matches!(
+        {
+            // Its next change must still be in the feed (which may read WAL files).
+            Some(o) => tokio::task::spawn_blocking(move || {
+                let gone = matches!(
                     db.changes_since(o, 1),
                     Err(tierkv::Error::ChangesGone { .. })
-                )
-            });
+                );
+                (!gone).then_some(o)
+            })
+            .await
+            .map_err(std::io::Error::other)?,
+            None => None,
+        };
         let syncs = &rep.syncs;
         let bump = |c: &std::sync::atomic::AtomicU64| {
             c.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
@@ -178,13 +184,20 @@ async fn send_copy(
         fast: with_suffix(&fast, &suffix),
         slow: slow.as_deref().map(|s| with_suffix(s, &suffix)),
     };
-    targets.remove();
     let (f, s) = (targets.fast.clone(), targets.slow.clone());
     let started = Instant::now();
-    let cp = tokio::task::spawn_blocking(move || db.checkpoint(&f, s.as_deref()))
-        .await
-        .map_err(std::io::Error::other)?
-        .map_err(std::io::Error::other)?;
+    let cp = tokio::task::spawn_blocking(move || {
+        // Left by a copy this server was making when it stopped.
+        CopyDirs {
+            fast: f.clone(),
+            slow: s.clone(),
+        }
+        .remove();
+        db.checkpoint(&f, s.as_deref())
+    })
+    .await
+    .map_err(std::io::Error::other)?
+    .map_err(std::io::Error::other)?;
     let replid = host.replication().replid();
     tracing::info!(
         "replica {id}: full copy at sequence {} ({} tables, {} bytes; checkpoint in {:?})",

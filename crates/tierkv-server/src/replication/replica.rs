@@ -90,6 +90,7 @@ async fn session(server: &Arc<dyn Host>, host: &str, port: u16, generation: u64)
             let seq: u64 = seq
                 .parse()
                 .map_err(|_| format!("bad FULLRESYNC reply {reply:?}"))?;
+            rep.forget_history();
             rep.set_link(generation, |l| {
                 l.status = LinkStatus::Sync;
                 l.copy_bytes = 0;

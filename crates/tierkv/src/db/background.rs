@@ -45,7 +45,7 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 };
                 MutexGuard::unlocked(&mut st, || {
                     // A failed promotion loses nothing (the records stay on the slow tier).
-                    if let Err(e) = promote::run_checker(&inner, &table, &sv) {
+                    if let Err(e) = promote::run_checker(&inner, &table, &sv, false) {
                         tracing::warn!("promotion by flush failed: {e}");
                     }
                 });

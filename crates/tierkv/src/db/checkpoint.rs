@@ -1,6 +1,7 @@
 //! Checkpoints: a consistent, openable copy of a running store ([`crate::Db::checkpoint`]).
 //!
-//! The memtables are flushed, then the current version is taken (holding it keeps its
+//! The hot records the promotion cache holds are promoted (`promote::promote_cached_now`)
+//! and the memtables flushed, then the current version is taken (holding it keeps its
 //! tables on disk) and each table gets a second name in the copy's directory of its tier (a
 //! hard link; a copy where the file system cannot link, and always for a semi-sorted
 //! table, which is appended to in place). A new manifest describes exactly
@@ -85,7 +86,11 @@ fn parent(dir: &Path) -> &Path {
     }
 }
 
-pub(super) fn make(inner: &DbInner, to: &Path, slow_to: Option<&Path>) -> Result<Checkpoint> {
+pub(super) fn make(
+    inner: &std::sync::Arc<DbInner>,
+    to: &Path,
+    slow_to: Option<&Path>,
+) -> Result<Checkpoint> {
     let env = &inner.env;
     let two_tiers = !env.is_single_dir();
     match (two_tiers, slow_to) {
@@ -127,6 +132,9 @@ pub(super) fn make(inner: &DbInner, to: &Path, slow_to: Option<&Path>) -> Result
     let (fast_stage, slow_stage) = (&stages[0], stages.get(1));
     kill_point("checkpoint.started");
 
+    // The hot records the promotion cache holds go to the fast disk first: the copy's
+    // hot set is where a reader finds it, not in this store's memory.
+    super::promote::promote_cached_now(inner)?;
     inner.flush_and_wait()?;
     let (version, mut edit, manifest, through) = {
         // Loaded before the memtables are looked at: every write up to it is in a table

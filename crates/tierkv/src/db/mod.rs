@@ -955,6 +955,14 @@ impl Db {
     }
 
     fn shutdown(&self) -> Result<()> {
+        if self.inner.signals.shutting_down.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        // The hot set the promotion cache holds survives the close on the fast disk (a
+        // failure loses only that: the records are on the slow tier).
+        if let Err(e) = promote::promote_cached_now(&self.inner) {
+            tracing::warn!("promoting the cached hot records at close: {e}");
+        }
         if self
             .inner
             .signals

@@ -116,12 +116,67 @@ impl DbInner {
 /// Attempts at writing a promotion file whose keys go stale meanwhile before giving up.
 const CHECKER_ATTEMPTS: usize = 3;
 
+/// Promotes every record the promotion cache holds now to the fast disk, however few
+/// (the checker's half-a-file rule waived) and without the tracker's check (they were
+/// read lately; retention judges them by the tracker when they next move down): a hot set
+/// small enough to live in the cache would otherwise never reach a table, and a
+/// checkpoint's copy, or the store reopened after a clean close, would find it on the slow
+/// disk. At most the cache's size is written, once. Runs as the checker (waiting for a
+/// running one), on the calling thread.
+pub(crate) fn promote_cached_now(inner: &Arc<DbInner>) -> Result<()> {
+    if inner.hot.tracker.is_none() || !inner.opts.promotion.by_flush {
+        return Ok(());
+    }
+    {
+        let mut st = inner.state.lock();
+        while st.jobs.checker_running {
+            inner
+                .signals
+                .done_cv
+                .wait_for(&mut st, std::time::Duration::from_millis(100));
+        }
+        if st.jobs.bg_error.is_some() {
+            return Ok(());
+        }
+        st.jobs.checker_running = true;
+        if inner.hot.pc.mutable_size() > 0 {
+            // Under the state lock, as a reader's freeze (HotRAP §3.4 step 3); the cache's
+            // own lock is only tried there, so a busy moment is waited out.
+            for _ in 0..1000 {
+                if inner
+                    .hot
+                    .pc
+                    .freeze(Some(inner.reads.sv.load_full()))
+                    .is_some()
+                {
+                    break;
+                }
+                parking_lot::MutexGuard::unlocked(&mut st, || {
+                    std::thread::sleep(std::time::Duration::from_millis(1))
+                });
+            }
+        }
+    }
+    let result = (|| {
+        while let Some((table, sv)) = inner.hot.pc.next_for_checker() {
+            run_checker(inner, &table, &sv, true)?;
+        }
+        Ok(())
+    })();
+    inner.state.lock().jobs.checker_running = false;
+    inner.signals.done_cv.notify_all();
+    inner.signals.bg_cv.notify_all();
+    result
+}
+
 /// The checker: promotes the hot records of a frozen promotion cache to L0, or puts them
-/// back when too few to fill half a file. `sv` is the superversion taken at the freeze.
+/// back when too few to fill half a file; with `force`, every record, whatever their
+/// bytes (`promote_cached_now`). `sv` is the superversion taken at the freeze.
 pub(crate) fn run_checker(
     inner: &Arc<DbInner>,
     table: &Arc<PcTable>,
     sv: &SuperVersion,
+    force: bool,
 ) -> Result<()> {
     let Some(tracker) = &inner.hot.tracker else {
         inner.hot.pc.retire(table);
@@ -155,7 +210,7 @@ pub(crate) fn run_checker(
     let selected = policy::select_for_flush(
         table,
         tracker,
-        policy::PromotionCheck::of(&inner.opts.promotion),
+        (!force).then(|| policy::PromotionCheck::of(&inner.opts.promotion)),
         inner.opts.clock.now_ms(),
         newer_exists,
     )?;
@@ -168,7 +223,7 @@ pub(crate) fn run_checker(
         if hot.is_empty() {
             break;
         }
-        if !policy::worth_a_file(bytes(&hot), file_bytes) {
+        if !force && !policy::worth_a_file(bytes(&hot), file_bytes) {
             Counters::add(&counters.checker_put_back, 1);
             inner.hot.pc.put_back(table, hot);
             break;

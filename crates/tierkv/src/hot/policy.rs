@@ -148,7 +148,7 @@ pub(crate) struct FlushPromotion {
 pub(crate) fn select_for_flush(
     table: &PcTable,
     tracker: &HotTracker,
-    check: PromotionCheck,
+    check: Option<PromotionCheck>,
     now: u64,
     mut newer_exists: impl FnMut(&[u8]) -> Result<bool>,
 ) -> Result<FlushPromotion> {
@@ -157,8 +157,11 @@ pub(crate) fn select_for_flush(
         if table.is_updated(&key) || crate::expiry::is_expired(record.deadline, now) {
             continue;
         }
-        if !check.admits(tracker, &key, &record)? {
-            continue;
+        // No check: every record the cache holds (a checkpoint's or a close's promotion).
+        if let Some(check) = check {
+            if !check.admits(tracker, &key, &record)? {
+                continue;
+            }
         }
         if newer_exists(&key)? {
             out.dropped_newer += 1;
