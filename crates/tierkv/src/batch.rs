@@ -156,6 +156,19 @@ pub(crate) struct DecodedBatch<'a> {
     body: &'a [u8],
 }
 
+impl DecodedBatch<'_> {
+    /// The batch itself: the record's entries copied as they are (already validated).
+    pub fn to_batch(&self) -> WriteBatch {
+        let mut rep = Vec::with_capacity(HEADER + self.body.len());
+        rep.extend_from_slice(&[0; HEADER]);
+        rep.extend_from_slice(self.body);
+        WriteBatch {
+            rep,
+            count: self.count,
+        }
+    }
+}
+
 impl<'a> DecodedBatch<'a> {
     /// Parses and fully validates a WAL record; `path`/`offset` name it in errors.
     pub fn decode(rec: &'a [u8], path: &Path, offset: u64) -> Result<Self> {

@@ -55,8 +55,8 @@ pub mod wal;
 pub use batch::{BatchEntry, WriteBatch};
 pub use cache::{AdaptiveCacheStats, CacheMode, CacheOptions, ComponentStats, MAX_CACHE_CAPACITY};
 pub use db::{
-    CacheStats, Change, Checkpoint, ConditionalWrite, Db, DbIterator, DbStats, GetSources,
-    LevelStats, Snapshot, StoredTiers, Update,
+    CacheStats, Change, ChangeBytes, Checkpoint, ConditionalWrite, Db, DbIterator, DbStats,
+    GetSources, LevelStats, Snapshot, StoredTiers, Update,
 };
 pub use env::{DeviceProfile, Tier};
 pub use error::{Error, Result};

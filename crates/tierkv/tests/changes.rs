@@ -1,8 +1,8 @@
 //! The change feed (`Db::changes_since`): a replica built from a checkpoint and fed the
 //! batches after its sequence holds exactly the primary's contents, batch for batch, while
 //! the primary flushes and compacts (retired WALs kept by `wal_retention_bytes`, also
-//! across a reopen); it resumes from any batch boundary; a sequence whose batch is no
-//! longer kept is `ChangesGone`, and one inside a batch is refused.
+//! across a reopen); it resumes from any sequence (inside a batch: the rest of it); a
+//! sequence whose batch is no longer kept is `ChangesGone`.
 
 mod common;
 
@@ -98,7 +98,7 @@ fn a_checkpoint_plus_the_feed_is_the_primary() {
 }
 
 #[test]
-fn changes_no_longer_kept_or_inside_a_batch_are_refused() {
+fn changes_no_longer_kept_are_refused_and_a_start_inside_a_batch_gets_its_rest() {
     let dir = tempfile::tempdir().unwrap();
     let db = Db::open(dir.path().join("p"), common::tiny_options()).unwrap();
     let mut rng = StdRng::seed_from_u64(6);
@@ -136,10 +136,30 @@ fn changes_no_longer_kept_or_inside_a_batch_are_refused() {
     assert_eq!(all.len(), 2);
     assert_eq!((all[0].sequence, all[0].last_sequence()), (1, 3));
     assert_eq!(all[1].sequence, 4);
-    let e = db.changes_since(1, 1 << 20).unwrap_err().to_string();
-    assert!(e.contains("inside the batch"), "{e}");
-    assert_eq!(db.changes_since(3, 1 << 20).unwrap().len(), 1);
-    assert!(db.changes_since(4, 1 << 20).unwrap().is_empty());
+    // A start inside a batch (another store cut its batches elsewhere) gets the rest of
+    // it, then what follows; from memory as from the WAL files.
+    let check_rest = |db: &Db| {
+        let rest = db.changes_since(1, 1 << 20).unwrap();
+        assert_eq!((rest[0].sequence, rest[0].last_sequence()), (2, 3));
+        let keys: Vec<&[u8]> = rest[0].batch.iter().map(|e| e.key).collect();
+        assert_eq!(keys, vec![&b"y"[..], b"z"]);
+        assert_eq!(rest[1].sequence, 4);
+    };
+    check_rest(&db);
+    db.keep_recent_changes(1 << 20);
+    db.put("more", "5").unwrap();
+    let mut b = WriteBatch::new();
+    b.put("p", "1").delete("q").put("r", "3");
+    db.write(b).unwrap();
+    let from_memory = db.change_bytes_in_memory(6, 1 << 20).unwrap().unwrap();
+    assert_eq!(
+        (from_memory[0].sequence, from_memory[0].last_sequence),
+        (7, 8),
+        "the rest of the batch 6..=8, from memory"
+    );
+    check_rest(&db);
+    assert_eq!(db.changes_since(3, 1 << 20).unwrap().len(), 3);
+    assert!(db.changes_since(8, 1 << 20).unwrap().is_empty());
 }
 
 /// Invariant (replication's): a store opened from a checkpoint taken under write load is

@@ -73,6 +73,9 @@ pub(crate) async fn serve(
         },
     );
     let r = serve_registered(&host, sock, buf, id, req).await;
+    if let Err(e) = &r {
+        tracing::warn!("replica {id}: link ended: {e}");
+    }
     rep.replicas.lock().remove(&id);
     rep.acks.notify_waiters();
     r
@@ -116,12 +119,12 @@ async fn serve_registered(
             .filter(|&o| rep.can_continue(&req.replid, o, latest))
         {
             // Its next change must still be in the feed (which may read WAL files).
-            Some(o) => tokio::task::spawn_blocking(move || {
-                let gone = matches!(
-                    db.changes_since(o, 1),
-                    Err(tierkv::Error::ChangesGone { .. })
-                );
-                (!gone).then_some(o)
+            Some(o) => tokio::task::spawn_blocking(move || match db.change_bytes_since(o, 1) {
+                Ok(_) => Some(o),
+                Err(e) => {
+                    tracing::info!("replica {id}: cannot continue from {o}: {e}");
+                    None
+                }
             })
             .await
             .map_err(std::io::Error::other)?,
@@ -298,13 +301,20 @@ async fn stream(
     loop {
         let db = host.db();
         if db.latest_sequence() > sent {
-            let changes = tokio::task::spawn_blocking(move || db.changes_since(sent, STEP_BYTES))
-                .await
-                .map_err(std::io::Error::other)?
-                .map_err(|e| std::io::Error::other(format!("change feed: {e}")))?;
+            // From memory this is a lock and a few reference counts; the WAL files are read
+            // on a blocking thread.
+            let changes = match db.change_bytes_in_memory(sent, STEP_BYTES) {
+                Some(r) => r,
+                None => {
+                    tokio::task::spawn_blocking(move || db.change_bytes_since(sent, STEP_BYTES))
+                        .await
+                        .map_err(std::io::Error::other)?
+                }
+            }
+            .map_err(|e| std::io::Error::other(format!("change feed: {e}")))?;
             for c in changes {
-                wire::write_frame(w, CHANGE, &c.to_bytes()).await?;
-                sent = c.last_sequence();
+                wire::write_frame(w, CHANGE, &c.bytes).await?;
+                sent = c.last_sequence;
             }
             w.flush().await?;
             continue;

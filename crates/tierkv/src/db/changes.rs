@@ -20,7 +20,6 @@ use super::DbInner;
 use crate::batch::{DecodedBatch, WriteBatch};
 use crate::env::{IoCause, Tier};
 use crate::error::{Error, Result};
-use crate::key::ValueKind;
 use crate::version::{parse_file_number, wal_file_name};
 use crate::wal::LogReader;
 use parking_lot::Mutex;
@@ -57,21 +56,21 @@ impl Change {
         let decoded = DecodedBatch::decode(bytes, source, 0)?;
         Ok(Change {
             sequence: decoded.seq,
-            batch: to_batch(&decoded),
+            batch: decoded.to_batch(),
         })
     }
 }
 
-fn to_batch(decoded: &DecodedBatch<'_>) -> WriteBatch {
-    let mut batch = WriteBatch::new();
-    for e in decoded.entries() {
-        match (e.kind, e.deadline) {
-            (ValueKind::Delete, _) => batch.delete(e.key),
-            (ValueKind::Expiring, Some(d)) => batch.put_expiring(e.key, e.value, d),
-            _ => batch.put(e.key, e.value),
-        };
-    }
-    batch
+/// A change in its byte form ([`Change::to_bytes`]), as the feed keeps it: what a
+/// replica's sender forwards without decoding.
+#[derive(Clone, Debug)]
+pub struct ChangeBytes {
+    /// The sequence number of its first entry.
+    pub sequence: u64,
+    /// The sequence number of its last entry.
+    pub last_sequence: u64,
+    /// Its WAL record.
+    pub bytes: Arc<[u8]>,
 }
 
 /// The newest write batches, in memory, as their WAL records (see the module's doc).
@@ -116,7 +115,7 @@ impl RecentChanges {
     }
 
     /// The batches after `sequence`, if those kept start at or before the next one.
-    fn since(&self, sequence: u64, max_bytes: usize) -> Option<Result<Vec<Change>>> {
+    pub fn since(&self, sequence: u64, max_bytes: usize) -> Option<Result<Vec<ChangeBytes>>> {
         let ring = self.ring.lock();
         let expected = sequence + 1;
         let (first, _, _) = ring.batches.front()?;
@@ -129,15 +128,18 @@ impl RecentChanges {
         let mut bytes = 0;
         for (first, last, record) in ring.batches.range(start..) {
             if *first != expected && out.is_empty() {
-                return Some(Err(inside_batch(sequence, *first, *last)));
-            }
-            let source = Path::new("the change feed's memory");
-            match DecodedBatch::decode(record, source, 0) {
-                Ok(d) => out.push(Change {
-                    sequence: d.seq,
-                    batch: to_batch(&d),
-                }),
-                Err(e) => return Some(Err(e)),
+                // Another store's batches may be cut elsewhere (a replica groups what it
+                // applies): the rest of this one.
+                match tail(record, expected, Path::new("the change feed's memory")) {
+                    Ok(t) => out.push(t),
+                    Err(e) => return Some(Err(e)),
+                }
+            } else {
+                out.push(ChangeBytes {
+                    sequence: *first,
+                    last_sequence: *last,
+                    bytes: record.clone(),
+                });
             }
             bytes += record.len();
             if bytes >= max_bytes {
@@ -159,17 +161,43 @@ impl Ring {
     }
 }
 
-fn inside_batch(sequence: u64, first: u64, last: u64) -> Error {
-    Error::InvalidArgument(format!(
-        "sequence {sequence} is inside the batch of sequences {first}..={last}: \
-         changes start after a batch"
-    ))
+/// The entries of the batch `record` from sequence `from` on (`from` inside it), as a
+/// change of their own.
+fn tail(record: &[u8], from: u64, source: &Path) -> Result<ChangeBytes> {
+    let decoded = DecodedBatch::decode(record, source, 0)?;
+    let skip = from.saturating_sub(decoded.seq) as usize;
+    let mut batch = WriteBatch::new();
+    for e in decoded.entries().skip(skip) {
+        match (e.kind, e.deadline) {
+            (crate::key::ValueKind::Delete, _) => batch.delete(e.key),
+            (crate::key::ValueKind::Expiring, Some(d)) => batch.put_expiring(e.key, e.value, d),
+            _ => batch.put(e.key, e.value),
+        };
+    }
+    let last = from + (batch.len() as u64).saturating_sub(1);
+    Ok(ChangeBytes {
+        sequence: from,
+        last_sequence: last,
+        bytes: Arc::from(batch.encode_with_seq(from)),
+    })
 }
 
 /// Attempts at a consistent listing when WALs are retired under the reader.
 const LIST_ATTEMPTS: usize = 8;
 
 pub(super) fn since(inner: &DbInner, sequence: u64, max_bytes: usize) -> Result<Vec<Change>> {
+    let source = Path::new("the change feed");
+    since_bytes(inner, sequence, max_bytes)?
+        .iter()
+        .map(|c| Change::from_bytes(&c.bytes, source))
+        .collect()
+}
+
+pub(super) fn since_bytes(
+    inner: &DbInner,
+    sequence: u64,
+    max_bytes: usize,
+) -> Result<Vec<ChangeBytes>> {
     if let Some(r) = inner.recent_changes.since(sequence, max_bytes) {
         return r;
     }
@@ -183,7 +211,7 @@ pub(super) fn since(inner: &DbInner, sequence: u64, max_bytes: usize) -> Result<
     read(inner, sequence, max_bytes)
 }
 
-fn read(inner: &DbInner, sequence: u64, max_bytes: usize) -> Result<Vec<Change>> {
+fn read(inner: &DbInner, sequence: u64, max_bytes: usize) -> Result<Vec<ChangeBytes>> {
     let env = &inner.env;
     let mut logs: Vec<u64> = env
         .list(Tier::Fast)?
@@ -191,7 +219,7 @@ fn read(inner: &DbInner, sequence: u64, max_bytes: usize) -> Result<Vec<Change>>
         .filter_map(|n| parse_file_number(n, "log"))
         .collect();
     logs.sort_unstable();
-    let mut out: Vec<Change> = Vec::new();
+    let mut out: Vec<ChangeBytes> = Vec::new();
     let mut bytes = 0usize;
     let mut expected = sequence + 1;
     for number in logs {
@@ -207,23 +235,24 @@ fn read(inner: &DbInner, sequence: u64, max_bytes: usize) -> Result<Vec<Change>>
             if last < expected {
                 continue;
             }
-            if first != expected {
-                return Err(if first > expected {
-                    Error::ChangesGone {
-                        wanted: expected,
-                        oldest: first,
-                    }
-                } else {
-                    inside_batch(sequence, first, last)
+            if first > expected {
+                return Err(Error::ChangesGone {
+                    wanted: expected,
+                    oldest: first,
                 });
             }
-            let batch = to_batch(&decoded);
             bytes += rec.len();
-            expected = last + 1;
-            out.push(Change {
-                sequence: first,
-                batch,
+            out.push(if first < expected {
+                // The rest of a batch cut elsewhere by another store (see `tail`).
+                tail(&rec, expected, &path)?
+            } else {
+                ChangeBytes {
+                    sequence: first,
+                    last_sequence: last,
+                    bytes: Arc::from(&rec[..]),
+                }
             });
+            expected = last + 1;
             if bytes >= max_bytes {
                 return Ok(out);
             }

@@ -31,7 +31,7 @@ mod store_lock;
 mod stored_tiers;
 mod write;
 
-pub use changes::Change;
+pub use changes::{Change, ChangeBytes};
 pub use checkpoint::Checkpoint;
 pub use iterator::DbIterator;
 pub use stats::{CacheStats, DbStats, GetSources, LevelStats};
@@ -780,6 +780,23 @@ impl Db {
     /// follows yet.
     pub fn changes_since(&self, sequence: u64, max_bytes: usize) -> Result<Vec<Change>> {
         changes::since(&self.inner, sequence, max_bytes)
+    }
+
+    /// [`Db::changes_since`] in the changes' byte form ([`Change::to_bytes`]), for a
+    /// reader that forwards them: those kept in memory come without a copy or a decode.
+    pub fn change_bytes_since(&self, sequence: u64, max_bytes: usize) -> Result<Vec<ChangeBytes>> {
+        changes::since_bytes(&self.inner, sequence, max_bytes)
+    }
+
+    /// [`Db::change_bytes_since`] when the changes after `sequence` are in memory
+    /// ([`Db::keep_recent_changes`]); `None` when they would be read from the WAL files
+    /// (for a caller that must not wait for the disk).
+    pub fn change_bytes_in_memory(
+        &self,
+        sequence: u64,
+        max_bytes: usize,
+    ) -> Option<Result<Vec<ChangeBytes>>> {
+        self.inner.recent_changes.since(sequence, max_bytes)
     }
 
     /// Keeps up to `bytes` of the newest write batches in memory from the next write on
