@@ -175,18 +175,19 @@ def main():
             wait_until(f"round {r}: a new primary",
                        lambda: sentinel.discover_master(MASTER)[1] != old, timeout=60)
             promoted = time.monotonic() - killed
-            new = sentinel.discover_master(MASTER)[1]
             wait_until(f"round {r}: an acknowledged write on the new primary",
                        lambda: writer.last_ack > killed, timeout=60)
             resumed = writer.last_ack - killed
             last_failover = time.monotonic()
             # The killed server comes back as it was (a primary); Sentinel makes it a
-            # replica of the new one, which gives it a copy.
+            # replica of the primary it names then (Sentinel may have failed over again
+            # meanwhile), which gives it a copy.
             nodes[old].start()
-            wait_until(f"round {r}: server {old} back as a replica of {new}",
+            wait_until(f"round {r}: server {old} back as a replica",
                        lambda: info(old)["role"] == "slave"
-                       and info(old)["master_port"] == new
+                       and info(old)["master_port"] == sentinel.discover_master(MASTER)[1]
                        and info(old)["master_link_status"] == "up", timeout=120)
+            new = sentinel.discover_master(MASTER)[1]
             limit = a.down_after / 1000 + a.slack
             ok = promoted <= limit
             if not ok:

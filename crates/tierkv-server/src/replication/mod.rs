@@ -500,6 +500,14 @@ pub(crate) enum Role {
     },
 }
 
+/// The directory beside `dir` named as it with `suffix` (a copy received or sent, a
+/// store replaced).
+fn beside(dir: &Path, suffix: &str) -> PathBuf {
+    let mut name = dir.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    dir.with_file_name(name)
+}
+
 fn read_id(path: &Path) -> Option<String> {
     let s = std::fs::read_to_string(path).ok()?;
     let id = s.trim();

@@ -67,7 +67,8 @@ pub(crate) async fn serve(
         ReplicaState {
             ip,
             port: req.listening_port,
-            ack: req.offset.unwrap_or(0),
+            // Nothing counts for WAIT before the replica is known to hold this history.
+            ack: 0,
             ack_at: Instant::now(),
             online: false,
         },
@@ -153,6 +154,7 @@ async fn serve_registered(
         };
         if let Some(s) = rep.replicas.lock().get_mut(&id) {
             s.online = true;
+            s.ack = s.ack.max(from);
         }
         stream(host, &mut w, from).await
     };
@@ -184,8 +186,8 @@ async fn send_copy(
         .map(|_| db.tier_dir(tierkv::Tier::Slow).to_path_buf());
     let suffix = format!(".replsync-{id}");
     let targets = CopyDirs {
-        fast: with_suffix(&fast, &suffix),
-        slow: slow.as_deref().map(|s| with_suffix(s, &suffix)),
+        fast: super::beside(&fast, &suffix),
+        slow: slow.as_deref().map(|s| super::beside(s, &suffix)),
     };
     let (f, s) = (targets.fast.clone(), targets.slow.clone());
     let started = Instant::now();
@@ -216,6 +218,15 @@ async fn send_copy(
         send_dir(w, b's', slow).await?;
     }
     wire::write_frame(w, END, &cp.sequence.to_le_bytes()).await?;
+    // The hot records this store serves from its promotion cache are on no table of the
+    // copy: the replica reads them, so its cache holds them too.
+    let keys = host.db().promotion_cache_keys();
+    let mut rest = &keys[..];
+    while !rest.is_empty() {
+        let (payload, n) = wire::hot_payload(rest, HOT_FRAME_BYTES);
+        wire::write_frame(w, HOT, &payload).await?;
+        rest = &rest[n.max(1)..];
+    }
     w.flush().await?;
     drop(targets);
     Ok(cp.sequence)
@@ -243,12 +254,6 @@ impl Drop for CopyDirs {
     fn drop(&mut self) {
         self.remove();
     }
-}
-
-fn with_suffix(dir: &Path, suffix: &str) -> PathBuf {
-    let mut name = dir.file_name().unwrap_or_default().to_os_string();
-    name.push(suffix);
-    dir.with_file_name(name)
 }
 
 /// Sends every file under `dir` (recursively) as tier `tier`.

@@ -25,6 +25,10 @@ const HANDSHAKE: Duration = Duration::from_secs(10);
 const APPLY_BYTES: usize = 4 << 20;
 /// Frames read ahead of the applier.
 const READ_AHEAD: usize = 1024;
+/// Most of the primary's hot keys waiting to be read.
+const MAX_HOT_QUEUED: usize = 1 << 20;
+/// Hot keys read per batched read.
+const HOT_READ_CHUNK: usize = 1024;
 
 type Res<T> = Result<T, String>;
 
@@ -159,12 +163,6 @@ struct Stages {
     slow: Option<PathBuf>,
 }
 
-fn with_suffix(dir: &Path, suffix: &str) -> PathBuf {
-    let mut name = dir.file_name().unwrap_or_default().to_os_string();
-    name.push(suffix);
-    dir.with_file_name(name)
-}
-
 /// Receives the copy's files into directories beside the store's.
 async fn receive_copy(
     server: &Arc<dyn Host>,
@@ -173,12 +171,12 @@ async fn receive_copy(
 ) -> Res<Stages> {
     let db = server.db();
     let stages = Stages {
-        fast: with_suffix(db.tier_dir(Tier::Fast), ".sync-tmp"),
+        fast: super::beside(db.tier_dir(Tier::Fast), ".sync-tmp"),
         slow: db
             .options()
             .slow
             .as_ref()
-            .map(|_| with_suffix(db.tier_dir(Tier::Slow), ".sync-tmp")),
+            .map(|_| super::beside(db.tier_dir(Tier::Slow), ".sync-tmp")),
     };
     drop(db);
     for d in std::iter::once(&stages.fast).chain(&stages.slow) {
@@ -287,7 +285,7 @@ fn load_copy(server: &dyn Host, stages: &Stages, seq: u64) -> Res<PathBuf> {
     let mut replaced = Vec::new();
     let pairs = std::iter::once((&stages.fast, &fast)).chain(stages.slow.iter().zip(slow.iter()));
     for (stage, dir) in pairs {
-        let old_dir = with_suffix(dir, ".replaced");
+        let old_dir = super::beside(dir, ".replaced");
         if old_dir.exists() {
             std::fs::remove_dir_all(&old_dir).map_err(|e| format!("{}: {e}", old_dir.display()))?;
         }
@@ -358,6 +356,7 @@ async fn apply_frames(
     let rep = server.replication();
     let mut ack_tick = tokio::time::interval(Duration::from_secs(1));
     let mut hot_reads: Option<tokio::task::JoinHandle<()>> = None;
+    let mut hot_keys: Vec<Vec<u8>> = Vec::new();
     let source = Path::new("the replication stream");
     loop {
         let first = tokio::select! {
@@ -380,13 +379,10 @@ async fn apply_frames(
                 }
                 HOT => {
                     let keys = wire::parse_hot(&payload).map_err(|e| e.to_string())?;
-                    let mirror = server.config().repl_mirror_hotness;
-                    // The previous keys still being read: these are dropped (hints only).
-                    if mirror && hot_reads.as_ref().is_none_or(|h| h.is_finished()) {
-                        let db = server.db();
-                        hot_reads = Some(tokio::task::spawn_blocking(move || {
-                            let _ = db.multi_get(&keys);
-                        }));
+                    // Queued while earlier keys are read; past the bound they are dropped
+                    // (hints only).
+                    if server.config().repl_mirror_hotness && hot_keys.len() < MAX_HOT_QUEUED {
+                        hot_keys.extend(keys);
                     }
                 }
                 PING => {}
@@ -397,6 +393,15 @@ async fn apply_frames(
                     next = Some(f?);
                 }
             }
+        }
+        if !hot_keys.is_empty() && hot_reads.as_ref().is_none_or(|h| h.is_finished()) {
+            let db = server.db();
+            let keys = std::mem::take(&mut hot_keys);
+            hot_reads = Some(tokio::task::spawn_blocking(move || {
+                for chunk in keys.chunks(HOT_READ_CHUNK) {
+                    let _ = db.multi_get(chunk);
+                }
+            }));
         }
         if let Some(merged) = merge(changes)? {
             let db = server.db();

@@ -1,7 +1,6 @@
 //! Checkpoints: a consistent, openable copy of a running store ([`crate::Db::checkpoint`]).
 //!
-//! The tracker's hot set is brought to the fast disk (`promote::promote_hot_set`) and the
-//! memtables flushed, then the current version is taken (holding it keeps its
+//! The memtables are flushed, then the current version is taken (holding it keeps its
 //! tables on disk) and each table gets a second name in the copy's directory of its tier (a
 //! hard link; a copy where the file system cannot link, and always for a semi-sorted
 //! table, which is appended to in place). A new manifest describes exactly
@@ -132,9 +131,6 @@ pub(super) fn make(
     let (fast_stage, slow_stage) = (&stages[0], stages.get(1));
     kill_point("checkpoint.started");
 
-    // The tracker's hot set goes to the fast disk first: the copy's hot set is where a
-    // reader finds it, not on the slow disk nor in this store's memory.
-    super::promote::promote_hot_set(inner)?;
     inner.flush_and_wait()?;
     let (version, mut edit, manifest, through) = {
         // Loaded before the memtables are looked at: every write up to it is in a table

@@ -116,45 +116,15 @@ impl DbInner {
 /// Attempts at writing a promotion file whose keys go stale meanwhile before giving up.
 const CHECKER_ATTEMPTS: usize = 3;
 
-/// Brings the tracker's whole hot set to the fast disk: reads every key RALT calls hot (a
-/// read that finds a record on the slow tier offers it to the promotion cache), promoting
-/// what the cache holds whenever it fills and at the end (`promote_cached_now`). For a
-/// checkpoint: its copy then finds the hot set on its fast disk, not only the part
-/// promoted so far, nor the part this store serves from its caches' memory. Costs up to
-/// the hot set's bytes read from the slow disk, once. (The bloom cascade cannot list its
-/// keys: then only the cache's records go.)
-pub(crate) fn promote_hot_set(inner: &Arc<DbInner>) -> Result<()> {
-    let Some(tracker) = inner.hot.tracker.clone() else {
-        return Ok(());
-    };
-    if !inner.opts.promotion.by_flush {
-        return Ok(());
-    }
-    // Every key: none is longer than the largest key, so none sorts after this one.
-    let all = vec![0xff; inner.opts.max_key_size + 1];
-    let keys: Vec<Vec<u8>> = match tracker.hot_keys(&[], &all)? {
-        Some(it) => it.map(|r| r.map(|(k, _)| k)).collect::<Result<_>>()?,
-        None => Vec::new(),
-    };
-    let limit = inner.opts.promotion_cache_size();
-    let ropts = crate::options::ReadOptions::new();
-    for key in keys {
-        // A key deleted or expired since simply reads as absent.
-        inner.get(&key, &ropts)?;
-        if inner.hot.pc.mutable_size() >= limit {
-            promote_cached_now(inner)?;
-        }
-    }
-    promote_cached_now(inner)
-}
-
 /// Promotes every record the promotion cache holds now to the fast disk, however few
 /// (the checker's half-a-file rule waived) and without the tracker's check (they were
 /// read lately; retention judges them by the tracker when they next move down): a hot set
-/// small enough to live in the cache would otherwise never reach a table, and a
-/// checkpoint's copy, or the store reopened after a clean close, would find it on the slow
-/// disk. At most the cache's size is written, once. Runs as the checker (waiting for a
-/// running one), on the calling thread.
+/// small enough to live in the cache would otherwise never reach a table, and the store
+/// reopened after a clean close would find it on the slow disk. At most the cache's size
+/// is written, once. Runs as the checker (waiting for a running one), on the calling
+/// thread. (Not for a checkpoint of a running store: the records would leave this store's
+/// cache for a table that retention then moves down when the tracker does not call them
+/// hot.)
 pub(crate) fn promote_cached_now(inner: &Arc<DbInner>) -> Result<()> {
     if inner.hot.tracker.is_none() || !inner.opts.promotion.by_flush {
         return Ok(());

@@ -439,6 +439,16 @@ impl<V> PromotionCache<V> {
             .any(|f| f.for_checker.is_some())
     }
 
+    /// The keys of every record held (mutable and frozen tables; a key may repeat).
+    pub fn keys(&self) -> Vec<Bytes> {
+        let mut tables = vec![self.mutable.read().clone()];
+        tables.extend(self.frozen_tables());
+        tables
+            .iter()
+            .flat_map(|t| t.records().into_iter().map(|(k, _)| k))
+            .collect()
+    }
+
     /// The frozen tables, oldest first.
     fn frozen_tables(&self) -> Vec<Arc<PcTable>> {
         self.immutables
