@@ -154,7 +154,11 @@ async fn serve_registered(
         };
         if let Some(s) = rep.replicas.lock().get_mut(&id) {
             s.online = true;
-            s.ack = s.ack.max(from);
+            // A continuing replica holds the history up to its offset; one given a copy
+            // counts once it acknowledges having loaded it.
+            if continues.is_some() {
+                s.ack = s.ack.max(from);
+            }
         }
         stream(host, &mut w, from).await
     };
