@@ -17,6 +17,9 @@
 //!   for a list, the element is its index (u64 BE), the value the list element.
 //! - `'z' + u32 BE len(K) + K + version (u64 BE) + score (8 bytes, ordered) + member` ->
 //!   empty: a sorted set's members in score order (see [`score_key`]).
+//! - `'r' + u32 BE len(K) + K + version (u64 BE) + level (u8) + separator` -> member
+//!   count (u64 BE) + child count (u64 BE): a sorted set's rank index, counted chunks of
+//!   its score records (see [`rank_key`] and `commands::zset_index`).
 //! - `'x' + u32 BE len(K) + K + version (u64 BE)` -> deadline (u64 BE): a hash version that
 //!   has (or had) a deadline, written with its metadata; [`sweep`] removes the fields of
 //!   such a version once its metadata is gone, so an expired hash does not leave its
@@ -47,6 +50,8 @@ pub(crate) const FIELD: u8 = b'f';
 pub(crate) const EXPIRING: u8 = b'x';
 /// Prefix of sorted-set score records.
 pub(crate) const SCORE: u8 = b'z';
+/// Prefix of sorted-set rank index records.
+pub(crate) const RANK: u8 = b'r';
 /// Type byte of a string.
 pub(crate) const T_STRING: u8 = b's';
 /// Type byte of a hash.
@@ -319,15 +324,37 @@ pub(crate) fn score_key(k: &[u8], version: u64, score: f64, member: &[u8]) -> Ve
     v
 }
 
+/// The common prefix of sorted set `k`'s rank index records at `version`.
+pub(crate) fn rank_prefix(k: &[u8], version: u64) -> Vec<u8> {
+    let mut v = field_prefix(k, version);
+    v[0] = RANK;
+    v
+}
+
+/// The rank index record of sorted set `k` at `version` at `level` (1 and up) whose
+/// separator is `sep` (empty, or a score record's key after [`score_prefix`]).
+pub(crate) fn rank_key(k: &[u8], version: u64, level: u8, sep: &[u8]) -> Vec<u8> {
+    let mut v = rank_prefix(k, version);
+    v.push(level);
+    v.extend_from_slice(sep);
+    v
+}
+
 /// The element key of a list's element at `index`.
 pub(crate) fn list_key(k: &[u8], version: u64, index: u64) -> Vec<u8> {
     field_key(k, version, &index.to_be_bytes())
 }
 
 /// The element records' prefixes of a collection at `version`: its element records and,
-/// for a sorted set, its score records (empty for other types).
-pub(crate) fn element_prefixes(k: &[u8], version: u64) -> [Vec<u8>; 2] {
-    [field_prefix(k, version), score_prefix(k, version)]
+/// for a sorted set, its score records and its rank index records (none for other types).
+/// Deletion, the sweep, RENAME and COPY go through these, so they treat the index as more
+/// element records of the version.
+pub(crate) fn element_prefixes(k: &[u8], version: u64) -> [Vec<u8>; 3] {
+    [
+        field_prefix(k, version),
+        score_prefix(k, version),
+        rank_prefix(k, version),
+    ]
 }
 
 /// Read options over the field records of hash `k` at `version`.

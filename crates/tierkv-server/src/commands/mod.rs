@@ -30,6 +30,7 @@ mod saves;
 mod sets;
 mod sort;
 mod strings;
+mod zset_index;
 mod zsets;
 
 pub(crate) use crate::error::CmdError;
@@ -39,6 +40,7 @@ use crate::state::{ConnState, Replies, ServerStats, Shared};
 use bytes::Bytes;
 pub(crate) use inline::run_inline;
 use std::collections::VecDeque;
+pub(crate) use zset_index::set_chunk as set_zset_index_chunk;
 
 /// What the connection does after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
