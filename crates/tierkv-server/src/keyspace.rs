@@ -5,7 +5,9 @@
 //!
 //! Layout (Kvrocks-style, so a hash field update is one small write and reads are point
 //! lookups or short scans):
-//! - `\x00tierkv-server-format` -> `1`: the marker; a store without it is not served.
+//! - `\x00tierkv-server-format` -> `2`: the marker; a store without it is not served. A
+//!   store marked `1` (written before sorted sets had a rank index) is served and marked
+//!   `2` at open (see [`open`]).
 //! - `\x00tierkv-hash-version` -> u64 BE: the reserved ceiling of hash versions handed out.
 //! - `'k' + K` -> `[type][payload]`: one top-level record per Redis key, `'s'` + the raw
 //!   bytes for a string, `'h'` + version (u64 BE) + field count (u64 BE) for a hash, and
@@ -38,8 +40,13 @@ use tierkv::{Db, ReadOptions, WriteBatch, WriteOptions};
 
 /// The format marker's engine key.
 pub(crate) const MARKER_KEY: &[u8] = b"\x00tierkv-server-format";
-/// The format version this server writes and serves.
-pub(crate) const FORMAT_VERSION: &[u8] = b"1";
+/// The format version this server writes and serves: 2, with sorted sets' rank index
+/// records (`'r'`).
+pub(crate) const FORMAT_VERSION: &[u8] = b"2";
+/// The format version before the rank index: served as it is (a sorted set without an
+/// index is indexed on first use), once its marker is rewritten to [`FORMAT_VERSION`] so
+/// that an older server, whose writes would leave an index stale, refuses the store.
+pub(crate) const FORMAT_VERSION_1: &[u8] = b"1";
 /// The record holding the reserved ceiling of hash versions.
 pub(crate) const VERSION_KEY: &[u8] = b"\x00tierkv-hash-version";
 /// Prefix of top-level records.
@@ -636,8 +643,9 @@ pub(crate) fn format_error(dir: &str, why: &str) -> String {
     format!("{dir}: {why}")
 }
 
-/// Checks (or, for an empty store, writes) the format marker and loads the hash version
-/// allocator. A store holding data without the marker (written by `tierkv put`, the
+/// Checks (or, for an empty store, writes) the format marker, moving a version-1 store to
+/// version 2 (only the marker changes: its sorted sets are indexed when first used), and
+/// loads the hash version allocator. A store holding data without the marker (written by `tierkv put`, the
 /// benchmark, or a library user) is refused: its records are raw engine keys, not this
 /// server's encoding.
 pub(crate) fn open(db: &Db) -> Result<Versions, String> {
@@ -647,13 +655,18 @@ pub(crate) fn open(db: &Db) -> Result<Versions, String> {
         .map_err(|e| format_error(&dir, &e.to_string()))?
     {
         Some(v) if v == FORMAT_VERSION => {}
+        Some(v) if v == FORMAT_VERSION_1 => {
+            db.put_opt(MARKER_KEY, FORMAT_VERSION, &WriteOptions { sync: true })
+                .map_err(|e| format_error(&dir, &e.to_string()))?;
+        }
         Some(v) => {
             return Err(format_error(
                 &dir,
                 &format!(
                     "server keyspace format version {:?} is unknown to this tierkv serve \
-                     (it reads version {})",
+                     (it reads versions {} and {})",
                     String::from_utf8_lossy(&v),
+                    String::from_utf8_lossy(FORMAT_VERSION_1),
                     String::from_utf8_lossy(FORMAT_VERSION)
                 ),
             ))

@@ -1964,8 +1964,9 @@ fn blocking_pops_wait_for_members() {
     );
 }
 
-/// A sorted set stored as the server stored one before the rank index existed (metadata,
-/// member and score records, no index records) is served, indexed by the first rank
+/// A store of format 1 holding a sorted set as the server stored one before the rank
+/// index existed (metadata, member and score records, no index records) is served (and
+/// marked format 2), the set indexed by the first rank
 /// lookup far from its ends, and kept indexed by later writes: ZRANGE / ZREVRANGE /
 /// ZRANK agree with the order before and after, and the store's index satisfies
 /// `check_rank_index`'s invariant at the end.
@@ -2035,6 +2036,12 @@ fn a_set_stored_without_an_index_is_indexed_on_first_use() {
     drop(c);
     s.stop();
     assert_eq!(check_rank_index(dir.path(), &[]), 1);
+    // The store was marked format 2 when served (an older server refuses it now).
+    let db = tierkv::Db::open(dir.path(), tierkv::Options::default()).unwrap();
+    assert_eq!(
+        db.get(b"\x00tierkv-server-format").unwrap().as_deref(),
+        Some(&b"2"[..])
+    );
 }
 
 /// Writers racing on one sorted set (ZADD of many members, ZREM, ZINCRBY, ZPOPMIN,

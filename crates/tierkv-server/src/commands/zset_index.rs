@@ -730,9 +730,26 @@ pub(super) fn update(
         // Fold the changes below into the level-l records covering them (the level as
         // stored: the step has not touched it yet).
         let mut touched: BTreeMap<Vec<u8>, (Counts, i128, i128)> = BTreeMap::new();
+        // The changes are in key order: with more than one, the covering record's range
+        // (up to the next record) answers the keys after it until one passes it.
+        let many = below.len() > 1;
+        let mut range: Option<(Vec<u8>, Counts, Option<Vec<u8>>)> = None;
         for (k, old, new) in &below {
-            let (sep, c) = s.covering(l, k)?;
-            let d = touched.entry(sep).or_insert((c, 0, 0));
+            let inside = range.as_ref().is_some_and(|(sep, _, next)| {
+                k >= sep && next.as_ref().is_none_or(|n| k < n)
+            });
+            if !inside {
+                let (sep, c) = s.covering(l, k)?;
+                let next = match many {
+                    true => s.next(l, &sep)?.map(|(n, _)| n),
+                    false => None,
+                };
+                range = Some((sep, c, next));
+            }
+            let Some((sep, c, _)) = &range else {
+                return Err(CmdError::err("internal error: no covering record"));
+            };
+            let d = touched.entry(sep.clone()).or_insert((*c, 0, 0));
             d.1 += new.map_or(0, |c| c.members) as i128 - old.map_or(0, |c| c.members) as i128;
             d.2 += new.is_some() as i128 - old.is_some() as i128;
         }
