@@ -1241,7 +1241,8 @@ fn family_prefix(family: u8, k: &[u8], version: u64) -> Vec<u8> {
 /// its children (the records of the level below from its separator to the next record's)
 /// and as children how many they are; every level starts with the empty separator, every
 /// separator above level 1 is one of the level below; no record has more than 2 x CHUNK
-/// children, nor the top level more than 2 x CHUNK records. Every set of more than one
+/// children, nor the top level more than 2 x CHUNK records; the header record (level 0)
+/// names the top level. Every set of more than one
 /// member must have an index unless it is named in `unindexed`. Returns the number of
 /// indexes checked.
 fn check_rank_index(dir: &std::path::Path, unindexed: &[&str]) -> usize {
@@ -1263,7 +1264,12 @@ fn check_rank_index(dir: &std::path::Path, unindexed: &[&str]) -> usize {
         assert_eq!(scores.len() as u64, card, "{name}: score records");
         let rp = family_prefix(b'r', k, version);
         let mut levels: BTreeMap<u8, Vec<(Vec<u8>, u64, u64)>> = BTreeMap::new();
+        let mut header = None;
         for (key, v) in records(&db, &rp) {
+            if key[rp.len()..] == [0] {
+                header = Some(v);
+                continue;
+            }
             assert_eq!(v.len(), 16, "{name}: an index record's value");
             let members = u64::from_be_bytes(v[..8].try_into().unwrap());
             let children = u64::from_be_bytes(v[8..].try_into().unwrap());
@@ -1282,6 +1288,7 @@ fn check_rank_index(dir: &std::path::Path, unindexed: &[&str]) -> usize {
         }
         checked += 1;
         let top = *levels.keys().last().unwrap();
+        assert_eq!(header, Some(vec![top]), "{name}: the header names the top level");
         assert_eq!(
             levels.keys().copied().collect::<Vec<u8>>(),
             (1..=top).collect::<Vec<u8>>(),
@@ -1396,9 +1403,9 @@ fn overwritten_and_deleted_sorted_sets_leave_no_element_records() {
     // The sweep takes a step a second.
     std::thread::sleep(std::time::Duration::from_millis(2500));
     s.stop();
-    // Only "gone" (ex-"keep") is left: two members, two score records, one index record
-    // (a chunk).
-    assert_eq!(element_records(dir.path()), (2, 2, 1));
+    // Only "gone" (ex-"keep") is left: two members, two score records, two index records
+    // (the header and a chunk).
+    assert_eq!(element_records(dir.path()), (2, 2, 2));
 }
 
 /// Random ZADD (with options, and of many members) / ZINCRBY / ZREM / ZPOPMIN / ZPOPMAX /

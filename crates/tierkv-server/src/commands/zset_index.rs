@@ -14,7 +14,10 @@
 //! child count how many they are. Every level's first record has the empty separator (it
 //! covers from the start), and every separator of a level >= 2 is also one of the level
 //! below, so a record's children are exactly the records below from its separator to the
-//! next record's. The highest level (the top) is read from its start. A separator is a
+//! next record's. The highest level (the top) is read from its start; a header record at
+//! level 0 with the empty separator holds its number (one byte), so that finding it is a
+//! point read (a record rewritten at every write has many versions in the memtable, which
+//! an iterator stepping backward to the last record would pay for). A separator is a
 //! boundary, not necessarily a member: removing the member a chunk starts with leaves it.
 //!
 //! Chunk sizes: with `C` = [`chunk`] (32 unless a test sets another), a record holds
@@ -107,6 +110,10 @@ impl Counts {
     }
 }
 
+/// The header record's key after the version prefix (level 0, empty separator): its value
+/// is the top level (one byte).
+const HEADER: &[u8] = &[0];
+
 /// An index record's key after the version prefix: the level, then the separator.
 fn lkey(level: u8, sep: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(1 + sep.len());
@@ -180,9 +187,34 @@ pub(super) fn build_records(
     version: u64,
     keys: impl Iterator<Item = Vec<u8>>,
 ) {
+    let mut top = 0;
     for (l, sep, counts) in build_levels(keys) {
         batch.put(ks::rank_key(key, version, l, &sep), counts.encode());
+        top = l;
     }
+    if top > 0 {
+        batch.put(ks::rank_key(key, version, 0, b""), [top]);
+    }
+}
+
+/// The top level a header record's value names (an error for a malformed one).
+fn top_of(v: &[u8]) -> Result<u8, CmdError> {
+    match v {
+        [top] if *top >= 1 => Ok(*top),
+        _ => Err(corrupt("a malformed header")),
+    }
+}
+
+/// The top level of sorted set `key`'s index at `version` at `ropts` (None: no index).
+fn top_level(
+    db: &Db,
+    key: &[u8],
+    version: u64,
+    ropts: &ReadOptions,
+) -> Result<Option<u8>, CmdError> {
+    db.get_opt(ks::rank_key(key, version, 0, b""), ropts)?
+        .map(|v| top_of(&v))
+        .transpose()
 }
 
 /// Whether sorted set `key` at `version` has its index at `snapshot`.
@@ -191,9 +223,7 @@ fn has_index(db: &Db, key: &[u8], version: u64, snapshot: Option<u64>) -> Result
         snapshot,
         ..ReadOptions::new()
     };
-    Ok(db
-        .get_opt(ks::rank_key(key, version, 1, b""), &ropts)?
-        .is_some())
+    Ok(top_level(db, key, version, &ropts)?.is_some())
 }
 
 /// Indexes sorted set `key` if it is one without an index (stored before the index
@@ -258,19 +288,11 @@ fn open_index(
     version: u64,
     ropts: &ReadOptions,
 ) -> Result<Option<(DbIterator, Vec<u8>, u8)>, CmdError> {
-    let prefix = ks::rank_prefix(key, version);
-    let mut it = db.iter_opt(&ks::prefix_ropts(&prefix, ropts.snapshot))?;
-    it.seek_to_last()?;
-    if !it.valid() {
+    let Some(top) = top_level(db, key, version, ropts)? else {
         return Ok(None);
-    }
-    let top = *it
-        .key()
-        .get(prefix.len())
-        .ok_or_else(|| corrupt("a record without a level"))?;
-    if top == 0 {
-        return Err(corrupt("a record at level 0"));
-    }
+    };
+    let prefix = ks::rank_prefix(key, version);
+    let it = db.iter_opt(&ks::prefix_ropts(&prefix, ropts.snapshot))?;
     Ok(Some((it, prefix, top)))
 }
 
@@ -397,6 +419,10 @@ struct View {
 
 type Rec = (Vec<u8>, Vec<u8>);
 
+/// A record's range: its separator, its counts, and the next record's separator (None:
+/// it is the last of its level).
+type Range = (Vec<u8>, Counts, Option<Vec<u8>>);
+
 /// A record's change in a step: its key at its level, its stored and its new counts
 /// (None: absent).
 type Change = (Vec<u8>, Option<Counts>, Option<Counts>);
@@ -519,6 +545,8 @@ struct Step<'a> {
     /// The score records (opened when a level-1 record splits).
     members: Option<View>,
     index: View,
+    /// The stored top level.
+    top: u8,
     /// The chunk size for this step.
     c: u64,
 }
@@ -559,10 +587,39 @@ impl Step<'_> {
         }
     }
 
-    /// The level-`l` record covering `k` (a separator of level `l` - 1, or a score key).
-    fn covering(&mut self, l: u8, k: &[u8]) -> Result<(Vec<u8>, Counts), CmdError> {
-        let r = self.index.before(&lkey(l, k), true)?;
-        Self::at_level(l, r)?.ok_or_else(|| corrupt("a level does not start empty"))
+    /// The stored level-`l` record covering `k` (a separator of level `l` - 1, or a score
+    /// key), and the next stored level-`l` record's separator (None: the last), found from
+    /// the top down by forward scans of one record's children per level (the levels from
+    /// `l` up, which the step has not changed yet). Forward only: a step backward costs a
+    /// search per version of a hot record.
+    fn covering(&mut self, l: u8, k: &[u8]) -> Result<Range, CmdError> {
+        let plen = self.index.prefix.len();
+        let (mut lv, mut sep) = (self.top, Vec::new());
+        loop {
+            let full = self.index.full(&lkey(lv, &sep));
+            self.index.it.seek(&full)?;
+            let (mut at, mut c) = match cur(&self.index.it, plen)? {
+                Some((rl, rsep, rc)) if rl == lv && rsep == sep => (rsep, rc),
+                _ => return Err(corrupt("a record's first child is missing")),
+            };
+            let next = loop {
+                self.index.it.next()?;
+                match cur(&self.index.it, plen)? {
+                    Some((rl, rsep, rc)) if rl == lv => {
+                        if rsep.as_slice() > k {
+                            break Some(rsep);
+                        }
+                        (at, c) = (rsep, rc);
+                    }
+                    _ => break None,
+                }
+            };
+            if lv == l {
+                return Ok((at, c, next));
+            }
+            lv -= 1;
+            sep = at;
+        }
     }
 
     fn next(&mut self, l: u8, sep: &[u8]) -> Result<Option<(Vec<u8>, Counts)>, CmdError> {
@@ -645,8 +702,9 @@ impl Step<'_> {
         Ok(self.index.scan(&[l], Some(&[l + 1]))?.len() as u64)
     }
 
-    /// The step's changes to level `l`: separator, stored counts, new counts.
-    fn changes(&mut self, l: u8) -> Result<Vec<Change>, CmdError> {
+    /// The step's changes to level `l`: separator, stored counts, new counts. `known`:
+    /// stored counts read already (by separator); the others are read.
+    fn changes(&mut self, l: u8, known: &BTreeMap<Vec<u8>, Counts>) -> Result<Vec<Change>, CmdError> {
         let staged: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
             .index
             .over
@@ -655,11 +713,16 @@ impl Step<'_> {
             .collect();
         let mut out = Vec::with_capacity(staged.len());
         for (k, v) in staged {
-            let full = self.index.full(&k);
-            self.index.it.seek(&full)?;
-            let old = (self.index.it.valid() && self.index.it.key() == full.as_slice())
-                .then(|| Counts::decode(self.index.it.value()))
-                .transpose()?;
+            let old = match known.get(&k[1..]) {
+                Some(c) => Some(*c),
+                None => {
+                    let full = self.index.full(&k);
+                    self.index.it.seek(&full)?;
+                    (self.index.it.valid() && self.index.it.key() == full.as_slice())
+                        .then(|| Counts::decode(self.index.it.value()))
+                        .transpose()?
+                }
+            };
             let new = v.map(|v| Counts::decode(&v)).transpose()?;
             if old != new {
                 out.push((k[1..].to_vec(), old, new));
@@ -697,24 +760,20 @@ pub(super) fn update(
         }
         return Ok(());
     }
-    let mut index = View::open(db, prefix)?;
-    index.it.seek_to_last()?;
-    let top = match index.it.valid() {
-        true => index.it.key().get(index.prefix.len()).copied(),
-        false => None,
-    };
-    let Some(mut top) = top else {
+    let Some(stored_top) = top_level(db, key, version, &ReadOptions::new())? else {
         if moved.len() as u64 == len && moved.values().all(|added| *added) {
             build_records(batch, key, version, moved.keys().cloned());
         }
         return Ok(());
     };
+    let mut top = stored_top;
     let mut s = Step {
         db,
         score_prefix: ks::score_prefix(key, version),
         moved,
         members: None,
-        index,
+        index: View::open(db, prefix)?,
+        top,
         c: chunk(),
     };
     // The changes of the level below: key, old counts, new counts.
@@ -732,19 +791,13 @@ pub(super) fn update(
         let mut touched: BTreeMap<Vec<u8>, (Counts, i128, i128)> = BTreeMap::new();
         // The changes are in key order: with more than one, the covering record's range
         // (up to the next record) answers the keys after it until one passes it.
-        let many = below.len() > 1;
-        let mut range: Option<(Vec<u8>, Counts, Option<Vec<u8>>)> = None;
+        let mut range: Option<Range> = None;
         for (k, old, new) in &below {
             let inside = range.as_ref().is_some_and(|(sep, _, next)| {
                 k >= sep && next.as_ref().is_none_or(|n| k < n)
             });
             if !inside {
-                let (sep, c) = s.covering(l, k)?;
-                let next = match many {
-                    true => s.next(l, &sep)?.map(|(n, _)| n),
-                    false => None,
-                };
-                range = Some((sep, c, next));
+                range = Some(s.covering(l, k)?);
             }
             let Some((sep, c, _)) = &range else {
                 return Err(CmdError::err("internal error: no covering record"));
@@ -761,6 +814,8 @@ pub(super) fn update(
             };
             s.put(l, sep, Some(Counts { members, children }));
         }
+        let known: BTreeMap<Vec<u8>, Counts> =
+            touched.iter().map(|(sep, (c, _, _))| (sep.clone(), *c)).collect();
         // Rebalance what changed.
         let mut work: BTreeSet<Vec<u8>> = touched.into_keys().collect();
         while let Some(sep) = work.pop_first() {
@@ -775,7 +830,7 @@ pub(super) fn update(
                 }
             }
         }
-        let changes = s.changes(l)?;
+        let changes = s.changes(l, &known)?;
         let reshaped = changes
             .iter()
             .any(|(_, old, new)| old.is_some() != new.is_some());
@@ -801,6 +856,9 @@ pub(super) fn update(
         }
         below = changes;
         l += 1;
+    }
+    if top != stored_top {
+        s.index.over.insert(HEADER.to_vec(), Some(vec![top]));
     }
     for (k, v) in &s.index.over {
         let full = s.index.full(k);
