@@ -1236,11 +1236,11 @@ fn family_prefix(family: u8, k: &[u8], version: u64) -> Vec<u8> {
 /// Checks, in the store at `dir` (its server stopped), the invariant of every sorted set's
 /// rank index ("the counts sum to ZCARD"): at every level of the index, the records'
 /// member counts sum to the set's member count (its metadata's, what ZCARD answers); a
-/// level-1 record's member and child counts are both the number of score records from its
-/// separator to the next record's; a record above level 1 counts as members the sum over
-/// its children (the records of the level below from its separator to the next record's)
-/// and as children how many they are; every level starts with the empty separator, every
-/// separator above level 1 is one of the level below; no record has more than 2 x CHUNK
+/// level-1 record's member and child counts are both the number of score records after
+/// the previous record's separator up to and including its own; a record above level 1
+/// counts as members the sum over its children (the records of the level below in that
+/// range) and as children how many they are, its last child having its separator; every
+/// level ends with the separator `ff ff` (above every score key); no record has more than 2 x CHUNK
 /// children, nor the top level more than 2 x CHUNK records; the header record (level 0)
 /// names the top level. Every set of more than one
 /// member must have an index unless it is named in `unindexed`. Returns the number of
@@ -1300,12 +1300,16 @@ fn check_rank_index(dir: &std::path::Path, unindexed: &[&str]) -> usize {
             levels[&top].len()
         );
         for (&l, recs) in &levels {
-            assert!(recs[0].0.is_empty(), "{name}: level {l} starts empty");
+            assert_eq!(
+                recs.last().unwrap().0,
+                vec![0xff, 0xff],
+                "{name}: level {l} ends with the end separator"
+            );
             let sum: u64 = recs.iter().map(|r| r.1).sum();
             assert_eq!(sum, card, "{name}: level {l}'s counts sum to ZCARD");
             for (i, (sep, members, children)) in recs.iter().enumerate() {
-                let next = recs.get(i + 1).map(|r| r.0.as_slice());
-                let within = |x: &[u8]| x >= sep.as_slice() && next.is_none_or(|n| x < n);
+                let prev = i.checked_sub(1).map(|p| recs[p].0.as_slice());
+                let within = |x: &[u8]| x <= sep.as_slice() && prev.is_none_or(|p| x > p);
                 assert!(
                     *children <= 2 * CHUNK,
                     "{name}: level {l} record {i} has {children} children"
@@ -1321,10 +1325,9 @@ fn check_rank_index(dir: &std::path::Path, unindexed: &[&str]) -> usize {
                     let kids: Vec<&(Vec<u8>, u64, u64)> =
                         levels[&(l - 1)].iter().filter(|c| within(&c.0)).collect();
                     assert_eq!(
-                        kids.first().map(|c| &c.0),
+                        kids.last().map(|c| &c.0),
                         Some(sep),
-                        "{name}: level {l} separator {i} is one of level {}",
-                        l - 1
+                        "{name}: level {l} separator {i} is its last child's",
                     );
                     let m: u64 = kids.iter().map(|c| c.1).sum();
                     assert_eq!(

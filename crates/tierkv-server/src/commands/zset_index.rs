@@ -7,18 +7,21 @@
 //! two lookups ([`locate`], [`rank_of`]).
 //!
 //! The records (docs/FORMAT.md, "Server keyspace"): `ks::rank_key(K, version, level, sep)`
-//! -> member count (u64 BE) and child count (u64 BE). Level 1 counts the score records: a
-//! level-1 record covers the score records from its separator (inclusive) to the next
-//! level-1 record's separator (exclusive). A level-l record (l >= 2) covers the level-(l-1)
-//! records in its separator range the same way; its member count is theirs summed, its
-//! child count how many they are. Every level's first record has the empty separator (it
-//! covers from the start), and every separator of a level >= 2 is also one of the level
-//! below, so a record's children are exactly the records below from its separator to the
-//! next record's. The highest level (the top) is read from its start; a header record at
-//! level 0 with the empty separator holds its number (one byte), so that finding it is a
-//! point read (a record rewritten at every write has many versions in the memtable, which
-//! an iterator stepping backward to the last record would pay for). A separator is a
-//! boundary, not necessarily a member: removing the member a chunk starts with leaves it.
+//! -> member count (u64 BE) and child count (u64 BE). A record is keyed by the upper end
+//! of its range (inclusive): it covers what lies after the previous record's separator
+//! of its level, up to and including its own. Level 1 counts the score records so; a
+//! level-l record (l >= 2) covers the level-(l-1) records so, its member count theirs
+//! summed, its child count how many they are. Every level's last record has the separator
+//! [`END`] (above every score record key), and every separator of a level >= 2 is also
+//! one of the level below (a record's last child has its separator). A separator is a
+//! boundary, not necessarily a member: removing the member a chunk ends with leaves it.
+//! The highest level (the top) is read from its start; a header record (level 0, empty
+//! separator) holds its number (one byte).
+//!
+//! Why the upper end: the record covering a key is then the first record at or after it,
+//! one forward seek, which lands on the record's newest version. Finding the last record
+//! at or before a key would step backward, and a record that every write rewrites has
+//! many versions in the memtable, each backward step there a search of it.
 //!
 //! Chunk sizes: with `C` = [`chunk`] (32 unless a test sets another), a record holds
 //! `C / 2 ..= 2C` children: one above `2C` is split into pieces of about `C`, one below
@@ -59,6 +62,14 @@ pub fn set_chunk(n: u64) -> u64 {
 pub(super) fn chunk() -> u64 {
     CHUNK.load(Ordering::Relaxed)
 }
+
+/// The separator of every level's last record: above every score record key (whose first
+/// bytes are an ordered score; `+inf` orders as `ff f0 ...`, and NaN is never stored).
+pub(crate) const END: &[u8] = &[0xff, 0xff];
+
+/// The header record's key after the version prefix (level 0, empty separator): its value
+/// is the top level (one byte).
+const HEADER: &[u8] = &[0];
 
 fn corrupt(what: &str) -> CmdError {
     CmdError::err(format!("corrupt sorted-set rank index: {what}"))
@@ -110,15 +121,19 @@ impl Counts {
     }
 }
 
-/// The header record's key after the version prefix (level 0, empty separator): its value
-/// is the top level (one byte).
-const HEADER: &[u8] = &[0];
-
 /// An index record's key after the version prefix: the level, then the separator.
 fn lkey(level: u8, sep: &[u8]) -> Vec<u8> {
     let mut v = Vec::with_capacity(1 + sep.len());
     v.push(level);
     v.extend_from_slice(sep);
+    v
+}
+
+/// The smallest key above `k` (every key above it starts with it or sorts after it).
+fn just_after(k: &[u8]) -> Vec<u8> {
+    let mut v = Vec::with_capacity(k.len() + 1);
+    v.extend_from_slice(k);
+    v.push(0);
     v
 }
 
@@ -131,24 +146,30 @@ fn lkey(level: u8, sep: &[u8]) -> Vec<u8> {
 /// records at a time until a level has at most `2C` records. Nothing for no keys.
 fn build_levels(keys: impl Iterator<Item = Vec<u8>>) -> Vec<(u8, Vec<u8>, Counts)> {
     let c = chunk();
-    // Merges a short last record into the one before it (at most 1.5C children then).
+    // Merges a short last record into the one before it (at most 1.5C children then),
+    // which takes its separator (the level's end).
     let fold_tail = |level: &mut Vec<(Vec<u8>, Counts)>| {
         if level.len() >= 2 && level[level.len() - 1].1.children < c / 2 {
-            if let Some((_, tail)) = level.pop() {
+            if let Some((sep, tail)) = level.pop() {
                 if let Some(last) = level.last_mut() {
-                    last.1 = last.1.plus(tail);
+                    *last = (sep, last.1.plus(tail));
                 }
             }
         }
     };
     let mut level: Vec<(Vec<u8>, Counts)> = Vec::new();
-    for (i, k) in keys.enumerate() {
-        if (i as u64).is_multiple_of(c) {
-            level.push((if i == 0 { Vec::new() } else { k }, Counts::default()));
+    let mut n = 0u64;
+    for k in keys {
+        if n.is_multiple_of(c) {
+            level.push((Vec::new(), Counts::default()));
         }
         if let Some(last) = level.last_mut() {
-            last.1 = last.1.plus(MEMBER);
+            *last = (k, last.1.plus(MEMBER));
         }
+        n += 1;
+    }
+    if let Some(last) = level.last_mut() {
+        last.0 = END.to_vec();
     }
     fold_tail(&mut level);
     let mut out: Vec<(u8, Vec<u8>, Counts)> = Vec::new();
@@ -159,13 +180,14 @@ fn build_levels(keys: impl Iterator<Item = Vec<u8>>) -> Vec<(u8, Vec<u8>, Counts
         for (i, (sep, counts)) in level.into_iter().enumerate() {
             if above {
                 if (i as u64).is_multiple_of(c) {
-                    next.push((sep.clone(), Counts::default()));
+                    next.push((Vec::new(), Counts::default()));
                 }
                 if let Some(last) = next.last_mut() {
-                    last.1 = last.1.plus(Counts {
+                    let add = Counts {
                         members: counts.members,
                         children: 1,
-                    });
+                    };
+                    *last = (sep.clone(), last.1.plus(add));
                 }
             }
             out.push((l, sep, counts));
@@ -217,15 +239,6 @@ fn top_level(
         .transpose()
 }
 
-/// Whether sorted set `key` at `version` has its index at `snapshot`.
-fn has_index(db: &Db, key: &[u8], version: u64, snapshot: Option<u64>) -> Result<bool, CmdError> {
-    let ropts = ReadOptions {
-        snapshot,
-        ..ReadOptions::new()
-    };
-    Ok(top_level(db, key, version, &ropts)?.is_some())
-}
-
 /// Indexes sorted set `key` if it is one without an index (stored before the index
 /// existed): one step conditioned on its metadata record, which it rewrites unchanged so
 /// that a writer that read the set as unindexed retries (and then maintains the index).
@@ -239,7 +252,7 @@ pub(super) fn build(db: &Db, key: &[u8]) -> Result<bool, CmdError> {
         let m = rec.coll(Coll::ZSet).ok()?;
         let mut b = WriteBatch::new();
         let built = (|| -> Result<bool, CmdError> {
-            if has_index(db, key, m.version, None)? {
+            if top_level(db, key, m.version, &ReadOptions::new())?.is_some() {
                 return Ok(false);
             }
             let prefix = ks::score_prefix(key, m.version);
@@ -308,11 +321,26 @@ fn cur(it: &DbIterator, plen: usize) -> Result<Option<(u8, Vec<u8>, Counts)>, Cm
     Ok(Some((l, sep.to_vec(), Counts::decode(it.value())?)))
 }
 
+/// Positions `it` at the first level-`l` record after separator `lower` (None: the
+/// level's first record): the first child of the record whose range starts after it.
+fn seek_children(
+    it: &mut DbIterator,
+    prefix: &[u8],
+    l: u8,
+    lower: Option<&[u8]>,
+) -> Result<(), CmdError> {
+    let at = match lower {
+        Some(lw) => just_after(lw),
+        None => Vec::new(),
+    };
+    it.seek([prefix, &lkey(l, &at)].concat())?;
+    Ok(())
+}
+
 /// Where the member at (0-based, from the lowest) `rank` of sorted set `key` at `version`
-/// is, at `ropts`: the separator of the level-1 record covering it (a score record key
-/// after the score prefix, or empty: the start) and how many score records from there
-/// precede it. None when the set has no index at `ropts`; an error when `rank` is past
-/// the members the index counts.
+/// is, at `ropts`: a score record key (after the score prefix) to seek to, and how many
+/// score records from there precede it. None when the set has no index at `ropts`; an
+/// error when `rank` is past the members the index counts.
 pub(super) fn locate(
     db: &Db,
     key: &[u8],
@@ -324,26 +352,25 @@ pub(super) fn locate(
         return Ok(None);
     };
     let plen = prefix.len();
-    let (mut l, mut sep, mut before) = (top, Vec::new(), 0u64);
+    // The separator of the last record passed (the range found starts after it).
+    let (mut l, mut lower, mut before) = (top, None::<Vec<u8>>, 0u64);
     loop {
         // The children of the record found above (the whole top level first).
-        it.seek([prefix.as_slice(), &lkey(l, &sep)].concat())?;
+        seek_children(&mut it, &prefix, l, lower.as_deref())?;
         loop {
-            let Some((rl, rsep, c)) = cur(&it, plen)? else {
+            let Some((_, rsep, c)) = cur(&it, plen)?.filter(|r| r.0 == l) else {
                 return Err(corrupt("counts end before the rank"));
             };
-            if rl != l {
-                return Err(corrupt("counts end before the rank"));
-            }
             if before + c.members > rank {
-                sep = rsep;
                 break;
             }
             before += c.members;
+            lower = Some(rsep);
             it.next()?;
         }
         if l == 1 {
-            return Ok(Some((sep, rank - before)));
+            let from = lower.map(|lw| just_after(&lw)).unwrap_or_default();
+            return Ok(Some((from, rank - before)));
         }
         l -= 1;
     }
@@ -363,25 +390,21 @@ pub(super) fn rank_of(
         return Ok(None);
     };
     let plen = prefix.len();
-    let (mut l, mut sep, mut rank) = (top, Vec::new(), 0u64);
+    let (mut l, mut lower, mut rank) = (top, None::<Vec<u8>>, 0u64);
     loop {
-        // Among the children of the record found above, the last whose separator is at or
-        // below the target covers it; those before it precede it.
-        it.seek([prefix.as_slice(), &lkey(l, &sep)].concat())?;
-        let Some((_, first, mut c)) = cur(&it, plen)?.filter(|r| r.0 == l) else {
-            return Err(corrupt("a record's first child is missing"));
-        };
-        sep = first;
+        // Among the children of the record found above, those ending below the target
+        // precede it; the first ending at or above it covers it.
+        seek_children(&mut it, &prefix, l, lower.as_deref())?;
         loop {
-            it.next()?;
-            match cur(&it, plen)? {
-                Some((rl, rsep, rc)) if rl == l && rsep.as_slice() <= target => {
-                    rank += c.members;
-                    sep = rsep;
-                    c = rc;
-                }
-                _ => break,
+            let Some((_, rsep, c)) = cur(&it, plen)?.filter(|r| r.0 == l) else {
+                return Err(corrupt("a level does not reach its end"));
+            };
+            if rsep.as_slice() >= target {
+                break;
             }
+            rank += c.members;
+            lower = Some(rsep);
+            it.next()?;
         }
         if l == 1 {
             break;
@@ -390,8 +413,9 @@ pub(super) fn rank_of(
     }
     // The score records of the covering chunk before the target.
     let sp = ks::score_prefix(key, version);
+    let from = lower.map(|lw| just_after(&lw)).unwrap_or_default();
     let mut it = db.iter_opt(&ReadOptions {
-        lower_bound: Some([sp.as_slice(), &sep].concat()),
+        lower_bound: Some([sp.as_slice(), &from].concat()),
         upper_bound: Some([sp.as_slice(), target].concat()),
         snapshot: ropts.snapshot,
         ..ReadOptions::new()
@@ -418,10 +442,6 @@ struct View {
 }
 
 type Rec = (Vec<u8>, Vec<u8>);
-
-/// A record's range: its separator, its counts, and the next record's separator (None:
-/// it is the last of its level).
-type Range = (Vec<u8>, Counts, Option<Vec<u8>>);
 
 /// A record's change in a step: its key at its level, its stored and its new counts
 /// (None: absent).
@@ -545,8 +565,6 @@ struct Step<'a> {
     /// The score records (opened when a level-1 record splits).
     members: Option<View>,
     index: View,
-    /// The stored top level.
-    top: u8,
     /// The chunk size for this step.
     c: u64,
 }
@@ -588,37 +606,14 @@ impl Step<'_> {
     }
 
     /// The stored level-`l` record covering `k` (a separator of level `l` - 1, or a score
-    /// key), and the next stored level-`l` record's separator (None: the last), found from
-    /// the top down by forward scans of one record's children per level (the levels from
-    /// `l` up, which the step has not changed yet). Forward only: a step backward costs a
-    /// search per version of a hot record.
-    fn covering(&mut self, l: u8, k: &[u8]) -> Result<Range, CmdError> {
-        let plen = self.index.prefix.len();
-        let (mut lv, mut sep) = (self.top, Vec::new());
-        loop {
-            let full = self.index.full(&lkey(lv, &sep));
-            self.index.it.seek(&full)?;
-            let (mut at, mut c) = match cur(&self.index.it, plen)? {
-                Some((rl, rsep, rc)) if rl == lv && rsep == sep => (rsep, rc),
-                _ => return Err(corrupt("a record's first child is missing")),
-            };
-            let next = loop {
-                self.index.it.next()?;
-                match cur(&self.index.it, plen)? {
-                    Some((rl, rsep, rc)) if rl == lv => {
-                        if rsep.as_slice() > k {
-                            break Some(rsep);
-                        }
-                        (at, c) = (rsep, rc);
-                    }
-                    _ => break None,
-                }
-            };
-            if lv == l {
-                return Ok((at, c, next));
-            }
-            lv -= 1;
-            sep = at;
+    /// key): the first at or after it, one forward seek (the step has not changed level
+    /// `l` yet).
+    fn covering(&mut self, l: u8, k: &[u8]) -> Result<(Vec<u8>, Counts), CmdError> {
+        let full = self.index.full(&lkey(l, k));
+        self.index.it.seek(&full)?;
+        match cur(&self.index.it, self.index.prefix.len())? {
+            Some((rl, rsep, c)) if rl == l => Ok((rsep, c)),
+            _ => Err(corrupt("a level does not reach its end")),
         }
     }
 
@@ -633,25 +628,29 @@ impl Step<'_> {
     }
 
     /// The children of level-`l` record `sep`: the records of level `l` - 1 (the score
-    /// records for level 1) from `sep` to the next level-`l` record's separator.
+    /// records for level 1) after the previous level-`l` record's separator, up to and
+    /// including `sep`.
     fn children(&mut self, l: u8, sep: &[u8]) -> Result<Vec<(Vec<u8>, Counts)>, CmdError> {
-        let bound = self.next(l, sep)?.map(|(s, _)| s);
+        let from = match self.prev(l, sep)? {
+            Some((p, _)) => just_after(&p),
+            None => Vec::new(),
+        };
+        let to = just_after(sep);
         if l == 1 {
-            let recs = self.members()?.scan(sep, bound.as_deref())?;
+            let recs = self.members()?.scan(&from, Some(&to))?;
             return Ok(recs.into_iter().map(|(k, _)| (k, MEMBER)).collect());
         }
-        let to = match &bound {
-            Some(b) => lkey(l - 1, b),
-            None => vec![l],
-        };
-        let recs = self.index.scan(&lkey(l - 1, sep), Some(&to))?;
+        let recs = self
+            .index
+            .scan(&lkey(l - 1, &from), Some(&lkey(l - 1, &to)))?;
         recs.into_iter()
             .map(|(k, v)| Ok((k[1..].to_vec(), Counts::decode(&v)?)))
             .collect()
     }
 
     /// Splits level-`l` record `sep` into pieces of about `C` children (rewriting its
-    /// counts from its children as they are now).
+    /// counts from its children as they are now); each piece ends at its last child,
+    /// the last one at `sep`.
     fn split(&mut self, l: u8, sep: &[u8]) -> Result<(), CmdError> {
         let kids = self.children(l, sep)?;
         let n = kids.len();
@@ -665,34 +664,37 @@ impl Step<'_> {
                     children: 1,
                 });
             }
-            let first = if j == 0 { sep } else { kids[from].0.as_slice() };
-            self.put(l, first, Some(counts));
+            let last = if j + 1 == pieces {
+                sep
+            } else {
+                kids[to - 1].0.as_slice()
+            };
+            self.put(l, last, Some(counts));
         }
         Ok(())
     }
 
     /// Merges level-`l` record `sep` (below `C / 2` children) into a sibling: the next
-    /// record when it has the same parent, else the one before when `sep` starts no
-    /// parent's range (on the top level every record is a sibling). Returns the record
-    /// that took it (None: it is its parent's only child).
+    /// record when `sep` ends no parent's range (on the top level every record is a
+    /// sibling), else the one before when that one ends none. Returns the record that took
+    /// it (None: it is its parent's only child).
     fn merge(&mut self, l: u8, sep: &[u8], top: bool) -> Result<Option<Vec<u8>>, CmdError> {
         let Some(c) = self.get(l, sep)? else {
             return Ok(None);
         };
-        if let Some((next, nc)) = self.next(l, sep)? {
-            if top || self.get(l + 1, &next)?.is_none() {
-                self.put(l, &next, None);
-                self.put(l, sep, Some(c.plus(nc)));
-                return Ok(Some(sep.to_vec()));
+        if top || self.get(l + 1, sep)?.is_none() {
+            if let Some((next, nc)) = self.next(l, sep)? {
+                self.put(l, sep, None);
+                self.put(l, &next, Some(c.plus(nc)));
+                return Ok(Some(next));
             }
         }
-        if !sep.is_empty() && (top || self.get(l + 1, sep)?.is_none()) {
-            let (prev, pc) = self
-                .prev(l, sep)?
-                .ok_or_else(|| corrupt("a level does not start empty"))?;
-            self.put(l, sep, None);
-            self.put(l, &prev, Some(pc.plus(c)));
-            return Ok(Some(prev));
+        if let Some((prev, pc)) = self.prev(l, sep)? {
+            if top || self.get(l + 1, &prev)?.is_none() {
+                self.put(l, &prev, None);
+                self.put(l, sep, Some(pc.plus(c)));
+                return Ok(Some(sep.to_vec()));
+            }
         }
         Ok(None)
     }
@@ -704,7 +706,11 @@ impl Step<'_> {
 
     /// The step's changes to level `l`: separator, stored counts, new counts. `known`:
     /// stored counts read already (by separator); the others are read.
-    fn changes(&mut self, l: u8, known: &BTreeMap<Vec<u8>, Counts>) -> Result<Vec<Change>, CmdError> {
+    fn changes(
+        &mut self,
+        l: u8,
+        known: &BTreeMap<Vec<u8>, Counts>,
+    ) -> Result<Vec<Change>, CmdError> {
         let staged: Vec<(Vec<u8>, Option<Vec<u8>>)> = self
             .index
             .over
@@ -773,7 +779,6 @@ pub(super) fn update(
         moved,
         members: None,
         index: View::open(db, prefix)?,
-        top,
         c: chunk(),
     };
     // The changes of the level below: key, old counts, new counts.
@@ -787,19 +792,15 @@ pub(super) fn update(
     let mut l = 1u8;
     loop {
         // Fold the changes below into the level-l records covering them (the level as
-        // stored: the step has not touched it yet).
+        // stored: the step has not touched it yet). The changes are in key order, so a
+        // covering record answers the keys after it up to its separator.
         let mut touched: BTreeMap<Vec<u8>, (Counts, i128, i128)> = BTreeMap::new();
-        // The changes are in key order: with more than one, the covering record's range
-        // (up to the next record) answers the keys after it until one passes it.
-        let mut range: Option<Range> = None;
+        let mut range: Option<(Vec<u8>, Counts)> = None;
         for (k, old, new) in &below {
-            let inside = range.as_ref().is_some_and(|(sep, _, next)| {
-                k >= sep && next.as_ref().is_none_or(|n| k < n)
-            });
-            if !inside {
+            if !range.as_ref().is_some_and(|(sep, _)| k <= sep) {
                 range = Some(s.covering(l, k)?);
             }
-            let Some((sep, c, _)) = &range else {
+            let Some((sep, c)) = &range else {
                 return Err(CmdError::err("internal error: no covering record"));
             };
             let d = touched.entry(sep.clone()).or_insert((*c, 0, 0));
@@ -814,8 +815,10 @@ pub(super) fn update(
             };
             s.put(l, sep, Some(Counts { members, children }));
         }
-        let known: BTreeMap<Vec<u8>, Counts> =
-            touched.iter().map(|(sep, (c, _, _))| (sep.clone(), *c)).collect();
+        let known: BTreeMap<Vec<u8>, Counts> = touched
+            .iter()
+            .map(|(sep, (c, _, _))| (sep.clone(), *c))
+            .collect();
         // Rebalance what changed.
         let mut work: BTreeSet<Vec<u8>> = touched.into_keys().collect();
         while let Some(sep) = work.pop_first() {
@@ -842,10 +845,10 @@ pub(super) fn update(
                     let n = s.level_len(top)?;
                     if n > 2 * s.c {
                         top += 1;
-                        s.put(top, b"", Some(Counts::default()));
-                        s.split(top, b"")?;
+                        s.put(top, END, Some(Counts::default()));
+                        s.split(top, END)?;
                     } else if n == 1 && top > 1 {
-                        s.put(top, b"", None);
+                        s.put(top, END, None);
                         top -= 1;
                     } else {
                         break;
