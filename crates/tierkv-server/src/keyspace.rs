@@ -338,8 +338,9 @@ pub(crate) fn rank_prefix(k: &[u8], version: u64) -> Vec<u8> {
     v
 }
 
-/// The rank index record of sorted set `k` at `version` at `level` (1 and up) whose
-/// separator is `sep` (empty, or a score record's key after [`score_prefix`]).
+/// The rank index record of sorted set `k` at `version` at `level` (1 and up; 0 is the
+/// header) whose separator is `sep` (a score record's key after [`score_prefix`], or the
+/// end mark `ff ff`; empty for the header).
 pub(crate) fn rank_key(k: &[u8], version: u64, level: u8, sep: &[u8]) -> Vec<u8> {
     let mut v = rank_prefix(k, version);
     v.push(level);

@@ -807,6 +807,9 @@ pub(super) fn update(
             d.1 += new.map_or(0, |c| c.members) as i128 - old.map_or(0, |c| c.members) as i128;
             d.2 += new.is_some() as i128 - old.is_some() as i128;
         }
+        // Changes that cancel out (a member moved within one record's range) leave the
+        // record, and so the levels above, as they are.
+        touched.retain(|_, (_, dm, dc)| *dm != 0 || *dc != 0);
         for (sep, (c, dm, dc)) in &touched {
             let apply = |v: u64, d: i128| u64::try_from(v as i128 + d).ok();
             let (Some(members), Some(children)) = (apply(c.members, *dm), apply(c.children, *dc))
