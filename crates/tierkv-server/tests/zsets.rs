@@ -1288,7 +1288,11 @@ fn check_rank_index(dir: &std::path::Path, unindexed: &[&str]) -> usize {
         }
         checked += 1;
         let top = *levels.keys().last().unwrap();
-        assert_eq!(header, Some(vec![top]), "{name}: the header names the top level");
+        assert_eq!(
+            header,
+            Some(vec![top]),
+            "{name}: the header names the top level"
+        );
         assert_eq!(
             levels.keys().copied().collect::<Vec<u8>>(),
             (1..=top).collect::<Vec<u8>>(),

@@ -158,15 +158,13 @@ fn build_levels(keys: impl Iterator<Item = Vec<u8>>) -> Vec<(u8, Vec<u8>, Counts
         }
     };
     let mut level: Vec<(Vec<u8>, Counts)> = Vec::new();
-    let mut n = 0u64;
-    for k in keys {
-        if n.is_multiple_of(c) {
+    for (n, k) in keys.enumerate() {
+        if (n as u64).is_multiple_of(c) {
             level.push((Vec::new(), Counts::default()));
         }
         if let Some(last) = level.last_mut() {
             *last = (k, last.1.plus(MEMBER));
         }
-        n += 1;
     }
     if let Some(last) = level.last_mut() {
         last.0 = END.to_vec();
@@ -797,7 +795,7 @@ pub(super) fn update(
         let mut touched: BTreeMap<Vec<u8>, (Counts, i128, i128)> = BTreeMap::new();
         let mut range: Option<(Vec<u8>, Counts)> = None;
         for (k, old, new) in &below {
-            if !range.as_ref().is_some_and(|(sep, _)| k <= sep) {
+            if range.as_ref().is_none_or(|(sep, _)| k > sep) {
                 range = Some(s.covering(l, k)?);
             }
             let Some((sep, c)) = &range else {
