@@ -5,7 +5,9 @@
 //!
 //! Layout (Kvrocks-style, so a hash field update is one small write and reads are point
 //! lookups or short scans):
-//! - `\x00tierkv-server-format` -> `1`: the marker; a store without it is not served.
+//! - `\x00tierkv-server-format` -> `2`: the marker; a store without it is not served. A
+//!   store marked `1` (written before sorted sets had a rank index) is served and marked
+//!   `2` at open (see [`open`]).
 //! - `\x00tierkv-hash-version` -> u64 BE: the reserved ceiling of hash versions handed out.
 //! - `'k' + K` -> `[type][payload]`: one top-level record per Redis key, `'s'` + the raw
 //!   bytes for a string, `'h'` + version (u64 BE) + field count (u64 BE) for a hash, and
@@ -17,6 +19,9 @@
 //!   for a list, the element is its index (u64 BE), the value the list element.
 //! - `'z' + u32 BE len(K) + K + version (u64 BE) + score (8 bytes, ordered) + member` ->
 //!   empty: a sorted set's members in score order (see [`score_key`]).
+//! - `'r' + u32 BE len(K) + K + version (u64 BE) + level (u8) + separator` -> member
+//!   count (u64 BE) + child count (u64 BE): a sorted set's rank index, counted chunks of
+//!   its score records (see [`rank_key`] and `commands::zset_index`).
 //! - `'x' + u32 BE len(K) + K + version (u64 BE)` -> deadline (u64 BE): a hash version that
 //!   has (or had) a deadline, written with its metadata; [`sweep`] removes the fields of
 //!   such a version once its metadata is gone, so an expired hash does not leave its
@@ -35,8 +40,13 @@ use tierkv::{Db, ReadOptions, WriteBatch, WriteOptions};
 
 /// The format marker's engine key.
 pub(crate) const MARKER_KEY: &[u8] = b"\x00tierkv-server-format";
-/// The format version this server writes and serves.
-pub(crate) const FORMAT_VERSION: &[u8] = b"1";
+/// The format version this server writes and serves: 2, with sorted sets' rank index
+/// records (`'r'`).
+pub(crate) const FORMAT_VERSION: &[u8] = b"2";
+/// The format version before the rank index: served as it is (a sorted set without an
+/// index is indexed on first use), once its marker is rewritten to [`FORMAT_VERSION`] so
+/// that an older server, whose writes would leave an index stale, refuses the store.
+pub(crate) const FORMAT_VERSION_1: &[u8] = b"1";
 /// The record holding the reserved ceiling of hash versions.
 pub(crate) const VERSION_KEY: &[u8] = b"\x00tierkv-hash-version";
 /// Prefix of top-level records.
@@ -47,6 +57,8 @@ pub(crate) const FIELD: u8 = b'f';
 pub(crate) const EXPIRING: u8 = b'x';
 /// Prefix of sorted-set score records.
 pub(crate) const SCORE: u8 = b'z';
+/// Prefix of sorted-set rank index records.
+pub(crate) const RANK: u8 = b'r';
 /// Type byte of a string.
 pub(crate) const T_STRING: u8 = b's';
 /// Type byte of a hash.
@@ -319,15 +331,38 @@ pub(crate) fn score_key(k: &[u8], version: u64, score: f64, member: &[u8]) -> Ve
     v
 }
 
+/// The common prefix of sorted set `k`'s rank index records at `version`.
+pub(crate) fn rank_prefix(k: &[u8], version: u64) -> Vec<u8> {
+    let mut v = field_prefix(k, version);
+    v[0] = RANK;
+    v
+}
+
+/// The rank index record of sorted set `k` at `version` at `level` (1 and up; 0 is the
+/// header) whose separator is `sep` (a score record's key after [`score_prefix`], or the
+/// end mark `ff ff`; empty for the header).
+pub(crate) fn rank_key(k: &[u8], version: u64, level: u8, sep: &[u8]) -> Vec<u8> {
+    let mut v = rank_prefix(k, version);
+    v.push(level);
+    v.extend_from_slice(sep);
+    v
+}
+
 /// The element key of a list's element at `index`.
 pub(crate) fn list_key(k: &[u8], version: u64, index: u64) -> Vec<u8> {
     field_key(k, version, &index.to_be_bytes())
 }
 
 /// The element records' prefixes of a collection at `version`: its element records and,
-/// for a sorted set, its score records (empty for other types).
-pub(crate) fn element_prefixes(k: &[u8], version: u64) -> [Vec<u8>; 2] {
-    [field_prefix(k, version), score_prefix(k, version)]
+/// for a sorted set, its score records and its rank index records (none for other types).
+/// Deletion, the sweep, RENAME and COPY go through these, so they treat the index as more
+/// element records of the version.
+pub(crate) fn element_prefixes(k: &[u8], version: u64) -> [Vec<u8>; 3] {
+    [
+        field_prefix(k, version),
+        score_prefix(k, version),
+        rank_prefix(k, version),
+    ]
 }
 
 /// Read options over the field records of hash `k` at `version`.
@@ -618,8 +653,9 @@ pub(crate) fn format_error(dir: &str, why: &str) -> String {
     format!("{dir}: {why}")
 }
 
-/// Checks (or, for an empty store, writes) the format marker and loads the hash version
-/// allocator. A store holding data without the marker (written by `tierkv put`, the
+/// Checks (or, for an empty store, writes) the format marker, moving a version-1 store to
+/// version 2 (only the marker changes: its sorted sets are indexed when first used), and
+/// loads the hash version allocator. A store holding data without the marker (written by `tierkv put`, the
 /// benchmark, or a library user) is refused: its records are raw engine keys, not this
 /// server's encoding.
 pub(crate) fn open(db: &Db) -> Result<Versions, String> {
@@ -629,13 +665,18 @@ pub(crate) fn open(db: &Db) -> Result<Versions, String> {
         .map_err(|e| format_error(&dir, &e.to_string()))?
     {
         Some(v) if v == FORMAT_VERSION => {}
+        Some(v) if v == FORMAT_VERSION_1 => {
+            db.put_opt(MARKER_KEY, FORMAT_VERSION, &WriteOptions { sync: true })
+                .map_err(|e| format_error(&dir, &e.to_string()))?;
+        }
         Some(v) => {
             return Err(format_error(
                 &dir,
                 &format!(
                     "server keyspace format version {:?} is unknown to this tierkv serve \
-                     (it reads version {})",
+                     (it reads versions {} and {})",
                     String::from_utf8_lossy(&v),
+                    String::from_utf8_lossy(FORMAT_VERSION_1),
                     String::from_utf8_lossy(FORMAT_VERSION)
                 ),
             ))

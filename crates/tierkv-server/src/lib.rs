@@ -42,6 +42,15 @@ pub use config::{ConfigError, ServerConfig};
 pub use resp::Limits;
 pub use server::{ServeError, Server, ShutdownHandle};
 
+/// Sets the chunk size of the sorted sets' rank index (at least 4; 32 by default) for every
+/// server in this process, and returns the previous one. For tests, so that sets of a few
+/// hundred members cross many chunk splits and merges; any size reads an index built with
+/// any other.
+#[doc(hidden)]
+pub fn set_zset_index_chunk(n: u64) -> u64 {
+    commands::set_zset_index_chunk(n)
+}
+
 /// Runs a server to completion on a new multi-threaded runtime of `config.threads` reactor
 /// threads (and at most `config.io_threads` threads running store calls): checks the
 /// configuration, binds, calls `on_bound` with the bound address, and serves until

@@ -425,7 +425,11 @@ fn reset_role_and_hrandfield() {
     );
     assert_eq!(q::<i64>(&mut c, &["EXISTS", "x"]).unwrap(), 0);
     let role: (String, i64, Vec<String>) = q(&mut c, &["ROLE"]).unwrap();
-    assert_eq!(role, ("master".into(), 0, vec![]));
+    // A primary without replicas, at its replication offset (its latest sequence).
+    let offset: i64 = info_field(&mut c, "replication", "master_repl_offset")
+        .parse()
+        .unwrap();
+    assert_eq!(role, ("master".into(), offset, vec![]));
     assert_eq!(info_field(&mut c, "replication", "role"), "master");
     assert_eq!(
         q::<Option<String>>(&mut c, &["HRANDFIELD", "h"]).unwrap(),

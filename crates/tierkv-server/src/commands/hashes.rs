@@ -59,6 +59,11 @@ impl HashEdit<'_> {
         self.version
     }
 
+    /// The element count after the step's changes so far.
+    pub(super) fn len(&self) -> u64 {
+        self.len
+    }
+
     /// The step's batch, for records kept beside the elements (a sorted set's score
     /// records); the element records and the count go through [`Self::set`] / [`Self::del`].
     pub(super) fn batch(&mut self) -> &mut WriteBatch {

@@ -31,6 +31,7 @@ mod saves;
 mod sets;
 mod sort;
 mod strings;
+mod zset_index;
 mod zsets;
 
 pub(crate) use crate::error::CmdError;
@@ -40,6 +41,7 @@ use crate::state::{ConnState, Replies, ServerStats, Shared};
 use bytes::Bytes;
 pub(crate) use inline::run_inline;
 use std::collections::VecDeque;
+pub(crate) use zset_index::set_chunk as set_zset_index_chunk;
 
 /// What the connection does after a command.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -2181,12 +2183,15 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Flow {
         ));
         return Flow::Continue;
     }
-    if spec.flags.contains(&"write") && ctx.shared.replication.is_replica() {
+    let replica = ctx.shared.replication.is_replica();
+    if replica && spec.flags.contains(&"write") {
         multi::refuse(ctx);
         ctx.out
             .error("READONLY You can't write against a read only replica.");
         return Flow::Continue;
     }
+    // A read that would index an unindexed sorted set writes: not on a replica.
+    zsets::allow_index_builds(!replica);
     *ctx.conn.info.last_cmd.lock() = spec.name;
     if ctx.shared.pubsub.monitoring() && !matches!(spec.name, "auth" | "hello" | "monitor") {
         let line = pubsub::monitor_line(

@@ -8,11 +8,14 @@
 //! member count, the key's deadline), one member record per member whose value is its
 //! score (`f64` bits, big-endian), and one score record per member (the score as ordered
 //! bytes, then the member; empty value), so the score records list the members in
-//! (score, member) order. Writes go through the hashes' atomic step (`hashes::edit_coll`)
-//! and change a member's two records in the same batch, so the count, the member records
-//! and the score records always agree. Score and lex ranges seek the score records; rank
-//! ranges step through them from the nearer end (O(rank): there is no rank index);
-//! ZSCORE / ZMSCORE are point lookups of member records. Multi-record reads are at one
+//! (score, member) order, plus a rank index of counted chunks over the score records
+//! (`zset_index`). Writes go through the hashes' atomic step (`hashes::edit_coll`, here
+//! [`edit_zset`]) and change a member's two records, and the index's counts, in the same
+//! batch, so the count, the member records, the score records and the index always agree.
+//! Score and lex ranges seek the score records; a rank range near either end steps
+//! through them from that end, one farther in finds its start through the index (a few
+//! hundred records at most, whatever the set's size); ZRANK likewise. ZSCORE / ZMSCORE
+//! are point lookups of member records. Multi-record reads are at one
 //! snapshot. Range replies and the algebra are built in memory as Redis builds them, a
 //! range reply bounded by the connection's output limit while it is read.
 //!
@@ -23,13 +26,14 @@ use super::blocking::{block_or_reply, timeout_arg};
 use super::hashes::{coll_meta, edit_coll, replace_key, scan_elements, HashEdit};
 use super::sets::at_snapshot;
 use super::strings::parse_float;
+use super::zset_index;
 use super::{int_arg, CmdError, CmdResult, Ctx, Flow, SYNTAX};
 use crate::keyspace::{self as ks, Coll, CollMeta, Kind};
 use crate::resp::{Proto, ReplyWriter};
 use bytes::Bytes;
 use rand::seq::index::sample;
 use rand::Rng;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use tierkv::{Db, DbIterator, ReadOptions};
 
 const NOT_FLOAT: &str = "value is not a valid float";
@@ -124,6 +128,54 @@ fn decode_score(v: &[u8]) -> Result<f64, CmdError> {
 // ---------------------------------------------------------------------------------------
 // Writes: a member's two records, changed together inside `edit_coll`'s step.
 
+/// A sorted-set write step: the hash step, and its net changes to the score records (key
+/// after the score prefix -> true when added, false when removed), which the rank index
+/// is brought up to date with at the end of the step.
+struct ZEdit<'e, 'a> {
+    e: &'e mut HashEdit<'a>,
+    moved: BTreeMap<Vec<u8>, bool>,
+}
+
+impl ZEdit<'_, '_> {
+    /// Records that score record `k` (after the prefix) is added (`added`) or removed; a
+    /// change back within the step cancels out.
+    fn moved(&mut self, k: Vec<u8>, added: bool) {
+        match self.moved.get(&k) {
+            Some(&was) if was != added => {
+                self.moved.remove(&k);
+            }
+            _ => {
+                self.moved.insert(k, added);
+            }
+        }
+    }
+}
+
+/// The score record key of `member` at `score` after the score prefix.
+fn score_suffix(score: f64, member: &[u8]) -> Vec<u8> {
+    [&ks::score_bytes(score)[..], member].concat()
+}
+
+/// Runs `f` on sorted set `key` as one atomic step (`hashes::edit_coll`), adding the rank
+/// index's changes to the step's batch when `f` succeeds.
+fn edit_zset<T>(
+    ctx: &Ctx<'_>,
+    key: &[u8],
+    mut f: impl FnMut(&mut ZEdit<'_, '_>) -> Result<T, CmdError>,
+) -> Result<T, CmdError> {
+    let db = ctx.shared.db().clone();
+    edit_coll(ctx, key, Coll::ZSet, |e| {
+        let mut z = ZEdit {
+            e,
+            moved: BTreeMap::new(),
+        };
+        let r = f(&mut z)?;
+        let (version, len) = (z.e.version(), z.e.len());
+        zset_index::update(&db, key, version, &z.moved, len, z.e.batch())?;
+        Ok(r)
+    })
+}
+
 fn z_get(e: &HashEdit<'_>, member: &[u8]) -> Result<Option<f64>, CmdError> {
     e.get(member)?.map(|v| decode_score(&v)).transpose()
 }
@@ -131,7 +183,7 @@ fn z_get(e: &HashEdit<'_>, member: &[u8]) -> Result<Option<f64>, CmdError> {
 /// Sets `member`'s score to `new` (its current score `old`): its member record, and its
 /// score record moved when the score changes.
 fn z_set(
-    e: &mut HashEdit<'_>,
+    z: &mut ZEdit<'_, '_>,
     key: &[u8],
     member: &[u8],
     old: Option<f64>,
@@ -141,27 +193,30 @@ fn z_set(
     if old.is_some_and(|o| o.to_bits() == new.to_bits()) {
         return Ok(());
     }
-    let v = e.version();
+    let v = z.e.version();
     if let Some(o) = old {
-        e.batch().delete(ks::score_key(key, v, o, member));
+        z.e.batch().delete(ks::score_key(key, v, o, member));
+        z.moved(score_suffix(o, member), false);
     }
-    e.set(member, &encode_score(new))?;
-    e.batch().put(ks::score_key(key, v, new, member), b"");
+    z.e.set(member, &encode_score(new))?;
+    z.e.batch().put(ks::score_key(key, v, new, member), b"");
+    z.moved(score_suffix(new, member), true);
     Ok(())
 }
 
 /// Removes `member` (at `score`): both its records.
-fn z_remove(e: &mut HashEdit<'_>, key: &[u8], member: &[u8], score: f64) -> Result<(), CmdError> {
-    if e.del(member)? {
-        let v = e.version();
-        e.batch().delete(ks::score_key(key, v, score, member));
+fn z_remove(z: &mut ZEdit<'_, '_>, key: &[u8], member: &[u8], score: f64) -> Result<(), CmdError> {
+    if z.e.del(member)? {
+        let v = z.e.version();
+        z.e.batch().delete(ks::score_key(key, v, score, member));
+        z.moved(score_suffix(score, member), false);
     }
     Ok(())
 }
 
 /// Removes `member` if present; true when it was.
-fn z_del(e: &mut HashEdit<'_>, key: &[u8], member: &[u8]) -> Result<bool, CmdError> {
-    match z_get(e, member)? {
+fn z_del(e: &mut ZEdit<'_, '_>, key: &[u8], member: &[u8]) -> Result<bool, CmdError> {
+    match z_get(e.e, member)? {
         Some(score) => {
             z_remove(e, key, member, score)?;
             Ok(true)
@@ -462,9 +517,22 @@ fn visit_range(
             let count = end - start + 1;
             let hint = usize::try_from(count).ok();
             let mut s = Scores::open(db, key, m, ropts, hint)?;
+            let from_far = len - 1 - end;
+            // Far from both ends, the index finds the first member in reply order (its
+            // rank from the lowest) in O(levels x chunk); the walk from an end is the
+            // fallback for a set without an index.
+            if start.min(from_far) > indexed_walk() {
+                let first = if q.rev { len - 1 - start } else { start };
+                if let Some((sep, offset)) = indexed_position(db, key, m, ropts, first)? {
+                    let k = [ks::score_prefix(key, m.version).as_slice(), &sep].concat();
+                    s.it.seek(k)?;
+                    s.skip(offset as i64, false)?;
+                    s.visit_limited(q.rev, 0, count, |_, _| true, visit)?;
+                    return Ok(());
+                }
+            }
             // Walk from the nearer end: ranks far from the requested end are reached
             // from the other one, and the members visited in reverse.
-            let from_far = len - 1 - end;
             if start <= from_far {
                 s.start(q.rev)?;
                 s.skip(start, q.rev)?;
@@ -549,6 +617,58 @@ fn visit_range(
         }
     }
     Ok(())
+}
+
+/// The farthest a rank range or ZRANK steps from an end of a sorted set before it uses
+/// the rank index instead (a lookup reads up to a few chunks' worth of records).
+fn indexed_walk() -> i64 {
+    4 * zset_index::chunk() as i64
+}
+
+/// Where the member at `rank` (from the lowest) of sorted set `key` (metadata `m`) is at
+/// `ropts`, through the rank index: a score record key after the prefix, and how many
+/// records to step from it. None when the set has no index there; then an index is
+/// built for it (a set stored before the index existed), for the next lookup.
+fn indexed_position(
+    db: &Db,
+    key: &[u8],
+    m: CollMeta,
+    ropts: &ReadOptions,
+    rank: i64,
+) -> Result<Option<(Vec<u8>, u64)>, CmdError> {
+    let rank = u64::try_from(rank).unwrap_or(0);
+    let found = zset_index::locate(db, key, m.version, ropts, rank)?;
+    if found.is_none() {
+        build_index(db, key);
+    }
+    Ok(found)
+}
+
+thread_local! {
+    /// Whether the command running on this thread may build a missing rank index (a
+    /// write): not on a replica, which writes only what its primary sends. Set by the
+    /// dispatcher before each command ([`allow_index_builds`]).
+    static INDEX_BUILDS: std::cell::Cell<bool> = const { std::cell::Cell::new(true) };
+}
+
+/// Lets (or not) the commands run next on this thread build missing rank indexes.
+pub(super) fn allow_index_builds(allowed: bool) {
+    INDEX_BUILDS.with(|c| c.set(allowed));
+}
+
+/// Indexes sorted set `key` when it has no index. A failure (e.g. a store refusing
+/// writes) is logged: lookups then step through the set as they did before the index.
+fn build_index(db: &Db, key: &[u8]) {
+    if !INDEX_BUILDS.with(|c| c.get()) {
+        return;
+    }
+    if let Err(e) = zset_index::build(db, key) {
+        tracing::warn!(
+            "could not build the rank index of sorted set {}: {}",
+            super::quote_arg(key),
+            e.0
+        );
+    }
 }
 
 /// Every member of sorted set `key` with its score, in score order (empty for a missing
@@ -679,12 +799,12 @@ pub(super) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Ok(Flow::Continue);
     }
     // (added, updated, the INCR result: None when nothing was done)
-    let (added, updated, result) = edit_coll(ctx, key, Coll::ZSet, |e| {
+    let (added, updated, result) = edit_zset(ctx, key, |e| {
         let (mut added, mut updated) = (0i64, 0i64);
         let mut result = None;
         for (p, &score) in pairs.chunks_exact(2).zip(&scores) {
             let member = &p[1];
-            match z_get(e, member)? {
+            match z_get(e.e, member)? {
                 Some(cur) => {
                     if nx {
                         continue;
@@ -732,8 +852,8 @@ pub(super) fn zadd(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
 pub(super) fn zincrby(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let by = score_arg(&args[2])?;
     let (key, member) = (&args[1], &args[3]);
-    let s = edit_coll(ctx, key, Coll::ZSet, |e| {
-        let cur = z_get(e, member)?;
+    let s = edit_zset(ctx, key, |e| {
+        let cur = z_get(e.e, member)?;
         let new = cur.unwrap_or(0.0) + by;
         if new.is_nan() {
             return Err(CmdError::err(NAN_SCORE));
@@ -752,7 +872,7 @@ pub(super) fn zrem(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         ctx.out.int(0);
         return Ok(Flow::Continue);
     }
-    let n = edit_coll(ctx, key, Coll::ZSet, |e| {
+    let n = edit_zset(ctx, key, |e| {
         let mut n = 0i64;
         for member in &args[2..] {
             n += z_del(e, key, member)? as i64;
@@ -812,7 +932,8 @@ pub(super) fn zmscore(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     Ok(Flow::Continue)
 }
 
-/// ZRANK / ZREVRANK key member: counts the score records before the member's (O(rank)).
+/// ZRANK / ZREVRANK key member: the score records before the member's, counted through
+/// the rank index in a set of more than a few chunks, else one by one.
 pub(super) fn zrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
     let rev = args[0].eq_ignore_ascii_case(b"zrevrank");
     let db = &ctx.shared.db();
@@ -827,6 +948,19 @@ pub(super) fn zrank(ctx: &mut Ctx<'_>, args: &[Bytes]) -> CmdResult {
         return Ok(Flow::Continue);
     };
     let score = decode_score(&v)?;
+    let len = i64::try_from(m.len).unwrap_or(i64::MAX);
+    if len > indexed_walk() {
+        let target = score_suffix(score, member);
+        match zset_index::rank_of(db, key, m.version, &ropts, &target)? {
+            Some(rank) => {
+                let rank = i64::try_from(rank).unwrap_or(i64::MAX);
+                ctx.out
+                    .int(if rev { (len - 1 - rank).max(0) } else { rank });
+                return Ok(Flow::Continue);
+            }
+            None => build_index(db, key),
+        }
+    }
     let prefix = ks::score_prefix(key, m.version);
     let mut it = db.iter_opt(&ReadOptions {
         upper_bound: Some(ks::score_key(key, m.version, score, member)),
@@ -993,7 +1127,7 @@ fn remove_range(ctx: &Ctx<'_>, key: &[u8], q: &Query) -> Result<Vec<Scored>, Cmd
     if meta(&db, key, &ReadOptions::new())?.is_none() {
         return Ok(Vec::new());
     }
-    edit_coll(ctx, key, Coll::ZSet, |e| {
+    edit_zset(ctx, key, |e| {
         let ropts = ReadOptions::new();
         let Some(m) = meta(&db, key, &ropts)? else {
             return Ok(Vec::new());
@@ -1076,11 +1210,15 @@ pub(super) fn store_result(ctx: &Ctx<'_>, dst: &[u8], items: &[Scored]) -> Resul
         if items.is_empty() {
             return None;
         }
+        let mut keys = Vec::with_capacity(items.len());
         for (member, score) in items {
             let score = canonical(*score);
             b.put(ks::field_key(dst, version, member), encode_score(score));
             b.put(ks::score_key(dst, version, score, member), b"");
+            keys.push(score_suffix(score, member));
         }
+        keys.sort_unstable();
+        zset_index::build_records(b, dst, version, keys.into_iter());
         Some(ks::coll_value(CollMeta::new(
             Coll::ZSet,
             version,

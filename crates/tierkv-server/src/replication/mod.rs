@@ -130,6 +130,8 @@ pub(crate) struct Replication {
     ids: Mutex<Ids>,
     id_file: Mutex<PathBuf>,
     link: Mutex<Option<PrimaryLink>>,
+    /// `link.is_some()`, read by every command without the lock.
+    following: std::sync::atomic::AtomicBool,
     generations: std::sync::atomic::AtomicU64,
     /// Connected replicas by client id.
     pub(crate) replicas: Mutex<BTreeMap<u64, ReplicaState>>,
@@ -183,6 +185,7 @@ impl Replication {
             ids: Mutex::new(ids),
             id_file: Mutex::new(id_file),
             link: Mutex::new(None),
+            following: Default::default(),
             generations: Default::default(),
             replicas: Mutex::new(BTreeMap::new()),
             acks: tokio::sync::Notify::new(),
@@ -210,7 +213,7 @@ impl Replication {
 
     /// True while this server follows a primary (and refuses writes from clients).
     pub fn is_replica(&self) -> bool {
-        self.link.lock().is_some()
+        self.following.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The current replication id.
@@ -310,6 +313,8 @@ impl Replication {
             generation,
             task,
         });
+        self.following
+            .store(true, std::sync::atomic::Ordering::Release);
         if let Some(old) = old {
             old.task.abort();
         }
@@ -323,6 +328,8 @@ impl Replication {
         let Some(link) = self.link.lock().take() else {
             return false;
         };
+        self.following
+            .store(false, std::sync::atomic::Ordering::Release);
         link.task.abort();
         {
             let mut ids = self.ids.lock();

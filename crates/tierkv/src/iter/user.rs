@@ -3,6 +3,11 @@
 //! (LevelDB's DBIter). It owns visibility rules only, not where the versions come from.
 //! An expiring record whose deadline has passed is a deletion here too (`crate::expiry`);
 //! the time is read from the clock at each seek, so one pass sees one instant.
+//!
+//! A key rewritten many times has as many versions in a memtable (until it is flushed).
+//! Stepping over them one by one would make every step past such a key cost as much as
+//! its writes so far, so after [`MAX_SEQUENTIAL_SKIP`] versions of one key in a row the
+//! iterator seeks past the rest (RocksDB's `max_sequential_skip_in_iterations`).
 
 use super::InternalIterator;
 use crate::expiry::{is_expired, split_stored};
@@ -12,6 +17,9 @@ use crate::{
     expiry::Clock,
 };
 use std::sync::Arc;
+
+/// Versions of one user key stepped over in a row before a seek jumps over the rest.
+const MAX_SEQUENTIAL_SKIP: usize = 8;
 
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Direction {
@@ -163,8 +171,9 @@ impl<I: InternalIterator> UserIterator<I> {
             match s.upper.clone() {
                 Some(upper) if target >= upper.as_slice() => s.position_before(&upper)?,
                 _ => {
-                    // Step past every version of `target`, then back onto the last one.
-                    s.inner.seek(&seek_key(target, MAX_SEQ))?;
+                    // Step past every version of `target` (seeking to its oldest possible
+                    // one), then back onto the last one.
+                    s.inner.seek(&seek_key(target, 0))?;
                     while s.inner.valid() && user_key_of(s.inner.key())? == target {
                         s.inner.next()?;
                     }
@@ -234,6 +243,8 @@ impl<I: InternalIterator> UserIterator<I> {
     fn find_next(&mut self, skip: Option<&[u8]>) -> Result<()> {
         let mut skip: Option<Vec<u8>> = skip.map(<[u8]>::to_vec);
         self.valid = false;
+        // The user key of the entries stepped over just before, and how many in a row.
+        let (mut run_key, mut run) = (Vec::new(), 0usize);
         while self.inner.valid() {
             let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
             if self.upper.as_deref().is_some_and(|u| p.user_key >= u) {
@@ -251,6 +262,25 @@ impl<I: InternalIterator> UserIterator<I> {
                 }
                 skip = Some(p.user_key.to_vec());
             }
+            if p.user_key == run_key.as_slice() {
+                run += 1;
+            } else {
+                run_key.clear();
+                run_key.extend_from_slice(p.user_key);
+                run = 1;
+            }
+            if run > MAX_SEQUENTIAL_SKIP {
+                // Past the rest of this key's versions when it is skipped (a seek to its
+                // oldest possible one), else (versions newer than the snapshot) to its
+                // newest visible one.
+                let to = match skip.as_deref() == Some(run_key.as_slice()) {
+                    true => 0,
+                    false => self.snapshot,
+                };
+                self.inner.seek(&seek_key(&run_key, to))?;
+                run = 0;
+                continue;
+            }
             self.inner.next()?;
         }
         Ok(())
@@ -264,10 +294,49 @@ impl<I: InternalIterator> UserIterator<I> {
         // Versions of one user key arrive oldest first; the last visible one wins
         // (`Some(true)`: it is a live value).
         let mut saved: Option<bool> = None;
+        // The user key of the entries stepped over just before, and how many in a row.
+        let (mut run_key, mut run) = (Vec::new(), 0usize);
         while self.inner.valid() {
             let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
             if self.lower.as_deref().is_some_and(|l| p.user_key < l) {
                 break;
+            }
+            if p.user_key == run_key.as_slice() {
+                run += 1;
+            } else {
+                run_key.clear();
+                run_key.extend_from_slice(p.user_key);
+                run = 1;
+            }
+            if run > MAX_SEQUENTIAL_SKIP {
+                // Many versions of one key: seek to its newest visible one (the one the
+                // walk would end on), take it, and go on from before all its entries. A
+                // key found already (greater) wins over this one, which then has no
+                // visible version (the walk meets the oldest versions first and stops at
+                // the first visible one of a smaller key).
+                let uk = std::mem::take(&mut run_key);
+                run = 0;
+                let found = saved == Some(true) && uk.as_slice() < self.key.as_slice();
+                if !found {
+                    self.inner.seek(&seek_key(&uk, self.snapshot))?;
+                    if self.inner.valid() {
+                        let p = parse_internal_key(self.inner.key()).ok_or_else(malformed)?;
+                        if p.user_key == uk.as_slice() {
+                            let live = self.is_live(&p)?;
+                            self.key.clear();
+                            self.key.extend_from_slice(&uk);
+                            self.value.clear();
+                            self.deadline = None;
+                            if live {
+                                let kind = p.kind;
+                                self.take_value(kind);
+                            }
+                            saved = Some(live);
+                        }
+                    }
+                }
+                self.position_before(&uk)?;
+                continue;
             }
             if p.seq <= self.snapshot {
                 if saved == Some(true) && p.user_key < self.key.as_slice() {
