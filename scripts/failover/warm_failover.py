@@ -8,7 +8,8 @@ the reads) until its fast-disk hit rate settles. Then each candidate is made a p
 and serves the same pattern for 10% of that many reads, alone on the machine:
 
 - `replica (copy)`: a replica that joined after the reads, so it was given a copy
-  (checkpoint: both tiers and the tracker's state), then the stream;
+  (checkpoint: both tiers and the tracker's state) and the keys the primary's promotion
+  cache held, which it reads (the run waits until its reads settle);
 - `replica (stream + hot keys)`: a replica that followed the primary from its start and
   read again the keys the primary's clients read (tierkv-repl-hotness yes);
 - `replica (writes only)`: the same, without the hot keys (tierkv-repl-hotness no): an
@@ -146,6 +147,14 @@ def main():
                 break
             time.sleep(0.1)
         p.c.execute_command("WAIT", 3, 0)
+        # The copied replica reads the keys the primary's cache held (sent after the copy):
+        # wait until its reads settle, as a failover some seconds after it joined would.
+        settled, seen = 0, -1
+        while settled < 20:
+            gets = r_copy.c.info("engine")["gets"]
+            settled = settled + 1 if gets == seen else 0
+            seen = gets
+            time.sleep(0.1)
         p.stop()
         rows = [("old primary, last 10%", p_rate, p_ops)]
         candidates = [("replica (copy)", r_copy), ("replica (stream + hot keys)", r_feed),
