@@ -412,14 +412,12 @@ async fn connection(
                         return Ok(());
                     };
                     conn.info.control.replica.store(true, Relaxed);
-                    let ip = conn.info.addr.ip().to_string();
                     let rest = buf.split();
                     return crate::replication::primary::serve(
                         host,
                         sock,
                         rest,
-                        conn.info.id,
-                        ip,
+                        conn.info.clone(),
                         req,
                     )
                     .await;

@@ -6,7 +6,8 @@
 //!   history is continued by a replica that followed the same primary, and an old
 //!   primary that wrote after the promotion is given a full copy (its divergent write
 //!   is gone);
-//! - replicas refuse writes (READONLY), WAIT counts acknowledgements and times out;
+//! - replicas refuse writes (READONLY), WAIT counts acknowledgements and times out,
+//!   CLIENT KILL TYPE replica ends a replica's stream and it continues after reconnecting;
 //! - the primary's reads reach the replica (its store reads the same keys).
 
 mod common;
@@ -185,7 +186,8 @@ fn restart_promotion_and_rejoin_continue_or_copy_as_the_histories_allow() {
 }
 
 /// Invariants: a replica refuses writes and WAIT; WAIT counts the replicas that
-/// acknowledged and returns at its timeout with fewer; ROLE names both sides.
+/// acknowledged and returns at its timeout with fewer; ROLE names both sides; CLIENT KILL
+/// TYPE replica (not TYPE normal) ends a replica's stream, which then continues.
 #[test]
 fn replicas_refuse_writes_and_wait_counts_acknowledgements() {
     let root = tempfile::tempdir().unwrap();
@@ -233,6 +235,29 @@ fn replicas_refuse_writes_and_wait_counts_acknowledgements() {
     let line = field(&mut pc, "replication", "slave0");
     assert!(line.contains(&format!("port={}", r.addr.port())), "{line}");
     assert!(line.contains("state=online"), "{line}");
+    // CLIENT KILL TYPE replica ends the stream (TYPE normal spares it); the replica
+    // reconnects and continues where it stopped.
+    assert_eq!(
+        q::<i64>(
+            &mut pc,
+            &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]
+        )
+        .unwrap(),
+        0
+    );
+    assert_eq!(
+        q::<i64>(&mut pc, &["CLIENT", "KILL", "TYPE", "replica"]).unwrap(),
+        1
+    );
+    wait_for("the replica continuing after the kill", || {
+        field(&mut pc, "stats", "sync_partial_ok") == "1"
+    });
+    q::<()>(&mut pc, &["SET", "a", "3"]).unwrap();
+    assert_eq!(q::<i64>(&mut pc, &["WAIT", "1", "0"]).unwrap(), 1);
+    assert_eq!(
+        q::<Option<String>>(&mut rc, &["GET", "a"]).unwrap(),
+        Some("3".into())
+    );
 }
 
 /// Invariant: the keys the primary's clients read are read on the replica too (its

@@ -33,7 +33,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tierkv::Db;
 
 /// What replication needs of the server.
@@ -526,9 +526,4 @@ fn write_id(path: &Path, id: &str) -> std::io::Result<()> {
     std::fs::write(&tmp, format!("{id}\n"))?;
     std::fs::File::open(&tmp)?.sync_all()?;
     std::fs::rename(&tmp, path)
-}
-
-/// The time after which a silent link is dropped (Redis's `repl-timeout`).
-pub(crate) fn timeout(config: &ServerConfig) -> Duration {
-    config.repl_timeout
 }

@@ -41,10 +41,11 @@ pub(crate) async fn serve(
     host: Arc<dyn Host>,
     sock: TcpStream,
     buf: BytesMut,
-    id: u64,
-    ip: String,
+    client: Arc<crate::client::ClientInfo>,
     req: Psync,
 ) -> std::io::Result<()> {
+    let id = client.id;
+    let ip = client.addr.ip().to_string();
     let rep = host.replication();
     if rep.is_replica() {
         let mut sock = sock;
@@ -73,7 +74,16 @@ pub(crate) async fn serve(
             online: false,
         },
     );
-    let r = serve_registered(&host, sock, buf, id, req).await;
+    // CLIENT KILL (TYPE replica, ID ...) ends the stream; the replica reconnects.
+    let killed = async {
+        while !client.control.is_killed() {
+            client.control.wake.notified().await;
+        }
+    };
+    let r = tokio::select! {
+        r = serve_registered(&host, sock, buf, id, req) => r,
+        _ = killed => Ok(()),
+    };
     if let Err(e) = &r {
         tracing::warn!("replica {id}: link ended: {e}");
     }

@@ -324,7 +324,8 @@ async fn apply_stream(
     generation: u64,
 ) -> Res<()> {
     let config = server.config();
-    let timeout = super::timeout(&config);
+    // Redis's `repl-timeout`: a link silent this long is dropped.
+    let timeout = config.repl_timeout;
     let (tx, mut rx) = tokio::sync::mpsc::channel::<Frame>(READ_AHEAD);
     // Frames are read on their own task: a read cut by the ack timer would lose bytes.
     let reader = tokio::spawn(async move {
