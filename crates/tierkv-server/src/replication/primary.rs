@@ -232,15 +232,6 @@ async fn send_copy(
         send_dir(w, b's', slow).await?;
     }
     wire::write_frame(w, END, &cp.sequence.to_le_bytes()).await?;
-    // The hot records this store serves from its promotion cache are on no table of the
-    // copy: the replica reads them, so its cache holds them too.
-    let keys = host.db().promotion_cache_keys();
-    let mut rest = &keys[..];
-    while !rest.is_empty() {
-        let (payload, n) = wire::hot_payload(rest, HOT_FRAME_BYTES);
-        wire::write_frame(w, HOT, &payload).await?;
-        rest = &rest[n.max(1)..];
-    }
     w.flush().await?;
     drop(targets);
     Ok(cp.sequence)

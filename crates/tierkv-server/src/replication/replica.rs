@@ -279,8 +279,10 @@ fn load_copy(server: &dyn Host, stages: &Stages, seq: u64) -> Res<PathBuf> {
     // at open.
     let _ = std::fs::remove_file(stages.fast.join("TIERS"));
     if !server.config().repl_mirror_hotness {
-        // An ordinary replica's copy: the data without the tracker's state.
+        // An ordinary replica's copy: the data without the tracker's state, nor the keys
+        // of the primary's promotion cache.
         let _ = std::fs::remove_dir_all(stages.fast.join("ralt"));
+        let _ = std::fs::remove_file(stages.fast.join("PCKEYS"));
     }
     let mut replaced = Vec::new();
     let pairs = std::iter::once((&stages.fast, &fast)).chain(stages.slow.iter().zip(slow.iter()));

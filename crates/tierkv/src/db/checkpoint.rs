@@ -7,8 +7,9 @@
 //! those tables, with no WAL, so the copy holds every write up to one point of the store's
 //! history: the memtables are flushed in order, so a version's tables hold a prefix of the
 //! writes (the copy's [`Checkpoint::sequence`]). The copy also gets the tier record
-//! (naming its own slow directory) and the hotness tracker's state, so a store opened from
-//! it finds its hot set where it was: on the fast disk, and in the tracker.
+//! (naming its own slow directory), the hotness tracker's state and the keys of the
+//! promotion cache's records (`cached_keys`), so a store opened from it finds its hot set
+//! where it was: on the fast disk, in the tracker, and read back into its cache.
 //!
 //! The copy is built under `<to>.checkpoint-tmp` (and `<slow_to>.checkpoint-tmp`) and
 //! renamed into place when complete, the slow directory first: a crash during a checkpoint
@@ -195,6 +196,14 @@ pub(super) fn make(
         let (linked, copied) = ralt.checkpoint_into(&fast_stage.join("ralt"))?;
         done.linked += linked;
         done.copied += copied;
+    }
+    if inner.hot.tracker.is_some() {
+        // The hot records this store serves from its promotion cache's memory: the store
+        // opened from the copy reads them (`cached_keys`).
+        let mut keys = inner.hot.pc.keys();
+        keys.sort_unstable();
+        keys.dedup();
+        super::cached_keys::write(fast_stage, &keys)?;
     }
     for s in &stages {
         sync_dir(s)?;

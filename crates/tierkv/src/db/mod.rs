@@ -16,6 +16,7 @@
 //! docs/ARCHITECTURE.md, "Owners and locks", has what guards each and the lock order.
 
 mod background;
+mod cached_keys;
 mod changes;
 mod checkpoint;
 mod compact;
@@ -837,24 +838,6 @@ impl Db {
     /// read.
     pub fn watch_accesses(&self, on: bool) {
         self.inner.access_feed.set_on(on);
-    }
-
-    /// The keys of the records the promotion cache holds (read from the slow tier lately
-    /// and served from memory): part of the hot set that is on no fast-disk table, which
-    /// a copy of the store (a checkpoint) does not carry. A replica given a copy reads
-    /// them, so its cache holds them too.
-    pub fn promotion_cache_keys(&self) -> Vec<Vec<u8>> {
-        let mut keys: Vec<Vec<u8>> = self
-            .inner
-            .hot
-            .pc
-            .keys()
-            .iter()
-            .map(|k| k.to_vec())
-            .collect();
-        keys.sort_unstable();
-        keys.dedup();
-        keys
     }
 
     /// The distinct keys read since the last call (at most 65,536; more are dropped),

@@ -378,7 +378,7 @@ fn background_thread(inner: Arc<DbInner>) {
 
 /// Starts the background threads and the reader pool of an opened store.
 fn start(inner: Arc<DbInner>) -> Result<Db> {
-    let threads = (0..inner.opts.background_threads)
+    let mut threads = (0..inner.opts.background_threads)
         .map(|i| {
             let inner = inner.clone();
             std::thread::Builder::new()
@@ -387,6 +387,8 @@ fn start(inner: Arc<DbInner>) -> Result<Db> {
                 .map_err(|e| Error::io("<spawning a background thread>", e))
         })
         .collect::<Result<Vec<_>>>()?;
+    // A checkpoint's copy reads the keys its source's promotion cache held.
+    threads.extend(super::cached_keys::start_warming(&inner)?);
     // Work may be pending right away (e.g. L0 full after recovery).
     inner.signals.bg_cv.notify_all();
     let db = Db {
