@@ -8,13 +8,14 @@ the reads) until its fast-disk hit rate settles. Then each candidate is made a p
 and serves the same pattern for 10% of that many reads, alone on the machine:
 
 - `replica (copy)`: a replica that joined after the reads, so it was given a copy
-  (checkpoint: both tiers and the tracker's state) and the keys the primary's promotion
-  cache held, which it reads (the run waits until its reads settle);
+  (checkpoint: both tiers, the tracker's state and the keys the primary's promotion cache
+  held, which it reads; the run waits until its reads settle);
 - `replica (stream + hot keys)`: a replica that followed the primary from its start and
   read again the keys the primary's clients read (tierkv-repl-hotness yes);
 - `replica (writes only)`: the same, without the hot keys (tierkv-repl-hotness no): an
   ordinary replica, which receives the data and no hotness (Redis's, Kvrocks's);
-- `restored checkpoint`: a server opened on a SAVE of the primary.
+- `restored checkpoint`: a server opened on a SAVE of the primary (once it has read the
+  keys the checkpoint lists).
 
 The fast-disk hit rate is the share of the reads that found their record anywhere but
 the slow disk (INFO fdhitrate: 1 - get_slow / found gets), over the primary's last 10%
@@ -73,6 +74,16 @@ class Server:
             except redis.RedisError:
                 pass
             self.proc.wait(timeout=300)
+
+
+def settle(server):
+    """Waits until the server's own reads (of the keys a copy lists) stop, 2 s unchanged."""
+    settled, seen = 0, -1
+    while settled < 20:
+        gets = server.c.info("engine")["gets"]
+        settled = settled + 1 if gets == seen else 0
+        seen = gets
+        time.sleep(0.1)
 
 
 def key(i):
@@ -147,14 +158,9 @@ def main():
                 break
             time.sleep(0.1)
         p.c.execute_command("WAIT", 3, 0)
-        # The copied replica reads the keys the primary's cache held (sent after the copy):
+        # The copied replica reads the keys the primary's cache held (listed in the copy):
         # wait until its reads settle, as a failover some seconds after it joined would.
-        settled, seen = 0, -1
-        while settled < 20:
-            gets = r_copy.c.info("engine")["gets"]
-            settled = settled + 1 if gets == seen else 0
-            seen = gets
-            time.sleep(0.1)
+        settle(r_copy)
         p.stop()
         rows = [("old primary, last 10%", p_rate, p_ops)]
         candidates = [("replica (copy)", r_copy), ("replica (stream + hot keys)", r_feed),
@@ -166,6 +172,7 @@ def main():
             s.stop()
         restored = Server(a, "restored", bp + 4, db=ckpt)
         servers.append(restored)
+        settle(restored)
         rate, ops = hit_rate(restored.port, lambda: reads(restored.port, last, hot, a.records, 3))
         rows.append(("restored checkpoint, first 10%", rate, ops))
         print(f"records: {a.records} of 1,000 B, fast-disk budget {a.fd_budget}, cache {a.cache}; "

@@ -410,7 +410,10 @@ fn the_hot_set_the_promotion_cache_holds_survives_a_clean_close() {
         if !to.join("PCKEYS").exists() {
             break;
         }
-        assert!(waited < 60_000, "the copy never finished reading its listed keys");
+        assert!(
+            waited < 60_000,
+            "the copy never finished reading its listed keys"
+        );
         std::thread::sleep(std::time::Duration::from_millis(10));
     }
     assert_eq!(
