@@ -98,10 +98,15 @@ expect hash TYPE user:1
 expect OK SET gone x PX 1
 sleep 0.1
 expect "" GET gone
-redis-cli -p "$port" SCAN 0 COUNT 100 | grep -qx counter || die "SCAN misses a key"
+# Replies are read whole before grep looks at them: `grep -q` stops at its first match, and
+# with pipefail a redis-cli still writing would die of SIGPIPE and fail the check.
+scan=$(redis-cli -p "$port" SCAN 0 COUNT 100)
+grep -qx counter <<<"$scan" || die "SCAN misses a key"
 [ "$(redis-cli -p "$port" DBSIZE)" = 5 ] || die "DBSIZE"
-redis-cli -p "$port" INFO | grep -q '^fd_hit_rate:' || die "INFO lacks fd_hit_rate"
-redis-cli -p "$port" COMMAND COUNT | grep -q '^[0-9]' || die "COMMAND COUNT"
+info=$(redis-cli -p "$port" INFO)
+grep -q '^fd_hit_rate:' <<<"$info" || die "INFO lacks fd_hit_rate"
+count=$(redis-cli -p "$port" COMMAND COUNT)
+grep -q '^[0-9]' <<<"$count" || die "COMMAND COUNT"
 say "redis-cli commands OK"
 
 bench="$work/bench.txt"
