@@ -621,7 +621,6 @@ mod tests {
     use crate::state::{ConnState, ServerStats};
     use std::collections::VecDeque;
     use std::path::Path;
-    use std::sync::Arc;
 
     /// `tierkv::testing::assert_golden` over this crate's `tests/golden`.
     fn assert_golden(name: &str, got: &str) {
@@ -700,22 +699,13 @@ mod tests {
             ..Default::default()
         };
         let db = tierkv::Db::open(dir.join("fast"), opts).unwrap();
-        let versions = crate::keyspace::open(&db).unwrap();
         let config = ServerConfig {
             db_dir: Some("/data/fast".into()),
             slow_dir: two_tiers.then(|| "/data/slow".into()),
             sync: two_tiers,
             ..Default::default()
         };
-        let (tx, _) = tokio::sync::watch::channel(false);
-        let shared = Shared::new(
-            Arc::new(db),
-            config,
-            6390,
-            Arc::new(tx),
-            versions,
-            std::sync::Weak::new(),
-        );
+        let shared = Shared::for_test(db, config);
         let info = ClientInfo::for_test(1);
         shared.clients.lock().insert(1, info.clone());
         let mut conn = ConnState::new(info, true);

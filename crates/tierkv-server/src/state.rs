@@ -326,6 +326,21 @@ impl Shared {
         }
     }
 
+    /// A server's state over `db` with `config` for unit tests (no listener, no tasks).
+    #[cfg(test)]
+    pub fn for_test(db: Db, config: ServerConfig) -> Shared {
+        let versions = crate::keyspace::open(&db).unwrap_or_else(|e| panic!("{e}"));
+        let (tx, _) = tokio::sync::watch::channel(false);
+        Shared::new(
+            Arc::new(db),
+            config,
+            6390,
+            Arc::new(tx),
+            versions,
+            std::sync::Weak::new(),
+        )
+    }
+
     /// This state as replication's [`crate::replication::Host`] (None while the server
     /// is being torn down).
     pub fn host(&self) -> Option<Arc<dyn crate::replication::Host>> {

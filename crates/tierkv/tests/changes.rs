@@ -6,21 +6,11 @@
 
 mod common;
 
+use common::contents;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::collections::BTreeMap;
 use tierkv::{Db, Error, Options, WriteBatch};
-
-fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut it = db.iter().unwrap();
-    it.seek_to_first().unwrap();
-    let mut out = BTreeMap::new();
-    while it.valid() {
-        out.insert(it.key().to_vec(), it.value().to_vec());
-        it.next().unwrap();
-    }
-    out
-}
 
 fn retaining() -> Options {
     Options {

@@ -10,6 +10,8 @@
 
 mod common;
 
+use common::contents;
+
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -32,18 +34,6 @@ fn op(i: usize, rng: &mut StdRng) -> Op {
         v.resize(40 + rng.gen_range(0..200), b'v');
         (k, Some(v))
     }
-}
-
-/// Every key and value of `db`.
-fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
-    let mut it = db.iter().unwrap();
-    it.seek_to_first().unwrap();
-    let mut out = BTreeMap::new();
-    while it.valid() {
-        out.insert(it.key().to_vec(), it.value().to_vec());
-        it.next().unwrap();
-    }
-    out
 }
 
 /// The n such that applying `history[..n]` to an empty store gives `state`, if any.

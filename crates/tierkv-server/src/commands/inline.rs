@@ -116,24 +116,14 @@ mod tests {
     use crate::client::ClientInfo;
     use crate::commands::run_pipeline;
     use crate::config::ServerConfig;
-    use std::sync::Arc;
 
     fn server(dir: &std::path::Path, sync: bool) -> (Shared, ConnState) {
         let db = tierkv::Db::open(dir, tierkv::Options::default()).unwrap();
-        let versions = crate::keyspace::open(&db).unwrap();
         let config = ServerConfig {
             sync,
             ..Default::default()
         };
-        let (tx, _) = tokio::sync::watch::channel(false);
-        let shared = Shared::new(
-            Arc::new(db),
-            config,
-            6390,
-            Arc::new(tx),
-            versions,
-            std::sync::Weak::new(),
-        );
+        let shared = Shared::for_test(db, config);
         let info = ClientInfo::for_test(1);
         let conn = ConnState::new(info, true);
         (shared, conn)

@@ -207,11 +207,11 @@ async fn send_copy(
     let started = Instant::now();
     let cp = tokio::task::spawn_blocking(move || {
         // Left by a copy this server was making when it stopped.
-        CopyDirs {
+        let leftover = CopyDirs {
             fast: f.clone(),
             slow: s.clone(),
-        }
-        .remove();
+        };
+        drop(leftover);
         db.checkpoint(&f, s.as_deref())
     })
     .await

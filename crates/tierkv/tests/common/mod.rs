@@ -1,7 +1,8 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use tierkv::Options;
+use std::collections::BTreeMap;
+use tierkv::{Db, Options};
 
 /// Options that make flushes and compactions happen after a few KiB, so small tests
 /// exercise every path: many L0 files, several levels, file splits.
@@ -57,4 +58,16 @@ pub fn env_count(name: &str, default: u64) -> u64 {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(default)
+}
+
+/// Every key and value of `db`, at its latest state.
+pub fn contents(db: &Db) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut it = db.iter().unwrap();
+    it.seek_to_first().unwrap();
+    let mut out = BTreeMap::new();
+    while it.valid() {
+        out.insert(it.key().to_vec(), it.value().to_vec());
+        it.next().unwrap();
+    }
+    out
 }
