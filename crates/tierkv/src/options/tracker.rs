@@ -55,6 +55,15 @@ pub struct RaltOptions {
     pub alpha: f64,
     /// A time slice lasts `gamma * fd_budget` accessed bytes (paper: 0.1).
     pub gamma: f64,
+    /// With exponential smoothing, how much a record's last access counts beside its
+    /// score when records are ranked against the hot and eviction thresholds: each time
+    /// slice of idleness divides the score by `exp(recency_weight)` for ranking (the score
+    /// itself decays by `alpha` only). Not in the paper (0.0 ranks by score alone). The
+    /// default 0.7 halves it per slice: when the stable keys do not fit the hot-set limit
+    /// (a hotspot that moved, while the old keys stay stable for five counter periods),
+    /// the keys read lately win over keys read more often before; while they fit, every
+    /// stable key is hot and nothing changes (docs/bench/hotrap.md, "The moved hotspot").
+    pub recency_weight: f64,
     /// Fraction of the tracked size an eviction removes (paper: 0.1).
     pub beta: f64,
     /// Hot set size limit in HotRAP bytes; `None` = the paper's initial 50% of `fd_budget`.
@@ -128,6 +137,7 @@ impl Default for RaltOptions {
             fd_budget: 0,
             alpha: 0.999,
             gamma: 0.1,
+            recency_weight: 0.7,
             beta: 0.1,
             hot_set_limit: None,
             physical_limit: None,
@@ -155,6 +165,12 @@ impl RaltOptions {
         }
         if !(self.gamma > 0.0 && self.gamma.is_finite()) {
             return bad(format!("gamma must be positive, got {}", self.gamma));
+        }
+        if !(self.recency_weight >= 0.0 && self.recency_weight.is_finite()) {
+            return bad(format!(
+                "recency_weight must be finite and not negative, got {}",
+                self.recency_weight
+            ));
         }
         if !(self.beta > 0.0 && self.beta < 1.0) {
             return bad(format!("beta must be in (0, 1), got {}", self.beta));

@@ -250,7 +250,15 @@ impl Ralt {
             env.sync_dir(Tier::Fast)?;
         }
         let params = Params::new(&opts);
-        let scorer = Scorer::new(opts.scoring, opts.alpha);
+        // With a fixed limit every record is a candidate, and a record read once lately would
+        // rank above a hot key idle for a few slices: recency only ranks the stable keys
+        // auto-tuning lets compete.
+        let recency = if opts.auto_tune {
+            opts.recency_weight
+        } else {
+            0.0
+        };
+        let scorer = Scorer::new(opts.scoring, opts.alpha, recency);
         let mut state = manifest::read(&env)?;
         if let Some(s) = &state {
             if s.scoring != opts.scoring.code() {

@@ -30,6 +30,9 @@ pub(crate) struct Scorer {
     alpha: f64,
     ln_alpha: f64,
     clock_max: f64,
+    /// Rank added per time slice of a record's last access (exponential smoothing only;
+    /// `RaltOptions::recency_weight`).
+    recency: f64,
 }
 
 fn pow(alpha: f64, d: u64) -> f64 {
@@ -41,7 +44,7 @@ fn pow(alpha: f64, d: u64) -> f64 {
 }
 
 impl Scorer {
-    pub fn new(method: ScoringMethod, alpha: f64) -> Scorer {
+    pub fn new(method: ScoringMethod, alpha: f64, recency: f64) -> Scorer {
         let clock_max = match method {
             ScoringMethod::Clock { bits } => ((1u32 << bits.min(16)) - 1) as f64,
             _ => 0.0,
@@ -51,6 +54,7 @@ impl Scorer {
             alpha,
             ln_alpha: alpha.ln(),
             clock_max,
+            recency,
         }
     }
 
@@ -92,14 +96,16 @@ impl Scorer {
 
     /// A number that orders records as their real scores at time slice `reference` do, and
     /// that keeps that order as time passes without accesses (for exponential smoothing the
-    /// log of the score, since every score decays by the same factor). Thresholds are
-    /// stored as ranks, so a hot bit decided once stays right until the threshold changes.
+    /// log of the score, since every score decays by the same factor, plus
+    /// `recency_weight` per time slice of the last access: a record's last access never
+    /// changes without an access, so the order still holds). Thresholds are stored as
+    /// ranks, so a hot bit decided once stays right until the threshold changes.
     pub fn rank(&self, m: &Meta, reference: u64) -> f64 {
         let d = reference as f64 - m.tick as f64;
         match self.method {
             ScoringMethod::ExpSmoothing => {
                 if m.score > 0.0 {
-                    m.score.ln() + d * self.ln_alpha
+                    m.score.ln() + d * self.ln_alpha + self.recency * m.tick as f64
                 } else {
                     f64::NEG_INFINITY
                 }
