@@ -581,7 +581,8 @@ fn phases_table(s: &mut String, res: &BenchResults) {
         s,
         "\nThroughput by phase (ops/s over the whole phase / over its second half; in \
          brackets, disk reads of gets and scans per operation over the same spans; then \
-         the climb: operations until the FD hit rate first reached {:.0}%):\n",
+         the climb: operations until the FD hit rate first reached {:.0}%; then the FD hit \
+         rate at the phase's midpoint and end, over 45-55% and 90-100% of its operations):\n",
         CLIMB_HIT_RATE * 100.0
     );
     let n = res
@@ -612,8 +613,14 @@ fn phases_table(s: &mut String, res: &BenchResults) {
                     ),
                     None => String::new(),
                 };
+                let mid_end = match (p.fd_hit_mid, p.fd_hit_end) {
+                    (Some(m), Some(e)) => {
+                        format!("; FD hit {:.0}% / {:.0}%", m * 100.0, e * 100.0)
+                    }
+                    _ => String::new(),
+                };
                 format!(
-                    "{} / {}{ios}{climb}",
+                    "{} / {}{ios}{climb}{mid_end}",
                     rate(p.ops_per_sec),
                     rate(p.second_half_ops_per_sec)
                 )

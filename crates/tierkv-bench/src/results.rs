@@ -119,6 +119,11 @@ pub struct PhaseResult {
     /// interval whose FD hit rate reached [`CLIMB_HIT_RATE`] (`None`: none did, or the
     /// system reports no hit rate).
     pub ops_to_climb: Option<u64>,
+    /// FD hit rate over the phase's operations from 45% to 55% of it: its midpoint (issue
+    /// 46), from the timeline (`hit_rate_within`; `None`: the system reports no hit rate).
+    pub fd_hit_mid: Option<f64>,
+    /// FD hit rate over the phase's last tenth of operations.
+    pub fd_hit_end: Option<f64>,
 }
 
 /// The FD hit rate a phase's climb is measured to (issue 46: 90% within the first 15% of
@@ -142,6 +147,40 @@ pub fn ops_to_hit_rate(timeline: &[TimelinePoint], phases: usize, rate: f64) -> 
         }
     }
     out
+}
+
+/// The FD hit rate of each of `phases` phases over the operations from `lo` to `hi`
+/// (fractions of the phase's operations in the timeline): its intervals weighted by the
+/// operations each has inside the window. Intervals are attributed to the phase they end
+/// in, their operations spread evenly over them; so a phase's positions are counted over
+/// the intervals it has (the one across its end belongs to the next phase), and its last
+/// tenth ends where its last interval does.
+pub fn hit_rate_within(
+    timeline: &[TimelinePoint],
+    phases: usize,
+    lo: f64,
+    hi: f64,
+) -> Vec<Option<f64>> {
+    let ops = |p: &TimelinePoint| p.ops_per_sec * p.interval_s;
+    let mut total = vec![0.0f64; phases];
+    for p in timeline.iter().filter(|p| p.phase < phases) {
+        total[p.phase] += ops(p);
+    }
+    let (mut done, mut hits, mut weight) =
+        (vec![0.0; phases], vec![0.0; phases], vec![0.0; phases]);
+    for p in timeline.iter().filter(|p| p.phase < phases) {
+        let i = p.phase;
+        let (start, end) = (done[i], done[i] + ops(p));
+        done[i] = end;
+        let inside = (end.min(hi * total[i]) - start.max(lo * total[i])).max(0.0);
+        if let Some(h) = p.fd_hit_rate.filter(|_| inside > 0.0) {
+            hits[i] += h * inside;
+            weight[i] += inside;
+        }
+    }
+    (0..phases)
+        .map(|i| (weight[i] > 0.0).then(|| hits[i] / weight[i]))
+        .collect()
 }
 
 /// Background I/O (flushes, compactions, promotion, hotness tracking; not the WAL) caused by
@@ -461,8 +500,12 @@ impl SystemResult {
 /// Fills in each phase's climb from the timeline.
 fn with_climbs(mut phases: Vec<PhaseResult>, timeline: &[TimelinePoint]) -> Vec<PhaseResult> {
     let climbs = ops_to_hit_rate(timeline, phases.len(), CLIMB_HIT_RATE);
-    for (p, c) in phases.iter_mut().zip(climbs) {
+    let mids = hit_rate_within(timeline, phases.len(), 0.45, 0.55);
+    let ends = hit_rate_within(timeline, phases.len(), 0.9, 1.0);
+    for (((p, c), mid), end) in phases.iter_mut().zip(climbs).zip(mids).zip(ends) {
         p.ops_to_climb = c;
+        p.fd_hit_mid = mid;
+        p.fd_hit_end = end;
     }
     phases
 }
@@ -547,6 +590,39 @@ pub(crate) mod tests {
             vec![Some(600), Some(500), None, None]
         );
         assert_eq!(ops_to_hit_rate(&timeline, 1, 0.99), vec![Some(1000)]);
+    }
+
+    /// A phase's midpoint and end hit rates weigh each interval by its operations inside
+    /// the window, per phase, and are `None` for a phase without points. (Issue 46's
+    /// figures: a window read from the wrong interval would move them.)
+    #[test]
+    fn hit_rates_within_a_window_weigh_the_intervals_inside_it() {
+        let point = |phase: usize, ops: u64, fd: u64| {
+            let c = Counters {
+                gets_fd: fd,
+                gets_sd: 100 - fd,
+                ..Default::default()
+            };
+            TimelinePoint::between(0.0, 0.5, ops, &c, phase)
+        };
+        // Phase 0: 1,000 operations in intervals of 400, 200 and 400; phase 1: one of 500.
+        let timeline = vec![
+            point(0, 400, 20),
+            point(0, 200, 60),
+            point(0, 400, 90),
+            point(1, 500, 70),
+        ];
+        let mid = hit_rate_within(&timeline, 3, 0.45, 0.55);
+        let end = hit_rate_within(&timeline, 3, 0.9, 1.0);
+        // 450-550 lies in the 200-operation interval (400-600).
+        assert!((mid[0].unwrap() - 0.6).abs() < 1e-9, "{mid:?}");
+        assert!((end[0].unwrap() - 0.9).abs() < 1e-9, "{end:?}");
+        // 350-650 spans 50 operations at 20%, 200 at 60% and 50 at 90%.
+        let wide = hit_rate_within(&timeline, 3, 0.35, 0.65);
+        let expected = (50.0 * 0.2 + 200.0 * 0.6 + 50.0 * 0.9) / 300.0;
+        assert!((wide[0].unwrap() - expected).abs() < 1e-9, "{wide:?}");
+        assert!((mid[1].unwrap() - 0.7).abs() < 1e-9);
+        assert_eq!((mid[2], end[2]), (None, None));
     }
 
     pub(crate) fn sample_results(out: &Path) -> BenchResults {
@@ -636,6 +712,8 @@ pub(crate) mod tests {
                             read_ios_per_op: Some(0.5),
                             second_half_read_ios_per_op: Some(0.25),
                             ops_to_climb: None,
+                            fd_hit_mid: None,
+                            fd_hit_end: None,
                         },
                         PhaseResult {
                             phase: 1,
@@ -645,6 +723,8 @@ pub(crate) mod tests {
                             read_ios_per_op: None,
                             second_half_read_ios_per_op: None,
                             ops_to_climb: None,
+                            fd_hit_mid: None,
+                            fd_hit_end: None,
                         },
                     ],
                 },

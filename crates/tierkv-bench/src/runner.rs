@@ -391,6 +391,8 @@ impl<'a> Shared<'a> {
             read_ios_per_op: ios(a, e),
             second_half_read_ios_per_op: ios(m, e),
             ops_to_climb: None,
+            fd_hit_mid: None,
+            fd_hit_end: None,
         };
         bounds.iter().enumerate().map(phase).collect()
     }

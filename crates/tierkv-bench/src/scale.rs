@@ -381,7 +381,15 @@ impl Config {
             BenchError::InvalidArgument(format!("--slow-device: {e}"))
         })?;
         let systems = systems(a)?;
-        let interval = a.interval.unwrap_or(p.interval);
+        // A phase of the phased presets lasts a few seconds: its midpoint and end hit rates
+        // (`PhaseResult::fd_hit_mid`, `fd_hit_end`, over a tenth of its operations each)
+        // need several timeline points per phase.
+        let phased = matches!(distribution, DistSpec::Phased(_));
+        let interval = a.interval.unwrap_or(if phased {
+            p.interval.min(0.25)
+        } else {
+            p.interval
+        });
         if !(0.05..=3600.0).contains(&interval) {
             return bad(format!(
                 "--interval {interval} must be in 0.05..=3600 seconds"
