@@ -55,14 +55,15 @@ pub struct RaltOptions {
     pub alpha: f64,
     /// A time slice lasts `gamma * fd_budget` accessed bytes (paper: 0.1).
     pub gamma: f64,
-    /// With exponential smoothing, how much a record's last access counts beside its
-    /// score when records are ranked against the hot and eviction thresholds: each time
-    /// slice of idleness divides the score by `exp(recency_weight)` for ranking (the score
-    /// itself decays by `alpha` only). Not in the paper (0.0 ranks by score alone). The
-    /// default 0.7 halves it per slice: when the stable keys do not fit the hot-set limit
-    /// (a hotspot that moved, while the old keys stay stable for five counter periods),
-    /// the keys read lately win over keys read more often before; while they fit, every
-    /// stable key is hot and nothing changes (docs/bench/hotrap.md, "The moved hotspot").
+    /// With auto-tuning and exponential smoothing, how much a record's last access counts
+    /// beside its score when records are ranked against the hot and eviction thresholds:
+    /// each time slice of idleness divides the score by `exp(recency_weight)` for ranking
+    /// (the score itself decays by `alpha` only). Not in the paper (0.0 ranks by score
+    /// alone; a fixed limit always does). The default 0.7 halves it per slice: when the
+    /// stable keys do not fit the hot-set limit (a hotspot that moved, while the old keys
+    /// stay stable for five counter periods), the keys read lately win over keys read more
+    /// often before; while they fit, every stable key is hot and nothing changes
+    /// (docs/bench/hotrap.md, "The moved hotspot").
     pub recency_weight: f64,
     /// Fraction of the tracked size an eviction removes (paper: 0.1).
     pub beta: f64,

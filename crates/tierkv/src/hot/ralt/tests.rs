@@ -234,6 +234,14 @@ fn options_default_and_validation() {
             ..o.clone()
         },
         RaltOptions {
+            recency_weight: -0.1,
+            ..o.clone()
+        },
+        RaltOptions {
+            recency_weight: f64::NAN,
+            ..o.clone()
+        },
+        RaltOptions {
             scoring: ScoringMethod::Clock { bits: 0 },
             ..o.clone()
         },
