@@ -564,19 +564,22 @@ pub(crate) mod tests {
     use crate::args::BenchArgs;
     use std::path::Path;
 
+    /// A half-second timeline point of `phase` with `ops` operations, `fd` of every 100
+    /// gets served by the fast disk.
+    fn point(phase: usize, ops: u64, fd: u64) -> TimelinePoint {
+        let c = Counters {
+            gets_fd: fd,
+            gets_sd: 100 - fd,
+            ..Default::default()
+        };
+        TimelinePoint::between(0.0, 0.5, ops, &c, phase)
+    }
+
     /// The climb counts a phase's operations up to the end of its first interval at or
     /// above the rate, restarts at each phase, and is `None` for a phase that never gets
     /// there. (Issue 46's figure: it must move when the hit rate rises earlier or later.)
     #[test]
     fn climb_counts_operations_to_the_first_interval_at_the_rate() {
-        let point = |phase: usize, ops: u64, fd: u64| {
-            let c = Counters {
-                gets_fd: fd,
-                gets_sd: 100 - fd,
-                ..Default::default()
-            };
-            TimelinePoint::between(0.0, 0.5, ops, &c, phase)
-        };
         let timeline = vec![
             point(0, 100, 10),
             point(0, 200, 89),
@@ -597,14 +600,6 @@ pub(crate) mod tests {
     /// figures: a window read from the wrong interval would move them.)
     #[test]
     fn hit_rates_within_a_window_weigh_the_intervals_inside_it() {
-        let point = |phase: usize, ops: u64, fd: u64| {
-            let c = Counters {
-                gets_fd: fd,
-                gets_sd: 100 - fd,
-                ..Default::default()
-            };
-            TimelinePoint::between(0.0, 0.5, ops, &c, phase)
-        };
         // Phase 0: 1,000 operations in intervals of 400, 200 and 400; phase 1: one of 500.
         let timeline = vec![
             point(0, 400, 20),
