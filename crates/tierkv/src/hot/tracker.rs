@@ -78,9 +78,13 @@ impl HotTracker {
     }
 
     /// Remembers that `record`, cached from the slow tier, is judged for promotion; true
-    /// if its key was judged lately too (RALT's repeat stage; the cascade has none).
+    /// if its key was judged lately too (RALT's repeat stage; the cascade has none). A
+    /// record the checker put back was judged at its read already: it is looked up, not
+    /// remembered again (counted twice, it would be a repeat of itself, and the stage's
+    /// share of repeats sizes its window).
     pub fn read_again(&self, key: &[u8], record: &PcRecord) -> bool {
         match self {
+            HotTracker::Ralt(r) if record.recorded => r.remembers(key),
             HotTracker::Ralt(r) => {
                 r.read_again(key, record.value.len().min(u32::MAX as usize) as u32)
             }

@@ -516,12 +516,18 @@ impl Ralt {
 
     /// Remembers that `key` (`value_len` bytes of value) was read from the slow tier and
     /// judged for promotion; true if it already was within the last hot-set limit's worth
-    /// of such keys (see the `repeat` module).
+    /// of such keys, up to twice that while most judged reads are repeats (see the
+    /// `repeat` module, `Repeats::widening`).
     pub fn read_again(&self, key: &[u8], value_len: u32) -> bool {
-        let window = self.hot_limit.load(Relaxed);
         let mut r = self.repeats.lock();
+        let window = (self.hot_limit.load(Relaxed) as f64 * r.widening()) as u64;
         r.fit(window, self.repeat_memory_limit());
         r.seen_again(filter_hash(key), key.len() as u64 + value_len as u64)
+    }
+
+    /// True if `key` is in the repeat stage's window, without counting a read.
+    pub fn remembers(&self, key: &[u8]) -> bool {
+        self.repeats.lock().remembers(filter_hash(key))
     }
 
     /// Most memory the repeat stage holds: as the admission table, an eighth of the memory

@@ -21,6 +21,12 @@ const MIN_WINDOW: usize = 1 << 10;
 const MAX_WINDOW: usize = 1 << 18;
 /// Bytes of a map bucket: a fingerprint, its count and a control byte.
 const BUCKET_BYTES: u64 = 4 + 4 + 1;
+/// The window widens (`Repeats::widening`) from 1x while at most this share of the recent
+/// judged reads are repeats ...
+const WIDEN_FROM: f64 = 0.2;
+/// ... to `MOST_WIDENING` times at this share and above.
+const WIDEN_TO: f64 = 0.4;
+const MOST_WIDENING: f64 = 2.0;
 
 /// The repeat stage's window.
 #[derive(Default)]
@@ -37,6 +43,10 @@ pub(crate) struct Repeats {
     reads: u64,
     /// Reads that were repeats.
     hits: u64,
+    /// Reads judged and repeats among them lately: both halve once the reads reach twice
+    /// the window, so they follow the last few windows of reads.
+    recent_reads: f64,
+    recent_hits: f64,
 }
 
 impl Repeats {
@@ -48,6 +58,24 @@ impl Repeats {
     /// Reads that were repeats.
     pub fn hits(&self) -> u64 {
         self.hits
+    }
+
+    /// How much wider than the hot-set limit's worth of keys the window is: 1 while at
+    /// most a fifth of the recent judged reads are repeats, twice at two fifths and above,
+    /// in between linearly. Under a uniform workload the share of repeats is the window over
+    /// the keys stored (a fast disk of a tenth of the data: about 5%), so the window stays
+    /// as it is and so do the false repeats; while a hotspot is learnt most slow reads go
+    /// to its keys and half of them or more are repeats, and a hot key's second read,
+    /// about a hotspot's worth of reads after its first, then falls inside a window of
+    /// twice the hot-set limit far more often than inside one (docs/bench/hotrap.md, "The
+    /// climb").
+    pub fn widening(&self) -> f64 {
+        if self.recent_reads < MIN_WINDOW as f64 {
+            return 1.0;
+        }
+        let share = self.recent_hits / self.recent_reads;
+        1.0 + ((share - WIDEN_FROM) / (WIDEN_TO - WIDEN_FROM)).clamp(0.0, 1.0)
+            * (MOST_WIDENING - 1.0)
     }
 
     /// Memory held, from the collections' capacities (the map's at least as reserved: its
@@ -104,15 +132,26 @@ impl Repeats {
     pub fn seen_again(&mut self, hash: u64, size: u64) -> bool {
         self.bytes += size;
         self.reads += 1;
+        self.recent_reads += 1.0;
+        if self.recent_reads >= 2.0 * self.window.max(MIN_WINDOW) as f64 {
+            self.recent_reads /= 2.0;
+            self.recent_hits /= 2.0;
+        }
         let fp = (hash >> 32) as u32;
         if self.present.contains_key(&fp) {
             self.hits += 1;
+            self.recent_hits += 1.0;
             return true;
         }
         self.order.push_back(fp);
         *self.present.entry(fp).or_default() += 1;
         self.trim();
         false
+    }
+
+    /// True if the key whose filter hash is `hash` is in the window (nothing counted).
+    pub fn remembers(&self, hash: u64) -> bool {
+        self.present.contains_key(&((hash >> 32) as u32))
     }
 
     fn trim(&mut self) {
@@ -181,7 +220,8 @@ mod tests {
         assert!(!r.seen_again(h(2), 1024));
         assert!(r.seen_again(h(1), 1024));
         assert!(r.seen_again(h(1), 1024), "stays remembered");
-        assert_eq!((r.reads(), r.hits()), (4, 2));
+        assert!(r.remembers(h(2)) && !r.remembers(h(3)));
+        assert_eq!((r.reads(), r.hits()), (4, 2), "a look-up counts nothing");
         for i in 100..100 + 4094 {
             assert!(!r.seen_again(h(i), 1024));
         }
@@ -219,6 +259,37 @@ mod tests {
             "the largest that fits"
         );
         assert!(small.bytes() <= 26_000, "{}", small.bytes());
+    }
+
+    /// The window widens with the share of recent reads that repeat, not with the
+    /// reads alone: keys drawn uniformly from 40 times the window repeat about 2.5% of
+    /// the time and leave it as it is; a hotspot of the window's size read round-robin
+    /// repeats at nearly every read and doubles it; back to uniform reads, it narrows again
+    /// within a few windows.
+    #[test]
+    fn the_window_widens_only_while_most_reads_repeat() {
+        let mut r = Repeats::default();
+        r.fit(4 << 20, u64::MAX);
+        assert_eq!(r.widening(), 1.0, "no reads yet");
+        let mut x = 7u64;
+        let mut uniform = |r: &mut Repeats| {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            r.seen_again(h((x >> 1) % (40 * 4096)), 1024);
+        };
+        for _ in 0..40_000 {
+            uniform(&mut r);
+        }
+        assert_eq!(r.widening(), 1.0, "uniform reads: {}", r.widening());
+        for i in 0..20_000 {
+            r.seen_again(h(1_000_000 + i % 4096), 1024);
+        }
+        assert_eq!(r.widening(), MOST_WIDENING, "a hotspot's reads");
+        for _ in 0..40_000 {
+            uniform(&mut r);
+        }
+        assert_eq!(r.widening(), 1.0, "uniform again: {}", r.widening());
     }
 
     /// The memory cap holds while the window slides: a third of the reads repeat a few
