@@ -17,9 +17,13 @@ and serves the same pattern for 10% of that many reads, alone on the machine:
 - `restored checkpoint`: a server opened on a SAVE of the primary (once it has read the
   keys the checkpoint lists).
 
+Then the old primary itself restarts (issue 46's restart target): reopened after its
+clean close, its first 10% against its last 10% before; then after another 10% of reads
+it is killed with kill -9 and reopened, its first 10% against the 10% before the kill.
+
 The fast-disk hit rate is the share of the reads that found their record anywhere but
 the slow disk (INFO fdhitrate: 1 - get_slow / found gets), over the primary's last 10%
-of reads and each candidate's first 10%. Prints one markdown table.
+of reads and each candidate's first 10%. Prints two markdown tables.
 
 Usage: warm_failover.py --tierkv BIN --out DIR [--records N] [--reads M]
 """
@@ -175,6 +179,21 @@ def main():
         settle(restored)
         rate, ops = hit_rate(restored.port, lambda: reads(restored.port, last, hot, a.records, 3))
         rows.append(("restored checkpoint, first 10%", rate, ops))
+        restored.stop()
+        # Issue 46's restart: the old primary reopened after its clean close (SHUTDOWN
+        # above); then, after another tenth of reads, killed with kill -9 and reopened.
+        restarts = []
+        again = Server(a, "primary", bp + 5)
+        servers.append(again)
+        rate, _ = hit_rate(again.port, lambda: reads(again.port, last, hot, a.records, 4))
+        restarts.append(("clean close (SHUTDOWN)", p_rate, rate))
+        before, _ = hit_rate(again.port, lambda: reads(again.port, last, hot, a.records, 5))
+        again.proc.kill()
+        again.proc.wait()
+        killed = Server(a, "primary", bp + 6)
+        servers.append(killed)
+        rate, _ = hit_rate(killed.port, lambda: reads(killed.port, last, hot, a.records, 6))
+        restarts.append(("kill -9", before, rate))
         print(f"records: {a.records} of 1,000 B, fast-disk budget {a.fd_budget}, cache {a.cache}; "
               f"reads: {a.reads} hotspot-5% on the primary, {last} on each candidate; "
               f"load {load_s:.0f} s; SAVE: {saved}")
@@ -183,6 +202,11 @@ def main():
         print("|---|--:|--:|--:|")
         for name, rate, ops in rows:
             print(f"| {name} | {rate * 100:.1f}% | {(rate - p_rate) * 100:+.1f} | {ops:,.0f} |")
+        print()
+        print("| the primary reopened after | last 10% before | first 10% after | points |")
+        print("|---|--:|--:|--:|")
+        for name, before, after in restarts:
+            print(f"| {name} | {before * 100:.1f}% | {after * 100:.1f}% | {(after - before) * 100:+.1f} |")
     finally:
         for s in servers:
             try:

@@ -147,6 +147,11 @@ impl<T: Entry, const N: usize> Store<T, N> {
         self.nodes[i as usize].as_mut().expect("live node")
     }
 
+    /// Every entry held, in no particular order.
+    pub fn entries(&self) -> impl Iterator<Item = &T> {
+        self.nodes.iter().flatten().map(|n| &n.val)
+    }
+
     /// The node whose entry has `hash` and satisfies `eq`.
     pub fn find(&self, hash: u64, eq: impl Fn(&T) -> bool) -> Option<u32> {
         self.index

@@ -229,6 +229,17 @@ impl Cache {
         }
     }
 
+    /// The keys of the KV and KP entries found below level `level` (as admitted: a record
+    /// may have moved since), one shard locked at a time.
+    pub fn point_keys_below(&self, level: usize) -> Vec<bytes::Bytes> {
+        let level = level.min(u8::MAX as usize) as u8;
+        let mut keys = Vec::new();
+        for slot in self.slots.iter() {
+            slot.shard.lock().point_keys_below(level, &mut keys);
+        }
+        keys
+    }
+
     /// The mode.
     pub fn mode(&self) -> CacheMode {
         self.ctl.mode

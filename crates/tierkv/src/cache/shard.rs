@@ -166,6 +166,16 @@ impl Shard {
         self.points.find(hash, |e| e.key() == key)
     }
 
+    /// Appends the keys of the KV and KP entries found below `level` to `out`.
+    pub fn point_keys_below(&self, level: u8, out: &mut Vec<bytes::Bytes>) {
+        out.extend(
+            self.points
+                .entries()
+                .filter(|e| e.level > level)
+                .map(|e| bytes::Bytes::copy_from_slice(e.key())),
+        );
+    }
+
     /// True when the point caches hold `key`'s value (a KV entry, or a KP entry inlining
     /// it). Counts nothing and touches nothing: a peek before a lookup that must not be
     /// counted twice.

@@ -1,10 +1,11 @@
-//! The promotion cache's keys carried by a checkpoint (`PCKEYS` in the copy's fast
-//! directory), read once by the store opened from it.
+//! The keys of the slow tier's records a store serves from memory, carried by a checkpoint
+//! (`PCKEYS` in the copy's fast directory), read once by the store opened from it.
 //!
-//! A running store serves part of its hot set from the promotion cache's memory (records
-//! read from the slow tier lately, on no fast-disk table), which a copy of its files does
-//! not have: a store restored from a checkpoint, or a replica given one, would meet those
-//! records on the slow disk. The checkpoint lists their keys; the store opened from it
+//! A running store serves part of its hot set from memory: the promotion cache's records
+//! (read from the slow tier lately, on no fast-disk table) and the KV and KP caches'
+//! entries of slow-tier records. A copy of its files has neither: a store restored from a
+//! checkpoint, or a replica given one, would meet those records on the slow disk. The
+//! checkpoint lists their keys; the store opened from it
 //! reads each once on a thread of its own (so the reads bring the records into its own
 //! cache, as the source's reads did), then removes the file. The keys are hints: a damaged
 //! or missing file only loses them.

@@ -198,9 +198,12 @@ pub(super) fn make(
         done.copied += copied;
     }
     if inner.hot.tracker.is_some() {
-        // The hot records this store serves from its promotion cache's memory: the store
-        // opened from the copy reads them (`cached_keys`).
+        // The slow tier's records this store serves from memory, its promotion cache's and
+        // its point caches': the store opened from the copy reads them (`cached_keys`).
         let mut keys = inner.hot.pc.keys();
+        if let Some(cache) = inner.tables.cache() {
+            keys.extend(cache.point_keys_below(inner.layout.last_fast_level));
+        }
         keys.sort_unstable();
         keys.dedup();
         super::cached_keys::write(fast_stage, &keys)?;

@@ -521,6 +521,17 @@ impl DbInner {
                 }
                 Inline::Answer(Some(plain(v)))
             }
+            // A pointer into the slow tier while the promotion cache holds the record: the
+            // same version (the cache never holds one older than the slow tier's newest,
+            // and a pointer names the newest outside the memtables), served from memory
+            // instead of a slow-disk block. (A store opened from a checkpoint reads the
+            // keys it lists once, which leaves both; every later read followed the pointer.)
+            PointLookup::Pointer(p) if r.promoting && p.level as usize > r.split => {
+                match self.get_from_promotion_cache(r) {
+                    Some(answer) => Inline::Answer(answer),
+                    None => Inline::Pointer(p),
+                }
+            }
             PointLookup::Pointer(p) => Inline::Pointer(p),
             PointLookup::Miss { warm } => {
                 r.warm = warm;

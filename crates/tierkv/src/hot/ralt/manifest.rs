@@ -65,29 +65,14 @@ impl State {
             put_varint64(&mut body, level as u64);
             put_varint64(&mut body, number);
         }
-        let mut out = Vec::with_capacity(body.len() + 16);
-        out.extend_from_slice(MAGIC);
-        put_fixed32(&mut out, body.len() as u32);
-        out.extend_from_slice(&body);
-        put_fixed32(&mut out, masked_crc(&body));
-        out
+        frame(MAGIC, &body)
     }
 
     pub fn decode(data: &[u8], path: &std::path::Path) -> Result<State> {
         let bad = |off: usize, why: &str| {
             Error::corruption(path, off as u64, format!("RALT manifest: {why}"))
         };
-        if data.len() < 16 || &data[..8] != MAGIC {
-            return Err(bad(0, "bad magic or truncated header"));
-        }
-        let len = decode_fixed32(&data[8..]) as usize;
-        if data.len() != 12 + len + 4 {
-            return Err(bad(8, "length does not match the file size"));
-        }
-        let body = &data[12..12 + len];
-        if masked_crc(body) != decode_fixed32(&data[12 + len..]) {
-            return Err(bad(12, "checksum mismatch"));
-        }
+        let body = unframe(data, MAGIC, path, "RALT manifest")?;
         let mut p = 0;
         let mut next = || -> Result<u64> {
             let (v, n) = get_varint64(&body[p..]).ok_or_else(|| bad(12 + p, "truncated field"))?;
@@ -161,10 +146,49 @@ pub(crate) fn sync_ralt_dir(env: &Env) -> Result<()> {
 
 /// Replaces the manifest atomically.
 pub(crate) fn write(env: &Env, state: &State) -> Result<()> {
-    let mut f = env.create_writable(Tier::Fast, MANIFEST_TMP, IoCause::Ralt)?;
-    f.append(&state.encode())?;
+    replace(env, MANIFEST, MANIFEST_TMP, &state.encode())
+}
+
+/// Replaces the file `name` of the fast tier by `data` atomically: written to `tmp`,
+/// synced, renamed over `name`, the directory synced.
+pub(crate) fn replace(env: &Env, name: &str, tmp: &str, data: &[u8]) -> Result<()> {
+    let mut f = env.create_writable(Tier::Fast, tmp, IoCause::Ralt)?;
+    f.append(data)?;
     f.sync()?;
     drop(f);
-    env.rename(Tier::Fast, MANIFEST_TMP, MANIFEST)?;
+    env.rename(Tier::Fast, tmp, name)?;
     sync_ralt_dir(env)
+}
+
+/// The framing of RALT's state files: `magic` (8 bytes), the body's length (fixed32), the
+/// body, its masked CRC-32C (fixed32).
+pub(crate) fn frame(magic: &[u8; 8], body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() + 16);
+    out.extend_from_slice(magic);
+    put_fixed32(&mut out, body.len() as u32);
+    out.extend_from_slice(body);
+    put_fixed32(&mut out, masked_crc(body));
+    out
+}
+
+/// The body of a file framed by [`frame`] with `magic`; `what` names the file in errors.
+pub(crate) fn unframe<'a>(
+    data: &'a [u8],
+    magic: &[u8; 8],
+    path: &std::path::Path,
+    what: &str,
+) -> Result<&'a [u8]> {
+    let bad = |off: u64, why: &str| Error::corruption(path, off, format!("{what}: {why}"));
+    if data.len() < 16 || &data[..8] != magic {
+        return Err(bad(0, "bad magic or truncated header"));
+    }
+    let len = decode_fixed32(&data[8..]) as usize;
+    if data.len() != 12 + len + 4 {
+        return Err(bad(8, "length does not match the file size"));
+    }
+    let body = &data[12..12 + len];
+    if masked_crc(body) != decode_fixed32(&data[12 + len..]) {
+        return Err(bad(12, "checksum mismatch"));
+    }
+    Ok(body)
 }

@@ -344,7 +344,7 @@ impl Ralt {
             staged_keys: AtomicU64::new(0),
             stage_merged: AtomicU64::new(0),
             mem_runs,
-            repeats: Mutex::default(),
+            repeats: Mutex::new(repeat::load(&env)),
             dirty: AtomicBool::new(false),
             checkpoint_base: AtomicU64::new(other_writes(&env)),
             checkpoints: AtomicU64::new(0),
@@ -654,7 +654,16 @@ impl Ralt {
         }
         self.write_stage(&mut m)?;
         self.save_state(&mut m, &self.version.load_full())?;
+        self.save_repeats()?;
         self.update_pending(&m);
+        Ok(())
+    }
+
+    /// Saves the repeat stage's window with the rest of the state (see the `repeat`
+    /// module): at close and at checkpoints.
+    fn save_repeats(&self) -> Result<()> {
+        let written = repeat::save(&self.env, &self.repeats)?;
+        self.checkpoint_written.fetch_add(written, Relaxed);
         Ok(())
     }
 
@@ -672,6 +681,7 @@ impl Ralt {
         };
         if !did && self.checkpoint_due() {
             self.save_state(&mut m, &self.version.load_full())?;
+            self.save_repeats()?;
             did = true;
         }
         self.update_pending(&m);
@@ -697,7 +707,8 @@ impl Ralt {
     /// (`flush` does it at close, background maintenance when the trigger fires).
     pub fn checkpoint(&self) -> Result<()> {
         let mut m = self.maint.lock();
-        self.save_state(&mut m, &self.version.load_full())
+        self.save_state(&mut m, &self.version.load_full())?;
+        self.save_repeats()
     }
 
     /// Writes the tracker's whole state into `dest` (a new directory, the `ralt/` of a
@@ -707,6 +718,7 @@ impl Ralt {
     pub fn checkpoint_into(&self, dest: &std::path::Path) -> Result<(usize, usize)> {
         let mut m = self.maint.lock();
         self.save_state(&mut m, &self.version.load_full())?;
+        self.save_repeats()?;
         let dir = self.env.path(Tier::Fast, manifest::DIR);
         std::fs::create_dir_all(dest).map_err(|e| Error::io(dest, e))?;
         let (mut linked, mut copied) = (0, 0);

@@ -11,8 +11,21 @@
 //! later keys, kept a hotspot key's first read until its second about as often only with
 //! twice the slots, and twice the false repeats under a uniform workload.) A key is
 //! remembered by a 32-bit fingerprint of its filter hash; the stage holds nothing RALT's
-//! scores use and is never persisted.
+//! scores use.
+//!
+//! The window is saved with RALT's state at close and at checkpoints (`ralt/REPEATS`,
+//! docs/FORMAT.md), so a reopened store, or one opened from a checkpoint, judges its first
+//! slow-tier reads as the store it came from would have: a key the source read lately is
+//! a repeat at its first read in the copy. Without it, the records a source served from
+//! its promotion cache's memory (hot by repeats, not yet by RALT's scores) were dropped by
+//! the copy's first checker pass.
 
+use crate::coding::{
+    decode_fixed32, decode_fixed64, get_varint64, put_fixed32, put_fixed64, put_varint64,
+};
+use crate::env::{Env, IoCause, Tier};
+use crate::error::{Error, Result};
+use parking_lot::Mutex;
 use std::collections::{HashMap, VecDeque};
 
 /// Fewest and most keys in the window (the most hold about 5 MiB); a memory cap may
@@ -47,6 +60,9 @@ pub(crate) struct Repeats {
     /// the window, so they follow the last few windows of reads.
     recent_reads: f64,
     recent_hits: f64,
+    /// `reads` when the window was last saved or loaded (0: never; a stage that judged
+    /// nothing writes nothing).
+    saved_at: u64,
 }
 
 impl Repeats {
@@ -154,6 +170,66 @@ impl Repeats {
         self.present.contains_key(&((hash >> 32) as u32))
     }
 
+    /// The window as a file's body (docs/FORMAT.md, "ralt/REPEATS"): the window, the
+    /// bytes, reads and repeats counted and the number of fingerprints (varints), the
+    /// recent reads and repeats (f64 bits, fixed64), then each fingerprint (fixed32),
+    /// oldest first.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(self.order.len() * 4 + 64);
+        let count = self.order.len() as u64;
+        for v in [self.window as u64, self.bytes, self.reads, self.hits, count] {
+            put_varint64(&mut out, v);
+        }
+        put_fixed64(&mut out, self.recent_reads.to_bits());
+        put_fixed64(&mut out, self.recent_hits.to_bits());
+        for &fp in &self.order {
+            put_fixed32(&mut out, fp);
+        }
+        out
+    }
+
+    /// The window [`Repeats::encode`] wrote, or why the body is not one. Memory is
+    /// reserved by the next [`Repeats::fit`], which also trims a window larger than the
+    /// store's limits now allow.
+    pub fn decode(body: &[u8]) -> std::result::Result<Repeats, &'static str> {
+        let mut p = 0;
+        let mut next = || -> std::result::Result<u64, &'static str> {
+            let (v, n) = get_varint64(&body[p..]).ok_or("truncated field")?;
+            p += n;
+            Ok(v)
+        };
+        let (window, bytes, reads, hits) = (next()?, next()?, next()?, next()?);
+        let count = next()?;
+        if window > MAX_WINDOW as u64 || count > window || hits > reads {
+            return Err("implausible field value");
+        }
+        let rest = &body[p..];
+        if rest.len() as u64 != 16 + count * 4 {
+            return Err("length does not match the fingerprints");
+        }
+        let recent_reads = f64::from_bits(decode_fixed64(rest));
+        let recent_hits = f64::from_bits(decode_fixed64(&rest[8..]));
+        let plausible = |x: f64| x.is_finite() && x >= 0.0;
+        if !plausible(recent_reads) || !plausible(recent_hits) || recent_hits > recent_reads {
+            return Err("implausible recent counts");
+        }
+        let mut r = Repeats {
+            window: window as usize,
+            bytes,
+            reads,
+            hits,
+            recent_reads,
+            recent_hits,
+            saved_at: reads,
+            ..Repeats::default()
+        };
+        for fp in rest[16..].chunks_exact(4).map(decode_fixed32) {
+            r.order.push_back(fp);
+            *r.present.entry(fp).or_default() += 1;
+        }
+        Ok(r)
+    }
+
     fn trim(&mut self) {
         while self.order.len() > self.window {
             let Some(fp) = self.order.pop_front() else {
@@ -167,6 +243,47 @@ impl Repeats {
             }
         }
     }
+}
+
+/// The window's file under the fast tier, and the name it is written under first.
+pub(crate) const FILE: &str = "ralt/REPEATS";
+const FILE_TMP: &str = "ralt/REPEATS.tmp";
+const MAGIC: &[u8; 8] = b"RALTREP1";
+
+/// Replaces the saved window by the stage's, unless no read was judged since the last
+/// save (the lock is held only to encode it); returns the bytes written.
+pub(crate) fn save(env: &Env, stage: &Mutex<Repeats>) -> Result<u64> {
+    let body = {
+        let mut r = stage.lock();
+        if r.saved_at == r.reads {
+            return Ok(0);
+        }
+        r.saved_at = r.reads;
+        r.encode()
+    };
+    let data = super::manifest::frame(MAGIC, &body);
+    super::manifest::replace(env, FILE, FILE_TMP, &data)?;
+    Ok(data.len() as u64)
+}
+
+/// The saved window, or an empty one when none was saved or the file is damaged (it is a
+/// hint: a store that lost it judges its first reads as after an open without it).
+pub(crate) fn load(env: &Env) -> Repeats {
+    if !env.exists(Tier::Fast, FILE) {
+        return Repeats::default();
+    }
+    let path = env.path(Tier::Fast, FILE);
+    let read = env
+        .read_all(Tier::Fast, FILE, IoCause::Ralt)
+        .and_then(|data| {
+            let body = super::manifest::unframe(&data, MAGIC, &path, "RALT repeat window")?;
+            Repeats::decode(body)
+                .map_err(|why| Error::corruption(&path, 12, format!("RALT repeat window: {why}")))
+        });
+    read.unwrap_or_else(|e| {
+        tracing::warn!("{e}: starting with an empty repeat window");
+        Repeats::default()
+    })
 }
 
 /// Entries the map is reserved for, for a window of `window` keys: twice what it holds at
@@ -290,6 +407,41 @@ mod tests {
             uniform(&mut r);
         }
         assert_eq!(r.widening(), 1.0, "uniform again: {}", r.widening());
+    }
+
+    /// The window saved is the window loaded: the same keys remembered in the same order
+    /// (the oldest leaves first), the same widening; a damaged body is refused, not
+    /// half-read.
+    #[test]
+    fn the_window_round_trips_and_a_damaged_one_is_refused() {
+        let mut r = Repeats::default();
+        r.fit(2 << 20, u64::MAX);
+        for i in 0..3000 {
+            r.seen_again(h(i % 1500), 1024);
+        }
+        let body = r.encode();
+        let mut back = Repeats::decode(&body).unwrap();
+        assert_eq!(back.window, r.window);
+        assert_eq!(back.order, r.order);
+        assert_eq!((back.reads(), back.hits()), (r.reads(), r.hits()));
+        assert_eq!(back.widening(), r.widening());
+        back.fit(2 << 20, u64::MAX);
+        assert!(back.remembers(h(0)) && !back.remembers(h(1500)));
+        for i in 2000..2000 + back.window as u64 - 1500 {
+            assert!(!back.seen_again(h(i), 1024));
+        }
+        assert!(
+            back.remembers(h(0)),
+            "the window is full, nothing pushed out yet"
+        );
+        assert!(!back.seen_again(h(99_999), 1024));
+        assert!(!back.remembers(h(0)), "the oldest is the first to go");
+        for cut in [0, 3, body.len() - 1] {
+            assert!(Repeats::decode(&body[..cut]).is_err(), "cut at {cut}");
+        }
+        let mut longer = body.clone();
+        longer.extend_from_slice(&[0; 4]);
+        assert!(Repeats::decode(&longer).is_err(), "a fingerprint too many");
     }
 
     /// The memory cap holds while the window slides: a third of the reads repeat a few
