@@ -6,6 +6,9 @@
 //! promoted records live in fast-tier tables (durable like any table) and RALT's scores in
 //! its own files, so neither a close nor a kill should send the hot set back to the slow
 //! tier (invariant 2 keeps the data; this checks that placement and hotness survive too).
+//! The `_served_from_memory_` tests do the same for a hot set that never reaches a table
+//! (promotion by flush off): the keys listed at close and while reads happen (`PCKEYS`)
+//! are read back at the reopen.
 
 mod common;
 
@@ -158,4 +161,117 @@ fn the_hot_set_survives_a_kill() {
     let db = Db::open(dir.path().join("fast"), options(dir.path())).unwrap();
     let after = read_phase(&db, 2, WINDOW);
     check(before, after, "kill -9");
+}
+
+/// A store whose hot set lives in memory only: promotion by flush off and a promotion
+/// cache that never fills, so the records read from the slow tier stay in the cache and
+/// the KV cache and never reach a fast-tier table; the list of them (`PCKEYS`) is written
+/// every 50 ms while reads happen.
+fn memory_served_options(dir: &Path) -> Options {
+    let mut o = options(dir);
+    o.promotion.by_flush = false;
+    o.promotion.cache_size = Some(4 << 20);
+    o.promotion.warm_list_interval = std::time::Duration::from_millis(50);
+    o.cache_size = 1 << 20;
+    o
+}
+
+const MEMORY_HOT: u64 = 150;
+
+/// Reads the memory-served hot set (every 40th key) `rounds` times; returns the slow-disk
+/// reads they took.
+fn read_memory_hot(db: &Db, rounds: u64) -> u64 {
+    let before = db.stats().get_sources.slow;
+    for _ in 0..rounds {
+        for k in (0..MEMORY_HOT).map(|i| i * 40) {
+            assert_eq!(db.get(common::key(k)).unwrap().unwrap(), value_of(k));
+        }
+    }
+    db.stats().get_sources.slow - before
+}
+
+/// Opens the store and waits until it has read back the keys its last run listed (the
+/// warming thread removes the list when done).
+fn open_warmed(dir: &Path) -> Db {
+    let db = Db::open(dir.join("fast"), memory_served_options(dir)).unwrap();
+    let list = dir.join("fast").join("PCKEYS");
+    let start = std::time::Instant::now();
+    while list.exists() {
+        assert!(start.elapsed().as_secs() < 60, "the list was never read");
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    db
+}
+
+/// Issue 46's restart for the part of the hot set served from memory: the store lists
+/// those keys at a clean close, and the reopened store reads them back into its caches,
+/// so its first reads of the hot set touch no slow block (they all did before the list).
+#[test]
+fn the_hot_set_served_from_memory_survives_a_clean_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path().join("fast"), memory_served_options(dir.path())).unwrap();
+    load(&db);
+    assert_eq!(read_memory_hot(&db, 1), MEMORY_HOT, "first reads: slow");
+    assert_eq!(read_memory_hot(&db, 5), 0, "then from memory");
+    db.close().unwrap();
+    let db = open_warmed(dir.path());
+    assert_eq!(read_memory_hot(&db, 1), 0, "warm after the reopen");
+}
+
+/// The child of `the_hot_set_served_from_memory_survives_a_kill`: learns the hot set,
+/// waits for the list to be written after that, says so and waits to be killed.
+#[test]
+#[ignore = "the child process of the_hot_set_served_from_memory_survives_a_kill"]
+fn memory_restart_child() {
+    let Ok(dir) = std::env::var(CHILD_ENV) else {
+        return;
+    };
+    let dir = Path::new(&dir);
+    let db = Db::open(dir.join("fast"), memory_served_options(dir)).unwrap();
+    load(&db);
+    read_memory_hot(&db, 6);
+    let list = dir.join("fast").join("PCKEYS");
+    let _ = std::fs::remove_file(&list);
+    let start = std::time::Instant::now();
+    while !list.exists() {
+        // Ends the child, and with its pipe the parent's wait, rather than hang.
+        assert!(start.elapsed().as_secs() < 30, "no list was written");
+        // One more read makes the next list due.
+        db.get(common::key(0)).unwrap();
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    println!("LISTED");
+    std::io::Write::flush(&mut std::io::stdout()).unwrap();
+    loop {
+        std::thread::park();
+    }
+}
+
+/// The same after a kill -9: the list the background wrote while reads happened is read
+/// back by the reopened store.
+#[test]
+fn the_hot_set_served_from_memory_survives_a_kill() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = std::env::current_exe().unwrap();
+    let mut child = Command::new(exe)
+        .args([
+            "memory_restart_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env(CHILD_ENV, dir.path())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let listed = BufReader::new(stdout)
+        .lines()
+        .map_while(Result::ok)
+        .any(|l| l == "LISTED");
+    assert!(listed, "the child ended before listing its keys");
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    let db = open_warmed(dir.path());
+    assert_eq!(read_memory_hot(&db, 1), 0, "warm after the kill");
 }

@@ -89,6 +89,15 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 }
             }
         }
+        if super::cached_keys::save_due(&inner) {
+            MutexGuard::unlocked(&mut st, || {
+                // A hint for the next open: a failure only loses it.
+                if let Err(e) = super::cached_keys::save(&inner) {
+                    tracing::warn!("listing the keys served from memory: {e}");
+                }
+            });
+            continue;
+        }
         // While tables hold expiring records, time alone can make a table worth sweeping,
         // and scans alone L0 worth compacting or a semi-sorted table worth defragmenting:
         // wake to let the picker look even if nothing else happens.
@@ -105,6 +114,12 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 .signals
                 .bg_cv
                 .wait_for(&mut st, inner.opts.compaction.expiry_check_interval);
+        } else if inner.hot.tracker.is_some() {
+            // Time alone makes the list of keys served from memory due.
+            inner
+                .signals
+                .bg_cv
+                .wait_for(&mut st, inner.opts.promotion.warm_list_interval);
         } else {
             inner.signals.bg_cv.wait(&mut st);
         }

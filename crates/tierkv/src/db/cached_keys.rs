@@ -1,39 +1,116 @@
-//! The keys of the slow tier's records a store serves from memory, carried by a checkpoint
-//! (`PCKEYS` in the copy's fast directory), read once by the store opened from it.
+//! The keys of the slow tier's records a store serves from memory (`PCKEYS` in a fast
+//! directory), read once by the store opened there.
 //!
 //! A running store serves part of its hot set from memory: the promotion cache's records
 //! (read from the slow tier lately, on no fast-disk table) and the KV and KP caches'
 //! entries of slow-tier records. A copy of its files has neither: a store restored from a
 //! checkpoint, or a replica given one, would meet those records on the slow disk. The
-//! checkpoint lists their keys; the store opened from it
-//! reads each once on a thread of its own (so the reads bring the records into its own
-//! cache, as the source's reads did), then removes the file. The keys are hints: a damaged
-//! or missing file only loses them.
+//! checkpoint lists their keys; the store opened from it reads each once on a thread of
+//! its own (so the reads bring the records into its own caches, as the source's reads
+//! did), then removes the file. The keys are hints: a damaged or missing file only loses
+//! them.
 //!
-//! Owns the file's format (docs/FORMAT.md, "Files in a store") and the warming thread;
-//! the cache is the promotion path's.
+//! A store lists them in its own directory too, for its own restart: at a clean close
+//! (after the promotion cache's records went to the fast disk, the point caches' remain),
+//! and every `PromotionOptions::warm_list_interval` while reads happen (the background
+//! threads, [`save_due`]),
+//! so a store reopened after a kill -9 warms from a list at most that old.
+//!
+//! Owns the file's format (docs/FORMAT.md, "Files in a store"), when it is written and the
+//! warming thread; the caches are the promotion path's and `cache`'s.
 
 use super::DbInner;
 use crate::coding::{get_length_prefixed, put_length_prefixed};
+use crate::env::Tier;
 use crate::error::{Error, Result};
 use crate::options::ReadOptions;
+use parking_lot::Mutex;
 use std::path::Path;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::time::Instant;
 
-/// The file's name in a store's fast directory.
+/// The file's name in a store's fast directory, and the name it is written under first.
 pub(crate) const FILE: &str = "PCKEYS";
+pub(crate) const FILE_TMP: &str = "PCKEYS.tmp";
 
-/// Writes `keys` as `dir/PCKEYS` (each length-prefixed, synced).
+/// When the store last listed its keys, and its gets then; and whether the warming
+/// thread still reads the list it found at open (which it removes when done: no list is
+/// written meanwhile, so it never removes a newer one).
+pub(crate) struct LastSave {
+    last: Mutex<(Instant, u64)>,
+    warming: AtomicBool,
+}
+
+impl LastSave {
+    pub(crate) fn now() -> LastSave {
+        LastSave {
+            last: Mutex::new((Instant::now(), 0)),
+            warming: AtomicBool::new(false),
+        }
+    }
+}
+
+/// The keys of the slow tier's records `inner` serves from memory: its promotion cache's
+/// and its point caches' entries found below the fast levels, sorted, once each.
+pub(super) fn served_from_memory(inner: &DbInner) -> Vec<bytes::Bytes> {
+    let mut keys = inner.hot.pc.keys();
+    if let Some(cache) = inner.tables.cache() {
+        keys.extend(cache.point_keys_below(inner.layout.last_fast_level));
+    }
+    keys.sort_unstable();
+    keys.dedup();
+    keys
+}
+
+/// Writes `keys` as `dir/PCKEYS` (each length-prefixed): written under a temporary name,
+/// synced, renamed over the last list.
 pub(super) fn write(dir: &Path, keys: &[bytes::Bytes]) -> Result<()> {
     let mut out = Vec::new();
     for k in keys {
         put_length_prefixed(&mut out, k);
     }
-    let path = dir.join(FILE);
-    std::fs::write(&path, &out)
-        .and_then(|()| std::fs::File::open(&path)?.sync_all())
-        .map_err(|e| Error::io(&path, e))
+    let (tmp, path) = (dir.join(FILE_TMP), dir.join(FILE));
+    std::fs::write(&tmp, &out)
+        .and_then(|()| std::fs::File::open(&tmp)?.sync_all())
+        .map_err(|e| Error::io(&tmp, e))?;
+    std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
+}
+
+/// Lists the store's keys in its own directory (a clean close, or [`save_due`]); no list
+/// when there are none. Not while the list found at open is still being read: it stays
+/// for the next open.
+pub(super) fn save(inner: &DbInner) -> Result<()> {
+    if inner.hot.tracker.is_none() || inner.hot.last_listed.warming.load(Ordering::Acquire) {
+        return Ok(());
+    }
+    let dir = inner.env.dir(Tier::Fast);
+    let keys = served_from_memory(inner);
+    if keys.is_empty() {
+        return match std::fs::remove_file(dir.join(FILE)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir.join(FILE), e)),
+            _ => Ok(()),
+        };
+    }
+    write(dir, &keys)
+}
+
+/// True (once, for one caller) when `warm_list_interval` passed since the last list and the
+/// store served gets since: the background thread that asks then calls [`save`].
+pub(super) fn save_due(inner: &DbInner) -> bool {
+    let listed = &inner.hot.last_listed;
+    if inner.hot.tracker.is_none() || listed.warming.load(Ordering::Acquire) {
+        return false;
+    }
+    let Some(mut last) = listed.last.try_lock() else {
+        return false;
+    };
+    let gets = inner.counters.gets.load(Ordering::Relaxed);
+    if last.0.elapsed() < inner.opts.promotion.warm_list_interval || gets == last.1 {
+        return false;
+    }
+    *last = (Instant::now(), gets);
+    true
 }
 
 /// The keys a checkpoint left in the store at `dir` (empty when none or damaged).
@@ -71,19 +148,36 @@ pub(super) fn start_warming(inner: &Arc<DbInner>) -> Result<Option<std::thread::
         return Ok(None);
     }
     let inner = inner.clone();
-    std::thread::Builder::new()
+    inner.hot.last_listed.warming.store(true, Ordering::Release);
+    let spawned = std::thread::Builder::new()
         .name("tierkv-warm".into())
-        .spawn(move || {
-            let ropts = ReadOptions::new();
-            for key in read(&dir) {
-                if inner.signals.shutting_down.load(Ordering::Acquire) {
-                    return;
+        .spawn({
+            let inner = inner.clone();
+            move || {
+                let ropts = ReadOptions::new();
+                for key in read(&dir) {
+                    if inner.signals.shutting_down.load(Ordering::Acquire) {
+                        return;
+                    }
+                    // A key deleted since reads as absent; a failed read loses a hint.
+                    let _ = inner.get(&key, &ropts);
                 }
-                // A key deleted since reads as absent; a failed read loses a hint.
-                let _ = inner.get(&key, &ropts);
+                let _ = std::fs::remove_file(dir.join(FILE));
+                inner
+                    .hot
+                    .last_listed
+                    .warming
+                    .store(false, Ordering::Release);
             }
-            let _ = std::fs::remove_file(dir.join(FILE));
-        })
+        });
+    if spawned.is_err() {
+        inner
+            .hot
+            .last_listed
+            .warming
+            .store(false, Ordering::Release);
+    }
+    spawned
         .map(Some)
         .map_err(|e| Error::io("<spawning the cache-warming thread>", e))
 }

@@ -200,12 +200,7 @@ pub(super) fn make(
     if inner.hot.tracker.is_some() {
         // The slow tier's records this store serves from memory, its promotion cache's and
         // its point caches': the store opened from the copy reads them (`cached_keys`).
-        let mut keys = inner.hot.pc.keys();
-        if let Some(cache) = inner.tables.cache() {
-            keys.extend(cache.point_keys_below(inner.layout.last_fast_level));
-        }
-        keys.sort_unstable();
-        keys.dedup();
+        let keys = super::cached_keys::served_from_memory(inner);
         super::cached_keys::write(fast_stage, &keys)?;
     }
     for s in &stages {

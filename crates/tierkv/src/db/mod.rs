@@ -184,6 +184,8 @@ pub(crate) struct Hotness {
     pub pc: PromotionCache<Arc<SuperVersion>>,
     /// The hotness tracker, RALT or the bloom cascade (when promotion is active).
     pub tracker: Option<Arc<HotTracker>>,
+    /// When the keys served from memory were last listed for a restart (`cached_keys`).
+    pub last_listed: cached_keys::LastSave,
 }
 
 /// The engine's shared state, grouped by owner: the type of a field says what guards it
@@ -997,6 +999,11 @@ impl Db {
         self.readers.stop();
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
+        }
+        // The slow tier's records the point caches hold, read again at the next open
+        // (after the threads: the warming thread's removal of the last list is behind).
+        if let Err(e) = cached_keys::save(&self.inner) {
+            tracing::warn!("listing the keys served from memory at close: {e}");
         }
         // Serialize with any in-flight leader, then make the log durable.
         let _w = self.inner.writes.commit.lock();

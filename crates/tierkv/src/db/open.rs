@@ -213,6 +213,7 @@ fn open_inner(
         hot: Hotness {
             pc: PromotionCache::new(opts.promotion_cache_size()),
             tracker: hot_tracker,
+            last_listed: super::cached_keys::LastSave::now(),
         },
         recent_changes: Default::default(),
         access_feed: Default::default(),

@@ -217,7 +217,14 @@ fn same_dir(a: &Path, b: &Path) -> bool {
 pub(super) fn is_store_file(name: &str) -> bool {
     matches!(
         name,
-        "LOCK" | "CURRENT" | "CURRENT.tmp" | "ralt" | TIERS | TIERS_TMP | super::cached_keys::FILE
+        "LOCK"
+            | "CURRENT"
+            | "CURRENT.tmp"
+            | "ralt"
+            | TIERS
+            | TIERS_TMP
+            | super::cached_keys::FILE
+            | super::cached_keys::FILE_TMP
     ) || name.starts_with("MANIFEST-")
         || crate::version::parse_file_number(name, "log").is_some()
         || crate::version::parse_file_number(name, "sst").is_some()

@@ -201,6 +201,11 @@ pub struct PromotionOptions {
     /// read from the slow tier beyond it is not cached (default `None`: bounded by the
     /// mutable table's cap of twice `cache_size` and the frozen tables' count).
     pub memory_limit: Option<usize>,
+    /// How often a store serving reads lists the keys of the slow tier's records it serves
+    /// from memory (`PCKEYS`; the promotion cache's and the point caches'), which the next
+    /// open reads back into its caches: the part of the hot set that a kill -9 would
+    /// otherwise send back to the slow disk (default 10 s; a clean close lists them too).
+    pub warm_list_interval: std::time::Duration,
     /// Which hotness tracker decides what is hot (default RALT).
     pub tracker: TrackerKind,
     /// RALT's settings; its `fd_budget` is taken from [`Options::fd_budget`].
@@ -394,6 +399,7 @@ impl Default for PromotionOptions {
             by_flush: true,
             cache_size: None,
             memory_limit: None,
+            warm_list_interval: std::time::Duration::from_secs(10),
             tracker: TrackerKind::Ralt,
             ralt: RaltOptions::default(),
             bloom_cascade: BloomCascadeOptions::default(),
@@ -605,6 +611,9 @@ impl Options {
         }
         if self.promotion.cache_size == Some(0) {
             return bad("promotion.cache_size must be positive".into());
+        }
+        if self.promotion.warm_list_interval.is_zero() {
+            return bad("promotion.warm_list_interval must be positive".into());
         }
         if self.promotion.memory_limit == Some(0) {
             return bad("promotion.memory_limit must be positive".into());
@@ -832,5 +841,9 @@ mod tests {
             };
             o.validate().unwrap();
         }
+        let mut o = Options::default();
+        o.promotion.warm_list_interval = std::time::Duration::ZERO;
+        let e = o.validate().unwrap_err().to_string();
+        assert!(e.contains("warm_list_interval"), "{e}");
     }
 }
