@@ -1,20 +1,18 @@
 //! The keys of the slow tier's records a store serves from memory (`PCKEYS` in a fast
-//! directory), read once by the store opened there.
+//! directory), read back by the store opened there.
 //!
 //! A running store serves part of its hot set from memory: the promotion cache's records
 //! (read from the slow tier lately, on no fast-disk table) and the KV and KP caches'
-//! entries of slow-tier records. A copy of its files has neither: a store restored from a
-//! checkpoint, or a replica given one, would meet those records on the slow disk. The
-//! checkpoint lists their keys; the store opened from it reads each once on a thread of
-//! its own (so the reads bring the records into its own caches, as the source's reads
-//! did), then removes the file. The keys are hints: a damaged or missing file only loses
-//! them.
-//!
-//! A store lists them in its own directory too, for its own restart: at a clean close
-//! (after the promotion cache's records went to the fast disk, the point caches' remain),
-//! and every `PromotionOptions::warm_list_interval` while reads happen (the background
-//! threads, [`save_due`]),
-//! so a store reopened after a kill -9 warms from a list at most that old.
+//! entries of slow-tier records. A copy of its files has neither, nor does the store
+//! itself after a restart: it would meet those records on the slow disk. So the keys are
+//! listed: in a checkpoint's copy, at a clean close (taken before the close promotes the
+//! promotion cache's records, some of which retention may move down again), and every
+//! `PromotionOptions::warm_list_interval` while reads happen (the background threads,
+//! [`save_due`]), so a store reopened after a kill -9 finds a list at most that old. At
+//! every open a thread of its own reads each listed key once (bringing the records into
+//! the store's caches, as the source's reads did); no list is written until it is done,
+//! so a close while it reads keeps the list whole. The keys are hints: a damaged or
+//! missing file only loses them.
 //!
 //! Owns the file's format (docs/FORMAT.md, "Files in a store"), when it is written and the
 //! warming thread; the caches are the promotion path's and `cache`'s.
@@ -26,7 +24,7 @@ use crate::error::{Error, Result};
 use crate::options::ReadOptions;
 use parking_lot::Mutex;
 use std::path::Path;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -34,12 +32,12 @@ use std::time::Instant;
 pub(crate) const FILE: &str = "PCKEYS";
 pub(crate) const FILE_TMP: &str = "PCKEYS.tmp";
 
-/// When the store last listed its keys, and its gets then; and whether the warming
-/// thread still reads the list it found at open (which it removes when done: no list is
-/// written meanwhile, so it never removes a newer one).
+/// When the store last listed its keys and its gets then; whether the warming thread
+/// still reads the list found at open, and how many keys it read.
 pub(crate) struct LastSave {
     last: Mutex<(Instant, u64)>,
     warming: AtomicBool,
+    keys_read: AtomicU64,
 }
 
 impl LastSave {
@@ -47,7 +45,18 @@ impl LastSave {
         LastSave {
             last: Mutex::new((Instant::now(), 0)),
             warming: AtomicBool::new(false),
+            keys_read: AtomicU64::new(0),
         }
+    }
+
+    /// The list found at open is still being read.
+    pub(crate) fn warming(&self) -> bool {
+        self.warming.load(Ordering::Acquire)
+    }
+
+    /// Keys of that list read so far.
+    pub(crate) fn keys_read(&self) -> u64 {
+        self.keys_read.load(Ordering::Relaxed)
     }
 }
 
@@ -77,15 +86,18 @@ pub(super) fn write(dir: &Path, keys: &[bytes::Bytes]) -> Result<()> {
     std::fs::rename(&tmp, &path).map_err(|e| Error::io(&path, e))
 }
 
-/// Lists the store's keys in its own directory (a clean close, or [`save_due`]); no list
-/// when there are none. Not while the list found at open is still being read: it stays
-/// for the next open.
+/// Lists the keys served from memory now in the store's own directory ([`save_due`]).
 pub(super) fn save(inner: &DbInner) -> Result<()> {
-    if inner.hot.tracker.is_none() || inner.hot.last_listed.warming.load(Ordering::Acquire) {
+    save_keys(inner, served_from_memory(inner))
+}
+
+/// Lists `keys` in the store's own directory, replacing the last list (none when `keys`
+/// is empty). Not while the list found at open is still being read: it stays.
+pub(super) fn save_keys(inner: &DbInner, keys: Vec<bytes::Bytes>) -> Result<()> {
+    if inner.hot.tracker.is_none() || inner.hot.last_listed.warming() {
         return Ok(());
     }
     let dir = inner.env.dir(Tier::Fast);
-    let keys = served_from_memory(inner);
     if keys.is_empty() {
         return match std::fs::remove_file(dir.join(FILE)) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(dir.join(FILE), e)),
@@ -95,11 +107,11 @@ pub(super) fn save(inner: &DbInner) -> Result<()> {
     write(dir, &keys)
 }
 
-/// True (once, for one caller) when `warm_list_interval` passed since the last list and the
-/// store served gets since: the background thread that asks then calls [`save`].
+/// True (once, for one caller) when `warm_list_interval` passed since the last list and
+/// the store served gets since: the background thread that asks then calls [`save`].
 pub(super) fn save_due(inner: &DbInner) -> bool {
     let listed = &inner.hot.last_listed;
-    if inner.hot.tracker.is_none() || listed.warming.load(Ordering::Acquire) {
+    if inner.hot.tracker.is_none() || listed.warming() {
         return false;
     }
     let Some(mut last) = listed.last.try_lock() else {
@@ -113,7 +125,7 @@ pub(super) fn save_due(inner: &DbInner) -> bool {
     true
 }
 
-/// The keys a checkpoint left in the store at `dir` (empty when none or damaged).
+/// The keys listed in the store at `dir` (empty when none or damaged).
 fn read(dir: &Path) -> Vec<Vec<u8>> {
     let path = dir.join(FILE);
     let Ok(data) = std::fs::read(&path) else {
@@ -140,42 +152,42 @@ fn read(dir: &Path) -> Vec<Vec<u8>> {
     keys
 }
 
-/// When the store holds a checkpoint's `PCKEYS`, starts the thread that reads those keys
-/// (stopping at shutdown) and then removes the file.
+/// Reads `keys` once each, one at a time, stopping at shutdown; then ends the warming
+/// unless stopped by it. (Sixteen at a time read 25K keys in 0.4-0.7 s instead of 1.0-1.1
+/// s, but the first 10% of reads after a reopen lost 3 more points to the slow disk: the
+/// keys a close promoted were read from the fast disk before the open's first compaction
+/// moved the ones RALT does not call hot down again, docs/bench/replication.md.)
+fn warm(inner: &DbInner, keys: Vec<Vec<u8>>) {
+    let listed = &inner.hot.last_listed;
+    let ropts = ReadOptions::new();
+    for key in keys {
+        if inner.signals.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
+        // A key deleted since reads as absent; a failed read loses a hint.
+        let _ = inner.get(&key, &ropts);
+        listed.keys_read.fetch_add(1, Ordering::Relaxed);
+    }
+    listed.warming.store(false, Ordering::Release);
+}
+
+/// When the store holds a list, starts the thread that reads its keys (stopping at
+/// shutdown).
 pub(super) fn start_warming(inner: &Arc<DbInner>) -> Result<Option<std::thread::JoinHandle<()>>> {
-    let dir = inner.env.dir(crate::env::Tier::Fast).to_path_buf();
+    let dir = inner.env.dir(Tier::Fast).to_path_buf();
     if inner.hot.tracker.is_none() || !dir.join(FILE).exists() {
         return Ok(None);
     }
-    let inner = inner.clone();
-    inner.hot.last_listed.warming.store(true, Ordering::Release);
+    let listed = &inner.hot.last_listed;
+    listed.warming.store(true, Ordering::Release);
     let spawned = std::thread::Builder::new()
         .name("tierkv-warm".into())
         .spawn({
             let inner = inner.clone();
-            move || {
-                let ropts = ReadOptions::new();
-                for key in read(&dir) {
-                    if inner.signals.shutting_down.load(Ordering::Acquire) {
-                        return;
-                    }
-                    // A key deleted since reads as absent; a failed read loses a hint.
-                    let _ = inner.get(&key, &ropts);
-                }
-                let _ = std::fs::remove_file(dir.join(FILE));
-                inner
-                    .hot
-                    .last_listed
-                    .warming
-                    .store(false, Ordering::Release);
-            }
+            move || warm(&inner, read(&dir))
         });
     if spawned.is_err() {
-        inner
-            .hot
-            .last_listed
-            .warming
-            .store(false, Ordering::Release);
+        listed.warming.store(false, Ordering::Release);
     }
     spawned
         .map(Some)

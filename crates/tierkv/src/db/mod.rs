@@ -979,7 +979,9 @@ impl Db {
             return Ok(());
         }
         // The hot set the promotion cache holds survives the close on the fast disk (a
-        // failure loses only that: the records are on the slow tier).
+        // failure loses only that: the records are on the slow tier). Listed first: the
+        // records leave the cache for a table, which retention may move down again.
+        let served_from_memory = cached_keys::served_from_memory(&self.inner);
         if let Err(e) = promote::promote_cached_now(&self.inner) {
             tracing::warn!("promoting the cached hot records at close: {e}");
         }
@@ -1000,9 +1002,9 @@ impl Db {
         for t in self.threads.lock().drain(..) {
             let _ = t.join();
         }
-        // The slow tier's records the point caches hold, read again at the next open
-        // (after the threads: the warming thread's removal of the last list is behind).
-        if let Err(e) = cached_keys::save(&self.inner) {
+        // Read again at the next open (written once the threads stopped: a warming thread
+        // that did not finish keeps the list it was reading).
+        if let Err(e) = cached_keys::save_keys(&self.inner, served_from_memory) {
             tracing::warn!("listing the keys served from memory at close: {e}");
         }
         // Serialize with any in-flight leader, then make the log durable.

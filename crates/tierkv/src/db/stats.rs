@@ -366,6 +366,11 @@ pub struct PromotionStats {
     pub checker_stale: u64,
     /// Slow-tier reads not cached because the promotion cache was at its memory cap.
     pub cache_full: u64,
+    /// The store still reads back the keys its last run or its checkpoint listed
+    /// (`PCKEYS`: the slow tier's records served from memory there).
+    pub warming: bool,
+    /// Keys of that list read back since open.
+    pub warm_keys_read: u64,
     /// The hotness tracker, when it is RALT.
     pub ralt: Option<crate::hot::ralt::RaltStats>,
     /// The hotness tracker, when it is the bloom cascade.
@@ -543,6 +548,8 @@ impl DbInner {
             checker_put_back: c.checker_put_back.load(Relaxed),
             checker_stale: c.checker_stale.load(Relaxed),
             cache_full: c.promotion_cache_full.load(Relaxed),
+            warming: self.hot.last_listed.warming(),
+            warm_keys_read: self.hot.last_listed.keys_read(),
             ralt,
             bloom_tracker,
         }
