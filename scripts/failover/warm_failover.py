@@ -20,6 +20,9 @@ and serves the same pattern for 10% of that many reads, alone on the machine:
 Then the old primary itself restarts (issue 46's restart target): reopened after its
 clean close, its first 10% against its last 10% before; then after another 10% of reads
 it is killed with kill -9 and reopened, its first 10% against the 10% before the kill.
+Each restarted server listens once it has read back its list of the keys it served from
+memory (`tierkv serve --warm-wait`, 30 s at most); the first 10% starts at its first
+answer, and the table gives the time from its start until the list was read.
 
 The fast-disk hit rate is the share of the reads that found their record anywhere but
 the slow disk (INFO fdhitrate: 1 - get_slow / found gets), over the primary's last 10%
@@ -203,8 +206,8 @@ def main():
         restored.stop()
         # Issue 46's restart: the old primary reopened after its clean close (SHUTDOWN
         # above); then, after another tenth of reads, killed with kill -9 and reopened.
-        # The first 10% starts as soon as the server answers: its reading back of the
-        # keys it listed runs beside it (timed).
+        # The first 10% starts as soon as the server answers (once it read back the keys
+        # it listed, or after --warm-wait); the reading back is timed from the start.
         restarts = []
         t = time.monotonic()
         again = Server(a, "primary", bp + 5)

@@ -203,6 +203,43 @@ struct ServeArgs {
     /// Most threads running store calls at once.
     #[arg(long, default_value_t = 64)]
     io_threads: usize,
+    /// Seconds the server waits, before it listens, for the store to read back the keys
+    /// of the slow tier's records it served from memory before its restart (or that its
+    /// checkpoint listed), so that its first clients find them in memory; 0 listens at
+    /// once, the reading going on beside the clients.
+    #[arg(long, default_value_t = 30.0, value_parser = non_negative_seconds)]
+    warm_wait: f64,
+}
+
+/// A number of seconds, at least 0 and finite.
+fn non_negative_seconds(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!("{s:?}: accepted: seconds, 0 and up (e.g. 30, 2.5)")),
+    }
+}
+
+/// Waits up to `seconds` while the store reads back its list of keys served from memory
+/// (`Db::is_warming`), and says how it went.
+fn wait_for_warming(db: &tierkv::Db, seconds: f64) {
+    let start = std::time::Instant::now();
+    if seconds == 0.0 || !db.is_warming() {
+        return;
+    }
+    let limit = std::time::Duration::from_secs_f64(seconds);
+    while db.is_warming() && start.elapsed() < limit {
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let keys = db.stats().promotion.warm_keys_read;
+    let how = if db.is_warming() {
+        "still reading"
+    } else {
+        "read back"
+    };
+    eprintln!(
+        "tierkv serve: {how} {keys} keys served from memory before the restart ({:.1} s)",
+        start.elapsed().as_secs_f64()
+    );
 }
 
 fn serve(args: ServeArgs, on_command_line: &dyn Fn(&str) -> bool) -> CliResult {
@@ -301,6 +338,7 @@ fn serve(args: ServeArgs, on_command_line: &dyn Fn(&str) -> bool) -> CliResult {
     // Retired WALs back the replication backlog on disk.
     opts.wal_retention_bytes = config.repl_backlog_size as u64;
     let db = tierkv::Db::open(&store.db, opts)?;
+    wait_for_warming(&db, args.warm_wait);
     tierkv_server::serve(db, config, |addr| {
         eprintln!("tierkv serve: listening on {addr}");
     })?;

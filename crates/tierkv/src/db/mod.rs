@@ -960,6 +960,14 @@ impl Db {
         self.inner.state.lock().jobs.bg_error.clone()
     }
 
+    /// True while the store reads back, on a thread of its own, the keys of the slow
+    /// tier's records it served from memory before it was closed or killed (or that the
+    /// checkpoint it was opened from listed), bringing them into its caches; see
+    /// `PromotionOptions::warm_list_interval`. A server may wait for it before it serves.
+    pub fn is_warming(&self) -> bool {
+        self.inner.hot.last_listed.warming()
+    }
+
     /// Stops background work, syncs the WAL and closes the store. Dropping the `Db` does
     /// the same but cannot report errors.
     pub fn close(self) -> Result<()> {
