@@ -155,7 +155,8 @@ pub struct BenchArgs {
     /// reader pool) [default: the engine's, auto].
     #[arg(long, value_name = "IO")]
     pub read_io: Option<String>,
-    /// Seconds per timeline point [default: the scale's: 0.5 for smoke, 1 otherwise].
+    /// Seconds per timeline point [default: the scale's: 0.5 for smoke, 0.25 for small, 1
+    /// for paper; at most 0.25 for a phased distribution].
     #[arg(long)]
     pub interval: Option<f64>,
     /// Keep each system's store after its run (default: removed to save disk space).
