@@ -61,8 +61,12 @@ impl LastSave {
 }
 
 /// The keys of the slow tier's records `inner` serves from memory: its promotion cache's
-/// and its point caches' entries found below the fast levels, sorted, once each.
+/// and its point caches' entries found below the fast levels, sorted, once each. None
+/// without promotion (nothing would read them back).
 pub(super) fn served_from_memory(inner: &DbInner) -> Vec<bytes::Bytes> {
+    if inner.hot.tracker.is_none() {
+        return Vec::new();
+    }
     let mut keys = inner.hot.pc.keys();
     if let Some(cache) = inner.tables.cache() {
         keys.extend(cache.point_keys_below(inner.layout.last_fast_level));
