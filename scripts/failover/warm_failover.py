@@ -208,23 +208,22 @@ def main():
         # above); then, after another tenth of reads, killed with kill -9 and reopened.
         # The first 10% starts as soon as the server answers (once it read back the keys
         # it listed, or after --warm-wait); the reading back is timed from the start.
-        restarts = []
-        t = time.monotonic()
-        again = Server(a, "primary", bp + 5)
-        servers.append(again)
-        clock = WarmingClock(again, t)
-        rate, _ = hit_rate(again.port, lambda: reads(again.port, last, hot, a.records, 4))
-        clock.join()
-        restarts.append(("clean close (SHUTDOWN)", p_rate, rate, clock))
+        def reopen(port, seed):
+            """Restarts the old primary's store on `port`; its first 10% and warming clock."""
+            t = time.monotonic()
+            s = Server(a, "primary", port)
+            servers.append(s)
+            clock = WarmingClock(s, t)
+            rate, _ = hit_rate(s.port, lambda: reads(s.port, last, hot, a.records, seed))
+            clock.join()
+            return s, rate, clock
+
+        again, rate, clock = reopen(bp + 5, 4)
+        restarts = [("clean close (SHUTDOWN)", p_rate, rate, clock)]
         before, _ = hit_rate(again.port, lambda: reads(again.port, last, hot, a.records, 5))
         again.proc.kill()
         again.proc.wait()
-        t = time.monotonic()
-        killed = Server(a, "primary", bp + 6)
-        servers.append(killed)
-        clock = WarmingClock(killed, t)
-        rate, _ = hit_rate(killed.port, lambda: reads(killed.port, last, hot, a.records, 6))
-        clock.join()
+        _, rate, clock = reopen(bp + 6, 6)
         restarts.append(("kill -9", before, rate, clock))
         print(f"records: {a.records} of 1,000 B, fast-disk budget {a.fd_budget}, cache {a.cache}; "
               f"reads: {a.reads} hotspot-5% on the primary, {last} on each candidate; "
