@@ -168,18 +168,12 @@ fn update_cache_for_flush(inner: &Arc<DbInner>, mem: &Arc<MemTable>, file: &NewF
         return Ok(());
     };
     let mut keys: Vec<FlushedKey> = Vec::new();
-    mem.for_each_entry(|ikey, value| {
-        if let Some(k) = crate::key::parse_internal_key(ikey) {
-            // Versions of a key come newest first: keep the first of each.
-            if keys.last().is_none_or(|l| l.key != k.user_key) {
-                keys.push(FlushedKey {
-                    key: k.user_key,
-                    value: (k.kind == crate::key::ValueKind::Value).then_some(value),
-                });
-            }
-        }
-        Ok(())
-    })?;
+    mem.for_each_newest(|key, kind, value| {
+        keys.push(FlushedKey {
+            key,
+            value: (kind == crate::key::ValueKind::Value).then_some(value),
+        });
+    });
     let meta = FileMeta::new(file.clone(), inner.env.clone());
     let mut table: Option<Option<Arc<crate::sst::Table>>> = None;
     cache.apply_flush(&keys, file.number, |key| {

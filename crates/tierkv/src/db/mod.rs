@@ -503,8 +503,9 @@ impl Db {
 
     /// Applies a batch atomically on the calling thread, for a caller that must not wait
     /// (an event loop), or fails with [`Error::WouldBlock`] having written nothing: when
-    /// another writer is committing, level 0 is at its slowdown trigger, or the memtable
-    /// is full. The WAL is written but not fsynced (as [`Db::write`] with the default
+    /// another writer's commit lasts more than 100 microseconds (it is making room: a
+    /// memtable switch, a stall), level 0 is at its slowdown trigger, or the memtable is
+    /// full. The WAL is written but not fsynced (as [`Db::write`] with the default
     /// options); what is left is a `write(2)` into the page cache and the memtable
     /// insert. Retry with [`Db::write`] (or [`Db::write_opt`]), which waits.
     pub fn write_now(&self, batch: WriteBatch) -> Result<()> {

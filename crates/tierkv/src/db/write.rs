@@ -37,6 +37,10 @@ type Condition = (Vec<Vec<u8>>, SeqNo);
 /// Upper bound of a commit group's encoded size.
 const MAX_GROUP_BYTES: usize = 1 << 20;
 
+/// How long [`DbInner::write_now`] waits for another writer's commit before it declines:
+/// a few commits of a WAL append and a memtable insert, far less than a switch or a stall.
+const COMMIT_WAIT: Duration = Duration::from_micros(100);
+
 /// A writer waiting in the queue.
 pub(crate) struct PendingWrite {
     batch: Mutex<Option<WriteBatch>>,
@@ -233,7 +237,7 @@ impl DbInner {
 
     /// Applies `batch` at once on this thread (WAL written, not fsynced), or fails with
     /// [`Error::WouldBlock`] without writing anything when that would mean waiting:
-    /// another writer holds the commit, level 0 is at its slowdown trigger, or the
+    /// another writer holds the commit for more than [`COMMIT_WAIT`], level 0 is at its slowdown trigger, or the
     /// memtable is full (a switch creates and syncs files). See [`crate::Db::write_now`].
     pub(crate) fn write_now(&self, batch: WriteBatch) -> Result<()> {
         if self.signals.shutting_down.load(Ordering::Acquire) {
@@ -243,7 +247,10 @@ impl DbInner {
         if batch.is_empty() {
             return Ok(());
         }
-        let Some(_commit) = self.writes.commit.try_lock() else {
+        // A commit that only writes the WAL and the memtable takes tens of microseconds:
+        // waiting for one costs the caller less than a hand-off to a thread that may wait
+        // (a leader holding the commit longer is making room: a switch, a stall).
+        let Some(_commit) = self.writes.commit.try_lock_for(COMMIT_WAIT) else {
             return Err(Error::WouldBlock("another writer is committing"));
         };
         self.room_without_waiting(MemTable::batch_charge(&batch))?;

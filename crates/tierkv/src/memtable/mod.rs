@@ -1,36 +1,51 @@
 //! The memtable: recent writes in a skiplist ordered by internal key, readable while
 //! written. It owns the in-memory ordering and size accounting only; when it is frozen,
 //! flushed and dropped is decided by the write path (`db::write`, `db::background`).
-//! The skiplist itself, its arena and its lock-free reads are `skiplist`'s.
+//! The skiplist itself (one node per user key, its versions chained newest first), its
+//! arena and its lock-free reads are `skiplist`'s; the hash index over its keys is
+//! `index`'s.
 
+mod index;
 #[allow(unsafe_code)]
 mod skiplist;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{parse_internal_key, SeqNo, ShortBytes, ValueKind, KIND_FOR_SEEK, TRAILER_LEN};
-use crate::mem_filter::MemFilter;
+use crate::key::{SeqNo, ValueKind, KIND_FOR_SEEK, TRAILER_LEN};
 use crate::sst::filter::filter_hash;
-use skiplist::{node_size, Position, SkipList, MAX_HEIGHT};
+use skiplist::{node_size, version_size, Position, SkipList, INDEX_BYTES_PER_KEY, MAX_HEIGHT};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// The encoded internal key `user_key` + `trailer`, on the stack when short (user keys up
-/// to 22 bytes), for an insert to copy into its node or a lookup to search with.
-fn internal_key(user_key: &[u8], trailer: u64) -> ShortBytes {
-    ShortBytes::concat(user_key, &trailer.to_le_bytes())
+/// The trailer of the newest version at or below `seq` (as [`crate::key::seek_key`]'s).
+fn seek_trailer(seq: SeqNo) -> u64 {
+    (seq << 8) | KIND_FOR_SEEK as u64
 }
 
-/// The key to seek to for the newest version of `user_key` at or below `seq` (as
-/// [`crate::key::seek_key`]).
-fn seek_key(user_key: &[u8], seq: SeqNo) -> ShortBytes {
-    internal_key(user_key, (seq << 8) | KIND_FOR_SEEK as u64)
+/// Splits an encoded internal key into its user key and trailer (a key shorter than a
+/// trailer, never written by this crate, reads as an empty user key of trailer 0).
+fn split_internal(ikey: &[u8]) -> (&[u8], u64) {
+    match ikey.len().checked_sub(TRAILER_LEN) {
+        Some(n) => {
+            let mut t = [0; TRAILER_LEN];
+            t.copy_from_slice(&ikey[n..]);
+            (&ikey[..n], u64::from_le_bytes(t))
+        }
+        None => (&[], 0),
+    }
 }
 
-/// The node size the memtable's filter is sized by: an 8-byte key and a 16-byte value, a
-/// small record (a memtable of larger ones holds fewer keys, and its filter only filters
-/// better).
-const SMALL_ENTRY: usize = node_size(8 + TRAILER_LEN, 16, 1);
+/// `buf` set to the internal key of `user_key` and `trailer`.
+fn fill_internal<'b>(buf: &'b mut Vec<u8>, user_key: &[u8], trailer: u64) -> &'b [u8] {
+    buf.clear();
+    buf.extend_from_slice(user_key);
+    buf.extend_from_slice(&trailer.to_le_bytes());
+    buf
+}
+
+fn kind_of(trailer: u64) -> Option<ValueKind> {
+    ValueKind::from_u8(trailer as u8)
+}
 
 /// What a memtable knows about a key at a snapshot.
 #[derive(Debug, PartialEq, Eq)]
@@ -50,9 +65,6 @@ pub enum MemGet {
 pub struct MemTable {
     id: u64,
     list: SkipList,
-    /// Every user key added, so that a lookup of a key never written here (most point
-    /// reads, in every memtable they search) skips the skiplist.
-    filter: MemFilter,
     /// Bytes of WAL records written for this memtable (its WAL files' bytes), which stay
     /// on the fast disk until it is flushed.
     wal_bytes: AtomicU64,
@@ -68,7 +80,6 @@ impl MemTable {
         MemTable {
             id,
             list: SkipList::new(capacity),
-            filter: MemFilter::with_capacity(capacity / SMALL_ENTRY),
             wal_bytes: AtomicU64::new(0),
             smallest_seq: AtomicU64::new(u64::MAX),
             largest_seq: AtomicU64::new(0),
@@ -80,11 +91,12 @@ impl MemTable {
         self.id
     }
 
-    /// The most bytes an entry of these sizes adds to [`MemTable::approximate_size`]: its
-    /// node with the tallest tower (most nodes take one link, an entry of an 8-byte key and
-    /// a 100-byte value 144 bytes in all).
+    /// The most bytes an entry of these sizes adds to [`MemTable::approximate_size`]: a
+    /// new key's node with the tallest tower, its version and its share of the hash index
+    /// (most nodes take one link: the first version of an 8-byte key and a 100-byte value
+    /// takes 160 bytes and about 11 of index, a rewrite 128).
     pub fn entry_charge(key_len: usize, value_len: usize) -> usize {
-        node_size(key_len + TRAILER_LEN, value_len, MAX_HEIGHT)
+        node_size(key_len, MAX_HEIGHT) + version_size(value_len) + INDEX_BYTES_PER_KEY
     }
 
     /// What a whole batch adds to [`MemTable::approximate_size`].
@@ -98,10 +110,8 @@ impl MemTable {
     /// Inserts one version. Sequence numbers are unique, so entries never collide. `value`
     /// is the stored value (an expiring one carries its deadline prefix).
     pub fn add(&self, seq: SeqNo, kind: ValueKind, key: &[u8], value: &[u8]) {
-        let ikey = internal_key(key, crate::key::pack_trailer(seq, kind));
-        // Before the insert: a reader that may see the entry must find its bits set.
-        self.filter.insert(filter_hash(key));
-        self.list.insert(ikey.as_slice(), value);
+        let trailer = crate::key::pack_trailer(seq, kind);
+        self.list.insert(key, filter_hash(key), trailer, value);
         self.smallest_seq.fetch_min(seq, Ordering::Relaxed);
         self.largest_seq.fetch_max(seq, Ordering::Relaxed);
     }
@@ -116,39 +126,30 @@ impl MemTable {
     /// [`MemTable::get`] for a key whose [`filter_hash`] the caller computed (once for all
     /// the memtables it searches).
     pub fn get_hashed(&self, key: &[u8], hash: u64, snapshot: SeqNo) -> MemGet {
-        if !self.filter.may_contain(hash) {
-            return MemGet::NotFound;
-        }
-        let Some(pos) = self.list.seek(seek_key(key, snapshot).as_slice()) else {
+        let Some((trailer, stored)) = self.list.get(key, hash, seek_trailer(snapshot)) else {
             return MemGet::NotFound;
         };
-        let (ikey, stored) = self.list.entry(pos);
-        match parse_internal_key(ikey) {
-            Some(p) if p.user_key == key => match p.kind {
-                ValueKind::Value => MemGet::Found(stored.to_vec(), None),
-                ValueKind::Expiring => match crate::expiry::split_stored(p.kind, stored) {
+        match kind_of(trailer) {
+            Some(ValueKind::Value) => MemGet::Found(stored.to_vec(), None),
+            Some(ValueKind::Expiring) => {
+                match crate::expiry::split_stored(ValueKind::Expiring, stored) {
                     Some((_, deadline)) => {
                         MemGet::Found(stored[crate::expiry::DEADLINE_LEN..].to_vec(), deadline)
                     }
                     None => MemGet::Deleted,
-                },
-                ValueKind::Delete => MemGet::Deleted,
-            },
-            _ => MemGet::NotFound,
+                }
+            }
+            Some(ValueKind::Delete) => MemGet::Deleted,
+            // Never written by this crate.
+            None => MemGet::NotFound,
         }
     }
 
     /// Sequence number of the newest version of `key` held, if any.
     pub fn latest_seq(&self, key: &[u8]) -> Option<SeqNo> {
-        if !self.filter.may_contain(filter_hash(key)) {
-            return None;
-        }
-        let pos = self
-            .list
-            .seek(seek_key(key, crate::key::MAX_SEQ).as_slice())?;
-        parse_internal_key(self.list.entry(pos).0)
-            .filter(|p| p.user_key == key)
-            .map(|p| p.seq)
+        let max = seek_trailer(crate::key::MAX_SEQ);
+        let (trailer, _) = self.list.get(key, filter_hash(key), max)?;
+        Some(trailer >> 8)
     }
 
     /// True when any version of `key` is here.
@@ -156,9 +157,9 @@ impl MemTable {
         self.latest_seq(key).is_some()
     }
 
-    /// Bytes of memory used, approximately (entries and the filter).
+    /// Bytes of memory used, approximately (keys, versions and the hash index).
     pub fn approximate_size(&self) -> usize {
-        self.list.memory() + self.filter.memory()
+        self.list.memory()
     }
 
     /// Counts `n` more bytes of WAL written for this memtable's records.
@@ -194,16 +195,28 @@ impl MemTable {
     }
 
     /// Calls `f` with every version's encoded internal key and value, in internal-key
-    /// order, stopping at the first error: for the full scans of a flush. The slices live
-    /// as long as the memtable (entries are never moved or freed before it is).
+    /// order, stopping at the first error: for the full scans of a flush. The values live
+    /// as long as the memtable (entries are never moved or freed before it is); the key
+    /// is assembled for the call.
     pub fn for_each_entry<'a>(
         &'a self,
-        mut f: impl FnMut(&'a [u8], &'a [u8]) -> Result<()>,
+        mut f: impl FnMut(&[u8], &'a [u8]) -> Result<()>,
     ) -> Result<()> {
-        for (key, value) in self.list.iter() {
-            f(key, value)?;
+        let mut ikey = Vec::new();
+        for (key, trailer, value) in self.list.iter() {
+            f(fill_internal(&mut ikey, key, trailer), value)?;
         }
         Ok(())
+    }
+
+    /// Calls `f` with each key's newest version: its user key, kind and value, in key
+    /// order (a version of a kind this crate does not write is passed over).
+    pub fn for_each_newest<'a>(&'a self, mut f: impl FnMut(&'a [u8], ValueKind, &'a [u8])) {
+        for (key, trailer, value) in self.list.newest_versions() {
+            if let Some(kind) = kind_of(trailer) {
+                f(key, kind, value);
+            }
+        }
     }
 
     /// A cursor over every version, in internal-key order. It sees entries added after
@@ -212,15 +225,38 @@ impl MemTable {
         MemTableIterator {
             mem: self.clone(),
             current: None,
+            before: None,
+            key: Vec::new(),
         }
     }
 }
 
 /// Cursor over a memtable: the memtable it holds keeps its entries alive, so the cursor
-/// steps forward by one link; backward, and after a seek, it searches.
+/// steps forward by one link; after a seek it searches; backward it walks the current
+/// key's chain once and keeps what it found.
 pub struct MemTableIterator {
     mem: Arc<MemTable>,
     current: Option<Position>,
+    /// The versions before `current`, the nearest last, when a backward step found them.
+    before: Option<Vec<Position>>,
+    /// The current version's internal key.
+    key: Vec<u8>,
+}
+
+impl MemTableIterator {
+    /// Moves to `pos` (forgetting the versions before the old position, unless the move
+    /// came from them).
+    fn set(&mut self, pos: Option<Position>, before: Option<Vec<Position>>) {
+        self.current = pos;
+        self.before = before;
+        match pos {
+            Some(p) => {
+                let (key, trailer, _) = self.mem.list.entry(p);
+                fill_internal(&mut self.key, key, trailer);
+            }
+            None => self.key.clear(),
+        }
+    }
 }
 
 impl InternalIterator for MemTableIterator {
@@ -228,32 +264,42 @@ impl InternalIterator for MemTableIterator {
         self.current.is_some()
     }
     fn seek_to_first(&mut self) -> Result<()> {
-        self.current = self.mem.list.first();
+        self.set(self.mem.list.first(), None);
         Ok(())
     }
     fn seek_to_last(&mut self) -> Result<()> {
-        self.current = self.mem.list.last();
+        self.set(self.mem.list.last(), None);
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        self.current = self.mem.list.seek(target);
+        let (key, trailer) = split_internal(target);
+        self.set(self.mem.list.seek(key, trailer), None);
         Ok(())
     }
     fn next(&mut self) -> Result<()> {
-        self.current = self.current.and_then(|p| self.mem.list.next(p));
+        let next = self.current.and_then(|p| self.mem.list.next(p));
+        self.set(next, None);
         Ok(())
     }
     fn prev(&mut self) -> Result<()> {
-        self.current = self
-            .current
-            .and_then(|p| self.mem.list.seek_before(self.mem.list.entry(p).0));
+        let Some(p) = self.current else {
+            return Ok(());
+        };
+        // An empty list of versions before means `p` is its key's newest: the versions
+        // before it are the previous key's.
+        let mut before = match self.before.take() {
+            Some(before) if !before.is_empty() => before,
+            _ => self.mem.list.before(p),
+        };
+        let pos = before.pop();
+        self.set(pos, Some(before));
         Ok(())
     }
     fn key(&self) -> &[u8] {
-        self.current.map_or(&[], |p| self.mem.list.entry(p).0)
+        &self.key
     }
     fn value(&self) -> &[u8] {
-        self.current.map_or(&[], |p| self.mem.list.entry(p).1)
+        self.current.map_or(&[], |p| self.mem.list.entry(p).2)
     }
 }
 
@@ -294,7 +340,7 @@ mod tests {
         assert_eq!(m.get(b"", 9), MemGet::NotFound);
         assert!(m.contains_user_key(b"j"));
         assert_eq!((m.smallest_seq(), m.largest_seq(), m.len()), (1, 5, 4));
-        assert!(m.approximate_size() >= 4 * node_size(TRAILER_LEN + 1, 1, 1));
+        assert!(m.approximate_size() >= 2 * node_size(1, 1) + 4 * version_size(2));
         // An expiring value comes back without its deadline prefix, with the deadline.
         m.add(
             7,
@@ -345,8 +391,8 @@ mod tests {
         let m = Arc::new(MemTable::new(1, 1 << 20));
         let mut expected = Vec::new();
         let mut seq = 0;
-        // Lengths around the inline limit (22-byte user keys are the longest inline).
-        assert_eq!(ShortBytes::INLINE, 30);
+        // Lengths around `compare_user_keys`'s 8-byte prefix and `ShortBytes`'s inline
+        // limit (22 bytes), which the memtable's keys once lived in.
         for len in [0usize, 1, 7, 8, 9, 21, 22, 23, 24, 40] {
             for fill in [b'a', b'b'] {
                 let k = vec![fill; len];
