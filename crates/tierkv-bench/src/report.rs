@@ -7,7 +7,7 @@ use std::path::Path;
 
 use crate::budget::{IoAmplification, MemoryUse};
 use crate::error::{BenchError, Result};
-use crate::results::{BackgroundTraffic, BenchResults, SystemResult, CLIMB_HIT_RATE};
+use crate::results::{BackgroundTraffic, BenchResults, OpLatency, SystemResult, CLIMB_HIT_RATE};
 use crate::scale::Config;
 
 /// Human-readable bytes (binary units).
@@ -222,9 +222,10 @@ fn table<R>(s: &mut String, columns: &[Column<R>], rows: impl IntoIterator<Item 
 }
 
 /// The parts of the report, in order; each writes nothing when no system has its figures.
-const PARTS: [fn(&mut String, &BenchResults); 12] = [
+const PARTS: [fn(&mut String, &BenchResults); 13] = [
     setup,
     systems_table,
+    latency_by_op_table,
     whole_run,
     climb,
     bounds_table,
@@ -353,6 +354,36 @@ fn systems_table(s: &mut String, res: &BenchResults) {
         Column::num("retained", |(_, r)| opt_bytes(r.retained_bytes)),
     ];
     table(s, &columns, res.systems.iter().map(|r| (unit, r)));
+}
+
+/// Latency by kind of operation, when a run mixes kinds (a write's tail beside a read's).
+fn latency_by_op_table(s: &mut String, res: &BenchResults) {
+    if res.systems.iter().all(|r| r.latency_by_op.len() < 2) {
+        return;
+    }
+    let unit = LatencyUnit::for_values(
+        res.systems
+            .iter()
+            .flat_map(|r| &r.latency_by_op)
+            .flat_map(|l| [l.p50_us, l.p99_us, l.p999_us]),
+    );
+    let u = unit.name();
+    type Row<'a> = (LatencyUnit, &'a SystemResult, &'a OpLatency);
+    let columns: [Column<Row>; 7] = [
+        Column::text("system", |(_, r, _)| r.name.clone()),
+        Column::text("operation", |(_, _, l)| l.op.to_string()),
+        Column::num("ops", |(_, _, l)| rate(l.ops as f64)),
+        Column::num(format!("p50 {u}"), |(unit, _, l)| unit.format(l.p50_us)),
+        Column::num(format!("p99 {u}"), |(unit, _, l)| unit.format(l.p99_us)),
+        Column::num(format!("p999 {u}"), |(unit, _, l)| unit.format(l.p999_us)),
+        Column::num(format!("max {u}"), |(unit, _, l)| unit.format(l.max_us)),
+    ];
+    let _ = writeln!(s, "\nLatency by operation, over the whole run:\n");
+    let rows = res
+        .systems
+        .iter()
+        .flat_map(|r| r.latency_by_op.iter().map(move |l| (unit, r, l)));
+    table(s, &columns, rows);
 }
 
 /// Throughput over the whole run phase. The final 10% is a short window that a shared

@@ -13,6 +13,7 @@ use crate::budget::{IoAmplification, MemoryUse};
 use crate::scale::Config;
 use crate::store::Counters;
 use crate::systems::System;
+use crate::workload::OpKind;
 
 /// Version of the `results.json` layout.
 pub const RESULTS_VERSION: u32 = 1;
@@ -282,6 +283,8 @@ pub struct RunMeasure {
     pub final_window: Counters,
     /// Latency of every operation, in nanoseconds.
     pub hist: Histogram<u64>,
+    /// The same by kind of operation.
+    pub by_kind: Vec<(OpKind, Histogram<u64>)>,
     /// Reads that found their key.
     pub reads_found: u64,
     /// Reads that did not.
@@ -299,6 +302,37 @@ pub struct RunMeasure {
     pub settle_seconds: f64,
     /// CPU seconds the process used during the run phase (`None`: not measurable here).
     pub cpu_seconds: Option<f64>,
+}
+
+/// The latency of one kind of operation over the whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct OpLatency {
+    /// The kind ([`OpKind::name`]).
+    pub op: &'static str,
+    /// Operations of the kind.
+    pub ops: u64,
+    /// Median latency, microseconds.
+    pub p50_us: f64,
+    /// 99th percentile latency, microseconds.
+    pub p99_us: f64,
+    /// 99.9th percentile latency, microseconds.
+    pub p999_us: f64,
+    /// Largest latency, microseconds.
+    pub max_us: f64,
+}
+
+impl OpLatency {
+    fn of(kind: OpKind, h: &Histogram<u64>) -> OpLatency {
+        let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+        OpLatency {
+            op: kind.name(),
+            ops: h.len(),
+            p50_us: us(0.5),
+            p99_us: us(0.99),
+            p999_us: us(0.999),
+            max_us: h.max() as f64 / 1000.0,
+        }
+    }
 }
 
 /// Everything reported about one system. Byte and hit-rate fields are `None` (JSON `null`)
@@ -334,6 +368,8 @@ pub struct SystemResult {
     pub p999_us: f64,
     /// Largest latency, microseconds.
     pub max_us: f64,
+    /// Latency by kind of operation (the kinds the run had), over the whole run.
+    pub latency_by_op: Vec<OpLatency>,
     /// Mean latency, microseconds.
     pub mean_us: f64,
     /// Bytes read from the fast disk during the run phase.
@@ -461,6 +497,12 @@ impl SystemResult {
             p99_us: us(0.99),
             p999_us: us(0.999),
             max_us: m.hist.max() as f64 / 1000.0,
+            latency_by_op: m
+                .by_kind
+                .iter()
+                .filter(|(_, h)| !h.is_empty())
+                .map(|(kind, h)| OpLatency::of(*kind, h))
+                .collect(),
             mean_us: m.hist.mean() / 1000.0,
             fd_read_bytes: run.fd_read_bytes,
             fd_write_bytes: run.fd_write_bytes,
@@ -690,6 +732,7 @@ pub(crate) mod tests {
                         (hit * 1000.0).round() as u64,
                         ((1.0 - hit) * 1000.0).round() as u64,
                     ),
+                    by_kind: vec![(OpKind::Read, hist.clone()), (OpKind::Update, hist.clone())],
                     hist,
                     reads_found: 10_000,
                     reads_missing: 0,

@@ -296,6 +296,8 @@ fn load_records(
 /// Per-thread tallies.
 struct WorkerOut {
     hist: Histogram<u64>,
+    /// Latency by kind of operation, in [`OpKind::ALL`]'s order.
+    by_kind: Vec<Histogram<u64>>,
     reads_found: u64,
     reads_missing: u64,
     writes: u64,
@@ -418,6 +420,7 @@ impl WorkerOut {
     fn new() -> Self {
         WorkerOut {
             hist: new_hist(),
+            by_kind: OpKind::ALL.iter().map(|_| new_hist()).collect(),
             reads_found: 0,
             reads_missing: 0,
             writes: 0,
@@ -428,9 +431,25 @@ impl WorkerOut {
     fn add(&mut self, other: &WorkerOut) {
         // Same bounds on both sides: adding cannot fail.
         let _ = self.hist.add(&other.hist);
+        for (mine, theirs) in self.by_kind.iter_mut().zip(&other.by_kind) {
+            let _ = mine.add(theirs);
+        }
         self.reads_found += other.reads_found;
         self.reads_missing += other.reads_missing;
         self.writes += other.writes;
+    }
+
+    /// Counts the latency of an operation of `kind` that started at `since`.
+    fn record(&mut self, kind: OpKind, since: Instant) {
+        let ns = (since.elapsed().as_nanos() as u64).max(1);
+        self.hist.saturating_record(ns);
+        if let Some(h) = OpKind::ALL
+            .iter()
+            .position(|k| *k == kind)
+            .and_then(|i| self.by_kind.get_mut(i))
+        {
+            h.saturating_record(ns);
+        }
     }
 
     fn tally(&mut self, found: Option<bool>) {
@@ -477,8 +496,7 @@ fn run_one_since(sh: &Shared, op: &Op, key: &[u8], out: &mut WorkerOut, t: Insta
             )
         }
     };
-    out.hist
-        .saturating_record((t.elapsed().as_nanos() as u64).max(1));
+    out.record(op.kind, t);
     if !matches!(op.kind, OpKind::Read | OpKind::Scan) {
         out.writes += 1;
     }
@@ -720,8 +738,7 @@ impl<'s> Stream<'s> {
             Ok(None) => {}
             Ok(Some(found)) => {
                 let mut out = self.out.borrow_mut();
-                out.hist
-                    .saturating_record((g.entered.elapsed().as_nanos() as u64).max(1));
+                out.record(OpKind::Read, g.entered);
                 out.tally(Some(found));
                 sh.complete_one();
             }
@@ -752,9 +769,9 @@ impl<'s> Stream<'s> {
 #[derive(Default)]
 struct GroupedWrites {
     entries: Vec<GroupWrite>,
-    /// Per write, in order: when it entered and, for a read-modify-write, its entry and
-    /// whether its read found the key.
-    writes: Vec<(Instant, Option<(usize, bool)>)>,
+    /// Per write, in order: when it entered, its kind and, for a read-modify-write, its
+    /// entry and whether its read found the key.
+    writes: Vec<(Instant, OpKind, Option<(usize, bool)>)>,
     /// The keys written by plain writes, and by read-modify-writes.
     keys: KeyCounts,
     rmw_keys: KeyCounts,
@@ -785,7 +802,7 @@ impl GroupedWrites {
             || self
                 .writes
                 .first()
-                .is_some_and(|(t, _)| t.elapsed() >= GROUPED_WRITE_WAIT)
+                .is_some_and(|(t, _, _)| t.elapsed() >= GROUPED_WRITE_WAIT)
     }
 
     fn add(&mut self, sh: &Shared, op: Op, key: Vec<u8>) {
@@ -795,7 +812,7 @@ impl GroupedWrites {
             Some(GroupWrite::Records(records)) => records.push((key, value)),
             _ => self.entries.push(GroupWrite::Records(vec![(key, value)])),
         }
-        self.writes.push((Instant::now(), None));
+        self.writes.push((Instant::now(), op.kind, None));
     }
 
     /// A read-modify-write whose read (taken after `token`) answered `found`.
@@ -803,8 +820,11 @@ impl GroupedWrites {
         let len = sh.plan.load_value_size(op.id) as usize;
         let value = sh.values.value(op.id, op.index, len).to_vec();
         self.rmw_keys.enter(&g.key);
-        self.writes
-            .push((g.entered, Some((self.entries.len(), found))));
+        self.writes.push((
+            g.entered,
+            OpKind::ReadModifyWrite,
+            Some((self.entries.len(), found)),
+        ));
         self.entries.push(GroupWrite::IfUnchanged {
             key: g.key.clone(),
             value,
@@ -828,7 +848,7 @@ impl GroupedWrites {
                 ),
             ));
         }
-        for (entered, rmw) in self.writes.drain(..) {
+        for (entered, kind, rmw) in self.writes.drain(..) {
             let found =
                 match rmw.map(|(entry, found)| (&self.entries[entry], applied[entry], found)) {
                     None => None,
@@ -841,8 +861,7 @@ impl GroupedWrites {
                     // (A read-modify-write's entry is always conditional.)
                     Some((GroupWrite::Records(_), false, _)) => None,
                 };
-            out.hist
-                .saturating_record((entered.elapsed().as_nanos() as u64).max(1));
+            out.record(kind, entered);
             out.writes += 1;
             out.tally(found);
             sh.complete_one();
@@ -1007,6 +1026,7 @@ fn run_phase(
             run: c_end.since(&c0),
             final_window: c_end.since(&c_mark),
             hist: all.hist,
+            by_kind: OpKind::ALL.into_iter().zip(all.by_kind).collect(),
             reads_found: all.reads_found,
             reads_missing: all.reads_missing,
             writes: all.writes,

@@ -46,6 +46,30 @@ pub enum OpKind {
     Delete,
 }
 
+impl OpKind {
+    /// Every kind, in the order reports list them.
+    pub const ALL: [OpKind; 6] = [
+        OpKind::Read,
+        OpKind::Update,
+        OpKind::Insert,
+        OpKind::ReadModifyWrite,
+        OpKind::Scan,
+        OpKind::Delete,
+    ];
+
+    /// The name reports give the kind (YCSB's).
+    pub fn name(self) -> &'static str {
+        match self {
+            OpKind::Read => "read",
+            OpKind::Update => "update",
+            OpKind::Insert => "insert",
+            OpKind::Scan => "scan",
+            OpKind::ReadModifyWrite => "read-modify-write",
+            OpKind::Delete => "delete",
+        }
+    }
+}
+
 /// One operation of the plan.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Op {
