@@ -769,13 +769,15 @@ impl<'s> Stream<'s> {
 #[derive(Default)]
 struct GroupedWrites {
     entries: Vec<GroupWrite>,
-    /// Per write, in order: when it entered, its kind and, for a read-modify-write, its
-    /// entry and whether its read found the key.
-    writes: Vec<(Instant, OpKind, Option<(usize, bool)>)>,
+    writes: Vec<WaitingWrite>,
     /// The keys written by plain writes, and by read-modify-writes.
     keys: KeyCounts,
     rmw_keys: KeyCounts,
 }
+
+/// A write of a group, in order: when it entered, its kind and, for a read-modify-write,
+/// its entry and whether its read found the key.
+type WaitingWrite = (Instant, OpKind, Option<(usize, bool)>);
 
 /// The longest a grouped write waits for others to join it.
 const GROUPED_WRITE_WAIT: std::time::Duration = std::time::Duration::from_micros(200);
