@@ -103,7 +103,8 @@ pub fn user_key(ikey: &[u8]) -> &[u8] {
     &ikey[..ikey.len().saturating_sub(TRAILER_LEN)]
 }
 
-fn trailer(ikey: &[u8]) -> u64 {
+/// The trailer (`seq << 8 | kind`) of an encoded internal key; 0 for a key shorter than one.
+pub(crate) fn trailer(ikey: &[u8]) -> u64 {
     if ikey.len() < TRAILER_LEN {
         return 0;
     }

@@ -11,7 +11,7 @@ mod skiplist;
 
 use crate::error::Result;
 use crate::iter::InternalIterator;
-use crate::key::{SeqNo, ValueKind, KIND_FOR_SEEK, TRAILER_LEN};
+use crate::key::{SeqNo, ValueKind, KIND_FOR_SEEK};
 use crate::sst::filter::filter_hash;
 use skiplist::{node_size, version_size, Position, SkipList, INDEX_BYTES_PER_KEY, MAX_HEIGHT};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -20,19 +20,6 @@ use std::sync::Arc;
 /// The trailer of the newest version at or below `seq` (as [`crate::key::seek_key`]'s).
 fn seek_trailer(seq: SeqNo) -> u64 {
     (seq << 8) | KIND_FOR_SEEK as u64
-}
-
-/// Splits an encoded internal key into its user key and trailer (a key shorter than a
-/// trailer, never written by this crate, reads as an empty user key of trailer 0).
-fn split_internal(ikey: &[u8]) -> (&[u8], u64) {
-    match ikey.len().checked_sub(TRAILER_LEN) {
-        Some(n) => {
-            let mut t = [0; TRAILER_LEN];
-            t.copy_from_slice(&ikey[n..]);
-            (&ikey[..n], u64::from_le_bytes(t))
-        }
-        None => (&[], 0),
-    }
 }
 
 /// `buf` set to the internal key of `user_key` and `trailer`.
@@ -94,7 +81,7 @@ impl MemTable {
     /// The most bytes an entry of these sizes adds to [`MemTable::approximate_size`]: a
     /// new key's node with the tallest tower, its version and its share of the hash index
     /// (most nodes take one link: the first version of an 8-byte key and a 100-byte value
-    /// takes 160 bytes and about 11 of index, a rewrite 128).
+    /// takes 160 bytes and 10-20 of index, a rewrite 128).
     pub fn entry_charge(key_len: usize, value_len: usize) -> usize {
         node_size(key_len, MAX_HEIGHT) + version_size(value_len) + INDEX_BYTES_PER_KEY
     }
@@ -272,7 +259,7 @@ impl InternalIterator for MemTableIterator {
         Ok(())
     }
     fn seek(&mut self, target: &[u8]) -> Result<()> {
-        let (key, trailer) = split_internal(target);
+        let (key, trailer) = (crate::key::user_key(target), crate::key::trailer(target));
         self.set(self.mem.list.seek(key, trailer), None);
         Ok(())
     }
