@@ -93,16 +93,17 @@ impl KeyIndex {
         }
     }
 
-    /// Indexes a node not indexed yet: `addr`, whose key has this `hash`. `hash_of` gives
-    /// the hash of an indexed node's key, for a growth. The caller serializes inserts and
-    /// makes the node complete (and reachable in the list) before this call.
-    pub(super) fn insert(&self, hash: u64, addr: usize, hash_of: impl Fn(usize) -> u64) {
+    /// Indexes a node not indexed yet: `addr`, whose key has this `hash`; false when the
+    /// index is off (or this address turned it off). `hash_of` gives the hash of an indexed
+    /// node's key, for a growth. The caller serializes inserts and makes the node complete
+    /// before this call.
+    pub(super) fn insert(&self, hash: u64, addr: usize, hash_of: impl Fn(usize) -> u64) -> bool {
         if !self.is_complete() {
-            return;
+            return false;
         }
         if addr as u64 > ADDR_MASK || addr == 0 {
             self.complete.store(false, Ordering::Release);
-            return;
+            return false;
         }
         let len = self.len.load(Ordering::Relaxed) + 1;
         let table = self.table.load_full();
@@ -122,6 +123,7 @@ impl KeyIndex {
         };
         table.place(hash, tag(hash) << ADDR_BITS | addr as u64);
         self.len.store(len, Ordering::Relaxed);
+        true
     }
 
     /// Bytes of the current table's slots.
@@ -153,7 +155,7 @@ mod tests {
             |addr: usize| (((addr / 8 - 1) / 4) as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         for n in 0..5_000usize {
             let addr = 8 * (n + 1);
-            index.insert(hash_of(addr), addr, hash_of);
+            assert!(index.insert(hash_of(addr), addr, hash_of));
         }
         assert!(index.memory() >= 5_000 * 5 / 4 * 8 && index.memory() > start);
         for n in 0..5_000usize {
@@ -171,9 +173,10 @@ mod tests {
     #[test]
     fn an_address_past_48_bits_turns_the_index_off() {
         let index = KeyIndex::with_capacity(16);
-        index.insert(1, 64, |_| 1);
+        assert!(index.insert(1, 64, |_| 1));
         assert!(index.is_complete());
-        index.insert(2, 1 << 50, |_| 2);
+        assert!(!index.insert(2, 1 << 50, |_| 2));
         assert!(!index.is_complete());
+        assert!(!index.insert(3, 128, |_| 3));
     }
 }
