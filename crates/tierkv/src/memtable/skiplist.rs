@@ -1043,7 +1043,7 @@ mod tests {
     /// finished before they looked, by position and by point lookup.
     #[test]
     fn readers_see_complete_sorted_entries_during_inserts() {
-        // Smaller under Miri (`cargo +nightly miri test -p tierkv --lib memtable`).
+        // Smaller under Miri (docs/TESTING.md has the command).
         const N: u64 = if cfg!(miri) { 200 } else { 20_000 };
         for indexed in [true, false] {
             let list = Arc::new(SkipList::new(0));
