@@ -84,13 +84,9 @@ pub(crate) const fn version_size(value_len: usize) -> usize {
     (VERSION_HEADER + value_len).next_multiple_of(ALIGN)
 }
 
-/// Bytes a new key costs outside the arena, at most: its index slots (a table at its
-/// fullest before growing is 80% full; one growth doubles it) and its entry in the list of
-/// pending nodes (kept at its largest length).
-pub(crate) const INDEX_BYTES_PER_KEY: usize = 16 + PENDING_ENTRY;
-
-/// Bytes of a pending node's entry.
-const PENDING_ENTRY: usize = std::mem::size_of::<NonNull<Node>>();
+/// Bytes of index slots a key costs, at most (a table at its fullest before growing is
+/// 80% full; one growth doubles it).
+pub(crate) const INDEX_BYTES_PER_KEY: usize = 16;
 
 /// The first 16 bytes of a user key, zero-padded, as one big-endian integer: keys whose
 /// prefixes differ sort as their prefixes do (as `compare_user_keys`'s 8-byte prefix), so
@@ -223,8 +219,9 @@ struct Writer {
     /// The largest trailer inserted: a version above it is its key's newest, linked in
     /// without reading the chain (sequence numbers mostly arrive in order).
     largest_trailer: u64,
-    /// Nodes indexed but not yet linked into the list (see [`SkipList::settle`]).
-    pending: Vec<NonNull<Node>>,
+    /// The last node indexed but not yet linked into the list (see [`SkipList::settle`]);
+    /// each pending node's level-0 link, unused until it is linked, names the one before.
+    pending: *mut Node,
 }
 
 // SAFETY: the raw pointers are into chunks this `Writer` owns alone (the list's readers
@@ -369,8 +366,6 @@ pub(crate) struct SkipList {
     /// Nodes the writer holds pending (indexed, not linked): an ordered read settles them
     /// first. Release when set, so a reader that sees 0 sees the links that settled them.
     pending: AtomicUsize,
-    /// Bytes of the pending list's allocation (kept at its largest).
-    pending_memory: AtomicUsize,
     /// Bytes of the nodes and versions written (the arena's chunks hold them, the unused
     /// tails of full chunks, and at most one chunk more).
     memory: AtomicUsize,
@@ -398,7 +393,7 @@ impl SkipList {
             // Any non-zero seed (xorshift stays at zero); the list's id varies it.
             rng: (0x9E37_79B9_7F4A_7C15 ^ id.wrapping_mul(0xA24B_AED4_963E_E407)) | 1,
             largest_trailer: 0,
-            pending: Vec::new(),
+            pending: ptr::null_mut(),
         };
         let head = writer.write_node(&[], MAX_HEIGHT, ptr::null_mut());
         SkipList {
@@ -407,7 +402,6 @@ impl SkipList {
             height: AtomicUsize::new(1),
             len: AtomicUsize::new(0),
             pending: AtomicUsize::new(0),
-            pending_memory: AtomicUsize::new(0),
             memory: AtomicUsize::new(0),
             index: KeyIndex::with_capacity(expected_bytes / BYTES_PER_INDEXED_KEY),
             writer: Mutex::new(writer),
@@ -473,10 +467,11 @@ impl SkipList {
                 filter_hash(unsafe { Node::key(node_at(addr)) })
             });
         if indexed {
-            writer.pending.push(node);
-            self.pending.store(writer.pending.len(), Ordering::Release);
-            let bytes = writer.pending.capacity() * PENDING_ENTRY;
-            self.pending_memory.store(bytes, Ordering::Relaxed);
+            // SAFETY: `node` is complete, has at least one link and is in no list: no
+            // reader follows its links (it is reached only through the index).
+            unsafe { Node::link(node.as_ptr(), 0).store(writer.pending, Ordering::Relaxed) };
+            writer.pending = node.as_ptr();
+            self.pending.fetch_add(1, Ordering::Release);
         } else {
             self.settle_locked(writer);
             self.link_sorted(&[node]);
@@ -496,15 +491,20 @@ impl SkipList {
     /// [`SkipList::settle`] for the writer's lock holder: sorts the pending nodes and
     /// links them in key order.
     fn settle_locked(&self, writer: &mut Writer) {
-        if writer.pending.is_empty() {
+        if writer.pending.is_null() {
             return;
         }
-        let mut nodes: Vec<(u128, NonNull<Node>)> = writer
-            .pending
-            .drain(..)
-            // SAFETY: pending nodes are complete nodes of this list.
-            .map(|n| (key_prefix(unsafe { Node::key(n.as_ptr()) }), n))
-            .collect();
+        let mut nodes: Vec<(u128, NonNull<Node>)> =
+            Vec::with_capacity(self.pending.load(Ordering::Relaxed));
+        let mut at = std::mem::replace(&mut writer.pending, ptr::null_mut());
+        while let Some(node) = NonNull::new(at) {
+            // SAFETY: pending nodes are complete nodes of this list, chained through their
+            // level-0 links by `insert_node` under the writer's lock, which is held here.
+            unsafe {
+                nodes.push((key_prefix(Node::key(node.as_ptr())), node));
+                at = Node::link(node.as_ptr(), 0).load(Ordering::Relaxed);
+            }
+        }
         nodes.sort_unstable_by(|(pa, a), (pb, b)| {
             // SAFETY: as above.
             pa.cmp(pb).then_with(|| unsafe {
@@ -772,12 +772,10 @@ impl SkipList {
         self.len.load(Ordering::Acquire)
     }
 
-    /// Bytes of the nodes and versions ([`node_size`], [`version_size`] each), of the
-    /// hash index and of the pending list.
+    /// Bytes of the nodes and versions ([`node_size`], [`version_size`] each) and of the
+    /// hash index.
     pub(crate) fn memory(&self) -> usize {
-        self.memory.load(Ordering::Relaxed)
-            + self.index.memory()
-            + self.pending_memory.load(Ordering::Relaxed)
+        self.memory.load(Ordering::Relaxed) + self.index.memory()
     }
 
     /// Turns the hash index off, so that lookups search the list (for tests of that path).
@@ -984,10 +982,6 @@ mod tests {
         let list = SkipList::new(1 << 20);
         let index = list.memory();
         insert(&list, b"12345678", 1, &[7; 100]);
-        // The pending list's allocation is counted too (a few entries at first).
-        let pending = list.pending_memory.load(Ordering::Relaxed);
-        assert!(pending >= PENDING_ENTRY);
-        let index = index + pending;
         let one = list.memory() - index;
         let first = version_size(100);
         assert!(one >= node_size(8, 1) + first && one <= node_size(8, MAX_HEIGHT) + first);
