@@ -1,7 +1,8 @@
 //! A concurrent, insert-only Bloom filter over user keys, for in-memory tables that many
-//! lookups miss (the memtables: most point reads search every memtable and find nothing).
-//! A negative answer skips a skiplist search, a dozen dependent cache misses for a table
-//! of ten thousand entries, for one cache line read.
+//! lookups miss (the promotion cache's tables: most point reads search them and find
+//! nothing; the memtables have their hash index instead). A negative answer skips a
+//! search, a dozen dependent cache misses for a table of ten thousand entries, for one
+//! cache line read.
 //!
 //! Blocked: a key's probes all fall in one 64-byte line (8 words), chosen by a remix of the
 //! key's [`filter_hash`](crate::sst::filter::filter_hash); the probe bits are the hash's low
