@@ -1206,11 +1206,18 @@ const CHUNK: u64 = 4;
 
 /// Reads every record under `prefix` of the store opened as `db`.
 fn records(db: &tierkv::Db, prefix: &[u8]) -> Vec<(Vec<u8>, Vec<u8>)> {
+    // The first key past every key under `prefix`: its last byte that is not 0xff, plus
+    // one (a version, taken from the clock, may end in 0xff); none when all are 0xff.
     let mut upper = prefix.to_vec();
-    *upper.last_mut().unwrap() += 1;
+    while upper.last() == Some(&0xff) {
+        upper.pop();
+    }
+    if let Some(last) = upper.last_mut() {
+        *last += 1;
+    }
     let ropts = tierkv::ReadOptions {
         lower_bound: Some(prefix.to_vec()),
-        upper_bound: Some(upper),
+        upper_bound: (!upper.is_empty()).then_some(upper),
         ..tierkv::ReadOptions::new()
     };
     let mut it = db.iter_opt(&ropts).unwrap();
