@@ -237,8 +237,9 @@ impl DbInner {
 
     /// Applies `batch` at once on this thread (WAL written, not fsynced), or fails with
     /// [`Error::WouldBlock`] without writing anything when that would mean waiting:
-    /// another writer holds the commit for more than [`COMMIT_WAIT`], level 0 is at its slowdown trigger, or the
-    /// memtable is full (a switch creates and syncs files). See [`crate::Db::write_now`].
+    /// another writer holds the commit for more than [`COMMIT_WAIT`], level 0 is at its
+    /// slowdown trigger, or the memtable is full (a switch creates and syncs files). See
+    /// [`crate::Db::write_now`].
     pub(crate) fn write_now(&self, batch: WriteBatch) -> Result<()> {
         if self.signals.shutting_down.load(Ordering::Acquire) {
             return Err(Error::Closed);

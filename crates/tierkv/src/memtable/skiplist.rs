@@ -474,7 +474,7 @@ impl SkipList {
             self.pending.fetch_add(1, Ordering::Release);
         } else {
             self.settle_locked(writer);
-            self.link_sorted(&[node]);
+            self.link_sorted([node]);
         }
         node_size(key.len(), height)
     }
@@ -511,8 +511,7 @@ impl SkipList {
                 compare_user_keys(Node::key(a.as_ptr()), Node::key(b.as_ptr()))
             })
         });
-        let nodes: Vec<NonNull<Node>> = nodes.into_iter().map(|(_, n)| n).collect();
-        self.link_sorted(&nodes);
+        self.link_sorted(nodes.into_iter().map(|(_, n)| n));
         self.pending.store(0, Ordering::Release);
     }
 
@@ -520,7 +519,7 @@ impl SkipList {
     /// list) into the list. Called by the writer, under its lock. Each search starts, at
     /// each level, from the last node it linked there when that is further along, so
     /// sorted nodes cost about a step per level each, not a search from the head.
-    fn link_sorted(&self, nodes: &[NonNull<Node>]) {
+    fn link_sorted(&self, nodes: impl IntoIterator<Item = NonNull<Node>>) {
         let head = self.head.as_ptr().cast_const();
         // The last node before the current key at each level.
         let mut prev = [head; MAX_HEIGHT];
@@ -589,18 +588,22 @@ impl SkipList {
         if node.is_null() {
             return None;
         }
-        // SAFETY: `node` is a published node of this list, which is alive (borrowed).
-        let mut v = unsafe { Node::newest(node) };
-        while !v.is_null() {
-            // SAFETY: `v` was reached by acquire loads of links of this list.
-            let (trailer, value) = unsafe { Version::entry(v) };
-            if trailer <= max_trailer {
-                return Some((trailer, value));
+        let v = self.newest_at_or_below(node, max_trailer);
+        // SAFETY: `v` is null or a version of this list, which is alive (borrowed).
+        (!v.is_null()).then(|| unsafe { Version::entry(v) })
+    }
+
+    /// The newest version of `node` whose trailer is at most `max_trailer`, or null.
+    fn newest_at_or_below(&self, node: *const Node, max_trailer: u64) -> *const Version {
+        // SAFETY: `node` is a published node of this list; the versions are reached by
+        // acquire loads of its links.
+        unsafe {
+            let mut v = Node::newest(node);
+            while !v.is_null() && (*v).trailer > max_trailer {
+                v = Version::next(v);
             }
-            // SAFETY: as above.
-            v = unsafe { Version::next(v) };
+            v
         }
-        None
     }
 
     /// The last linked node before `target` (the head when none is), and the first at or
@@ -676,17 +679,12 @@ impl SkipList {
         if at.is_null() || unsafe { Node::key(at) } != key {
             return self.newest_of(at);
         }
-        // SAFETY: as above; the versions were reached by acquire loads.
-        unsafe {
-            let mut v = Node::newest(at);
-            while !v.is_null() {
-                if (*v).trailer <= trailer {
-                    return self.position(at, v);
-                }
-                v = Version::next(v);
-            }
-            self.newest_of(Node::next(at, 0))
+        let v = self.newest_at_or_below(at, trailer);
+        if !v.is_null() {
+            return self.position(at, v);
         }
+        // SAFETY: `at` is a published node of this list (checked non-null above).
+        self.newest_of(unsafe { Node::next(at, 0) })
     }
 
     /// The first version.
