@@ -55,7 +55,31 @@ SLOW_PROFILES = {"gp3-max": (10_000, 1000 * MIB), "hdd": (400, 260 * MIB)}
 
 # The paper's mixes: (tierkv --workload, kvexe read/insert/update proportions).
 MIXES = {"ro": (1, 0, 0), "rw": (0.75, 0.25, 0), "wh": (0.5, 0.5, 0), "uh": (0.5, 0, 0.5)}
-DISTS = {"hotspot-5%": "hotspot", "zipfian": "zipfian", "uniform": "uniform"}
+DISTS = {"hotspot-5%": "hotspot", "zipfian": "zipfian", "uniform": "uniform",
+         # The HotRAP paper's shifting hotspot (its Figure 15; `tierkv bench --distribution
+         # dynamic`): kvexe's generator has no such sequence, so the prototype replays tierkv
+         # bench's own operations from a trace (see `kvexe_traces`).
+         "dynamic": None}
+# `trace:clusterN`: a synthetic trace from Twitter cluster N's statistics
+# (scripts/twitter/trace.py), replayed by both systems.
+TRACE_MIX = "trace"
+
+
+def is_trace_cell(cell):
+    return cell.split(":")[0] == TRACE_MIX
+
+
+def cluster_of(cell):
+    m = re.fullmatch(r"trace:cluster(\d+)", cell)
+    if not m:
+        die(f"unknown trace cell {cell!r}: trace:clusterN")
+    return int(m.group(1))
+
+
+def replayed_by_prototype(cell):
+    """Cells the prototype runs from tierkv bench's exported operations (kvexe traces)
+    instead of its own generator."""
+    return is_trace_cell(cell) or DISTS.get(cell.split(":")[1]) is None
 
 
 def die(msg):
@@ -68,13 +92,24 @@ def slow_disk_bytes(sz, cells):
     inserts half its operations, as much again as the load at 2 operations per KiB), with
     room for space amplification and compaction outputs, plus 1 GiB. (Sized by the load
     alone, 1.6 times it, the prototype ran out of space under WH.)"""
-    inserted = max(MIXES[c.split(":")[0]][1] for c in cells) * sz["ops"] * sz["data"] // sz["records"]
+    inserted = max(0 if is_trace_cell(c) else MIXES[c.split(":")[0]][1] for c in cells) \
+        * sz["ops"] * sz["data"] // sz["records"]
     return int((sz["data"] + inserted) * 1.6) + GIB
 
 
-def sizes(preset, record_size):
-    """Every size of one preset, the same for both systems."""
+def cluster_record_size(cluster):
+    sys.path.insert(0, os.path.join(ROOT, "scripts", "twitter"))
+    import trace as twitter_trace  # scripts/twitter/trace.py
+    st = twitter_trace.cluster_stats(cluster)
+    return max(st["key_size"], 8) + max(st["value_size"], 1)
+
+
+def sizes(preset, record_size, cell=None):
+    """Every size of one preset, the same for both systems (a trace cell's records are its
+    cluster's size)."""
     fd = PRESETS[preset]
+    if cell is not None and is_trace_cell(cell):
+        record_size = cluster_record_size(cluster_of(cell))
     records = 11 * fd // record_size
     return dict(
         fd=fd,
@@ -90,6 +125,7 @@ def sizes(preset, record_size):
         hot_set=int(fd * 500_000_000 / GIB),
         ralt=int(fd * 33_000_000 / GIB),
         data=records * record_size,
+        record_size=record_size,
     )
 
 
@@ -187,15 +223,38 @@ def outside_figures(sampler, run_start_ns, run_end_ns, ops):
 # ---------------------------------------------------------------- one run of tierkv
 
 
+def workload_flags(a, sz):
+    """tierkv bench's flags for the cell's records and operations (also what the kvexe
+    traces are written from)."""
+    if is_trace_cell(a.cell):
+        tdir = twitter_trace_dir(a, sz)
+        return ["--trace", os.path.join(tdir, "run.csv"),
+                "--trace-load", os.path.join(tdir, "load.csv")]
+    workload, dist = a.cell.split(":")
+    return ["--workload", workload, "--distribution", dist,
+            "--record-size", str(a.record_size), "--records", str(sz["records"]),
+            "--ops", str(sz["ops"]), "--seed", str(a.seed)]
+
+
+def twitter_trace_dir(a, sz):
+    """The cell's synthetic Twitter trace (scripts/twitter/trace.py), written once per
+    preset, cluster and seed under --traces-dir."""
+    cluster = cluster_of(a.cell)
+    d = os.path.join(a.traces_dir, f"{a.preset}_cluster{cluster}_{a.seed}")
+    if not os.path.exists(os.path.join(d, "done")):
+        subprocess.run([sys.executable, os.path.join(ROOT, "scripts/twitter/trace.py"),
+                        "--cluster", str(cluster), "--data-bytes", str(sz["data"]),
+                        "--ops", str(sz["ops"]), "--seed", str(a.seed), "--out", d], check=True)
+        open(os.path.join(d, "done"), "w").close()
+    return d
+
+
 def run_tierkv(a, sz, fast, slow, out):
-    workload = a.cell.split(":")[0]
-    dist = a.cell.split(":")[1]
-    cmd = [a.tierkv, "bench", "--systems", "tierkv", "--workload", workload,
-           "--distribution", dist, "--record-size", str(a.record_size),
-           "--records", str(sz["records"]), "--ops", str(sz["ops"]), "--threads", str(THREADS),
+    cmd = [a.tierkv, "bench", "--systems", "tierkv", *workload_flags(a, sz),
+           "--threads", str(THREADS),
            "--fd-budget", str(sz["fd"]), "--cache-size", str(CACHE_BYTES),
            "--slow-device", "none", "--fast-dir", fast, "--slow-dir", slow,
-           "--seed", str(a.seed), "--no-progress", "--out", os.path.join(out, "bench")]
+           "--no-progress", "--out", os.path.join(out, "bench")]
     if not a.tierkv_own_sizes:
         # The prototype's memtables, table files and L1 (tierkv's own default is a
         # memtable of 1/128 of the fast disk and an L1 of 1/32).
@@ -225,6 +284,8 @@ def run_tierkv(a, sz, fast, slow, out):
         promoted_bytes=r["promoted_bytes"], retained_bytes=r["retained_bytes"],
         p99_us=r["p99_us"], load_s=r["load_seconds"], ops=r["ops"],
         hot_set_limit=r.get("ralt_hot_set_limit"),
+        phases=[dict(mid=p.get("fd_hit_mid"), end=p.get("fd_hit_end"))
+                for p in r.get("phases") or []] if len(r.get("phases") or []) > 1 else None,
     )
     res.update(outside_figures(sampler, run_start, run_end, r["ops"]))
     return res
@@ -284,8 +345,21 @@ def run_hotrap(a, sz, fast, slow, out):
                         os.path.join(slow, "sd"), os.path.join(fast, "ralt"))
     for d in (db, fd, sd, ralt):
         os.makedirs(d, exist_ok=True)
-    wl = os.path.join(out, "workload")
-    kvexe_workload_file(wl, a, sz)
+    traces = None
+    if replayed_by_prototype(a.cell):
+        traces = os.path.join(a.traces_dir, f"kvexe-{os.getpid()}")
+        shutil.rmtree(traces, ignore_errors=True)
+        subprocess.run([a.tierkv, "bench", *workload_flags(a, sz),
+                        "--write-kvexe-trace", traces], check=True, stdout=subprocess.DEVNULL)
+        inputs = ["--format=plain-length-only", f"--load={traces}/load.trace",
+                  f"--run={traces}/run.trace",
+                  # One channel for all workers: kvexe otherwise sends every operation of
+                  # a key to one worker, so a trace's hottest key would run on one thread.
+                  "--enable_fast_process"]
+    else:
+        wl = os.path.join(out, "workload")
+        kvexe_workload_file(wl, a, sz)
+        inputs = ["--enable_fast_generator", f"--workload_file={wl}"]
     env = dict(os.environ)
     env["LD_LIBRARY_PATH"] = f"{root}/src/HotRAP/build:{root}/src/RALT/build"
     tcmalloc = "/usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4"
@@ -294,8 +368,7 @@ def run_hotrap(a, sz, fast, slow, out):
     # The authors' flags (`rocksdb-kvexe --help` explains each): their two tiers with the
     # fast disk's budget, RALT's hot-set and size limits, auto-tuning on; the latency of
     # every operation (--switches=0x1) for the p99.
-    cmd = [kvexe, "--enable_fast_generator", f"--workload_file={wl}",
-           f"--num_threads={THREADS}", f"--db_path={db}",
+    cmd = [kvexe, *inputs, f"--num_threads={THREADS}", f"--db_path={db}",
            f"--db_paths={{{{{fd},{sz['fd']}}},{{{sd},1000000000000}}}}",
            f"--max_hot_set_size={sz['hot_set']}", f"--max_ralt_size={sz['ralt']}",
            f"--ralt_path={ralt}", "--enable_auto_tuning", f"--cache_size={CACHE_BYTES}",
@@ -310,6 +383,8 @@ def run_hotrap(a, sz, fast, slow, out):
     sampler.start()
     rc = proc.wait()
     sampler.stop.set()
+    if traces:
+        shutil.rmtree(traces, ignore_errors=True)
     # kvexe samples its CPU with a `pidstat -p PID` it starts in the background, writing
     # into the fast disk's directory; one left behind by a kvexe that aborted kept the
     # fast disk busy, and tiers.sh could not unmount it.
@@ -346,6 +421,22 @@ def run_hotrap(a, sz, fast, slow, out):
 
     res["fd_hit_whole"] = hit(at(acc, run_start_ns), acc[-1])
     res["fd_hit_final"] = hit(at(acc, mark[0]), acc[-1])
+    if DISTS.get(a.cell.split(":")[1], "") is None:
+        # The dynamic workload's seven equal phases: the FD hit rate over 45-55% and
+        # 90-100% of each, as tierkv's report gives them, from kvexe's once-a-second rows
+        # (a window shorter than a second widens to the rows around it).
+        def when(done):
+            return next((r[0] for r in progress if r[1] >= n + done), progress[-1][0])
+
+        def window(lo, hi):
+            t0, t1 = when(lo), when(hi)
+            a_row = at(acc, t0)
+            b_row = next((r for r in acc if r[0] >= t1), acc[-1])
+            return hit(a_row, b_row) if b_row[0] > a_row[0] else None
+
+        res["phases"] = [dict(mid=window(ops * (p + 0.45) / 7, ops * (p + 0.55) / 7),
+                              end=window(ops * (p + 0.9) / 7, ops * (p + 1) / 7))
+                         for p in range(7)]
     pr = table_of(os.path.join(db, "promoted-or-retained-bytes"))
     p0, p1 = at(pr, run_start_ns), pr[-1]
     res["promoted_bytes"] = (p1[1] - p0[1]) + (p1[2] - p0[2])
@@ -364,7 +455,7 @@ def cmd_run(a):
     fast, slow = os.environ.get("TIERKV_FAST_DIR"), os.environ.get("TIERKV_SLOW_DIR")
     if not fast or not slow:
         die("`run` goes inside scripts/tiers.sh (TIERKV_FAST_DIR and TIERKV_SLOW_DIR unset)")
-    sz = sizes(a.preset, a.record_size)
+    sz = sizes(a.preset, a.record_size, a.cell)
     os.makedirs(a.out, exist_ok=True)
     started = time.time()
     res = (run_tierkv if a.system == "tierkv" else run_hotrap)(a, sz, fast, slow, a.out)
@@ -410,11 +501,20 @@ def cmd_grid(a):
     os.makedirs(a.out, exist_ok=True)
     systems = a.systems.split(",")
     for cell in a.cells.split(","):
-        if cell.split(":")[0] not in MIXES or cell.split(":")[-1] not in DISTS:
+        if is_trace_cell(cell):
+            cluster_of(cell)
+        elif cell.split(":")[0] not in MIXES or cell.split(":")[-1] not in DISTS:
             die(f"unknown cell {cell!r}: WORKLOAD:DISTRIBUTION with WORKLOAD in "
-                f"{'/'.join(MIXES)} and DISTRIBUTION in {'/'.join(DISTS)}")
+                f"{'/'.join(MIXES)} and DISTRIBUTION in {'/'.join(DISTS)}, or "
+                "trace:clusterN")
     for cell in a.cells.split(","):
+        sz = sizes(a.preset, a.record_size, cell)
         for rep in range(1, a.reps + 1):
+            if is_trace_cell(cell):
+                # Written before the runs, outside the throttled tiers.
+                twitter_trace_dir(argparse.Namespace(cell=cell, preset=a.preset,
+                                                     seed=a.seed + rep,
+                                                     traces_dir=a.traces_dir), sz)
             order = systems if rep % 2 == 1 else list(reversed(systems))
             for system in order:
                 run_out = os.path.join(a.out, "runs", f"{a.preset}_{a.slow}_{a.record_size}_"
@@ -432,6 +532,7 @@ def cmd_grid(a):
                        "--cell", cell, "--preset", a.preset, "--slow", a.slow,
                        "--record-size", str(a.record_size), "--rep", str(rep),
                        "--tierkv", a.tierkv, "--hotrap-root", a.hotrap_root,
+                       "--traces-dir", a.traces_dir,
                        "--seed", str(a.seed + rep), "--out", run_out]
                 if a.tierkv_own_sizes:
                     cmd.append("--tierkv-own-sizes")
@@ -479,10 +580,19 @@ def render(out):
         groups.setdefault((r["preset"], r["slow"], r["record_size"], r["cell"]), []).append(r)
     for (preset, slow, rs, cell), rows in groups.items():
         sz = rows[0]["sizes"]
-        lines.append(f"### {cell}, {preset} preset, slow disk {slow}, {rs} B records\n")
-        lines.append(f"{sz['records']:,} records ({sz['data'] / GIB:.1f} GiB), {sz['ops']:,} "
-                     f"operations, {THREADS} threads, fast disk {sz['fd'] / MIB:,.0f} MiB, "
-                     f"cache {CACHE_BYTES // MIB} MiB.\n")
+        shape = "" if is_trace_cell(cell) else f", {rs} B records"
+        lines.append(f"### {cell}, {preset} preset, slow disk {slow}{shape}\n")
+        rsz = sz.get("record_size", rs)
+        lines.append(f"{sz['records']:,} records of {rsz} B ({sz['data'] / GIB:.1f} GiB), "
+                     f"{sz['ops']:,} operations, {THREADS} threads, fast disk "
+                     f"{sz['fd'] / MIB:,.0f} MiB, cache {CACHE_BYTES // MIB} MiB.\n")
+        if replayed_by_prototype(cell):
+            what = (f"a synthetic trace from Twitter cluster {cluster_of(cell)}'s statistics "
+                    "(scripts/twitter/trace.py)" if is_trace_cell(cell)
+                    else "tierkv bench's generated operations")
+            lines.append(f"Input: {what}; the prototype replays the same records and "
+                         "operations from kvexe traces (`tierkv bench --write-kvexe-trace`, "
+                         "kvexe `--format=plain-length-only --enable_fast_process`).\n")
         lines.append("| system | pair | " + " | ".join(c[0] for c in COLUMNS) + " |")
         lines.append("|---|--:|" + "--:|" * len(COLUMNS))
         rows.sort(key=lambda r: (r["rep"], r["system"]))
@@ -498,6 +608,17 @@ def render(out):
                               f"{t['ops_s_whole'] / h['ops_s_whole']:.2f}x whole run")
         if ratios:
             lines.append("\ntierkv / prototype: " + "; ".join(ratios) + ".")
+        phased = [r for r in rows if r.get("phases")]
+        if phased:
+            n = max(len(r["phases"]) for r in phased)
+            lines.append("\nFD hit rate per phase, at its midpoint (45-55% of its operations) "
+                         "/ its end (90-100%):\n")
+            lines.append("| system | pair | " + " | ".join(f"phase {i + 1}" for i in range(n)) + " |")
+            lines.append("|---|--:|" + "--:|" * n)
+            for r in phased:
+                lines.append(f"| {r['system']} | {r['rep']} | " + " | ".join(
+                    f"{fmt(p.get('mid'), 'pct')} / {fmt(p.get('end'), 'pct')}"
+                    for p in r["phases"]) + " |")
         lines.append("")
     with open(os.path.join(out, "side-by-side.md"), "w") as f:
         f.write("\n".join(lines) + "\n")
@@ -513,6 +634,8 @@ def main():
     common.add_argument("--tierkv", default=os.path.join(ROOT, "target/release/tierkv"))
     common.add_argument("--hotrap-root", default=os.environ.get("HOTRAP_ROOT", "/tmp/hotrap"))
     common.add_argument("--seed", type=int, default=42)
+    common.add_argument("--traces-dir", default="/var/tmp/tierkv-hotrap/traces",
+                        help="where trace cells' inputs are written (not on the tiers)")
     common.add_argument("--tierkv-arg", action="append", default=[],
                         help="one more flag for tierkv bench (repeat for each; an ablation)")
     common.add_argument("--hotrap-arg", action="append", default=[],
@@ -523,7 +646,9 @@ def main():
                              "instead of taking the prototype's")
     g = sub.add_parser("grid", parents=[common])
     g.add_argument("--cells", default="ro:hotspot-5%,ro:zipfian,rw:hotspot-5%",
-                   help="comma-separated WORKLOAD:DISTRIBUTION (ro/rw/wh/uh x hotspot-5%%/zipfian/uniform)")
+                   help="comma-separated WORKLOAD:DISTRIBUTION (ro/rw/wh/uh x "
+                        "hotspot-5%%/zipfian/uniform/dynamic) or trace:clusterN (a synthetic "
+                        "trace from Twitter cluster N's statistics)")
     g.add_argument("--systems", default="tierkv,hotrap")
     g.add_argument("--reps", type=int, default=1)
     g.add_argument("--tiers-dir", default="/var/tmp/tierkv-hotrap")

@@ -25,6 +25,12 @@ pub struct BenchArgs {
     /// (the RocksDB peer writes it without expiry).
     #[arg(long)]
     pub trace: Option<PathBuf>,
+    /// Rows in the trace's format whose keys, with their value sizes, the load phase writes
+    /// before the trace's own keys; they are not replayed. A generated trace
+    /// (scripts/twitter-trace.py) names its whole key space here, as the HotRAP paper
+    /// loaded every record of a Twitter cluster before replaying its operations.
+    #[arg(long, requires = "trace", value_name = "FILE")]
+    pub trace_load: Option<PathBuf>,
     /// Load file in F2's driver format (raw little-endian 64-bit keys, no header, as
     /// scripts/f2/gen_ycsb_keys.py writes it): the load phase inserts exactly these keys, in
     /// order, as 8-byte keys with 100-byte values unless --record-size says otherwise. Needs
@@ -165,6 +171,11 @@ pub struct BenchArgs {
     /// No progress bars (summary lines only).
     #[arg(long)]
     pub no_progress: bool,
+    /// Run no system: write the load and run phases these flags describe into DIR as
+    /// traces for the HotRAP prototype's kvexe driver (`load.trace`, `run.trace`, its
+    /// plain-length-only format), so it replays the same records and operations.
+    #[arg(long, value_name = "DIR")]
+    pub write_kvexe_trace: Option<PathBuf>,
 }
 
 /// Parses a size such as `1000`, `64KiB`, `256MiB`, `1GiB`, `1.5GB` or `4k` into bytes.

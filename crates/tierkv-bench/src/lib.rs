@@ -7,7 +7,7 @@
 //!
 //! Modules import one way only. From the bottom up, each uses only those before it (and the
 //! leaves `error` and `rss`): `mix`, `systems`, `distribution`, `trace`, `keyfile`,
-//! `workload`, `args`,
+//! `workload`, `kvexe_trace`, `args`,
 //! `scale`, `store`, `rocksdb_peer`, `budget`, `results`, `chart`, `report`, `runner`.
 //! `crates/tierkv/tests/module_graph.rs` fails on any circle.
 
@@ -23,6 +23,7 @@ pub mod chart;
 pub mod distribution;
 mod error;
 pub mod keyfile;
+pub mod kvexe_trace;
 pub mod mix;
 pub mod report;
 pub mod results;
@@ -46,4 +47,15 @@ pub use scale::Config;
 pub fn run_cli(args: &BenchArgs) -> Result<BenchResults> {
     let cfg = Config::from_args(args)?;
     runner::run(&cfg)
+}
+
+/// Writes the load and run phases the flags describe as traces for the HotRAP prototype's
+/// driver (see [`kvexe_trace`]) into `dir`, running no system. Returns the two files.
+pub fn write_kvexe_trace(
+    args: &BenchArgs,
+    dir: &std::path::Path,
+) -> Result<(std::path::PathBuf, std::path::PathBuf)> {
+    let mut cfg = Config::from_args(args)?;
+    let plan = runner::build_plan(&mut cfg)?;
+    kvexe_trace::write(&plan, dir)
 }

@@ -161,7 +161,7 @@ pub fn open_store(
 
 /// The operation plan; for a trace or key files also fills in the record and operation
 /// counts they imply.
-fn build_plan(cfg: &mut Config) -> Result<OpPlan> {
+pub(crate) fn build_plan(cfg: &mut Config) -> Result<OpPlan> {
     let value_size = u32::try_from(cfg.value_size)
         .map_err(|_| BenchError::InvalidArgument("--record-size is too large".into()))?;
     if let Some((load, run)) = &cfg.key_files {
@@ -175,7 +175,7 @@ fn build_plan(cfg: &mut Config) -> Result<OpPlan> {
     }
     match &cfg.trace {
         Some(path) => {
-            let trace = Trace::read(path, Some(cfg.ops))?;
+            let trace = Trace::read_with_load(cfg.trace_load.as_deref(), path, Some(cfg.ops))?;
             cfg.records = trace.keys.len() as u64;
             cfg.loaded_bytes = trace.load_bytes();
             let plan = OpPlan::trace(Arc::new(trace), Some(cfg.ops), cfg.seed);

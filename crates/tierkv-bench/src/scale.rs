@@ -113,6 +113,8 @@ pub struct Config {
     pub distribution: DistSpec,
     /// Trace replayed instead of generated operations.
     pub trace: Option<PathBuf>,
+    /// Rows whose keys the load phase writes before the trace's own (`--trace-load`).
+    pub trace_load: Option<PathBuf>,
     /// F2 driver key files (load, run) replayed instead of generated keys.
     pub key_files: Option<(PathBuf, PathBuf)>,
     /// Key plus value bytes of generated records.
@@ -404,6 +406,7 @@ impl Config {
             workload,
             distribution,
             trace: a.trace.clone(),
+            trace_load: a.trace_load.clone(),
             key_files,
             record_size,
             key_size,

@@ -52,19 +52,67 @@ const MAX_VALUE: u32 = 64 << 20;
 impl Trace {
     /// Reads at most `max_ops` operations (all when `None`) from a trace file.
     pub fn read(path: &Path, max_ops: Option<u64>) -> Result<Trace> {
-        let f = std::fs::File::open(path).map_err(|e| BenchError::io(path, e))?;
-        Self::parse(std::io::BufReader::new(f), path, max_ops)
+        Self::read_with_load(None, path, max_ops)
+    }
+
+    /// Like [`Trace::read`], after taking the load phase's records from the rows of `load`
+    /// (same format; only each row's key and value size count, the rows are not replayed).
+    /// A generated trace uses it to load every record of its key space, including the
+    /// ones its operations never touch.
+    pub fn read_with_load(load: Option<&Path>, path: &Path, max_ops: Option<u64>) -> Result<Trace> {
+        let open = |p: &Path| {
+            std::fs::File::open(p)
+                .map(std::io::BufReader::new)
+                .map_err(|e| BenchError::io(p, e))
+        };
+        let mut b = Builder::default();
+        if let Some(load) = load {
+            b.add_rows(open(load)?, load, None, false)?;
+        }
+        b.add_rows(open(path)?, path, max_ops, true)?;
+        b.finish(path)
     }
 
     /// Parses trace rows from a reader (`path` only names it in errors). Blank lines and
     /// lines starting with `#` are skipped; anything else malformed is an error naming the
     /// line.
     pub fn parse<R: BufRead>(reader: R, path: &Path, max_ops: Option<u64>) -> Result<Trace> {
-        let mut t = Trace::default();
-        let mut index: HashMap<Box<[u8]>, u32> = HashMap::new();
+        let mut b = Builder::default();
+        b.add_rows(reader, path, max_ops, true)?;
+        b.finish(path)
+    }
+
+    /// Total bytes (keys plus values) the load phase writes.
+    pub fn load_bytes(&self) -> u64 {
+        self.keys
+            .iter()
+            .zip(&self.load_value_sizes)
+            .map(|(k, &v)| k.len() as u64 + v as u64)
+            .sum()
+    }
+}
+
+/// A trace being read: its keys so far, indexed.
+#[derive(Default)]
+struct Builder {
+    t: Trace,
+    index: HashMap<Box<[u8]>, u32>,
+}
+
+impl Builder {
+    /// Adds the rows of `reader`: their keys (with the largest value size each is written
+    /// with) and, when `replay`, their operations, at most `max_ops` of them in all.
+    fn add_rows<R: BufRead>(
+        &mut self,
+        reader: R,
+        path: &Path,
+        max_ops: Option<u64>,
+        replay: bool,
+    ) -> Result<()> {
+        let t = &mut self.t;
         let limit = max_ops.unwrap_or(u64::MAX);
         for (i, line) in reader.lines().enumerate() {
-            if t.ops.len() as u64 >= limit {
+            if replay && t.ops.len() as u64 >= limit {
                 break;
             }
             let lineno = i + 1;
@@ -120,13 +168,16 @@ impl Trace {
                 }
             };
             let next = t.keys.len() as u32;
-            let id = *index.entry(key.as_bytes().into()).or_insert(next);
+            let id = *self.index.entry(key.as_bytes().into()).or_insert(next);
             if id == next {
                 t.keys.push(key.as_bytes().into());
                 t.load_value_sizes.push(1);
             }
             let slot = &mut t.load_value_sizes[id as usize];
             *slot = (*slot).max(value_size);
+            if !replay {
+                continue;
+            }
             t.ops.push(TraceOp {
                 key: id,
                 kind,
@@ -138,23 +189,18 @@ impl Trace {
                 },
             });
         }
-        if t.ops.is_empty() {
+        Ok(())
+    }
+
+    fn finish(self, path: &Path) -> Result<Trace> {
+        if self.t.ops.is_empty() {
             return Err(BenchError::Parse {
                 path: PathBuf::from(path),
                 line: 0,
                 msg: "the trace has no operations".into(),
             });
         }
-        Ok(t)
-    }
-
-    /// Total bytes (keys plus values) the load phase writes.
-    pub fn load_bytes(&self) -> u64 {
-        self.keys
-            .iter()
-            .zip(&self.load_value_sizes)
-            .map(|(k, &v)| k.len() as u64 + v as u64)
-            .sum()
+        Ok(self.t)
     }
 }
 
@@ -196,6 +242,43 @@ mod tests {
         assert_eq!(ttls, vec![0, 3600, 0, 0]);
         assert_eq!(t.ops[3].value_size, 1);
         assert_eq!(t.load_bytes(), 4 + 300 + 4 + 200);
+    }
+
+    /// The load file's keys are loaded first, with their sizes, and only the trace's rows
+    /// are replayed; a key in both is one record.
+    #[test]
+    fn a_load_file_adds_records_without_operations() {
+        let dir = tempfile::tempdir().unwrap();
+        let load = dir.path().join("load.csv");
+        let run = dir.path().join("run.csv");
+        std::fs::write(
+            &load,
+            "0,k0,2,10,0,set,0\n0,k1,2,20,0,set,0\n0,k2,2,30,0,set,0\n",
+        )
+        .unwrap();
+        std::fs::write(
+            &run,
+            "1,k1,2,50,0,set,0\n2,k9,2,5,0,get,0\n3,k1,2,0,0,get,0\n",
+        )
+        .unwrap();
+        let t = Trace::read_with_load(Some(&load), &run, None).unwrap();
+        let keys: Vec<&[u8]> = t.keys.iter().map(|k| &**k).collect();
+        assert_eq!(keys, [&b"k0"[..], b"k1", b"k2", b"k9"]);
+        assert_eq!(t.load_value_sizes, vec![10, 50, 30, 5]);
+        let ops: Vec<(u32, TraceOpKind)> = t.ops.iter().map(|o| (o.key, o.kind)).collect();
+        assert_eq!(
+            ops,
+            vec![
+                (1, TraceOpKind::Set),
+                (3, TraceOpKind::Get),
+                (1, TraceOpKind::Get)
+            ]
+        );
+        // A load file alone replays nothing: an error, as an empty trace is.
+        let empty = dir.path().join("empty.csv");
+        std::fs::write(&empty, "# nothing\n").unwrap();
+        let e = Trace::read_with_load(Some(&load), &empty, None).unwrap_err();
+        assert!(e.to_string().contains("no operations"), "{e}");
     }
 
     #[test]

@@ -397,7 +397,15 @@ fn run(cmd: Command, serve_flag_given: &dyn Fn(&str) -> bool) -> CliResult {
     let mut out = std::io::stdout().lock();
     match cmd {
         Command::Bench(args) => {
-            tierkv_bench::run_cli(&args)?;
+            match &args.write_kvexe_trace {
+                Some(dir) => {
+                    let (load, run) = tierkv_bench::write_kvexe_trace(&args, dir)?;
+                    writeln!(out, "wrote {} and {}", load.display(), run.display())?;
+                }
+                None => {
+                    tierkv_bench::run_cli(&args)?;
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Put {
