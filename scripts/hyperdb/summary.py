@@ -30,8 +30,8 @@ def main():
             ops = max(s["ops"], 1)
             rows.append(f"| {w.upper()} | {name} | {thr:,.0f} | "
                         + (f"{r:.2f}x" if r is not None else "-")
-                        + f" | {bg.get('fd_write_bytes', 0) / ops:,.0f} | "
-                        f"{bg.get('sd_write_bytes', 0) / ops:,.0f} |")
+                        + f" | {(bg.get('fd_write_bytes') or 0) / ops:,.0f} | "
+                        f"{(bg.get('sd_write_bytes') or 0) / ops:,.0f} |")
             for o in s.get("latency_by_op") or []:
                 b = next((x for x in (base or {}).get("latency_by_op") or [] if x["op"] == o["op"]), None)
                 rel = f"{o['p99_us'] / b['p99_us']:.2f}x" if b and b["p99_us"] else "-"
