@@ -105,10 +105,36 @@ pub(super) fn edit_coll<T>(
 ) -> Result<T, CmdError> {
     let db = &ctx.shared.db();
     let mk = ks::meta_key(key);
+    loop {
+        let mut seen: Option<Vec<u8>> = None;
+        let r = edit_coll_once(ctx, db, key, &mk, coll, &mut f, &mut seen);
+        // The step's reads of element and index records are not at the snapshot of its
+        // metadata read: a writer committing in between makes them disagree, and the step
+        // may fail on that mixed view (the rank index's "a count would go below zero")
+        // where a completed step would only have been retried. An error from a step whose
+        // metadata record has changed since is such a view's: run it again.
+        if r.is_err() && db.get(&mk)?.as_deref() != seen.as_deref() {
+            continue;
+        }
+        return r;
+    }
+}
+
+/// One run of [`edit_coll`]'s step; `seen` gets the metadata record the step read.
+fn edit_coll_once<T>(
+    ctx: &Ctx<'_>,
+    db: &tierkv::Db,
+    key: &[u8],
+    mk: &[u8],
+    coll: Coll,
+    f: &mut impl FnMut(&mut HashEdit<'_>) -> Result<T, CmdError>,
+    seen: &mut Option<Vec<u8>>,
+) -> Result<T, CmdError> {
     let mut out: Option<Result<T, CmdError>> = None;
     let mut added = false;
-    let applied = ks::transact(db, &ctx.wopts(), &[&mk], |cur| {
+    let applied = ks::transact(db, &ctx.wopts(), &[mk], |cur| {
         added = false;
+        *seen = cur[0].as_ref().map(|r| r.raw.clone());
         let cur = cur[0].as_ref();
         let (meta, deadline) = match cur.map(|r| r.coll(coll)).transpose() {
             Ok(Some(m)) => (Some(m), cur.and_then(|r| r.deadline)),
@@ -147,10 +173,10 @@ pub(super) fn edit_coll<T>(
         }
         let mut b = e.batch;
         if e.len == 0 {
-            b.delete(&mk);
+            b.delete(mk);
         } else {
             let m = CollMeta::new(coll, version, e.len);
-            ks::put(&mut b, &mk, &ks::coll_value(m), deadline);
+            ks::put(&mut b, mk, &ks::coll_value(m), deadline);
         }
         Some(b)
     })?;
