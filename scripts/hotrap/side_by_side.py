@@ -57,9 +57,10 @@ SLOW_PROFILES = {"gp3-max": (10_000, 1000 * MIB), "hdd": (400, 260 * MIB)}
 MIXES = {"ro": (1, 0, 0), "rw": (0.75, 0.25, 0), "wh": (0.5, 0.5, 0), "uh": (0.5, 0, 0.5)}
 DISTS = {"hotspot-5%": "hotspot", "zipfian": "zipfian", "uniform": "uniform",
          # The HotRAP paper's shifting hotspot (its Figure 15; `tierkv bench --distribution
-         # dynamic`): kvexe's generator has no such sequence, so the prototype replays tierkv
-         # bench's own operations from a trace (see `kvexe_traces`).
+         # dynamic`, seven equal phases): kvexe's generator has no such sequence, so the
+         # prototype replays tierkv bench's own operations from a trace.
          "dynamic": None}
+DYNAMIC_PHASES = 7
 # `trace:clusterN`: a synthetic trace from Twitter cluster N's statistics
 # (scripts/twitter/trace.py), replayed by both systems.
 TRACE_MIX = "trace"
@@ -76,10 +77,14 @@ def cluster_of(cell):
     return int(m.group(1))
 
 
+def is_dynamic_cell(cell):
+    return not is_trace_cell(cell) and cell.split(":")[1] == "dynamic"
+
+
 def replayed_by_prototype(cell):
     """Cells the prototype runs from tierkv bench's exported operations (kvexe traces)
     instead of its own generator."""
-    return is_trace_cell(cell) or DISTS.get(cell.split(":")[1]) is None
+    return is_trace_cell(cell) or is_dynamic_cell(cell)
 
 
 def die(msg):
@@ -284,9 +289,10 @@ def run_tierkv(a, sz, fast, slow, out):
         promoted_bytes=r["promoted_bytes"], retained_bytes=r["retained_bytes"],
         p99_us=r["p99_us"], load_s=r["load_seconds"], ops=r["ops"],
         hot_set_limit=r.get("ralt_hot_set_limit"),
-        phases=[dict(mid=p.get("fd_hit_mid"), end=p.get("fd_hit_end"))
-                for p in r.get("phases") or []] if len(r.get("phases") or []) > 1 else None,
     )
+    phases = r.get("phases") or []
+    if len(phases) > 1:
+        res["phases"] = [dict(mid=p.get("fd_hit_mid"), end=p.get("fd_hit_end")) for p in phases]
     res.update(outside_figures(sampler, run_start, run_end, r["ops"]))
     return res
 
@@ -421,8 +427,8 @@ def run_hotrap(a, sz, fast, slow, out):
 
     res["fd_hit_whole"] = hit(at(acc, run_start_ns), acc[-1])
     res["fd_hit_final"] = hit(at(acc, mark[0]), acc[-1])
-    if DISTS.get(a.cell.split(":")[1], "") is None:
-        # The dynamic workload's seven equal phases: the FD hit rate over 45-55% and
+    if is_dynamic_cell(a.cell):
+        # The dynamic workload's equal phases: the FD hit rate over 45-55% and
         # 90-100% of each, as tierkv's report gives them, from kvexe's once-a-second rows
         # (a window shorter than a second widens to the rows around it).
         def when(done):
@@ -434,9 +440,10 @@ def run_hotrap(a, sz, fast, slow, out):
             b_row = next((r for r in acc if r[0] >= t1), acc[-1])
             return hit(a_row, b_row) if b_row[0] > a_row[0] else None
 
-        res["phases"] = [dict(mid=window(ops * (p + 0.45) / 7, ops * (p + 0.55) / 7),
-                              end=window(ops * (p + 0.9) / 7, ops * (p + 1) / 7))
-                         for p in range(7)]
+        k = DYNAMIC_PHASES
+        res["phases"] = [dict(mid=window(ops * (p + 0.45) / k, ops * (p + 0.55) / k),
+                              end=window(ops * (p + 0.9) / k, ops * (p + 1) / k))
+                         for p in range(k)]
     pr = table_of(os.path.join(db, "promoted-or-retained-bytes"))
     p0, p1 = at(pr, run_start_ns), pr[-1]
     res["promoted_bytes"] = (p1[1] - p0[1]) + (p1[2] - p0[2])

@@ -79,15 +79,15 @@ def cluster_stats(n, path=STATS):
 
 
 def key_of(i, size):
-    """Record i's key: printable, exactly `size` bytes, distinct for distinct i (hex of a
-    bijective hash of i, padded with 'k'; `size` must hold 16 hex digits, or the key space
-    must fit the digits it has)."""
-    x = i
-    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
+    """Record i's key: printable, exactly `size` bytes, distinct for distinct i: the hex of
+    a bijective 64-bit hash of i (so neighbouring ranks are far apart in key order) padded
+    with 'k', or of i itself when `size` cannot hold 16 hex digits."""
+    if size < 16:
+        return f"{i:x}".rjust(size, "k")
+    x = ((i ^ (i >> 30)) * 0xBF58476D1CE4E5B9) & (2**64 - 1)
     x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & (2**64 - 1)
     x ^= x >> 31
-    h = f"{x:016x}"
-    return ("k" * size + h)[-size:] if size < 16 else h.rjust(size, "k")
+    return f"{x:016x}".rjust(size, "k")
 
 
 def main():
@@ -105,7 +105,7 @@ def main():
     st = cluster_stats(a.cluster, a.stats)
     ks, vs = max(st["key_size"], 8), max(st["value_size"], 1)
     records = max(a.data_bytes // (ks + vs), 1)
-    if ks < 16 and records > 16 ** ks // 2:
+    if ks < 16 and records > 16 ** ks:
         sys.exit(f"{records} records do not fit {ks}-byte hex keys")
     ops = a.ops or 2 * records * (ks + vs) // 1024
     # The working set in records, and how often it is repeated to fill the data size.

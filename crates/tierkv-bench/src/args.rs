@@ -27,7 +27,7 @@ pub struct BenchArgs {
     pub trace: Option<PathBuf>,
     /// Rows in the trace's format whose keys, with their value sizes, the load phase writes
     /// before the trace's own keys; they are not replayed. A generated trace
-    /// (scripts/twitter-trace.py) names its whole key space here, as the HotRAP paper
+    /// (scripts/twitter/trace.py) names its whole key space here, as the HotRAP paper
     /// loaded every record of a Twitter cluster before replaying its operations.
     #[arg(long, requires = "trace", value_name = "FILE")]
     pub trace_load: Option<PathBuf>,
