@@ -498,11 +498,10 @@ impl DbInner {
         // and here: this is the memtable the WAL belongs to.
         let mem = self.reads.sv.load().mem.clone();
         mem.add_wal_bytes(wal_written);
-        let mut seq = first_seq;
+        mem.add_batch(first_seq, &batch);
+        let seq = first_seq + batch.len() as u64;
         let (mut puts, mut dels, mut bytes) = (0, 0, 0);
         for e in batch.iter() {
-            mem.add(seq, e.kind, e.key, e.stored_value());
-            seq += 1;
             match e.kind {
                 crate::key::ValueKind::Value | crate::key::ValueKind::Expiring => puts += 1,
                 crate::key::ValueKind::Delete => dels += 1,

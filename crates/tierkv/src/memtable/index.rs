@@ -93,6 +93,24 @@ impl KeyIndex {
         }
     }
 
+    /// Where the first slot of `hash`'s probe sequence lies, for a prefetch (the table may
+    /// be replaced meanwhile: a prefetch of a freed slot is a wasted hint, never a read).
+    pub(super) fn slot_address(&self, hash: u64) -> *const u8 {
+        let table = self.table.load();
+        table.slots[hash as usize & table.mask]
+            .as_ptr()
+            .cast_const()
+            .cast()
+    }
+
+    /// The address in the first slot of `hash`'s probe sequence when its tag is `hash`'s:
+    /// most likely the node of the key `hash` is of, unchecked (a prefetch's target).
+    pub(super) fn candidate(&self, hash: u64) -> Option<usize> {
+        let table = self.table.load();
+        let slot = table.slots[hash as usize & table.mask].load(Ordering::Acquire);
+        (slot != 0 && slot >> ADDR_BITS == tag(hash)).then_some((slot & ADDR_MASK) as usize)
+    }
+
     /// Indexes a node not indexed yet: `addr`, whose key has this `hash`; false when the
     /// index is off (or this address turned it off). `hash_of` gives the hash of an indexed
     /// node's key, for a growth. The caller serializes inserts and makes the node complete
