@@ -372,10 +372,10 @@ mod tests {
                     batch.delete(key.as_bytes());
                 }
                 5 => {
-                    batch.put_expiring(key.as_bytes(), &i.to_le_bytes(), 1_000 + i);
+                    batch.put_expiring(key.as_bytes(), i.to_le_bytes(), 1_000 + i);
                 }
                 _ => {
-                    batch.put(key.as_bytes(), &i.to_le_bytes());
+                    batch.put(key.as_bytes(), i.to_le_bytes());
                 }
             }
         }
