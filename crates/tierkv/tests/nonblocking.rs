@@ -1,8 +1,10 @@
 //! The calls for callers that must not wait (an event loop such as `tierkv serve`'s):
 //! `Db::get_entry_in_memory` and `Db::write_now`. Invariants checked:
-//! - an in-memory read answers exactly what `get_entry_opt` answers when it answers, and
-//!   otherwise fails with `Error::WouldBlock` leaving the store's counters and AC-Key's
-//!   lookup counts as if it had never been made;
+//! - an in-memory read answers exactly what `get_entry_opt` answers when it answers (from
+//!   the memtables, the point caches, or tables whose blocks are cached), and otherwise
+//!   fails with `Error::WouldBlock` leaving the store's counters, AC-Key's lookup counts and
+//!   the block cache's as if it had never been made, having read no disk;
+//! - inside `env::MemoryOnly`, a read that needs the disk fails with `WouldBlock`;
 //! - `write_now` either applies its whole batch (visible at once, in the WAL, recovered
 //!   after a reopen) or fails with `WouldBlock` having written nothing, and never when the
 //!   plain write would not have had to wait;
@@ -23,8 +25,9 @@ fn in_memory(db: &Db, k: &[u8]) -> Result<Option<Vec<u8>>, Error> {
         .map(|e| e.map(|e| e.value))
 }
 
-/// Memtable keys (present and deleted) are answered; a flushed key is not until the point
-/// cache holds its value; a refused read counts no get and no point-cache lookup.
+/// Memtable keys (present and deleted) are answered, and a key no table can hold; a
+/// flushed key is not until its block is cached (or the point cache holds its value); a
+/// refused read counts no get, no point-cache or block-cache lookup, and reads no disk.
 #[test]
 fn in_memory_reads_answer_what_memory_holds_and_leave_no_trace_otherwise() {
     let dir = tempfile::tempdir().unwrap();
@@ -39,13 +42,11 @@ fn in_memory_reads_answer_what_memory_holds_and_leave_no_trace_otherwise() {
         None,
         "deleted in the memtable"
     );
-    assert_eq!(
-        in_memory(&db, &key(3)).unwrap_err().to_string(),
-        "would block: the key is not in a memtable or the KV cache"
-    );
+    assert_eq!(in_memory(&db, &key(3)).unwrap(), None, "no table at all");
 
     db.flush().unwrap();
     let before = db.stats();
+    let reads = tierkv::env::thread_read_count();
     for _ in 0..10 {
         assert!(matches!(in_memory(&db, &key(1)), Err(Error::WouldBlock(_))));
     }
@@ -56,15 +57,95 @@ fn in_memory_reads_answer_what_memory_holds_and_leave_no_trace_otherwise() {
         (before.cache.kv.lookups, before.cache.kp.lookups),
         "a refused read makes no point-cache lookup"
     );
-    // The waiting reads bring the value into the point caches (the first into KP, the
-    // second, a KP hit, into KV); then memory answers.
-    let mut reads = 0;
-    while in_memory(&db, &key(1)).is_err() {
-        assert_eq!(db.get(key(1)).unwrap(), Some(value.clone()));
-        reads += 1;
-        assert!(reads < 10, "the value never reached the KV cache");
+    assert_eq!(
+        after.cache.block.lookups, before.cache.block.lookups,
+        "a refused read makes no block-cache lookup"
+    );
+    assert_eq!(
+        tierkv::env::thread_read_count(),
+        reads,
+        "a refused read read the disk"
+    );
+    // Inside `MemoryOnly` the waiting read itself refuses the disk.
+    {
+        let _memory_only = tierkv::env::MemoryOnly::enter();
+        assert!(matches!(db.get(key(1)), Err(Error::WouldBlock(_))));
     }
-    assert_eq!(in_memory(&db, &key(1)).unwrap(), Some(value));
+    // A waiting read caches the key's block (and points the KP cache at it); then memory
+    // answers, from that block, without a disk read, counting the get.
+    assert_eq!(db.get(key(1)).unwrap(), Some(value.clone()));
+    let (gets, reads) = (db.stats().gets, tierkv::env::thread_read_count());
+    assert_eq!(in_memory(&db, &key(1)).unwrap(), Some(value.clone()));
+    assert_eq!(
+        in_memory(&db, &key(2)).unwrap(),
+        None,
+        "deleted, in the same block"
+    );
+    assert_eq!(
+        tierkv::env::thread_read_count(),
+        reads,
+        "answered from memory"
+    );
+    assert_eq!(db.stats().gets, gets + 2);
+    assert_eq!(db.get(key(1)).unwrap(), Some(value));
+}
+
+/// Tables and blocks leaving memory while an in-memory read runs (another thread's reads
+/// evict them: 20 open tables, a 64 KiB cache) make it refuse, never read the disk: a
+/// block evicted between the read's check and its lookup ends in `WouldBlock`
+/// (`MemoryOnly`). Every answer given equals the model.
+#[test]
+fn in_memory_reads_never_read_the_disk_while_others_evict() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), tiny_options()).unwrap());
+    const KEYS: u64 = 3_000;
+    for i in 0..KEYS {
+        db.put(key(i), format!("value{i:090}")).unwrap();
+    }
+    db.flush().unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let evictor = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut rng = StdRng::seed_from_u64(7);
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                db.get(key(rng.gen_range(0..KEYS))).unwrap();
+            }
+        })
+    };
+    let mut rng = StdRng::seed_from_u64(8);
+    let (mut answered, mut refused) = (0, 0);
+    for _ in 0..100_000 {
+        let i = rng.gen_range(0..KEYS);
+        let reads = tierkv::env::thread_read_count();
+        match in_memory(&db, &key(i)) {
+            Ok(v) => {
+                assert_eq!(v, Some(format!("value{i:090}").into_bytes()));
+                answered += 1;
+            }
+            Err(Error::WouldBlock(_)) => {
+                refused += 1;
+                // The waiting read, as the server's blocking path makes it, caches the
+                // block for the next in-memory read of a key near it.
+                if refused % 4 == 0 {
+                    db.get(key(i)).unwrap();
+                }
+                continue;
+            }
+            Err(e) => panic!("in-memory read: {e}"),
+        }
+        assert_eq!(
+            tierkv::env::thread_read_count(),
+            reads,
+            "an in-memory read read the disk"
+        );
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    evictor.join().unwrap();
+    assert!(
+        answered > 1_000 && refused > 1_000,
+        "{answered} answered, {refused} refused"
+    );
 }
 
 /// `write_now` applies at once when the memtable has room, and refuses (writing nothing)

@@ -1,7 +1,8 @@
 //! Store commands answered on the connection's event-loop thread, without the hand-off of
 //! the pipeline to a blocking thread (two thread wake-ups per pipeline, most of a cached
 //! GET's cost at one command per round trip: docs/bench/server.md): plain GETs that memory
-//! answers (`Db::get_entry_in_memory`: the memtables or the KV cache) and runs of plain
+//! answers (`Db::get_entry_in_memory`: the memtables, the point caches, or tables whose
+//! blocks are cached) and runs of plain
 //! SETs and MSETs the memtable takes at once (`Db::write_now`: no stall, no memtable
 //! switch, no other writer committing), with the commands that touch no store between
 //! them. The first command that would wait, fails, or is anything else (or anything after
@@ -157,9 +158,9 @@ mod tests {
     ];
 
     /// The inline run answers the plain GETs and SETs at the front (and the PING between
-    /// them), stops at the first GET memory cannot answer (a key stored nowhere: only the
-    /// tables could say so), and the blocking path's run of the rest gives, byte for byte,
-    /// the replies a run of the blocking path alone gives.
+    /// them, and a GET of a key stored nowhere, which no table holds), stops at the first
+    /// command it may not run (HSET), and the blocking path's run of the rest gives, byte
+    /// for byte, the replies a run of the blocking path alone gives.
     #[test]
     fn the_inline_run_then_the_rest_reply_as_the_blocking_path_alone() {
         let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
@@ -168,9 +169,9 @@ mod tests {
         let mut out = ReplyWriter::new(conn.proto);
         let flow = run_inline(&shared, &mut conn, &mut out, &mut pending, 1 << 20);
         assert!(flow == Flow::Continue);
-        assert_eq!(pending.len(), 5, "stopped at GET missing");
+        assert_eq!(pending.len(), 4, "stopped at HSET");
         let inline = replies(&mut out);
-        assert_eq!(inline, b"+OK\r\n+OK\r\n+OK\r\n$1\r\n1\r\n+PONG\r\n");
+        assert_eq!(inline, b"+OK\r\n+OK\r\n+OK\r\n$1\r\n1\r\n+PONG\r\n$-1\r\n");
         run_pipeline(&shared, &mut conn, &mut out, &mut pending, 1 << 20);
         let both = [inline, replies(&mut out)].concat();
 
@@ -184,8 +185,9 @@ mod tests {
         );
     }
 
-    /// A GET whose key only a disk read finds (flushed, not in the KV cache) is left for
-    /// the blocking path, as is everything with `--sync`.
+    /// A GET whose key only a disk read finds (flushed, its block not cached) is left for
+    /// the blocking path, as is everything with `--sync`; once that path's read cached the
+    /// block, the GET runs inline.
     #[test]
     fn what_would_wait_is_left_pending() {
         let dir = tempfile::tempdir().unwrap();
@@ -204,6 +206,12 @@ mod tests {
         run_inline(&shared, &mut conn, &mut out, &mut pending, 1 << 20);
         assert_eq!(pending.len(), 2);
         assert!(replies(&mut out).is_empty());
+        run_pipeline(&shared, &mut conn, &mut out, &mut pending, 1 << 20);
+        assert_eq!(replies(&mut out), b"$1\r\n1\r\n+PONG\r\n");
+        let mut pending = commands(&["GET a", "PING"]);
+        run_inline(&shared, &mut conn, &mut out, &mut pending, 1 << 20);
+        assert!(pending.is_empty(), "answered from the cached block");
+        assert_eq!(replies(&mut out), b"$1\r\n1\r\n+PONG\r\n");
 
         let dir = tempfile::tempdir().unwrap();
         let (shared, mut conn) = server(dir.path(), true);

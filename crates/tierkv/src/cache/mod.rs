@@ -327,6 +327,22 @@ impl Cache {
         self.slot(hash).shard.lock().holds_value(key, hash)
     }
 
+    /// The block pointer the KP cache holds for `key`, if any: no counter, recency or
+    /// ghost changes.
+    pub fn peek_pointer(&self, key: &[u8], hash: u64) -> Option<BlockPtr> {
+        self.slot(hash).shard.lock().peek_pointer(key, hash)
+    }
+
+    /// True when the block at `offset` of table `file` is cached: no counter, recency or
+    /// ghost changes.
+    pub fn holds_block(&self, file: u64, offset: u64) -> bool {
+        if !self.block_enabled() {
+            return false;
+        }
+        let hash = block_hash(file, offset);
+        self.slot(hash).shard.lock().holds_block(file, offset, hash)
+    }
+
     /// Runs `f` on a key's shard if no flush ran since `fence` was taken (checked under
     /// the shard's lock, see the module comment).
     fn if_fresh(&self, hash: u64, fence: u64, f: impl FnOnce(&mut Shard, &ShardCounters)) {
@@ -601,6 +617,10 @@ impl crate::sst::BlockCache for Cache {
 
     fn insert_block(&self, file: u64, offset: u64, block: Block) {
         Cache::insert_block(self, file, offset, block)
+    }
+
+    fn holds_block(&self, file: u64, offset: u64) -> bool {
+        Cache::holds_block(self, file, offset)
     }
 }
 

@@ -184,6 +184,23 @@ impl Shard {
             .is_some_and(|i| self.points.node(i).val.value().is_some())
     }
 
+    /// The block pointer a KP entry of `key` holds, if any: counts and touches nothing
+    /// (as [`Shard::holds_value`]).
+    pub fn peek_pointer(&self, key: &[u8], hash: u64) -> Option<BlockPtr> {
+        self.find_point(key, hash)
+            .and_then(|i| match self.points.node(i).val.kind {
+                Kind::KpPtr(p) => Some(p),
+                _ => None,
+            })
+    }
+
+    /// True when the block is cached: counts and touches nothing.
+    pub fn holds_block(&self, file: u64, offset: u64, hash: u64) -> bool {
+        self.blocks
+            .find(hash, |b| b.file == file && b.offset == offset)
+            .is_some()
+    }
+
     /// Looks a key up in the KV and KP caches (AC-Key §4.1.1 cases I-III).
     pub fn lookup_point(
         &mut self,

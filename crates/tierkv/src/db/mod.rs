@@ -294,8 +294,9 @@ impl Db {
     }
 
     /// [`Db::get_entry_opt`] for a caller that must not wait (an event loop): answered when
-    /// the memtables or the KV cache hold the key, and [`Error::WouldBlock`] otherwise
-    /// (nothing is counted or cached for such a key: ask again with
+    /// memory can answer (the memtables, the point caches, or open tables whose filters
+    /// rule the key out or whose blocks holding it are cached), and [`Error::WouldBlock`]
+    /// otherwise (nothing is counted or cached for such a key: ask again with
     /// [`Db::get_entry_opt`], which reads the disk). Never reads a disk or waits on a
     /// lock held across I/O.
     pub fn get_entry_in_memory(

@@ -25,7 +25,7 @@
 use super::stats::Counters;
 use super::{DbInner, SuperVersion};
 use crate::cache::{key_hash, BlockPtr, Cache, PointLookup};
-use crate::env::{thread_read_count, IoCause, Tier};
+use crate::env::{thread_read_count, IoCause, MemoryOnly, Tier};
 use crate::error::{Error, Result};
 use crate::expiry::{is_expired, Entry};
 use crate::key::{parse_internal_key, seek_key, SeqNo, ValueKind, MAX_SEQ};
@@ -34,7 +34,7 @@ use crate::options::ReadOptions;
 use crate::sst::block::Block;
 use crate::sst::format::BlockHandle;
 use crate::sst::{BlockLookup, Table};
-use crate::version::{LevelGet, LevelHit, LevelLookup, LevelStep, Version};
+use crate::version::{FileMeta, LevelGet, LevelHit, LevelLookup, LevelStep, Version};
 use arc_swap::Guard;
 use bytes::Bytes;
 use std::borrow::Cow;
@@ -150,6 +150,23 @@ pub(super) struct PendingKey {
     pointer: Option<BlockPtr>,
 }
 
+/// The file a KP pointer names, if `version` still has it where the pointer says (at its
+/// level, and in a level past L0 the file whose range holds `target`).
+fn pointer_file<'v>(
+    version: &'v Version,
+    p: &BlockPtr,
+    target: &[u8],
+) -> Option<&'v Arc<FileMeta>> {
+    let files = version.levels.get(p.level as usize)?;
+    if p.level == 0 {
+        files.iter().find(|f| f.number == p.file)
+    } else {
+        files
+            .get(Version::find_file(files, target))
+            .filter(|f| f.number == p.file)
+    }
+}
+
 impl DbInner {
     /// Reads the newest version of `key` visible to `ropts`, with its deadline; an expired
     /// record reads as absent.
@@ -164,11 +181,15 @@ impl DbInner {
         }
     }
 
-    /// [`DbInner::get`] as far as memory answers it: the memtables, then the point caches
-    /// when they hold the key's value; [`Error::WouldBlock`] for any other key, which is
-    /// then left as if never read (the point caches are only peeked at, so the caller's
-    /// retry makes the one lookup AC-Key counts and learns from; a value evicted between
-    /// the peek and the lookup is the rare exception, looked up twice).
+    /// [`DbInner::get`] when memory answers it: the memtables, then, when the rest of the
+    /// read needs no disk ([`DbInner::needs_no_read`]: the point caches hold the value, or
+    /// every block the read may need is cached in an open table), the read proper on this
+    /// thread; [`Error::WouldBlock`] for any other key, which is then left as if never
+    /// read (the caches are only peeked at, so the caller's retry makes the one lookup
+    /// AC-Key counts and learns from). The read proper refuses the disk
+    /// ([`MemoryOnly`]), so a table or block that left memory between the peek and the read
+    /// also ends in `WouldBlock`: that rare key is then looked up twice (and should another
+    /// thread be reopening that table right then, this one waits for its opening).
     pub(super) fn get_in_memory(&self, key: &[u8], ropts: &ReadOptions) -> Result<Option<Entry>> {
         let (at, sv) = self.start_read(ropts)?;
         let mut r = self.read_at(key, &sv, at);
@@ -176,17 +197,19 @@ impl DbInner {
             Counters::add(&self.counters.gets, 1);
             return Ok(answer);
         }
-        let not_in_memory = Error::WouldBlock("the key is not in a memtable or the KV cache");
-        if !r.cache.is_some_and(|c| c.holds_value(r.key(), r.hash)) {
-            return Err(not_in_memory);
+        if !self.needs_no_read(&r)? {
+            return Err(Error::WouldBlock("the key's read needs the disk"));
         }
-        match self.lookup_point_cache(&mut r) {
-            Inline::Answer(answer) => {
-                Counters::add(&self.counters.gets, 1);
-                Ok(answer)
-            }
-            Inline::Pointer(_) | Inline::Levels => Err(not_in_memory),
+        let _memory_only = MemoryOnly::enter();
+        let answer = match self.lookup_point_cache(&mut r) {
+            Inline::Answer(answer) => Ok(answer),
+            Inline::Pointer(p) => self.get_from_disk(r, Some(p)),
+            Inline::Levels => self.get_from_disk(r, None),
+        };
+        if answer.is_ok() {
+            Counters::add(&self.counters.gets, 1);
         }
+        answer
     }
 
     /// Stages 1 and 2 (memtables, point caches), which never read a disk. Counts the get.
@@ -549,21 +572,33 @@ impl DbInner {
         p: &BlockPtr,
         target: &[u8],
     ) -> Result<Option<(Arc<Table>, Tier)>> {
-        let version = &r.sv.version;
-        let Some(files) = version.levels.get(p.level as usize) else {
-            return Ok(None);
-        };
-        let meta = if p.level == 0 {
-            files.iter().find(|f| f.number == p.file)
-        } else {
-            files
-                .get(Version::find_file(files, target))
-                .filter(|f| f.number == p.file)
-        };
-        let Some(meta) = meta else {
+        let Some(meta) = pointer_file(&r.sv.version, p, target) else {
             return Ok(None);
         };
         Ok(Some((self.tables.get(meta, IoCause::UserGet)?, meta.tier)))
+    }
+
+    /// True when the rest of `r`'s read, past the memtables, needs no disk: the point
+    /// caches hold the key's value, or the block its KP pointer names is cached in an open
+    /// table (a stale pointer then sends the read on to the levels, which may need the
+    /// disk), or every table the levels' lookup may look at is open and rules the key out
+    /// or has its block cached ([`Version::get_needs_no_read`]). Judged without counting
+    /// or touching anything in the caches, so that a read then made elsewhere is the
+    /// key's only one as far as AC-Key and the block cache's recency know.
+    fn needs_no_read(&self, r: &Read<'_>) -> Result<bool> {
+        let target = seek_key(r.key(), r.seq);
+        if let Some(c) = r.cache {
+            if c.holds_value(r.key(), r.hash) {
+                return Ok(true);
+            }
+            if let Some(p) = c.peek_pointer(r.key(), r.hash) {
+                return Ok(pointer_file(&r.sv.version, &p, &target)
+                    .and_then(|meta| self.tables.get_if_open(meta))
+                    .is_some_and(|table| table.block_needs_no_read(p.handle)));
+            }
+        }
+        r.sv.version
+            .get_needs_no_read(&self.tables, &target, 0..=r.last)
     }
 
     /// A stale KP pointer is forgotten and the read goes on to the levels with the key

@@ -24,6 +24,38 @@ static WARNED_NO_DIRECT: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     static THREAD_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    static MEMORY_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While alive, the calling thread's table opens and reads fail with
+/// [`Error::WouldBlock`] instead of touching a disk: a read that was judged answerable
+/// from memory (an event loop's, which must never wait on a disk) stops there if a table
+/// or block left memory since the judgement.
+pub struct MemoryOnly {
+    before: bool,
+}
+
+impl MemoryOnly {
+    /// Refuses disk reads on this thread until the guard is dropped.
+    pub fn enter() -> MemoryOnly {
+        MemoryOnly {
+            before: MEMORY_ONLY.with(|m| m.replace(true)),
+        }
+    }
+}
+
+impl Drop for MemoryOnly {
+    fn drop(&mut self) {
+        MEMORY_ONLY.with(|m| m.set(self.before));
+    }
+}
+
+/// `Err(WouldBlock)` inside a [`MemoryOnly`] span.
+fn refuse_in_memory_only() -> Result<()> {
+    if MEMORY_ONLY.with(|m| m.get()) {
+        return Err(Error::WouldBlock("the read needs the disk"));
+    }
+    Ok(())
 }
 
 /// Disk reads issued by the calling thread so far. A caller compares two values to learn
@@ -58,6 +90,7 @@ pub struct RandomAccessFile {
 
 impl RandomAccessFile {
     pub(crate) fn open(tier: Arc<TierHandle>, path: PathBuf, want_direct: bool) -> Result<Self> {
+        refuse_in_memory_only()?;
         let direct = if want_direct {
             match OpenOptions::new()
                 .read(true)
@@ -135,6 +168,7 @@ impl RandomAccessFile {
     /// Reads exactly `len` bytes at `offset`, as one I/O charged to `cause`. A range past
     /// the end of the file is a corruption (the caller's offsets came from the file itself).
     pub fn read_at(&self, offset: u64, len: usize, cause: IoCause) -> Result<Vec<u8>> {
+        refuse_in_memory_only()?;
         self.check_range(offset, len)?;
         self.tier.fault(FaultOp::Read, &self.path)?;
         let data = self.read_now(offset, len)?;

@@ -20,11 +20,10 @@ pub use device::{DeviceModel, DeviceProfile};
 pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, PlantedBug, SyncHook, Trigger};
 #[cfg(test)]
 pub(crate) use file::thread_submissions;
-pub use file::RoundRead;
 pub(crate) use file::{
-    read_round, read_together, thread_read_count, HoldsFile, RandomAccessFile, ReadSession,
-    WritableFile,
+    read_round, read_together, HoldsFile, RandomAccessFile, ReadSession, WritableFile,
 };
+pub use file::{thread_read_count, MemoryOnly, RoundRead};
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};
 
 use crate::error::{Error, Result};

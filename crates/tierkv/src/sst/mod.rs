@@ -32,6 +32,9 @@ pub trait BlockCache: Send + Sync {
     fn get_block(&self, file: u64, offset: u64) -> Option<Block>;
     /// Offers a block just read from disk.
     fn insert_block(&self, file: u64, offset: u64, block: Block);
+    /// True when the block at `offset` of table `file` is cached; unlike
+    /// [`BlockCache::get_block`], counts and touches nothing.
+    fn holds_block(&self, file: u64, offset: u64) -> bool;
 }
 
 /// Smallest data block `block_records` cuts: a direct read moves whole 512-byte sectors,

@@ -275,6 +275,58 @@ impl Version {
         files.partition_point(|f| compare_internal(f.largest(), ikey) == Ordering::Less)
     }
 
+    /// The files of `level` that may hold `seek_key`'s user key by their key ranges (in
+    /// L0, which overlaps, all of them in the level's order), as indexes into the level:
+    /// appended to `out`.
+    fn candidate_files(&self, level: usize, seek_key: &[u8], out: &mut Vec<usize>) {
+        let Some(files) = self.levels.get(level) else {
+            return;
+        };
+        let ukey = user_key(seek_key);
+        if level == 0 {
+            out.extend(
+                files
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, f)| f.contains_user_key(ukey))
+                    .map(|(i, _)| i),
+            );
+        } else {
+            let i = Version::find_file(files, seek_key);
+            if files.get(i).is_some_and(|f| user_key(f.smallest()) <= ukey) {
+                out.push(i);
+            }
+        }
+    }
+
+    /// True when a lookup of `seek_key` in `levels` would read no disk (every file it may
+    /// look at open, and in each the filter or index ruling the key out or its block
+    /// cached), judged without counting or touching anything in the caches. It looks at
+    /// every level of the range, where the lookup stops at the first that holds the key, so
+    /// it may say false for a lookup that would not read; never true for one that would,
+    /// unless a table or block leaves memory meanwhile.
+    pub fn get_needs_no_read(
+        &self,
+        tables: &TableCache,
+        seek_key: &[u8],
+        levels: std::ops::RangeInclusive<usize>,
+    ) -> Result<bool> {
+        let mut files = Vec::new();
+        for level in levels {
+            files.clear();
+            self.candidate_files(level, seek_key, &mut files);
+            for &i in &files {
+                let Some(table) = tables.get_if_open(&self.levels[level][i]) else {
+                    return Ok(false);
+                };
+                if !table.lookup_needs_no_read(seek_key)? {
+                    return Ok(false);
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// Looks `seek_key` (see [`crate::key::seek_key`]) up in the table files, newest level
     /// first, stopping at the first level that holds the user key. `max_level` bounds the
     /// search (levels deeper than it are skipped) so callers can split FD and SD lookups.
@@ -352,7 +404,6 @@ impl LevelLookup {
         cause: IoCause,
         block: Option<Result<Block>>,
     ) -> Result<LevelStep> {
-        let ukey = user_key(seek_key);
         if let Some((file, table, h)) = self.waiting.take() {
             let Some(block) = block else {
                 // Asked for a block and not given it: ask again.
@@ -369,27 +420,14 @@ impl LevelLookup {
                 }
                 let level = self.next;
                 self.next += 1;
-                let Some(files) = version.levels.get(level) else {
+                if level >= version.levels.len() {
                     self.next = self.end + 1;
                     continue;
-                };
+                }
                 self.level = level;
                 self.pos = 0;
                 self.files.clear();
-                if level == 0 {
-                    self.files.extend(
-                        files
-                            .iter()
-                            .enumerate()
-                            .filter(|(_, f)| f.contains_user_key(ukey))
-                            .map(|(i, _)| i),
-                    );
-                } else {
-                    let i = Version::find_file(files, seek_key);
-                    if files.get(i).is_some_and(|f| user_key(f.smallest()) <= ukey) {
-                        self.files.push(i);
-                    }
-                }
+                version.candidate_files(level, seek_key, &mut self.files);
                 continue;
             }
             let file = self.files[self.pos];

@@ -141,6 +141,14 @@ impl TableCache {
         self.tables.get(&number)
     }
 
+    /// The reader of a file if it is open, without opening it (no I/O).
+    pub fn get_if_open(&self, meta: &FileMeta) -> Option<Arc<Table>> {
+        match meta.late_reader.get() {
+            Some(t) => Some(t.clone()),
+            None => self.peek(meta.number),
+        }
+    }
+
     /// The reader of a file, opening it (charged to `cause`) on a miss.
     pub fn get(&self, meta: &FileMeta, cause: IoCause) -> Result<Arc<Table>> {
         if let Some(t) = meta.late_reader.get() {

@@ -77,14 +77,41 @@ impl Table {
         })
     }
 
+    /// True when a lookup of `seek_key` here reads no disk: the filter or the index rules
+    /// the key out, or its data block is in the block cache. Counts and touches nothing
+    /// in the cache.
+    pub fn lookup_needs_no_read(&self, seek_key: &[u8]) -> Result<bool> {
+        if self.filter_excludes(user_key(seek_key)) {
+            return Ok(true);
+        }
+        Ok(match self.block_handle_for(seek_key)? {
+            Some(h) => self.block_needs_no_read(h),
+            None => true,
+        })
+    }
+
+    /// True when [`Table::locate_block`] of `h` reads no disk: `h` lies outside the data
+    /// blocks or the block is cached. Counts and touches nothing in the cache.
+    pub fn block_needs_no_read(&self, h: BlockHandle) -> bool {
+        !self.in_data_blocks(h)
+            || self
+                .cache
+                .as_ref()
+                .is_some_and(|c| c.holds_block(self.number, h.offset))
+    }
+
+    /// True when the block at `h`, with its trailer, lies within the data blocks.
+    fn in_data_blocks(&self, h: BlockHandle) -> bool {
+        h.offset
+            .checked_add(h.size)
+            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64))
+            .is_some_and(|e| e <= self.data_end)
+    }
+
     /// [`Table::locate`] for a known handle (as a KP cache entry keeps it): absent when it
     /// lies outside the data blocks, else the cached block or the read it needs.
     pub fn locate_block(&self, h: BlockHandle) -> BlockLookup {
-        let end = h
-            .offset
-            .checked_add(h.size)
-            .and_then(|e| e.checked_add(BLOCK_TRAILER_LEN as u64));
-        if end.is_none_or(|e| e > self.data_end) {
+        if !self.in_data_blocks(h) {
             return BlockLookup::Absent;
         }
         if let Some(cache) = &self.cache {
