@@ -10,8 +10,9 @@
 //!
 //! Checks (invariants of docs/DESIGN.md):
 //!
-//! - invariant 1 while running: a thread's get, multi_get, read-modify-write, merge and
-//!   iterator of its own keys return exactly what it last wrote; a snapshot iterator shows
+//! - invariant 1 while running: a thread's get (also through `get_entry_in_memory`, as an
+//!   event loop reads), multi_get, read-modify-write, merge and iterator of its own keys
+//!   return exactly what it last wrote; a snapshot iterator shows
 //!   one state, the same forward, backward and through gets at the snapshot, while the other
 //!   threads write; every value read of any key is well formed (its key, a version, intact).
 //! - invariant 2 after a SIGKILL (the child mode, [`stress_kills`]): every key holds its last
@@ -816,7 +817,16 @@ impl Thread<'_, '_> {
     fn get_own(&mut self) -> OpResult {
         Counts::bump(&self.w.counts.reads);
         let k = self.owned_key();
-        let e = self.w.db.get_entry(key(k))?;
+        // Half of them as an event loop reads (`tierkv serve`): from memory when memory
+        // answers (memtables, point caches, cached blocks of open tables), else waiting.
+        let e = if self.rng.gen_bool(0.5) {
+            match self.w.db.get_entry_in_memory(key(k), &ReadOptions::new()) {
+                Err(tierkv::Error::WouldBlock(_)) => self.w.db.get_entry(key(k))?,
+                answer => answer?,
+            }
+        } else {
+            self.w.db.get_entry(key(k))?
+        };
         let read = self.read_state(k, e);
         self.check_own(k, "get", read);
         Ok(())
