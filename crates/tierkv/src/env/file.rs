@@ -27,8 +27,9 @@ thread_local! {
     static MEMORY_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// While alive, the calling thread's table opens and reads fail with
-/// [`Error::WouldBlock`] instead of touching a disk: a read that was judged answerable
+/// While alive, the calling thread's file opens for reading and its reads (one at a time
+/// or through a [`ReadSession`]) fail with [`Error::WouldBlock`] instead of touching a
+/// disk: a read that was judged answerable
 /// from memory (an event loop's, which must never wait on a disk) stops there if a table
 /// or block left memory since the judgement.
 pub struct MemoryOnly {
@@ -624,8 +625,8 @@ impl<H: HoldsFile> ReadSession<H> {
     /// now and submitted by the next turn (or read right here without a ring).
     pub(crate) fn start(&mut self, holder: H, offset: u64, len: usize, cause: IoCause, tag: usize) {
         let file = holder.file();
-        let plan = file
-            .check_range(offset, len)
+        let plan = refuse_in_memory_only()
+            .and_then(|()| file.check_range(offset, len))
             .and_then(|()| file.tier.fault(FaultOp::Read, &file.path))
             .and_then(|()| file.plan(offset, len));
         let plan = match plan {
