@@ -2,19 +2,22 @@
 //! the pipeline to a blocking thread (two thread wake-ups per pipeline, most of a cached
 //! GET's cost at one command per round trip: docs/bench/server.md): plain GETs that memory
 //! answers (`Db::get_entry_in_memory`: the memtables, the point caches, or tables whose
-//! blocks are cached) and runs of plain
-//! SETs and MSETs the memtable takes at once (`Db::write_now`: no stall, no memtable
-//! switch, no other writer committing), with the commands that touch no store between
-//! them. The first command that would wait, fails, or is anything else (or anything after
-//! MULTI, which the dispatcher queues) ends the inline run: it and the rest go to the blocking thread as before, in order, so every reply is
-//! the one the blocking path would give. Not used when every write is fsynced (`--sync`):
-//! an fsync must not hold the event loop.
+//! blocks are cached) and runs of plain SETs and MSETs the memtable takes at once
+//! (`Db::write_now`: no stall, no memtable switch, no other writer committing), with the
+//! commands that touch no store between them. Each is recorded in SLOWLOG and the latency
+//! monitor as the blocking path records it. The first command that would wait, fails, or
+//! is anything else (or anything after MULTI, which the dispatcher queues) ends the inline
+//! run: it and the rest go to the blocking thread as before, in order, so every reply is
+//! the one the blocking path would give. Nothing runs inline on a connection in RESP2's
+//! subscribed mode (the dispatcher refuses GET and SET there), nor when every write is
+//! fsynced (`--sync`): an fsync must not hold the event loop.
 //!
 //! Owns only this choice of what may run inline; the commands' semantics stay in their
 //! modules (`strings`, `keyspace`).
 
 use super::{
-    execute, mergeable, needs_io, set_batch, strings, Ctx, Flow, MAX_MERGED, MAX_MERGED_BYTES,
+    execute, mergeable, needs_io, record_run, set_batch, strings, Ctx, Flow, MAX_MERGED,
+    MAX_MERGED_BYTES,
 };
 use crate::keyspace as ks;
 use crate::resp::{Args, ReplyWriter};
@@ -35,6 +38,7 @@ pub(crate) fn run_inline(
         || !conn.authed
         || conn.resume.is_some()
         || conn.replies != crate::state::Replies::On
+        || conn.subscribed_mode()
         || shared.pubsub.monitoring()
         || shared.replication.is_replica()
     {
@@ -64,15 +68,18 @@ pub(crate) fn run_inline(
                 return flow;
             }
         } else if strings::plain_get(args) {
+            let started = std::time::Instant::now();
             let Ok(rec) = ks::get_in_memory(&shared.db(), &args[1]) else {
                 break;
             };
-            pending.pop_front();
             ServerStats::bump(&shared.stats.commands, 1);
             *conn.info.last_cmd.lock() = "get";
             strings::answer_get(shared, out, rec);
+            record_run(shared, conn, std::iter::once(args), started.elapsed());
+            pending.pop_front();
         } else if mergeable(args) {
             let run = set_run(pending);
+            let started = std::time::Instant::now();
             if shared
                 .db()
                 .write_now(set_batch(pending.iter().take(run)))
@@ -80,6 +87,7 @@ pub(crate) fn run_inline(
             {
                 break;
             }
+            record_run(shared, conn, pending.iter().take(run), started.elapsed());
             pending.drain(..run);
             ServerStats::bump(&shared.stats.commands, run as u64);
             *conn.info.last_cmd.lock() = "set";

@@ -2216,6 +2216,22 @@ pub(crate) fn execute(ctx: &mut Ctx<'_>, args: &[Bytes]) -> Flow {
     flow
 }
 
+/// Records commands run together outside [`execute`] (a GET or a run of SETs answered on
+/// the event loop, a run of SETs written as one batch) in SLOWLOG and the latency monitor,
+/// as `execute` records one: each with an equal share of the time they took together.
+fn record_run<'a>(
+    shared: &Shared,
+    conn: &ConnState,
+    run: impl ExactSizeIterator<Item = &'a Args>,
+    took: std::time::Duration,
+) {
+    let share = took / run.len().max(1) as u32;
+    let config = shared.config.load();
+    for args in run {
+        shared.monitor.record(&config, &conn.info, args, share);
+    }
+}
+
 /// True for `CLIENT REPLY ON`, whose reply is sent even while replies are off.
 fn turns_replies_on(args: &[Bytes]) -> bool {
     args.len() == 3
@@ -2409,7 +2425,9 @@ fn run_commands(
             let wopts = tierkv::WriteOptions {
                 sync: shared.config.load().sync,
             };
+            let started = std::time::Instant::now();
             if shared.db().write_opt(batch, &wopts).is_ok() {
+                record_run(shared, conn, run.iter(), started.elapsed());
                 ServerStats::bump(&shared.stats.commands, run.len() as u64);
                 *conn.info.last_cmd.lock() = "set";
                 for _ in &run {
