@@ -114,19 +114,25 @@ impl MemTable {
     /// their cache misses (two per rewritten key in a memtable larger than the cache)
     /// overlap instead of following one another.
     pub fn add_batch(&self, first_seq: SeqNo, batch: &crate::batch::WriteBatch) {
-        let mut entries = batch.iter().peekable();
+        // Two walks of the batch's encoding, one a group ahead of the other, instead of a
+        // copy of each group's entries.
+        let (mut ahead, mut entries) = (batch.iter(), batch.iter());
         let mut seq = first_seq;
         let mut hashes = [0u64; PREFETCH_GROUP];
-        while entries.peek().is_some() {
-            let group: Vec<_> = entries.by_ref().take(PREFETCH_GROUP).collect();
-            for (e, hash) in group.iter().zip(hashes.iter_mut()) {
-                *hash = filter_hash(e.key);
+        loop {
+            let n = hashes
+                .iter_mut()
+                .zip(ahead.by_ref())
+                .map(|(hash, e)| *hash = filter_hash(e.key))
+                .count();
+            if n == 0 {
+                break;
             }
-            let hashes = &hashes[..group.len()];
-            if group.len() > 1 {
-                self.list.prefetch(hashes);
+            if n > 1 {
+                self.list.prefetch(&hashes[..n]);
             }
-            for (e, &hash) in group.iter().zip(hashes) {
+            // The hashes first: `zip` then stops without taking an entry past the group.
+            for (&hash, e) in hashes[..n].iter().zip(entries.by_ref()) {
                 let trailer = crate::key::pack_trailer(seq, e.kind);
                 self.list.insert(e.key, hash, trailer, e.stored_value());
                 seq += 1;
