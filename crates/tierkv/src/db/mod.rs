@@ -175,6 +175,9 @@ pub(crate) struct Signals {
     /// Signals finished background work (stalled writers, `flush`, `compact_range`).
     pub done_cv: Condvar,
     pub shutting_down: AtomicBool,
+    /// Set once `Jobs::bg_error` is: lets a write see the store is read-only without
+    /// taking `DbInner::state`.
+    pub failed: AtomicBool,
 }
 
 /// HotRAP's runtime state (present or not, the promotion cache is internally locked).
@@ -1076,6 +1079,7 @@ impl DbInner {
         if st.jobs.bg_error.is_none() {
             tracing::error!("background error, store is now read-only: {e}");
             st.jobs.bg_error = Some(e.clone());
+            self.signals.failed.store(true, Ordering::Release);
         }
         self.signals.done_cv.notify_all();
         e
@@ -1190,5 +1194,34 @@ mod tests {
         let (seq, sv) = db.inner.reads.read_view(None).unwrap();
         assert!(seq >= sv.drop_horizon);
         assert_eq!(db.get(b"k").unwrap().as_deref(), Some(&b"v2"[..]));
+    }
+
+    /// A write that fits its memtable never waits for `DbInner::state`, which background
+    /// jobs hold while they pick and install work (docs/ARCHITECTURE.md, "Locks"). The
+    /// test holds the state lock, as a background thread descheduled inside it would,
+    /// while another thread writes; a write path that took the lock would still be
+    /// waiting when the bound below runs out (a bound on a hang, not a speed).
+    #[test]
+    fn a_write_with_room_in_its_memtable_does_not_wait_for_the_state_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = std::sync::Arc::new(Db::open(dir.path(), Options::default()).unwrap());
+        db.put(b"first", b"v").unwrap();
+        let (done_tx, done) = std::sync::mpsc::channel();
+        let held = db.inner.state.lock();
+        let writer = {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                let r = db.put(b"second", b"v");
+                let _ = done_tx.send(());
+                r
+            })
+        };
+        let finished = done
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .is_ok();
+        drop(held);
+        writer.join().unwrap().unwrap();
+        assert!(finished, "the write waited for the state lock");
+        assert_eq!(db.get(b"second").unwrap().as_deref(), Some(&b"v"[..]));
     }
 }

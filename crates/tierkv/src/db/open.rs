@@ -209,6 +209,7 @@ fn open_inner(
             bg_cv: Condvar::new(),
             done_cv: Condvar::new(),
             shutting_down: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
         },
         hot: Hotness {
             pc: PromotionCache::new(opts.promotion_cache_size()),

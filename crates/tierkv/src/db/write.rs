@@ -264,6 +264,9 @@ impl DbInner {
     /// [`Error::WouldBlock`] (or the store's background error). Called holding
     /// `WriteQueue::commit`.
     fn room_without_waiting(&self, incoming: usize) -> Result<()> {
+        if self.room_at_once(incoming) {
+            return Ok(());
+        }
         let st = self.state.lock();
         if let Some(e) = &st.jobs.bg_error {
             return Err(Error::Background(e.clone()));
@@ -558,6 +561,9 @@ impl DbInner {
         mut force: bool,
         incoming: usize,
     ) -> Result<(), Arc<Error>> {
+        if !force && self.room_at_once(incoming) {
+            return Ok(());
+        }
         let mut delayed = false;
         let mut st = self.state.lock();
         loop {
@@ -651,6 +657,27 @@ impl DbInner {
             self.signals.bg_cv.notify_all();
             force = false;
         }
+    }
+
+    /// The common case of [`DbInner::make_room_for_write`], decided without
+    /// `DbInner::state`: no background error, level 0 below its slowdown trigger, and room
+    /// for `incoming` bytes in the memtable. A background job holds `state` while it picks
+    /// and installs work, and a writer waiting for it there (worse, for a background thread
+    /// the scheduler took off the CPU while holding it) was the slowest 1% of writes in a
+    /// read-mostly mix (docs/bench/hyperdb-ycsb.md). Called holding `WriteQueue::commit`:
+    /// only a holder switches the memtable, so the published one is the one to write, and
+    /// level 0 read from the published version can be one install behind, which a check
+    /// under `state` could be a moment later too.
+    fn room_at_once(&self, incoming: usize) -> bool {
+        if self.signals.failed.load(Ordering::Acquire)
+            || self.signals.shutting_down.load(Ordering::Acquire)
+        {
+            return false;
+        }
+        let sv = self.reads.sv.load();
+        let mem = &sv.mem;
+        sv.version.levels[0].len() < self.opts.level0_slowdown_trigger
+            && (mem.is_empty() || mem.approximate_size() + incoming <= self.opts.write_buffer_size)
     }
 
     /// `Some(error)` when the slow tier has reached its budget and the fast tier its own:
