@@ -32,12 +32,13 @@
 //! Files: `options` (options, derived parameters), `score` (score and counter arithmetic,
 //! record encoding), `buffer` (clock, unsorted buffer), `admit` (admission table), `stage`
 //! (hot stage), `repeat` (slow-tier reads judged recently, for promotion on a repeat),
-//! `run` (run files), `manifest`
+//! `deferred` (reads' accesses that found the front lock held), `run` (run files), `manifest`
 //! (persisted state), `version` (file sets, merging iterator), `maint` (flush, compaction,
 //! eviction, auto-tuning).
 
 mod admit;
 mod buffer;
+mod deferred;
 mod maint;
 mod manifest;
 mod options;
@@ -82,6 +83,8 @@ pub struct Ralt {
     params: Params,
     scorer: Scorer,
     front: Mutex<Front>,
+    /// Reads' accesses that found `front` held, for its next holder to merge.
+    deferred: deferred::Deferred,
     /// Bytes the active buffer may hold (see `RaltOptions::max_buffer_bytes`); changed
     /// only under the front lock, when a buffer freezes.
     buffer_capacity: AtomicU64,
@@ -325,6 +328,7 @@ impl Ralt {
                 accesses: 0,
                 dropped: 0,
             }),
+            deferred: deferred::Deferred::default(),
             buffer_capacity: AtomicU64::new(opts.buffer_bytes as u64),
             buffer_target: AtomicU64::new(opts.buffer_bytes as u64),
             has_frozen: AtomicBool::new(false),
@@ -404,6 +408,7 @@ impl Ralt {
     /// Freezes the active buffer for a flush if it holds anything and none waits.
     fn freeze_active(&self) -> bool {
         let mut f = self.front.lock();
+        self.merge_deferred(&mut f);
         if f.frozen.is_some() || f.active.is_empty() {
             return false;
         }
@@ -422,11 +427,41 @@ impl Ralt {
     }
 
     /// Merges one access into the buffers. When both buffers are full: drops it (counted)
-    /// if `drop_if_full`, else records nothing and returns `false`.
+    /// if `drop_if_full`, else records nothing and returns `false`. A read's access
+    /// (`drop_if_full`) never waits for the front lock while another thread holds it: it
+    /// is left in `deferred` for that holder's successor (see the `deferred` module).
     fn record(&self, key: &[u8], value_len: u32, drop_if_full: bool) -> Result<bool> {
         let hash = filter_hash(key);
+        let mut f = match self.front.try_lock() {
+            Some(f) => f,
+            None if drop_if_full && self.deferred.push(hash, key, value_len) => return Ok(true),
+            None => self.front.lock(),
+        };
+        self.merge_deferred(&mut f);
+        Ok(self.record_locked(&mut f, hash, key, value_len, drop_if_full))
+    }
+
+    /// Merges the reads' accesses left in `deferred`, as reads (dropped if both buffers
+    /// are full).
+    fn merge_deferred(&self, f: &mut Front) {
+        if self.deferred.is_empty() {
+            return;
+        }
+        for a in self.deferred.take() {
+            self.record_locked(f, a.hash, &a.key, a.value_len, true);
+        }
+    }
+
+    /// [`Ralt::record`] with the front lock held.
+    fn record_locked(
+        &self,
+        f: &mut Front,
+        hash: u64,
+        key: &[u8],
+        value_len: u32,
+        drop_if_full: bool,
+    ) -> bool {
         let size = key.len() as u64 + value_len as u64;
-        let mut f = self.front.lock();
         let c = f.clock;
         let access = self
             .scorer
@@ -434,7 +469,7 @@ impl Ralt {
         if f.active.merge_access(hash, key, &access, &self.scorer) {
             self.advance_clock(&mut f.clock, size);
             f.accesses += 1;
-            return Ok(true);
+            return true;
         }
         let capacity = self.buffer_capacity.load(Relaxed);
         if !f.active.is_empty() && (f.active.bytes() + entry_cost(key.len())) as u64 > capacity {
@@ -444,11 +479,11 @@ impl Ralt {
                     self.advance_clock(&mut f.clock, size);
                     f.accesses += 1;
                     f.dropped += 1;
-                    return Ok(true);
+                    return true;
                 }
-                return Ok(false);
+                return false;
             }
-            self.freeze(&mut f);
+            self.freeze(f);
         }
         self.advance_clock(&mut f.clock, size);
         f.accesses += 1;
@@ -460,7 +495,7 @@ impl Ralt {
             .and_then(|b| b.get(hash, key))
             .map(|e| e.count);
         f.active.insert(hash, key, access, earlier.unwrap_or(0));
-        Ok(true)
+        true
     }
 
     /// Sizes the next buffers after an L0 compaction in which `repeated` of the `records`
@@ -792,7 +827,9 @@ impl Ralt {
             index_bytes += ib;
             records += f.info.records;
         }
-        let f = self.front.lock();
+        // Accesses left by reads count once merged.
+        let mut f = self.front.lock();
+        self.merge_deferred(&mut f);
         let buffers = std::iter::once(&f.active).chain(f.frozen.as_deref());
         let buffer_bytes: u64 = buffers.clone().map(|b| b.bytes() as u64).sum();
         let buffered: u64 = buffers.map(|b| b.len() as u64).sum();

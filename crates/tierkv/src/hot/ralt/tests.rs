@@ -329,6 +329,39 @@ fn record_access_drops_when_background_falls_behind() {
     assert_eq!(r.stats().files, 1);
 }
 
+/// Invariant 5 (a read never waits on background bookkeeping): a read's access finds the
+/// front lock held, as by a thread the scheduler took off the CPU inside it, and returns
+/// at once, its access left for the lock's next holder; that holder merges it before its
+/// own, so a second access to the key makes it hot while buffered, as two accesses in a
+/// row would. The bound on the wait is for a hang, not a speed.
+#[test]
+fn an_access_that_finds_the_front_lock_held_is_merged_by_the_next_holder() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Arc::new(Ralt::open(env(dir.path()), small_opts(1 << 20)).unwrap());
+    let (done_tx, done) = std::sync::mpsc::channel();
+    let held = r.front.lock();
+    let reader = {
+        let r = r.clone();
+        std::thread::spawn(move || {
+            r.record_access(&key(7), VLEN).unwrap();
+            let _ = done_tx.send(());
+        })
+    };
+    let returned = done
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .is_ok();
+    drop(held);
+    reader.join().unwrap();
+    assert!(returned, "the access waited for the front lock");
+    assert!(!r.is_hot(&key(7)), "one access alone is not hot");
+    r.record_access(&key(7), VLEN).unwrap();
+    assert!(
+        r.is_hot(&key(7)),
+        "the deferred access was merged before the second"
+    );
+    assert_eq!(r.stats().accesses, 2);
+}
+
 /// `RaltOptions::max_buffer_bytes`: with a recurring key set larger than the buffer every
 /// flush wrote the same keys again (RALT wrote 40-75 MiB/s in a read-only cache-hit phase);
 /// the buffer grows to absorb them and RALT writes several times less, while accesses to
