@@ -13,7 +13,11 @@ carries to a replica on another machine), and the replica's lag while it is atta
 sampled every 100 ms: how long ago the primary was at the replica's current offset (0
 when caught up), its median, p99 and maximum.
 
-Usage: replication_load.py --tierkv BIN --out DIR [--keys N] [--requests N]
+Usage: replication_load.py --tierkv BIN --out DIR [--keys N] [--requests N] [--phases LIST]
+
+--phases: which phases have a replica, comma-separated yes/no (default no,yes,no,yes);
+a balanced order such as no,yes,yes,no,no,yes keeps the compaction debt one phase leaves
+to the next from favouring either side.
 """
 
 import argparse
@@ -75,7 +79,12 @@ def main():
     ap.add_argument("--requests", type=int, default=2_000_000)
     ap.add_argument("--fd-budget", default="64MiB")
     ap.add_argument("--base-port", type=int, default=7700)
+    ap.add_argument("--phases", default="no,yes,no,yes")
     a = ap.parse_args()
+    words = [p.strip() for p in a.phases.split(",")]
+    phases = [w == "yes" for w in words]
+    if any(w not in ("yes", "no") for w in words) or all(phases) or not any(phases):
+        ap.error("--phases needs yes and no phases, comma-separated")
     os.makedirs(a.out, exist_ok=True)
     pp = a.base_port
     pproc, pc = start(a, "primary", pp)
@@ -86,7 +95,7 @@ def main():
         subprocess.run(["redis-benchmark", "-p", str(pp), "-n", str(a.keys), "-r",
                         str(a.keys), "-P", "16", "-c", "4", "-d", "100", "-q", "-t", "set"],
                        stdout=subprocess.DEVNULL, check=True)
-        for phase, with_replica in enumerate([False, True, False, True], 1):
+        for phase, with_replica in enumerate(phases, 1):
             rproc = None
             if with_replica:
                 rproc, rc = start(a, "replica", pp + 1, replicaof=pp)
