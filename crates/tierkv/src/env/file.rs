@@ -28,7 +28,7 @@ thread_local! {
 }
 
 /// While alive, the calling thread's file opens for reading and its reads (one at a time
-/// or through a [`ReadSession`]) fail with [`Error::WouldBlock`] instead of touching a
+/// or through a `ReadSession`) fail with [`Error::WouldBlock`] instead of touching a
 /// disk: a read that was judged answerable from memory (an event loop's, which must never
 /// wait on a disk) stops there if a table or block left memory since the judgement.
 pub struct MemoryOnly {
