@@ -270,16 +270,22 @@ pub struct PromotionCache<V = ()> {
     /// Bytes of records a mutable table is expected to hold before it is frozen, for
     /// sizing each new table's filter.
     table_capacity: usize,
+    /// Memory of a new table's filter: a capped insert leaves room for it, because a
+    /// freeze starts a new table without a check (it must not refuse: a full table that
+    /// never froze would stay full).
+    fresh_filter_bytes: usize,
 }
 
 impl<V> PromotionCache<V> {
     /// An empty cache whose tables hold up to about `table_capacity` bytes each.
     pub fn new(table_capacity: usize) -> Self {
+        let mutable = PcTable::new(table_capacity);
         PromotionCache {
             lock: RwLock::new(()),
             epoch: AtomicU64::new(1),
             recent: Mutex::new(VecDeque::new()),
-            mutable: RwLock::new(Arc::new(PcTable::new(table_capacity))),
+            fresh_filter_bytes: mutable.filter.memory(),
+            mutable: RwLock::new(Arc::new(mutable)),
             table_capacity,
             immutables: Mutex::new(Vec::new()),
             capped_insert: Mutex::new(()),
@@ -336,7 +342,8 @@ impl<V> PromotionCache<V> {
                     self.aborted.fetch_add(1, Ordering::Relaxed);
                     return InsertOutcome::Aborted;
                 };
-                if self.memory_usage() + record_charge(key.len(), record.value.len()) > limit {
+                let charge = record_charge(key.len(), record.value.len());
+                if self.memory_usage() + charge + self.fresh_filter_bytes > limit {
                     return InsertOutcome::Full;
                 }
                 Some(g)
@@ -626,7 +633,9 @@ mod tests {
         assert!(pc.held_memtables().is_empty());
     }
 
-    // Invariant 4: a capped insert never takes the cache past its limit.
+    // Invariant 4: a capped insert never takes the cache past its limit, nor leaves too
+    // little room for the freeze that follows (it starts a new table, whose filter
+    // counts too).
     #[test]
     fn capped_inserts_stop_at_the_limit() {
         let pc = PromotionCache::<()>::new(1 << 20);
@@ -634,7 +643,7 @@ mod tests {
         let filter = pc.memory_usage();
         assert!(filter > 0);
         let one = record_charge(1, 4);
-        let limit = Some(filter + 2 * one + one / 2);
+        let limit = Some(2 * filter + 2 * one + one / 2);
         for (i, k) in [b"a", b"b", b"c"].iter().enumerate() {
             let out = pc.try_insert_within(*k, rec("vvvv", i as u64 + 1), pc.read_epoch(), limit);
             let want = if i < 2 {
@@ -645,6 +654,8 @@ mod tests {
             assert_eq!(out, want);
         }
         assert_eq!(pc.memory_usage(), filter + 2 * one);
+        pc.freeze(None).unwrap();
+        assert!(pc.memory_usage() <= limit.unwrap(), "{}", pc.memory_usage());
     }
 
     #[test]

@@ -641,6 +641,25 @@ impl Ralt {
         self.parked.store(m.admission.parked(), Relaxed);
         self.credited.store(m.admission.credited(), Relaxed);
         self.publish_stage(m);
+        // The new run's filter and index must fit beside the stage before they are
+        // published: left to the next maintenance step, the stage's write-out came after
+        // a moment with both in memory, over the tracker's share (a sampler saw it:
+        // `memory_budget::budget_holds_under_a_write_read_mix`). The stage's run is the
+        // older of the two, so it goes first.
+        let added_memory: u64 = added
+            .iter()
+            .map(|(_, f)| {
+                let (filter, index) = f.memory();
+                filter + index
+            })
+            .sum();
+        let files = self.version.load().memory_bytes();
+        if self
+            .file_memory_limit()
+            .is_some_and(|l| files + added_memory + m.stage.bytes() > l)
+        {
+            self.write_stage(m)?;
+        }
         self.install(m, &[], added)?;
         m.flushes += 1;
         Ok(())
