@@ -141,8 +141,8 @@ pub struct LevelStats {
     /// tables).
     pub sized_bytes: u64,
     /// Target bytes as the compaction picker sets them now: L0's is its byte trigger,
-    /// and the last fast level's grows into the fast-disk budget the WALs and the levels
-    /// above it leave free (`CompactionOptions::fill_fast_budget`).
+    /// which grows into the fast-disk budget the WALs and the other fast levels leave
+    /// free (`CompactionOptions::fill_fast_budget`).
     pub target_bytes: u64,
     /// Bytes compactions out of this level (into the next, or kept on it by retention and
     /// promotion) read since open: its inputs and the next level's overlapping files.
