@@ -18,6 +18,7 @@
 #![cfg_attr(not(test), warn(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod args;
+pub mod blockdev;
 pub mod budget;
 pub mod chart;
 pub mod distribution;

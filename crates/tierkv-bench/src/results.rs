@@ -302,6 +302,9 @@ pub struct RunMeasure {
     pub settle_seconds: f64,
     /// CPU seconds the process used during the run phase (`None`: not measurable here).
     pub cpu_seconds: Option<f64>,
+    /// What the slow tier's own block device completed during the run phase (`None`: the
+    /// tiers share a device, or its counters are not readable; `crate::blockdev`).
+    pub slow_device: Option<crate::blockdev::DeviceIos>,
 }
 
 /// The latency of one kind of operation over the whole run.
@@ -397,6 +400,11 @@ pub struct SystemResult {
     /// Slow-disk I/Os (reads and writes: both draw on the device's IOPS) per operation over
     /// the final 10%.
     pub sd_ios_per_op: Option<f64>,
+    /// Read requests the slow tier's block device completed per operation over the whole
+    /// run phase, for every system alike (`None`: no device of its own; `crate::blockdev`).
+    pub sd_device_reads_per_op: Option<f64>,
+    /// Write requests, likewise.
+    pub sd_device_writes_per_op: Option<f64>,
     /// The physical bound over the final 10%: the slow disk's IOPS limit divided by its I/Os
     /// per operation (and likewise for bandwidth), for a throttled slow disk.
     pub sd_bound_ops: Option<f64>,
@@ -515,6 +523,14 @@ impl SystemResult {
             promoted_by_compaction_bytes: run.promoted_by_compaction_bytes,
             retained_bytes: run.retained_bytes,
             sd_reads_per_op,
+            sd_device_reads_per_op: m
+                .slow_device
+                .filter(|_| m.total_ops > 0)
+                .map(|d| d.reads as f64 / m.total_ops as f64),
+            sd_device_writes_per_op: m
+                .slow_device
+                .filter(|_| m.total_ops > 0)
+                .map(|d| d.writes as f64 / m.total_ops as f64),
             sd_ios_per_op,
             sd_bound_ops,
             reads_found: m.reads_found,
@@ -740,6 +756,7 @@ pub(crate) mod tests {
                     settled: None,
                     settle_seconds: 0.0,
                     cpu_seconds: Some(0.25),
+                    slow_device: None,
                     timeline,
                     phases: vec![
                         PhaseResult {

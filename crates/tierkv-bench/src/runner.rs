@@ -981,6 +981,8 @@ fn run_phase(
     let pb = ui.bar(total, format!("run {}", system.name()));
     let c0 = store.counters();
     let cpu0 = crate::rss::cpu_seconds();
+    let slow_device = crate::blockdev::SlowDevice::of(&cfg.fast_root, &cfg.slow_root);
+    let device0 = slow_device.as_ref().and_then(|d| d.read());
     let t0 = Instant::now();
     if mark_ops == 0 {
         let _ = sh.mark.set((t0, c0.clone()));
@@ -997,6 +999,7 @@ fn run_phase(
     let outs = run_clients(cfg, &sh, &mut sampler, system);
     let t_end = sh.end.get().copied().unwrap_or_else(Instant::now);
     let cpu_end = crate::rss::cpu_seconds();
+    let device_end = slow_device.as_ref().and_then(|d| d.read());
     let c_end = store.counters();
     pb.finish_and_clear();
     // A line external samplers (scripts/f2-side-by-side.sh) take as the run phase's end,
@@ -1037,6 +1040,7 @@ fn run_phase(
             settled: Some(c_settled.since(&c0)),
             settle_seconds,
             cpu_seconds: cpu_end.zip(cpu0).map(|(e, s)| e - s),
+            slow_device: device_end.zip(device0).map(|(e, s)| e.since(&s)),
         },
     ))
 }
