@@ -264,7 +264,16 @@ def run_tierkv(a, sz, fast, slow, out):
         # The prototype's memtables, table files and L1 (tierkv's own default is a
         # memtable of 1/128 of the fast disk and an L1 of 1/32).
         cmd += ["--write-buffer-size", str(sz["memtable"]), "--level-base", str(sz["l1"])]
-    cmd += a.tierkv_arg
+    # A --tierkv-arg naming a flag set above replaces it (e.g. --fd-budget=300MiB: tierkv
+    # with the fast-disk space the prototype takes), since a flag may be given once.
+    given = {x.split("=", 1)[0] for x in a.tierkv_arg}
+    kept = []
+    for i, x in enumerate(cmd):
+        value_of_given = i > 0 and cmd[i - 1] in given and not x.startswith("--")
+        if x in given or value_of_given:
+            continue
+        kept.append(x)
+    cmd = kept + a.tierkv_arg
     log = open(os.path.join(out, "driver.log"), "w")
     log.write(" ".join(cmd) + "\n")
     log.flush()
