@@ -338,6 +338,62 @@ fn an_expected_scan_reads_its_blocks_in_one_window() {
     assert!(!it.valid());
 }
 
+/// A scan that goes a little past its expected window (`TableIterator::expect_scan`) reads
+/// the next block alone, not a readahead window, on a device whose reads cost less than
+/// that window's bytes (or cost nothing known): the rest is usually near. Only a scan that
+/// goes on from there reads ahead again, so a long one still makes few reads. Where a read
+/// costs more (gp3-max: 100 KiB), the window follows at once.
+#[test]
+fn a_scan_just_past_its_expectation_reads_one_more_block() {
+    let dir = tempfile::tempdir().unwrap();
+    let env = Env::single(dir.path(), true).unwrap();
+    let data = entries(6000);
+    build(&env, "t.sst", &data, small_blocks());
+    let from = data.len() / 3;
+    // (bytes of the read after the window ran out, reads and blocks of 2,000 entries more)
+    let run = |profile: crate::env::DeviceProfile| {
+        env.set_device_profile(Tier::Fast, profile);
+        let t = open(&env, "t.sst", None).unwrap();
+        let mut it = t.iter(IoCause::UserScan, false).expect_scan(Some(200.0));
+        let before = env.stats().snapshot();
+        it.seek(&data[from].0).unwrap();
+        let (first_ops, first_bytes) = scan_reads(&env, &before);
+        assert_eq!(first_ops, 1, "the expected scan's window");
+        let mut i = from;
+        while scan_reads(&env, &before).0 == first_ops {
+            assert_eq!(it.key(), data[i].0.as_slice());
+            it.next().unwrap();
+            i += 1;
+        }
+        let (ops, bytes) = scan_reads(&env, &before);
+        assert_eq!(ops, 2);
+        for (k, _) in &data[i..i + 2000] {
+            assert_eq!(it.key(), k.as_slice());
+            it.next().unwrap();
+        }
+        let (long_ops, long_bytes) = scan_reads(&env, &before);
+        (
+            bytes - first_bytes,
+            long_ops - ops,
+            (long_bytes - bytes) / 512,
+        )
+    };
+    let (one_more, reads, blocks) = run(crate::env::DeviceProfile::none());
+    assert!(
+        one_more <= 8192,
+        "the scan past its window read {one_more} bytes more (a 512-byte block, aligned)"
+    );
+    assert!(
+        reads < 10 && blocks > 40,
+        "{reads} reads for about {blocks} blocks after"
+    );
+    let (one_more, ..) = run(crate::env::DeviceProfile::gp3_max());
+    assert!(
+        one_more >= 60 << 10,
+        "where a read costs 100 KiB the next window follows at once ({one_more} bytes)"
+    );
+}
+
 #[test]
 fn builder_rejects_disorder_and_emptiness() {
     let dir = tempfile::tempdir().unwrap();
