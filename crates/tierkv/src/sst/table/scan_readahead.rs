@@ -149,18 +149,15 @@ impl ScanReadahead {
     /// 100 KiB, reading the block alone took 8% more reads per scan.
     /// docs/bench/hyperdb-ycsb.md.)
     fn after_seek_window(&mut self, table: &Table, window: usize) {
-        let costly_reads = table.reads_cost_at_least(SCAN_READAHEAD_MIN as u64);
-        if window == SCAN_READAHEAD_MAX || costly_reads {
-            self.run = table.scan_readahead_after();
-            self.size = if window == SCAN_READAHEAD_MAX {
-                SCAN_READAHEAD_MAX
-            } else {
-                SCAN_READAHEAD_MIN
-            };
+        let largest = window == SCAN_READAHEAD_MAX;
+        let read_ahead_at_once = largest || table.reads_cost_at_least(SCAN_READAHEAD_MIN as u64);
+        // One block short of the run that starts a window: the next block is read alone.
+        self.run = table.scan_readahead_after() - u32::from(!read_ahead_at_once);
+        self.size = if largest {
+            SCAN_READAHEAD_MAX
         } else {
-            self.run = table.scan_readahead_after() - 1;
-            self.size = SCAN_READAHEAD_MIN;
-        }
+            SCAN_READAHEAD_MIN
+        };
         self.plan_left = 0;
     }
 
