@@ -446,6 +446,13 @@ impl SystemResult {
             x.filter(|_| m.final_ops > 0)
                 .map(|x| x as f64 / m.final_ops as f64)
         };
+        // The slow device's own counts cover the whole run phase.
+        let device = m.slow_device.filter(|_| m.total_ops > 0);
+        let per_run_op = |x: fn(&crate::blockdev::DeviceIos) -> u64| {
+            device.map(|d| x(&d) as f64 / m.total_ops as f64)
+        };
+        let sd_device_reads_per_op = per_run_op(|d| d.reads);
+        let sd_device_writes_per_op = per_run_op(|d| d.writes);
         let sd_reads_per_op = per_op(f.sd_read_ops);
         let sd_ios_per_op = per_op(f.sd_read_ops.zip(f.sd_write_ops).map(|(r, w)| r + w));
         let sd_bytes_per_op = per_op(f.sd_read_bytes.zip(f.sd_write_bytes).map(|(r, w)| r + w));
@@ -523,14 +530,8 @@ impl SystemResult {
             promoted_by_compaction_bytes: run.promoted_by_compaction_bytes,
             retained_bytes: run.retained_bytes,
             sd_reads_per_op,
-            sd_device_reads_per_op: m
-                .slow_device
-                .filter(|_| m.total_ops > 0)
-                .map(|d| d.reads as f64 / m.total_ops as f64),
-            sd_device_writes_per_op: m
-                .slow_device
-                .filter(|_| m.total_ops > 0)
-                .map(|d| d.writes as f64 / m.total_ops as f64),
+            sd_device_reads_per_op,
+            sd_device_writes_per_op,
             sd_ios_per_op,
             sd_bound_ops,
             reads_found: m.reads_found,
