@@ -6,7 +6,9 @@ The mix is two redis-benchmark processes run together against the primary, one S
 and one GETting random keys of a key space (`-r`), pipelined (YCSB A's half reads, half
 updates; uniform keys, redis-benchmark has no zipfian). Phases alternate: no replica,
 replica, no replica, replica (the replica is started before its phase and caught up, and
-shut down after it). Reported: the primary's requests per second in each phase, its CPU
+shut down after it). Every phase starts from the same state: a replica's full copy is a
+checkpoint, which flushes the primary's memtables, so a phase without one makes the same
+checkpoint with SAVE. Reported: the primary's requests per second in each phase, its CPU
 time per request (INFO cpu: on this 2-core machine the replica competes with the primary
 for the same cores, so the primary's own CPU cost of serving a replica is the figure that
 carries to a replica on another machine), and the replica's lag while it is attached,
@@ -14,10 +16,19 @@ sampled every 100 ms: how long ago the primary was at the replica's current offs
 when caught up), its median, p99 and maximum.
 
 Usage: replication_load.py --tierkv BIN --out DIR [--keys N] [--requests N] [--phases LIST]
+                           [--pin] [--replica-root DIR] [--warmup N]
 
 --phases: which phases have a replica, comma-separated yes/no (default no,yes,no,yes);
 a balanced order such as no,yes,yes,no,no,yes keeps the compaction debt one phase leaves
 to the next from favouring either side.
+
+--pin: a replica on a machine of its own, emulated on this one by CPU affinity. The primary
+and the benchmark clients run on CPU 0 in every phase, the replica (and this script) on
+CPU 1, so a replica takes none of the primary's CPU and the throughput ratio is the
+primary's own cost of serving it (plus what the two share: the disk, the memory bus).
+--replica-root DIR puts the replica's store on another file system, e.g. one on a
+RAM-backed loop device, so that it does not share the primary's disk either
+(docs/bench/replication.md shows how).
 """
 
 import argparse
@@ -29,14 +40,23 @@ import time
 import redis
 
 
+PRIMARY_CPU, REPLICA_CPU = "0", "1"
+
+
+def pinned(a, cpu, args):
+    """`args` run on CPU `cpu` alone when --pin is given."""
+    return ["taskset", "-c", cpu] + args if a.pin else args
+
+
 def start(a, name, port, replicaof=None):
-    d = os.path.join(a.out, name)
+    d = os.path.join(a.replica_root if replicaof and a.replica_root else a.out, name)
     os.makedirs(os.path.join(d, "slow"), exist_ok=True)
     args = [a.tierkv, "serve", "--db", os.path.join(d, "fast"), "--slow-dir",
             os.path.join(d, "slow"), "--fd-budget", a.fd_budget, "--port", str(port),
             "--timeout", "0"]
     if replicaof:
         args += ["--replicaof", f"127.0.0.1 {replicaof}"]
+    args = pinned(a, REPLICA_CPU if replicaof else PRIMARY_CPU, args)
     log = open(os.path.join(a.out, f"{name}.log"), "a")
     proc = subprocess.Popen(args, stdout=log, stderr=log)
     c = redis.Redis(port=port, socket_timeout=120)
@@ -59,16 +79,18 @@ def offset(c, field):
     return int(c.info("replication")[field])
 
 
-def mix(a, port):
+def mix(a, port, requests=None):
     """The SET and GET benchmarks together; returns requests per second."""
-    common = ["redis-benchmark", "-p", str(port), "-n", str(a.requests // 2), "-r",
+    requests = requests or a.requests
+    common = ["redis-benchmark", "-p", str(port), "-n", str(requests // 2), "-r",
               str(a.keys), "-P", "16", "-c", "4", "-d", "100", "-q"]
     t = time.monotonic()
-    procs = [subprocess.Popen(common + ["-t", t_], stdout=subprocess.DEVNULL)
+    procs = [subprocess.Popen(pinned(a, PRIMARY_CPU, common + ["-t", t_]),
+                              stdout=subprocess.DEVNULL)
              for t_ in ("set", "get")]
     for p in procs:
         p.wait()
-    return a.requests / (time.monotonic() - t)
+    return requests / (time.monotonic() - t)
 
 
 def main():
@@ -80,7 +102,18 @@ def main():
     ap.add_argument("--fd-budget", default="64MiB")
     ap.add_argument("--base-port", type=int, default=7700)
     ap.add_argument("--phases", default="no,yes,no,yes")
+    ap.add_argument("--pin", action="store_true",
+                    help="primary and clients on CPU 0, the replica on CPU 1")
+    ap.add_argument("--warmup", type=int, default=0,
+                    help="requests of an uncounted phase without a replica before the first")
+    ap.add_argument("--replica-root",
+                    help="where the replica's store goes (default: under --out), e.g. a "
+                         "file system on another disk")
     a = ap.parse_args()
+    if a.pin:
+        if (os.cpu_count() or 1) < 2:
+            ap.error("--pin needs two CPUs")
+        os.sched_setaffinity(0, {int(REPLICA_CPU)})
     words = [p.strip() for p in a.phases.split(",")]
     phases = [w == "yes" for w in words]
     if any(w not in ("yes", "no") for w in words) or all(phases) or not any(phases):
@@ -95,6 +128,12 @@ def main():
         subprocess.run(["redis-benchmark", "-p", str(pp), "-n", str(a.keys), "-r",
                         str(a.keys), "-P", "16", "-c", "4", "-d", "100", "-q", "-t", "set"],
                        stdout=subprocess.DEVNULL, check=True)
+        # The first phase after the load runs on a store with no compaction debt yet, a
+        # state it never returns to (1.3-2.1x the later phases' throughput); --warmup runs it
+        # first, without a replica, and leaves it out.
+        if a.warmup:
+            mix(a, pp, a.warmup)
+        full_syncs = int(pc.info("stats")["sync_full"])
         for phase, with_replica in enumerate(phases, 1):
             rproc = None
             if with_replica:
@@ -122,6 +161,13 @@ def main():
 
                 sampler = threading.Thread(target=sample, daemon=True)
                 sampler.start()
+            # Every phase starts from the same state: a replica's full copy is a
+            # checkpoint, which flushes the primary's memtables (and gets then find less in
+            # memory for a while); a phase without one (or with a partial resync) makes the
+            # same checkpoint with SAVE.
+            if int(pc.info("stats")["sync_full"]) == full_syncs:
+                pc.execute_command("SAVE")
+            full_syncs = int(pc.info("stats")["sync_full"])
             cpu0 = cpu(pc)
             rps = mix(a, pp)
             us = (cpu(pc) - cpu0) * 1e6 / a.requests
@@ -133,7 +179,9 @@ def main():
                 rproc.wait(timeout=300)
             rows.append((phase, with_replica, rps, us))
         print(f"keys {a.keys} of 100 B, {a.requests} requests per phase (half SET, half GET, "
-              f"pipelined 16, 4+4 connections), fast-disk budget {a.fd_budget}")
+              f"pipelined 16, 4+4 connections), fast-disk budget {a.fd_budget}"
+              + (f", an uncounted phase of {a.warmup} requests first" if a.warmup else "")
+              + (", primary and clients on CPU 0, replica on CPU 1" if a.pin else ""))
         print()
         print("| phase | replica | primary requests/s | primary CPU us/request |")
         print("|--:|:-:|--:|--:|")
