@@ -196,7 +196,17 @@ def main():
         writer.stop.set()
         writer.join()
         _, final = sentinel.discover_master(MASTER)
-        m = redis.Redis(port=final, socket_timeout=5)
+        # Sentinel reconfigures the replica it did not promote after the failover, and a
+        # reconfigured replica may need a full copy: both must be linked to the final
+        # primary before WAIT can count them.
+        for p in ports:
+            if p != final:
+                wait_until(f"server {p} an up replica of the final primary {final}",
+                           lambda p=p: info(p)["role"] == "slave"
+                           and info(p)["master_port"] == final
+                           and info(p)["master_link_status"] == "up", timeout=120)
+        # The socket outlives WAIT's own 10 s timeout, so WAIT's answer is always read.
+        m = redis.Redis(port=final, socket_timeout=30)
         total = m.execute_command("WAIT", 2, 10000)
         lost = []
         for key, value in writer.acked.items():
@@ -223,6 +233,9 @@ def main():
               f"client errors while failing over: {writer.errors}")
         if lost:
             failed.append(f"{len(lost)} acknowledged writes lost, e.g. {lost[:5]}")
+        if total < 2:
+            failed.append(f"WAIT 2 10000 on the final primary answered {total}: a linked "
+                          "replica did not acknowledge within 10 s")
         if replicas_differ:
             failed.append(f"{replicas_differ} keys differ on a replica")
     finally:

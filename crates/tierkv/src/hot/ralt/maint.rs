@@ -346,6 +346,7 @@ impl Ralt {
                 return Err(e);
             }
         };
+        self.file_memory.store(v.memory_bytes(), Relaxed);
         self.version.store(Arc::new(v));
         for f in removed {
             f.mark_obsolete();

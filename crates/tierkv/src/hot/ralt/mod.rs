@@ -98,6 +98,9 @@ pub struct Ralt {
     /// Compaction or eviction work is waiting.
     pending: AtomicBool,
     version: ArcSwap<Version>,
+    /// The current version's filter and index memory (a copy for the foreground's room
+    /// check, `active_room`).
+    file_memory: AtomicU64,
     next_file: AtomicU64,
     maint: Mutex<Maint>,
     /// Copies of the limits for `stats` without the maintenance lock.
@@ -334,6 +337,7 @@ impl Ralt {
             has_frozen: AtomicBool::new(false),
             frozen_bytes: AtomicU64::new(0),
             pending: AtomicBool::new(false),
+            file_memory: AtomicU64::new(version.memory_bytes()),
             version: ArcSwap::from_pointee(version),
             next_file: AtomicU64::new(state.next_file),
             hot_limit: AtomicU64::new(hot_limit),
@@ -391,7 +395,7 @@ impl Ralt {
     fn freeze(&self, f: &mut Front) {
         // Sized like the buffer just filled, which tells the typical key length.
         let key_len = f.active.key_bytes() / f.active.len().max(1);
-        let capacity = self.buffer_target.load(Relaxed);
+        let capacity = self.next_buffer_capacity(f.active.bytes() as u64);
         self.buffer_capacity.store(capacity, Relaxed);
         let scale = (capacity / self.opts.buffer_bytes.max(1) as u64).max(1);
         let fresh = Buffer::with_capacity(
@@ -403,6 +407,54 @@ impl Ralt {
         self.frozen_bytes.store(full.bytes() as u64, Relaxed);
         f.frozen = Some(Arc::new(full));
         self.has_frozen.store(true, Relaxed);
+    }
+
+    /// The next active buffer's capacity: the target, but grown only as far as the memory
+    /// limit leaves room for it beside what the tracker holds now. The new capacity counts
+    /// twice in what the run files may hold (active now, frozen later: `file_memory_limit`),
+    /// so a doubling taken while the files filled their part put them over it at once,
+    /// and the tracker passed its share of the memory budget as soon as both buffers
+    /// filled, before an eviction could make room (found by
+    /// `memory_budget::budget_holds_under_a_write_read_mix`). A shrinking target is taken
+    /// as it is.
+    fn next_buffer_capacity(&self, frozen: u64) -> u64 {
+        let target = self.buffer_target.load(Relaxed);
+        let now = self.buffer_capacity.load(Relaxed);
+        let Some(limit) = self.opts.memory_limit else {
+            return target;
+        };
+        if target <= now {
+            return target;
+        }
+        let held = self.version.load().memory_bytes()
+            + self.stage_bytes.load(Relaxed)
+            + self.admission_bytes.load(Relaxed)
+            + self.repeat_memory_limit();
+        // With c at least the frozen buffer's bytes: held + c + c <= limit.
+        let room = limit.saturating_sub(held) / 2;
+        if room <= frozen.max(now) {
+            return now;
+        }
+        target.min(room)
+    }
+
+    /// How far the active buffer may grow within the memory limit beside what the tracker
+    /// holds now: the run files' filters and indexes, the hot stage, the admission table,
+    /// the repeat window at its cap and the frozen buffer. The buffers fill from the
+    /// foreground while the background's eviction is what shrinks the files, so without
+    /// this check a flush that put the files over their part (`file_memory_limit`) was
+    /// followed by both buffers filling before the eviction ended, over the tracker's share
+    /// of the memory budget (`memory_budget::budget_holds_under_a_write_read_mix`).
+    fn active_room(&self) -> u64 {
+        let Some(limit) = self.opts.memory_limit else {
+            return u64::MAX;
+        };
+        let held = self.file_memory.load(Relaxed)
+            + self.stage_bytes.load(Relaxed)
+            + self.admission_bytes.load(Relaxed)
+            + self.repeat_memory_limit()
+            + self.frozen_bytes.load(Relaxed);
+        limit.saturating_sub(held)
     }
 
     /// Freezes the active buffer for a flush if it holds anything and none waits.
@@ -472,7 +524,23 @@ impl Ralt {
             return true;
         }
         let capacity = self.buffer_capacity.load(Relaxed);
-        if !f.active.is_empty() && (f.active.bytes() + entry_cost(key.len())) as u64 > capacity {
+        let after = (f.active.bytes() + entry_cost(key.len())) as u64;
+        if !f.active.is_empty() && after > self.active_room().min(capacity) {
+            if after <= capacity && !drop_if_full && f.frozen.is_none() {
+                // Out of memory, not of buffer: a background access still needs a place,
+                // and a flush of the frozen buffer is what frees memory (the caller
+                // flushes it when this returns false below).
+                self.freeze(f);
+                return false;
+            }
+            if after <= capacity && drop_if_full {
+                // The budget is full, not the buffer: a read's access is dropped as when
+                // both buffers are full, and a freeze would only write a small run.
+                self.advance_clock(&mut f.clock, size);
+                f.accesses += 1;
+                f.dropped += 1;
+                return true;
+            }
             if f.frozen.is_some() {
                 if drop_if_full {
                     // Time still moves: the paper's clock counts every accessed byte.
