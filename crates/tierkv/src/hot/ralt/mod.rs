@@ -420,16 +420,12 @@ impl Ralt {
     fn next_buffer_capacity(&self, frozen: u64) -> u64 {
         let target = self.buffer_target.load(Relaxed);
         let now = self.buffer_capacity.load(Relaxed);
-        let Some(limit) = self.opts.memory_limit else {
+        let Some((limit, held)) = self.held_beside_buffers() else {
             return target;
         };
         if target <= now {
             return target;
         }
-        let held = self.version.load().memory_bytes()
-            + self.stage_bytes.load(Relaxed)
-            + self.admission_bytes.load(Relaxed)
-            + self.repeat_memory_limit();
         // With c at least the frozen buffer's bytes: held + c + c <= limit.
         let room = limit.saturating_sub(held) / 2;
         if room <= frozen.max(now) {
@@ -439,22 +435,28 @@ impl Ralt {
     }
 
     /// How far the active buffer may grow within the memory limit beside what the tracker
-    /// holds now: the run files' filters and indexes, the hot stage, the admission table,
-    /// the repeat window at its cap and the frozen buffer. The buffers fill from the
+    /// holds now (`held_beside_buffers` and the frozen buffer). The buffers fill from the
     /// foreground while the background's eviction is what shrinks the files, so without
     /// this check a flush that put the files over their part (`file_memory_limit`) was
     /// followed by both buffers filling before the eviction ended, over the tracker's share
     /// of the memory budget (`memory_budget::budget_holds_under_a_write_read_mix`).
     fn active_room(&self) -> u64 {
-        let Some(limit) = self.opts.memory_limit else {
-            return u64::MAX;
-        };
+        self.held_beside_buffers()
+            .map_or(u64::MAX, |(limit, held)| {
+                limit.saturating_sub(held + self.frozen_bytes.load(Relaxed))
+            })
+    }
+
+    /// The memory limit, if any, and what the tracker holds besides its two buffers: the
+    /// run files' filters and indexes, the hot stage, the admission table and the repeat
+    /// window at its cap (it grows on reads with no maintenance step between).
+    fn held_beside_buffers(&self) -> Option<(u64, u64)> {
+        let limit = self.opts.memory_limit?;
         let held = self.file_memory.load(Relaxed)
             + self.stage_bytes.load(Relaxed)
             + self.admission_bytes.load(Relaxed)
-            + self.repeat_memory_limit()
-            + self.frozen_bytes.load(Relaxed);
-        limit.saturating_sub(held)
+            + self.repeat_memory_limit();
+        Some((limit, held))
     }
 
     /// Freezes the active buffer for a flush if it holds anything and none waits.
@@ -523,25 +525,18 @@ impl Ralt {
             f.accesses += 1;
             return true;
         }
-        let capacity = self.buffer_capacity.load(Relaxed);
         let after = (f.active.bytes() + entry_cost(key.len())) as u64;
-        if !f.active.is_empty() && after > self.active_room().min(capacity) {
-            if after <= capacity && !drop_if_full && f.frozen.is_none() {
-                // Out of memory, not of buffer: a background access still needs a place,
-                // and a flush of the frozen buffer is what frees memory (the caller
-                // flushes it when this returns false below).
+        let full = after > self.buffer_capacity.load(Relaxed);
+        // Out of memory while the buffer has room: a freeze would only write a small run.
+        let no_room = !full && after > self.active_room();
+        if !f.active.is_empty() && (full || no_room) {
+            if no_room && !drop_if_full && f.frozen.is_none() {
+                // A background access still needs a place, and the frozen buffer's flush
+                // is what frees memory (the caller flushes it when this returns false).
                 self.freeze(f);
                 return false;
             }
-            if after <= capacity && drop_if_full {
-                // The budget is full, not the buffer: a read's access is dropped as when
-                // both buffers are full, and a freeze would only write a small run.
-                self.advance_clock(&mut f.clock, size);
-                f.accesses += 1;
-                f.dropped += 1;
-                return true;
-            }
-            if f.frozen.is_some() {
+            if f.frozen.is_some() || no_room {
                 if drop_if_full {
                     // Time still moves: the paper's clock counts every accessed byte.
                     self.advance_clock(&mut f.clock, size);
