@@ -1081,6 +1081,27 @@ fn eviction_merges_step_by_step_with_bounded_space() {
     eprintln!("{steps} eviction steps, largest wrote {max_step} bytes; {s:?}");
 }
 
+/// A tracker under a memory limit of `limit` bytes, with 4 KiB starting buffers.
+fn memory_limited(dir: &std::path::Path, limit: u64, admission: bool) -> Ralt {
+    Ralt::open(
+        env(dir),
+        RaltOptions {
+            // A large FD budget: the physical limit alone would let RALT grow much further.
+            fd_budget: 64 << 20,
+            buffer_bytes: 4096,
+            memory_limit: Some(limit),
+            admission,
+            // Runs on disk: with runs in memory each run's struct is 24 bytes smaller, the
+            // evictions fall differently, and one ends 178 bytes over the limit (an eviction
+            // lowers the physical limit in proportion to memory, which does not bound the
+            // filters exactly; the next one needs a new flush).
+            run_memory_limit: 0,
+            ..Default::default()
+        },
+    )
+    .unwrap()
+}
+
 /// Invariant 4 (memory budget): with a memory limit, evictions keep the buffers, the
 /// admission table and the run files' filters and indexes within it however many distinct
 /// keys are accessed (with the paper's tracker, where every key reaches the runs, and
@@ -1090,23 +1111,7 @@ fn memory_limit_bounds_filters_indexes_and_buffers() {
     for admission in [false, true] {
         let dir = tempfile::tempdir().unwrap();
         let limit = 64 << 10;
-        let r = Ralt::open(
-            env(dir.path()),
-            RaltOptions {
-                // A large FD budget: the physical limit alone would let RALT grow much further.
-                fd_budget: 64 << 20,
-                buffer_bytes: 4096,
-                memory_limit: Some(limit),
-                admission,
-                // Runs on disk: with runs in memory each run's struct is 24 bytes smaller,
-                // the evictions fall differently, and one ends 178 bytes over the limit (an
-                // eviction lowers the physical limit in proportion to memory, which does
-                // not bound the filters exactly; the next one needs a new flush).
-                run_memory_limit: 0,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let r = memory_limited(dir.path(), limit, admission);
         let mut peak = 0;
         let mut rng = StdRng::seed_from_u64(7);
         for i in 0..30_000u64 {
@@ -1154,18 +1159,7 @@ fn memory_limit_holds_while_the_background_lags() {
     for steps_every in [64u64, 256] {
         let dir = tempfile::tempdir().unwrap();
         let limit = 64 << 10;
-        let r = Ralt::open(
-            env(dir.path()),
-            RaltOptions {
-                fd_budget: 64 << 20,
-                buffer_bytes: 4096,
-                memory_limit: Some(limit),
-                admission: true,
-                run_memory_limit: 0,
-                ..Default::default()
-            },
-        )
-        .unwrap();
+        let r = memory_limited(dir.path(), limit, true);
         let mut rng = StdRng::seed_from_u64(steps_every);
         let mut peak = 0;
         for i in 0..40_000u64 {
