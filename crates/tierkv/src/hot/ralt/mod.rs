@@ -420,12 +420,9 @@ impl Ralt {
     fn next_buffer_capacity(&self, frozen: u64) -> u64 {
         let target = self.buffer_target.load(Relaxed);
         let now = self.buffer_capacity.load(Relaxed);
-        let Some((limit, held)) = self.held_beside_buffers() else {
+        let Some((limit, held)) = self.held_beside_buffers().filter(|_| target > now) else {
             return target;
         };
-        if target <= now {
-            return target;
-        }
         // With c at least the frozen buffer's bytes: held + c + c <= limit.
         let room = limit.saturating_sub(held) / 2;
         if room <= frozen.max(now) {
