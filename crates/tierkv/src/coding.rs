@@ -34,6 +34,11 @@ pub fn put_varint64(dst: &mut Vec<u8>, mut v: u64) {
     dst.push(v as u8);
 }
 
+/// Bytes `v` takes as a LEB128 varint.
+pub fn varint_len(v: u64) -> usize {
+    (64 - (v | 1).leading_zeros() as usize).div_ceil(7)
+}
+
 /// Appends `v` as a LEB128 varint (1..=5 bytes).
 pub fn put_varint32(dst: &mut Vec<u8>, v: u32) {
     put_varint64(dst, v as u64)

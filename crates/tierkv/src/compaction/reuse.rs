@@ -8,7 +8,8 @@
 //! or go (`super::stream`).
 //! Everything else goes entry by entry exactly as without reuse, through the same
 //! decisions (`super::merger::Merger`). A block holding more than twice the output's
-//! `block_records` entries is re-encoded too (it was cut for a larger read unit).
+//! `block_records` entries, or larger than its read limit (`crate::sst::block_read_limit`),
+//! is re-encoded too (it was cut for a larger read unit).
 
 use super::context::JobContext;
 use super::merger::Merger;
@@ -17,7 +18,7 @@ use crate::env::IoCause;
 use crate::error::{Error, Result};
 use crate::key::{compare_internal, parse_internal_key, user_key, SeqNo, MAX_SEQ};
 use crate::sst::block::BlockIter;
-use crate::sst::{DataBlocks, RawBlock};
+use crate::sst::{block_read_limit, DataBlocks, RawBlock};
 use crate::version::{FileMeta, TableCache};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -81,13 +82,14 @@ impl Merger<'_, '_> {
         // (Its index key must be its last key; a table where it is not is left to the
         // entry path.)
         ok &= last_ikey_matches;
-        // A block cut for a larger read unit (written before `block_records`, or under a
-        // larger setting) is re-encoded, so the output's point reads move what it asks for.
-        ok &= self
-            .ctx
-            .table_options
+        // A block cut for a larger read unit (written before `block_records` or the read
+        // limit, or under a larger setting) is re-encoded, so the output's point reads move
+        // what it asks for.
+        let opts = &self.ctx.table_options;
+        ok &= opts
             .block_records
-            .is_none_or(|n| keys.len() <= 2 * n.max(1));
+            .is_none_or(|n| keys.len() <= 2 * n.max(1))
+            && raw.stored_len() as usize <= block_read_limit(opts.block_size);
         let reused = ok && self.reuse_checked(raw, &keys, next_other, bytes_in, last_seq)?;
         self.block_keys = keys;
         Ok(reused)

@@ -1739,9 +1739,10 @@ fn out_of_order_input_is_corruption_named_by_file() {
     let dir = tempfile::tempdir().unwrap();
     let env = Env::single(dir.path(), false).unwrap();
     let tables = Arc::new(TableCache::new(env.clone(), 50, None));
-    // Every entry stored whole (restart interval 1), all the same size: equal blocks.
+    // Every entry stored whole (restart interval 1), all the same size, one per block (it
+    // reaches `block_size` alone): equal blocks.
     let opts = TableOptions {
-        block_size: 1000,
+        block_size: 256,
         block_records: None,
         restart_interval: 1,
         bloom_bits_per_key: 10,
@@ -1752,7 +1753,7 @@ fn out_of_order_input_is_corruption_named_by_file() {
         .map(|i| {
             (
                 make_internal_key(&ukey(i), 100, ValueKind::Value),
-                vec![b'v'; 100],
+                vec![b'v'; 400],
             )
         })
         .collect();

@@ -15,6 +15,13 @@ use std::sync::{Arc, OnceLock};
 /// (`/sys/block/*/queue/logical_block_size`). Aligning a small block's read to 4 KiB instead
 /// would move up to 8 KiB for a 4 KiB block that straddles two pages.
 const MIN_DIRECT_ALIGN: usize = 512;
+/// Bytes a direct read of `len` bytes at `offset` moves from a disk with 512-byte sectors
+/// (whole sectors from the one holding `offset`): what a table writer sizes a data block
+/// by, so that the point read of a block stays within one I/O unit.
+pub(crate) fn direct_read_span(offset: u64, len: usize) -> usize {
+    DirectSpan::new(offset, len, MIN_DIRECT_ALIGN).span
+}
+
 /// Alignment a file falls back to when the device refuses 512-byte direct reads (a
 /// 4K-sector device answers EINVAL); every common device accepts it. Buffers are always
 /// aligned to it.

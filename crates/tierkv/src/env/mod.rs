@@ -21,7 +21,8 @@ pub use fault::{FaultError, FaultInjector, FaultOp, FaultRule, PlantedBug, SyncH
 #[cfg(test)]
 pub(crate) use file::thread_submissions;
 pub(crate) use file::{
-    read_round, read_together, HoldsFile, RandomAccessFile, ReadSession, WritableFile,
+    direct_read_span, read_round, read_together, HoldsFile, RandomAccessFile, ReadSession,
+    WritableFile,
 };
 pub use file::{thread_read_count, MemoryOnly, RoundRead};
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};

@@ -10,7 +10,7 @@
 //! encoding and the cursor over one block; checksums and compression belong to `format`.
 
 use crate::coding::{decode_fixed32, get_varint32, get_varint64};
-use crate::coding::{put_fixed32, put_varint32, put_varint64};
+use crate::coding::{put_fixed32, put_varint32, put_varint64, varint_len};
 use crate::key::compare_internal;
 use bytes::Bytes;
 use std::cmp::Ordering;
@@ -150,6 +150,29 @@ impl BlockBuilder {
         self.last_key.extend_from_slice(key);
         self.since_restart += 1;
         self.entries += 1;
+    }
+
+    /// Size of the block if finished after [`BlockBuilder::add`] of `key` and a value of
+    /// `value_len` bytes (exact: the same prefix sharing and restart point `add` would
+    /// choose).
+    pub fn estimated_size_with(&self, key: &[u8], value_len: usize) -> usize {
+        let restart = self.entries > 0 && self.since_restart >= self.restart_interval;
+        let shared = if self.entries == 0 || restart {
+            0
+        } else {
+            self.last_key
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count()
+        };
+        let unshared = key.len() - shared;
+        let entry = varint_len(shared as u64)
+            + varint_len(unshared as u64)
+            + varint_len(value_len as u64)
+            + unshared
+            + value_len;
+        self.estimated_size() + entry + if restart { 4 } else { 0 }
     }
 
     /// Size of the block if finished now.

@@ -41,6 +41,14 @@ pub trait BlockCache: Send + Sync {
 /// so a smaller block saves no I/O and only adds index entries.
 pub const MIN_RECORD_BLOCK: usize = 1024;
 
+/// The most a point read of one data block may move for `block_size`: whole 512-byte
+/// sectors, the target rounded up to them. A table writer closes a data block before an
+/// entry that would take the block's read past it, and a compaction re-encodes a block that
+/// exceeds it wherever it lands (cut for a larger read unit).
+pub fn block_read_limit(block_size: usize) -> usize {
+    crate::env::direct_read_span(0, block_size)
+}
+
 /// Keys between restart points in the index block. Index entries are then
 /// prefix-compressed (neighbouring blocks' last keys share a prefix) and need one restart
 /// offset per 16 entries instead of one each: the index holds one entry per data block,
