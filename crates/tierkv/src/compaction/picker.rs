@@ -365,6 +365,10 @@ pub fn pick_fragmented(v: &Version, running: &[RangeClaim]) -> Option<Compaction
             continue;
         }
         let reads = f.scan_reads.split.load(Relaxed);
+        if reads < SCAN_MIN_READS {
+            // Below every allowance; spares the device model's lock, which slow reads take.
+            continue;
+        }
         let allowance = scan_allowance(f.size(), f.device_profile().read_cost_bytes());
         let over = reads as f64 / allowance as f64;
         if over >= 1.0 && best.as_ref().is_none_or(|(b, _, _)| over > *b) {

@@ -9,11 +9,11 @@ use super::flush::flush_memtable;
 use super::{promote, DbInner, State};
 use crate::compaction::{picker, Compaction};
 use crate::error::{Error, Result};
-use crate::version::FileMeta;
+use crate::version::{FileMeta, Version};
 use parking_lot::MutexGuard;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Weak};
+use std::time::{Duration, Instant};
 
 /// The body of each background thread.
 pub(crate) fn thread_loop(inner: Arc<DbInner>) {
@@ -22,6 +22,8 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
         if inner.signals.shutting_down.load(Ordering::Acquire) {
             return;
         }
+        // How long until a pick that found nothing may look again at the same version.
+        let mut pick_wait = None;
         if st.jobs.bg_error.is_none() {
             let oldest = st.tree.imms.last().cloned();
             if let (false, Some(mem)) = (st.jobs.flush_running, oldest) {
@@ -66,9 +68,17 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 }
             }
             let max_compactions = inner.opts.background_threads.saturating_sub(1).max(1);
-            if !st.jobs.manual_compaction && st.jobs.running_compactions.len() < max_compactions {
-                let v = st.tree.versions.current();
-                if let Some(c) = pick(&inner, &st, &v) {
+            let v = st.tree.versions.current();
+            pick_wait = IdlePick::wait(&st, &v);
+            if !st.jobs.manual_compaction
+                && st.jobs.running_compactions.len() < max_compactions
+                && pick_wait.is_none()
+            {
+                let picked = pick(&inner, &st, &v);
+                if picked.is_none() {
+                    st.jobs.idle_pick = Some(IdlePick::new(&st, &v));
+                }
+                if let Some(c) = picked {
                     let claim = c.range_claim(&v.layout);
                     st.jobs.running_compactions.extend(claim.clone());
                     MutexGuard::unlocked(&mut st, || {
@@ -109,25 +119,73 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
             || (co.defragment_scanned
                 && co.slow_tier_format == crate::options::SlowTierFormat::SemiSorted);
         drop(v);
-        if expiring || scan_driven {
-            inner
-                .signals
-                .bg_cv
-                .wait_for(&mut st, inner.opts.compaction.expiry_check_interval);
+        let timeout = if expiring || scan_driven {
+            Some(inner.opts.compaction.expiry_check_interval)
         } else if inner.hot.tracker.is_some() {
             // Time alone makes the list of keys served from memory due.
-            inner
-                .signals
-                .bg_cv
-                .wait_for(&mut st, inner.opts.promotion.warm_list_interval);
+            Some(inner.opts.promotion.warm_list_interval)
         } else {
-            inner.signals.bg_cv.wait(&mut st);
+            None
+        };
+        match timeout.into_iter().chain(pick_wait).min() {
+            Some(t) => {
+                inner.signals.bg_cv.wait_for(&mut st, t);
+            }
+            None => inner.signals.bg_cv.wait(&mut st),
         }
     }
 }
 
+/// A pick that found no compaction, remembered so that the loop does not pick again
+/// until something it looks at may have changed: a new version (every flush and
+/// compaction installs one), a change in the running compactions, or
+/// [`IDLE_PICK_INTERVAL`] for what moves without either (the WALs' bytes, the tracker's
+/// hot set, scan and expiry counters). The loop comes back after every step of the
+/// tracker's upkeep, which a read-only workload runs many times a second; picking each
+/// time walked every table (the expiry sweep's and scan defragmentation's choices): 10%
+/// of the process's CPU time in the final part of the paper-scale RO hotspot run, with
+/// about 2,000 tables (docs/bench/hotrap.md).
+pub(crate) struct IdlePick {
+    /// Weak: the memory must not keep the version's files alive.
+    version: Weak<Version>,
+    running: usize,
+    at: Instant,
+}
+
+/// How long a pick that found nothing stands for the same version (see [`IdlePick`]).
+const IDLE_PICK_INTERVAL: Duration = Duration::from_millis(20);
+
+impl IdlePick {
+    fn new(st: &State, v: &Arc<Version>) -> IdlePick {
+        IdlePick::at(v, st.jobs.running_compactions.len(), Instant::now())
+    }
+
+    fn at(v: &Arc<Version>, running: usize, at: Instant) -> IdlePick {
+        IdlePick {
+            version: Arc::downgrade(v),
+            running,
+            at,
+        }
+    }
+
+    /// `None` when a pick is due now; otherwise how long until it is.
+    fn wait(st: &State, v: &Arc<Version>) -> Option<Duration> {
+        let last = st.jobs.idle_pick.as_ref()?;
+        last.wait_at(v, st.jobs.running_compactions.len(), Instant::now())
+    }
+
+    fn wait_at(&self, v: &Arc<Version>, running: usize, now: Instant) -> Option<Duration> {
+        if !std::ptr::eq(self.version.as_ptr(), Arc::as_ptr(v)) || self.running != running {
+            return None;
+        }
+        IDLE_PICK_INTERVAL
+            .checked_sub(now.saturating_duration_since(self.at))
+            .filter(|d| !d.is_zero())
+    }
+}
+
 /// Picks the next compaction, hot-aware at the fast-to-slow boundary when promoting.
-fn pick(inner: &DbInner, st: &State, v: &crate::version::Version) -> Option<Compaction> {
+fn pick(inner: &DbInner, st: &State, v: &Version) -> Option<Compaction> {
     // Open tables only: the picker runs under the database lock.
     let block_bounds = |f: &FileMeta| {
         inner
@@ -280,5 +338,36 @@ pub(crate) fn compact_range(
         Err(e @ (Error::Closed | Error::Background(_))) => Err(e),
         Err(e) => Err(Error::Background(inner.set_bg_error(&mut st, e))),
         Ok(()) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::Options;
+    use crate::tiers::LevelLayout;
+
+    /// A pick that found nothing stands only for the version and running compactions it
+    /// looked at, and only for `IDLE_PICK_INTERVAL`: a new version (a flush or compaction
+    /// installed), a compaction ending, or the interval passing makes the next pick due.
+    #[test]
+    fn an_idle_pick_stands_for_its_version_and_interval_only() {
+        let layout = Arc::new(LevelLayout::new(&Options::default()));
+        let v1 = Arc::new(Version::empty(layout.clone()));
+        let v2 = Arc::new(Version::empty(layout));
+        let t0 = Instant::now();
+        let idle = IdlePick::at(&v1, 1, t0);
+        let soon = t0 + IDLE_PICK_INTERVAL / 4;
+        assert_eq!(idle.wait_at(&v1, 1, soon), Some(IDLE_PICK_INTERVAL * 3 / 4));
+        assert_eq!(idle.wait_at(&v2, 1, soon), None, "a new version");
+        assert_eq!(idle.wait_at(&v1, 0, soon), None, "a compaction ended");
+        assert_eq!(
+            idle.wait_at(&v1, 1, t0 + IDLE_PICK_INTERVAL),
+            None,
+            "interval over"
+        );
+        // The memory does not keep the version (and so its files) alive.
+        drop(v1);
+        assert!(idle.version.upgrade().is_none());
     }
 }

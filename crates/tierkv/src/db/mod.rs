@@ -139,6 +139,8 @@ pub(crate) struct Jobs {
     pub tracker_maint_running: bool,
     /// The background error that made the store read-only.
     pub bg_error: Option<Arc<Error>>,
+    /// The last pick that found no compaction (`background::IdlePick`).
+    pub idle_pick: Option<background::IdlePick>,
 }
 
 /// The WAL being appended to.

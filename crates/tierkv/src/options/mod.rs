@@ -45,9 +45,13 @@ pub struct Options {
     pub write_buffer_size: usize,
     /// Immutable memtables allowed to wait for flush before writes stall (default 2).
     pub max_immutable_memtables: usize,
-    /// Target uncompressed size of a data block (default 4 KiB); with `block_records`, the
-    /// size a block of large records stops at. A point read moves one block, so this is the
-    /// read unit of records of about 100 B and more: with 1 KiB records, 4 KiB blocks took
+    /// Largest point read of a data block (default 4 KiB): a block closes once its
+    /// uncompressed size reaches it, and before an entry that would take the block's read
+    /// (whole 512-byte sectors from where it starts) past it, so 1 KiB records make blocks
+    /// of three (a 4.5-5 KiB read of four cost 20% more per read on the benchmark disk,
+    /// docs/bench/block-read-unit.md). With `block_records`, the size a block of large
+    /// records stops at. A point read moves one block, so this is the read unit of records
+    /// of about 100 B and more: with 1 KiB records, 4 KiB blocks took
     /// RO hotspot-5% beside the HotRAP prototype from 36.7-38.3K to 50.5-55.2K ops/s at the
     /// same reads per operation (16 KiB random reads on that disk: 42K IOPS at 379 us;
     /// 4 KiB: 75K at 213 us; docs/bench/hotrap-peer.md). Scan defragmentation's tables
