@@ -484,19 +484,31 @@ fn fixed_records(n: u64, key_len: usize, value_len: usize) -> Entries {
 
 /// Entries per data block and each block's stored bytes, in file order.
 fn block_shapes(t: &Arc<Table>) -> Vec<(usize, u64)> {
+    block_list(t)
+        .iter()
+        .map(|raw| (entries_in(raw), raw.stored_len()))
+        .collect()
+}
+
+/// Every data block of `t`, in file order.
+fn block_list(t: &Arc<Table>) -> Vec<RawBlock> {
     let mut blocks = t.data_blocks(IoCause::Check);
     let mut out = Vec::new();
     while let Some(raw) = blocks.next_block().unwrap() {
-        let mut it = raw.block().iter();
-        it.seek_to_first().unwrap();
-        let mut n = 0;
-        while it.valid() {
-            n += 1;
-            it.next().unwrap();
-        }
-        out.push((n, raw.stored_len()));
+        out.push(raw);
     }
     out
+}
+
+fn entries_in(raw: &RawBlock) -> usize {
+    let mut it = raw.block().iter();
+    it.seek_to_first().unwrap();
+    let mut n = 0;
+    while it.valid() {
+        n += 1;
+        it.next().unwrap();
+    }
+    n
 }
 
 /// `block_records` sizes the read unit to the records: F2's 108-byte records get blocks of
@@ -612,20 +624,13 @@ fn a_block_read_stays_within_the_block_size() {
     };
     let spans = |name: &str| {
         let t = open(&env, name, None).unwrap();
-        let mut blocks = t.data_blocks(IoCause::Check);
-        let mut out = Vec::new();
-        while let Some(raw) = blocks.next_block().unwrap() {
-            let mut it = raw.block().iter();
-            it.seek_to_first().unwrap();
-            let mut n = 0;
-            while it.valid() {
-                n += 1;
-                it.next().unwrap();
-            }
-            let span = crate::env::direct_read_span(raw.offset(), raw.stored_len() as usize);
-            out.push((n, span));
-        }
-        out
+        block_list(&t)
+            .iter()
+            .map(|raw| {
+                let span = crate::env::direct_read_span(raw.offset(), raw.stored_len() as usize);
+                (entries_in(raw), span)
+            })
+            .collect::<Vec<_>>()
     };
 
     let kib = fixed_records(3_000, 24, 1000);
