@@ -125,21 +125,12 @@ impl BlockBuilder {
     /// Writes `shared` and `unshared` for `key`, starting a restart point when one is due;
     /// returns `shared` and whether the entry is a restart point.
     fn start_entry(&mut self, key: &[u8]) -> (usize, bool) {
-        let (shared, restart) = if self.entries == 0 {
-            (0, true)
-        } else if self.since_restart < self.restart_interval {
-            let shared = self
-                .last_key
-                .iter()
-                .zip(key)
-                .take_while(|(a, b)| a == b)
-                .count();
-            (shared, false)
-        } else {
+        let (shared, new_restart) = self.next_entry_prefix(key);
+        if new_restart {
             self.restarts.push(self.buf.len() as u32);
             self.since_restart = 0;
-            (0, true)
-        };
+        }
+        let restart = new_restart || self.entries == 0;
         put_varint32(&mut self.buf, shared as u32);
         put_varint32(&mut self.buf, (key.len() - shared) as u32);
         (shared, restart)
@@ -152,20 +143,30 @@ impl BlockBuilder {
         self.entries += 1;
     }
 
+    /// The bytes `key` would share with the previous key as the next entry, and whether
+    /// it would start a new restart point (the first entry's, at offset 0, is already
+    /// recorded).
+    fn next_entry_prefix(&self, key: &[u8]) -> (usize, bool) {
+        if self.entries == 0 {
+            (0, false)
+        } else if self.since_restart < self.restart_interval {
+            let shared = self
+                .last_key
+                .iter()
+                .zip(key)
+                .take_while(|(a, b)| a == b)
+                .count();
+            (shared, false)
+        } else {
+            (0, true)
+        }
+    }
+
     /// Size of the block if finished after [`BlockBuilder::add`] of `key` and a value of
     /// `value_len` bytes (exact: the same prefix sharing and restart point `add` would
     /// choose).
     pub fn estimated_size_with(&self, key: &[u8], value_len: usize) -> usize {
-        let restart = self.entries > 0 && self.since_restart >= self.restart_interval;
-        let shared = if self.entries == 0 || restart {
-            0
-        } else {
-            self.last_key
-                .iter()
-                .zip(key)
-                .take_while(|(a, b)| a == b)
-                .count()
-        };
+        let (shared, restart) = self.next_entry_prefix(key);
         let unshared = key.len() - shared;
         let entry = varint_len(shared as u64)
             + varint_len(unshared as u64)
