@@ -33,6 +33,10 @@ pub struct TimelinePoint {
     pub fd_read_bytes: Option<u64>,
     /// Bytes written to the fast disk during the interval.
     pub fd_write_bytes: Option<u64>,
+    /// Of `fd_write_bytes`, background work's (flush, compaction, promotion, tracker).
+    pub fd_bg_write_bytes: Option<u64>,
+    /// Of `fd_bg_write_bytes`, the hotness tracker's.
+    pub fd_tracker_write_bytes: Option<u64>,
     /// Bytes read from the slow disk during the interval.
     pub sd_read_bytes: Option<u64>,
     /// Bytes written to the slow disk during the interval.
@@ -63,6 +67,9 @@ pub struct TimelinePoint {
     pub rss_bytes: Option<u64>,
     /// Of it, anonymous memory (heap and stacks).
     pub rss_anon_bytes: Option<u64>,
+    /// The process's CPU time during the interval over its length: cores busy on average
+    /// (client threads and the engine's background threads together).
+    pub cpu_cores: Option<f64>,
 }
 
 impl TimelinePoint {
@@ -76,6 +83,8 @@ impl TimelinePoint {
             fd_hit_rate: d.fd_hit_rate(),
             fd_read_bytes: d.fd_read_bytes,
             fd_write_bytes: d.fd_write_bytes,
+            fd_bg_write_bytes: d.bg_tier_bytes.map(|t| t[1]),
+            fd_tracker_write_bytes: d.fd_tracker_write_bytes,
             sd_read_bytes: d.sd_read_bytes,
             sd_write_bytes: d.sd_write_bytes,
             phase,
@@ -96,6 +105,7 @@ impl TimelinePoint {
             slow_tier_space_amp: d.slow_tier_space_amp,
             rss_bytes: None,
             rss_anon_bytes: None,
+            cpu_cores: None,
         }
     }
 }
@@ -727,6 +737,7 @@ pub(crate) mod tests {
                 user_bytes_written: Some(1 << 20),
                 bg_write_bytes: Some(5 << 20),
                 bg_tier_bytes: Some([1 << 20, 2 << 20, 3 << 20, 3 << 20]),
+                fd_tracker_write_bytes: Some(1 << 20),
                 sd_compaction_bytes: Some(6 << 20),
                 pushdown_bytes: Some(0),
                 block_bytes: Some([1 << 20, 3 << 20]),

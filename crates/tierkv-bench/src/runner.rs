@@ -994,6 +994,7 @@ fn run_phase(
         t0,
         interval: Duration::from_secs_f64(cfg.interval),
         last: (t0, 0, c0.clone()),
+        last_cpu: cpu0,
         timeline: Vec::new(),
     };
     let outs = run_clients(cfg, &sh, &mut sampler, system);
@@ -1091,6 +1092,8 @@ struct Sampler<'a> {
     interval: Duration,
     /// The previous point: when, completed operations, counters.
     last: (Instant, u64, Counters),
+    /// The process's CPU seconds at the previous point.
+    last_cpu: Option<f64>,
     timeline: Vec<TimelinePoint>,
 }
 
@@ -1128,6 +1131,7 @@ impl Sampler<'_> {
     /// completed (none for an empty interval, except while the run goes on).
     fn point(&mut self, now: Instant, done: u64, finished: bool) {
         let c = self.store.counters();
+        let cpu = crate::rss::cpu_seconds();
         let (t, n, ref c_last) = self.last;
         let dt = now.duration_since(t).as_secs_f64();
         if dt > 1e-3 && (done > n || !finished) {
@@ -1141,6 +1145,7 @@ impl Sampler<'_> {
             if let Some(r) = crate::rss::read() {
                 (p.rss_bytes, p.rss_anon_bytes) = (Some(r.current), Some(r.anon));
             }
+            p.cpu_cores = cpu.zip(self.last_cpu).map(|(now, then)| (now - then) / dt);
             self.pb.set_message(format!(
                 "{:>9.0} ops/s  FD hit {}",
                 p.ops_per_sec,
@@ -1150,6 +1155,7 @@ impl Sampler<'_> {
             self.timeline.push(p);
         }
         self.last = (now, done, c);
+        self.last_cpu = cpu;
     }
 }
 

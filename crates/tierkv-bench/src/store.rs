@@ -146,6 +146,8 @@ pub struct Counters {
     /// Background bytes read from / written to the fast and the slow disk:
     /// `[fd read, fd write, sd read, sd write]`.
     pub bg_tier_bytes: Option<[u64; 4]>,
+    /// Of the fast disk's background writes, the hotness tracker's (RALT's run files).
+    pub fd_tracker_write_bytes: Option<u64>,
     /// Bytes compactions read from and wrote to the slow disk.
     pub sd_compaction_bytes: Option<u64>,
     /// Bytes compactions wrote below their output level (preemptive pushdown).
@@ -201,6 +203,10 @@ impl Counters {
             user_bytes_written: sub(self.user_bytes_written, earlier.user_bytes_written),
             bg_write_bytes: sub(self.bg_write_bytes, earlier.bg_write_bytes),
             bg_tier_bytes: sub_array(self.bg_tier_bytes, earlier.bg_tier_bytes),
+            fd_tracker_write_bytes: sub(
+                self.fd_tracker_write_bytes,
+                earlier.fd_tracker_write_bytes,
+            ),
             sd_compaction_bytes: sub(self.sd_compaction_bytes, earlier.sd_compaction_bytes),
             pushdown_bytes: sub(self.pushdown_bytes, earlier.pushdown_bytes),
             block_bytes: sub_array(self.block_bytes, earlier.block_bytes),
@@ -674,6 +680,7 @@ pub fn counters_of(s: &tierkv::DbStats) -> Counters {
             bg_slow.read_bytes,
             bg_slow.write_bytes,
         ]),
+        fd_tracker_write_bytes: Some(s.io.fast.cause(tierkv::env::IoCause::Ralt).write_bytes),
         sd_compaction_bytes: Some(sd_compaction.read_bytes + sd_compaction.write_bytes),
         pushdown_bytes: Some(s.compaction_pushdown_bytes),
         block_bytes: Some([s.compaction_bytes_reused, s.compaction_bytes_rewritten]),
