@@ -432,3 +432,60 @@ fn a_pointer_into_the_slow_tier_yields_to_the_promotion_cache() {
         "a flushed update wins over the cached record"
     );
 }
+
+/// The nice value of each of this process's threads named `name` (`/proc/self/task/*/stat`,
+/// field 19).
+#[cfg(target_os = "linux")]
+fn thread_nice(name: &str) -> Vec<i32> {
+    let mut out = Vec::new();
+    for task in std::fs::read_dir("/proc/self/task").unwrap().flatten() {
+        let comm = std::fs::read_to_string(task.path().join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(task.path().join("stat")).unwrap_or_default();
+        let rest = &stat[stat.rfind(')').map_or(0, |i| i + 1)..];
+        if let Some(nice) = rest.split_whitespace().nth(16).and_then(|f| f.parse().ok()) {
+            out.push(nice);
+        }
+    }
+    out
+}
+
+/// `Options::tracker_nice`: the tracker's upkeep runs on a thread of its own, its CPU
+/// priority that many nice steps below the other background threads' (capped at 19), so a
+/// merge of RALT's runs does not take a core from the reads; and it still does the work
+/// (RALT's buffers reach its run files, which only that thread writes).
+#[cfg(target_os = "linux")]
+#[test]
+fn the_trackers_upkeep_runs_on_its_own_lower_priority_thread() {
+    let fast = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let opts = common::two_tier_options(slow.path(), 256 * 1024, true);
+    let steps = opts.tracker_nice;
+    assert!(steps > 0);
+    let db = Db::open(fast.path(), opts).unwrap();
+    let bg = thread_nice("tierkv-bg-0");
+    let tracker = thread_nice("tierkv-tracker");
+    assert!(
+        !bg.is_empty() && !tracker.is_empty(),
+        "threads: {bg:?} {tracker:?}"
+    );
+    // Other tests of this binary run stores too: every tracker thread is lowered alike.
+    let expected = (bg[0] + steps).min(19);
+    assert!(
+        tracker.iter().all(|&n| n == expected),
+        "{tracker:?} against {bg:?}"
+    );
+    for round in 0..50u64 {
+        for k in 0..200u64 {
+            db.put(common::key(k), value_of(k, round, 200)).unwrap();
+            db.get(common::key(k)).unwrap();
+        }
+    }
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while db.stats().promotion.ralt.map_or(0, |r| r.files) == 0 {
+        assert!(Instant::now() < deadline, "RALT never wrote a run");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}

@@ -55,18 +55,6 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                 inner.signals.done_cv.notify_all();
                 continue;
             }
-            if let Some(tracker) = inner.hot.tracker.clone() {
-                if !st.jobs.tracker_maint_running && tracker.needs_maintenance() {
-                    st.jobs.tracker_maint_running = true;
-                    let r = MutexGuard::unlocked(&mut st, || tracker.maintenance());
-                    st.jobs.tracker_maint_running = false;
-                    if let Err(e) = r {
-                        inner.set_bg_error(&mut st, e);
-                    }
-                    inner.signals.done_cv.notify_all();
-                    continue;
-                }
-            }
             let max_compactions = inner.opts.background_threads.saturating_sub(1).max(1);
             let v = st.tree.versions.current();
             pick_wait = IdlePick::wait(&st, &v);
@@ -136,15 +124,70 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
     }
 }
 
+/// How often the tracker's thread looks for upkeep without being woken: RALT's checkpoint
+/// becomes due as the engine writes, which does not wake it.
+const TRACKER_POLL: Duration = Duration::from_millis(50);
+
+/// The body of the tracker's thread: the hotness tracker's upkeep (RALT's buffer flushes,
+/// compactions, evictions and checkpoints), one unit at a time, at a CPU priority
+/// `Options::tracker_nice` steps below the foreground's. It has a thread of its own so
+/// that the lower priority touches nothing else: flushes and compactions, which writers
+/// may wait for, keep theirs. Reads wake it when a buffer fills (`record_access`).
+pub(crate) fn tracker_loop(inner: Arc<DbInner>) {
+    let Some(tracker) = inner.hot.tracker.clone() else {
+        return;
+    };
+    lower_priority(inner.opts.tracker_nice);
+    let mut st = inner.state.lock();
+    loop {
+        if inner.signals.shutting_down.load(Ordering::Acquire) {
+            return;
+        }
+        if st.jobs.bg_error.is_none() && tracker.needs_maintenance() {
+            st.jobs.tracker_maint_running = true;
+            let r = MutexGuard::unlocked(&mut st, || tracker.maintenance());
+            st.jobs.tracker_maint_running = false;
+            inner.signals.done_cv.notify_all();
+            match r {
+                Ok(true) => continue,
+                // Due but nothing to do yet (e.g. an eviction waiting for a flush).
+                Ok(false) => {}
+                Err(e) => {
+                    inner.set_bg_error(&mut st, e);
+                }
+            }
+        }
+        inner.signals.tracker_cv.wait_for(&mut st, TRACKER_POLL);
+    }
+}
+
+/// Lowers the calling thread's CPU priority by `steps` nice steps (Linux keeps a nice
+/// value per thread), up to the lowest, 19. A refusal leaves the priority as it was.
+fn lower_priority(steps: i32) {
+    if steps <= 0 {
+        return;
+    }
+    #[cfg(target_os = "linux")]
+    {
+        use rustix::process::{getpriority_process, setpriority_process};
+        let me = Some(rustix::thread::gettid());
+        let lowered =
+            getpriority_process(me).and_then(|now| setpriority_process(me, (now + steps).min(19)));
+        if let Err(e) = lowered {
+            tracing::debug!("the tracker's thread keeps its priority: {e}");
+        }
+    }
+}
+
 /// A pick that found no compaction, remembered so that the loop does not pick again
 /// until something it looks at may have changed: a new version (every flush and
 /// compaction installs one), a change in the running compactions, or
 /// [`IDLE_PICK_INTERVAL`] for what moves without either (the WALs' bytes, the tracker's
-/// hot set, scan and expiry counters). The loop comes back after every step of the
-/// tracker's upkeep, which a read-only workload runs many times a second; picking each
-/// time walked every table (the expiry sweep's and scan defragmentation's choices): 10%
-/// of the process's CPU time in the final part of the paper-scale RO hotspot run, with
-/// about 2,000 tables (docs/bench/hotrap.md).
+/// hot set, scan and expiry counters). A pick walks every table (the expiry sweep's and
+/// scan defragmentation's choices); when the loop also ran the tracker's upkeep, which a
+/// read-only workload runs many times a second, picking after each step took 10% of the
+/// process's CPU time in the final part of the paper-scale RO hotspot run, with about
+/// 2,000 tables (docs/bench/hotrap.md).
 pub(crate) struct IdlePick {
     /// Weak: the memory must not keep the version's files alive.
     version: Weak<Version>,

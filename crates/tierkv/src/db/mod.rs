@@ -169,11 +169,13 @@ pub(crate) struct ReadView {
     pub snapshots: Mutex<BTreeMap<SeqNo, usize>>,
 }
 
-/// How the foreground and the background threads wake each other. Both condition
+/// How the foreground and the background threads wake each other. The condition
 /// variables are waited on with `DbInner::state` held.
 pub(crate) struct Signals {
     /// Wakes background threads.
     pub bg_cv: Condvar,
+    /// Wakes the tracker's thread (`background::tracker_loop`).
+    pub tracker_cv: Condvar,
     /// Signals finished background work (stalled writers, `flush`, `compact_range`).
     pub done_cv: Condvar,
     pub shutting_down: AtomicBool,
@@ -1011,6 +1013,7 @@ impl Db {
         {
             let _st = self.inner.state.lock();
             self.inner.signals.bg_cv.notify_all();
+            self.inner.signals.tracker_cv.notify_all();
             self.inner.signals.done_cv.notify_all();
         }
         self.readers.stop();

@@ -9,7 +9,7 @@
 //! needs: its flush retires exactly the WALs below the next memtable's, so a crash at any
 //! point replays every WAL whose records are not in a table, and none that are.
 
-use super::background::thread_loop;
+use super::background::{thread_loop, tracker_loop};
 use super::flush::write_level0_table;
 use super::stats::Counters;
 use super::stored_tiers::{self, StoredTiers};
@@ -207,6 +207,7 @@ fn open_inner(
         }),
         signals: Signals {
             bg_cv: Condvar::new(),
+            tracker_cv: Condvar::new(),
             done_cv: Condvar::new(),
             shutting_down: AtomicBool::new(false),
             failed: AtomicBool::new(false),
@@ -360,12 +361,12 @@ fn open_tracker(env: &Arc<Env>, opts: &Options) -> Result<Option<Arc<HotTracker>
     })))
 }
 
-/// A background thread: [`thread_loop`], with a panic (a bug) turned into the store's
-/// background error so that writers and `wait_for_background` get an error instead of
-/// waiting forever for work no thread will do. (The state lock is `parking_lot`'s: an
-/// unwinding guard releases it unpoisoned.)
-fn background_thread(inner: Arc<DbInner>) {
-    let run = std::panic::AssertUnwindSafe(|| thread_loop(inner.clone()));
+/// A background thread running `body` ([`thread_loop`] or [`tracker_loop`]), with a panic
+/// (a bug) turned into the store's background error so that writers and
+/// `wait_for_background` get an error instead of waiting forever for work no thread will
+/// do. (The state lock is `parking_lot`'s: an unwinding guard releases it unpoisoned.)
+fn background_thread(inner: Arc<DbInner>, body: fn(Arc<DbInner>)) {
+    let run = std::panic::AssertUnwindSafe(|| body(inner.clone()));
     if let Err(panic) = std::panic::catch_unwind(run) {
         let msg = panic
             .downcast_ref::<&str>()
@@ -385,10 +386,19 @@ fn start(inner: Arc<DbInner>) -> Result<Db> {
             let inner = inner.clone();
             std::thread::Builder::new()
                 .name(format!("tierkv-bg-{i}"))
-                .spawn(move || background_thread(inner))
+                .spawn(move || background_thread(inner, thread_loop))
                 .map_err(|e| Error::io("<spawning a background thread>", e))
         })
         .collect::<Result<Vec<_>>>()?;
+    if inner.hot.tracker.is_some() {
+        let inner = inner.clone();
+        threads.push(
+            std::thread::Builder::new()
+                .name("tierkv-tracker".into())
+                .spawn(move || background_thread(inner, tracker_loop))
+                .map_err(|e| Error::io("<spawning the tracker's thread>", e))?,
+        );
+    }
     // A checkpoint's copy reads the keys its source's promotion cache held.
     threads.extend(super::cached_keys::start_warming(&inner)?);
     // Work may be pending right away (e.g. L0 full after recovery).

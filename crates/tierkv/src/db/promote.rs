@@ -30,7 +30,7 @@ impl DbInner {
             tracing::warn!("RALT could not record an access: {e}");
         }
         if tracker.work_waiting() {
-            self.signals.bg_cv.notify_one();
+            self.signals.tracker_cv.notify_one();
         }
     }
 

@@ -103,6 +103,15 @@ pub struct Options {
     /// flushes, so up to three compactions run at once; compactions into a slow disk spend
     /// most of their time waiting on it, and one of them must not hold up L0).
     pub background_threads: usize,
+    /// How much lower than the foreground's the CPU priority of the hotness tracker's
+    /// thread is, in nice steps (default 10; 0..=19, 0 keeps it level). The tracker's
+    /// upkeep (RALT's flushes, compactions and evictions) runs on its own thread: a merge
+    /// of its runs takes a core for a fraction of a second, and on a machine the reads keep
+    /// busy that core came out of the foreground's share (the paper scale's read-only
+    /// hotspot lost a fifth of its throughput in the seconds RALT merged). Its work is a
+    /// hint: when it lags, accesses are dropped and counted, never data. On Linux only;
+    /// elsewhere the thread keeps the process's priority.
+    pub tracker_nice: i32,
     /// Threads of the reader pool that runs the table reads of a [`crate::Db::multi_get`]
     /// batch in parallel, so one caller keeps up to this many disk reads in flight
     /// (default 16, 1..=1024; 1 runs every batch on the caller's thread). Started at open,
@@ -442,6 +451,7 @@ impl Default for Options {
             level_size_ratio: 10,
             num_levels: 7,
             background_threads: 4,
+            tracker_nice: 10,
             read_parallelism: 16,
             read_io: ReadIo::Auto,
             cache_size: 64 * MIB,
@@ -550,6 +560,12 @@ impl Options {
         }
         if self.background_threads == 0 {
             return bad("background_threads must be at least 1".into());
+        }
+        if !(0..=19).contains(&self.tracker_nice) {
+            return bad(format!(
+                "tracker_nice {} is outside 0..=19",
+                self.tracker_nice
+            ));
         }
         if !(1..=1024).contains(&self.read_parallelism) {
             return bad(format!(
@@ -844,6 +860,16 @@ mod tests {
                 ..Default::default()
             };
             o.validate().unwrap();
+        }
+        for (nice, ok) in [(-1, false), (0, true), (19, true), (20, false)] {
+            let o = Options {
+                tracker_nice: nice,
+                ..Default::default()
+            };
+            match o.validate() {
+                Ok(()) => assert!(ok, "tracker_nice {nice} accepted"),
+                Err(e) => assert!(!ok && e.to_string().contains("tracker_nice"), "{e}"),
+            }
         }
         let mut o = Options::default();
         o.promotion.warm_list_interval = std::time::Duration::ZERO;
