@@ -132,7 +132,9 @@ const TRACKER_POLL: Duration = Duration::from_millis(50);
 /// compactions, evictions and checkpoints), one unit at a time, at a CPU priority
 /// `Options::tracker_nice` steps below the foreground's. It has a thread of its own so
 /// that the lower priority touches nothing else: flushes and compactions, which writers
-/// may wait for, keep theirs. Reads wake it when a buffer fills (`record_access`).
+/// may wait for, keep theirs. Reads wake it when a buffer fills (`record_access`). It holds
+/// the state lock only to check and flip its flag and to wait: a thread of lower priority
+/// descheduled inside that lock would hold up every job and writer behind it.
 pub(crate) fn tracker_loop(inner: Arc<DbInner>) {
     let Some(tracker) = inner.hot.tracker.clone() else {
         return;
