@@ -292,6 +292,7 @@ fn wait_for<F: FnMut(&State) -> bool>(inner: &DbInner, mut done: F) -> Result<()
             return Err(Error::Closed);
         }
         inner.signals.bg_cv.notify_all();
+        inner.signals.tracker_cv.notify_all();
         inner
             .signals
             .done_cv
@@ -299,7 +300,9 @@ fn wait_for<F: FnMut(&State) -> bool>(inner: &DbInner, mut done: F) -> Result<()
     }
 }
 
-/// Waits until nothing is flushing, promoting or compacting and no level needs compaction.
+/// Waits until nothing is flushing, promoting or compacting, no level needs compaction and
+/// the hotness tracker has no upkeep waiting (a full buffer to flush, a compaction or an
+/// eviction due; a checkpoint due is not waited for).
 pub(crate) fn wait_idle(inner: &DbInner) -> Result<()> {
     wait_for(inner, |st| {
         st.tree.imms.is_empty()
@@ -308,6 +311,7 @@ pub(crate) fn wait_idle(inner: &DbInner) -> Result<()> {
             && !inner.hot.pc.awaits_checker()
             && !st.jobs.checker_running
             && !st.jobs.tracker_maint_running
+            && !inner.hot.tracker.as_ref().is_some_and(|t| t.work_waiting())
             && !needs_compaction(inner, st)
     })
 }

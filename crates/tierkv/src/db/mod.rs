@@ -870,7 +870,8 @@ impl Db {
         background::compact_range(&self.inner, from, to)
     }
 
-    /// Waits until no flush or compaction is pending or running.
+    /// Waits until no flush, compaction or promotion is pending or running and the hotness
+    /// tracker's upkeep (RALT's buffer flushes, compactions, evictions) has caught up.
     pub fn wait_for_background(&self) -> Result<()> {
         background::wait_idle(&self.inner)
     }
