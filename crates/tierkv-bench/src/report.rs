@@ -222,10 +222,11 @@ fn table<R>(s: &mut String, columns: &[Column<R>], rows: impl IntoIterator<Item 
 }
 
 /// The parts of the report, in order; each writes nothing when no system has its figures.
-const PARTS: [fn(&mut String, &BenchResults); 13] = [
+const PARTS: [fn(&mut String, &BenchResults); 14] = [
     setup,
     systems_table,
     latency_by_op_table,
+    gets_by_tier_table,
     whole_run,
     climb,
     bounds_table,
@@ -383,6 +384,41 @@ fn latency_by_op_table(s: &mut String, res: &BenchResults) {
         .systems
         .iter()
         .flat_map(|r| r.latency_by_op.iter().map(move |l| (unit, r, l)));
+    table(s, &columns, rows);
+}
+
+/// The latency of gets that waited on the slow disk beside the others', when some did: a
+/// run of synchronous client threads is bound by the mean latency of a get, and this is
+/// where it goes.
+fn gets_by_tier_table(s: &mut String, res: &BenchResults) {
+    if res.systems.iter().all(|r| r.get_latency_by_tier.len() < 2) {
+        return;
+    }
+    let unit = LatencyUnit::for_values(
+        res.systems
+            .iter()
+            .flat_map(|r| &r.get_latency_by_tier)
+            .flat_map(|l| [l.p50_us, l.p99_us, l.p999_us]),
+    );
+    let u = unit.name();
+    type Row<'a> = (LatencyUnit, &'a SystemResult, &'a OpLatency);
+    let columns: [Column<Row>; 7] = [
+        Column::text("system", |(_, r, _)| r.name.clone()),
+        Column::text("gets", |(_, _, l)| l.op.to_string()),
+        Column::num("count", |(_, _, l)| rate(l.ops as f64)),
+        Column::num(format!("mean {u}"), |(unit, _, l)| unit.format(l.mean_us)),
+        Column::num(format!("p50 {u}"), |(unit, _, l)| unit.format(l.p50_us)),
+        Column::num(format!("p99 {u}"), |(unit, _, l)| unit.format(l.p99_us)),
+        Column::num(format!("p999 {u}"), |(unit, _, l)| unit.format(l.p999_us)),
+    ];
+    let _ = writeln!(
+        s,
+        "\nGets by whether they read the slow disk (one get at a time), over the whole run:\n"
+    );
+    let rows = res
+        .systems
+        .iter()
+        .flat_map(|r| r.get_latency_by_tier.iter().map(move |l| (unit, r, l)));
     table(s, &columns, rows);
 }
 

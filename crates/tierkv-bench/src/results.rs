@@ -295,6 +295,8 @@ pub struct RunMeasure {
     pub hist: Histogram<u64>,
     /// The same by kind of operation.
     pub by_kind: Vec<(OpKind, Histogram<u64>)>,
+    /// One-at-a-time gets that read no slow-tier file, and those that did.
+    pub gets_by_tier: [Histogram<u64>; 2],
     /// Reads that found their key.
     pub reads_found: u64,
     /// Reads that did not.
@@ -332,21 +334,32 @@ pub struct OpLatency {
     pub p999_us: f64,
     /// Largest latency, microseconds.
     pub max_us: f64,
+    /// Mean latency, microseconds.
+    pub mean_us: f64,
 }
 
 impl OpLatency {
     fn of(kind: OpKind, h: &Histogram<u64>) -> OpLatency {
+        Self::named(kind.name(), h)
+    }
+
+    fn named(op: &'static str, h: &Histogram<u64>) -> OpLatency {
         let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
         OpLatency {
-            op: kind.name(),
+            op,
             ops: h.len(),
             p50_us: us(0.5),
             p99_us: us(0.99),
             p999_us: us(0.999),
             max_us: h.max() as f64 / 1000.0,
+            mean_us: h.mean() / 1000.0,
         }
     }
 }
+
+/// [`SystemResult::get_latency_by_tier`]'s two rows.
+const GETS_WITHOUT_SLOW_READ: &str = "get, no slow-disk read";
+const GETS_WITH_SLOW_READ: &str = "get, slow-disk read";
 
 /// Everything reported about one system. Byte and hit-rate fields are `None` (JSON `null`)
 /// only when the system cannot measure them; they are then listed in `unavailable`.
@@ -383,6 +396,10 @@ pub struct SystemResult {
     pub max_us: f64,
     /// Latency by kind of operation (the kinds the run had), over the whole run.
     pub latency_by_op: Vec<OpLatency>,
+    /// Latency of the gets that read no slow-disk file and of those that did, over the
+    /// whole run (tierkv systems, one get at a time; empty otherwise): where the mean
+    /// latency of a get, and so a 16-thread run's throughput, goes.
+    pub get_latency_by_tier: Vec<OpLatency>,
     /// Mean latency, microseconds.
     pub mean_us: f64,
     /// Bytes read from the fast disk during the run phase.
@@ -528,6 +545,16 @@ impl SystemResult {
                 .filter(|(_, h)| !h.is_empty())
                 .map(|(kind, h)| OpLatency::of(*kind, h))
                 .collect(),
+            get_latency_by_tier: if system.is_rocksdb() {
+                Vec::new()
+            } else {
+                [GETS_WITHOUT_SLOW_READ, GETS_WITH_SLOW_READ]
+                    .into_iter()
+                    .zip(&m.gets_by_tier)
+                    .filter(|(_, h)| !h.is_empty())
+                    .map(|(name, h)| OpLatency::named(name, h))
+                    .collect()
+            },
             mean_us: m.hist.mean() / 1000.0,
             fd_read_bytes: run.fd_read_bytes,
             fd_write_bytes: run.fd_write_bytes,
@@ -761,6 +788,7 @@ pub(crate) mod tests {
                         ((1.0 - hit) * 1000.0).round() as u64,
                     ),
                     by_kind: vec![(OpKind::Read, hist.clone()), (OpKind::Update, hist.clone())],
+                    gets_by_tier: [hist.clone(), hist.clone()],
                     hist,
                     reads_found: 10_000,
                     reads_missing: 0,

@@ -298,6 +298,10 @@ struct WorkerOut {
     hist: Histogram<u64>,
     /// Latency by kind of operation, in [`OpKind::ALL`]'s order.
     by_kind: Vec<Histogram<u64>>,
+    /// Latency of one-at-a-time gets that read no slow-tier file (`[0]`) and of those that
+    /// did (`[1]`), by tierkv's per-thread read counts (other engines' gets all land in
+    /// `[0]`; batched gets, which other threads may read for, in neither).
+    gets_by_tier: [Histogram<u64>; 2],
     reads_found: u64,
     reads_missing: u64,
     writes: u64,
@@ -421,6 +425,7 @@ impl WorkerOut {
         WorkerOut {
             hist: new_hist(),
             by_kind: OpKind::ALL.iter().map(|_| new_hist()).collect(),
+            gets_by_tier: [new_hist(), new_hist()],
             reads_found: 0,
             reads_missing: 0,
             writes: 0,
@@ -432,6 +437,9 @@ impl WorkerOut {
         // Same bounds on both sides: adding cannot fail.
         let _ = self.hist.add(&other.hist);
         for (mine, theirs) in self.by_kind.iter_mut().zip(&other.by_kind) {
+            let _ = mine.add(theirs);
+        }
+        for (mine, theirs) in self.gets_by_tier.iter_mut().zip(&other.gets_by_tier) {
             let _ = mine.add(theirs);
         }
         self.reads_found += other.reads_found;
@@ -470,7 +478,13 @@ fn run_one(sh: &Shared, op: &Op, key: &[u8], out: &mut WorkerOut) -> Result<()> 
 /// whose read went ahead).
 fn run_one_since(sh: &Shared, op: &Op, key: &[u8], out: &mut WorkerOut, t: Instant) -> Result<()> {
     let found = match op.kind {
-        OpKind::Read => Some(sh.store.get(key)?),
+        OpKind::Read => {
+            let slow_reads = tierkv::env::thread_slow_read_count();
+            let found = sh.store.get(key)?;
+            let tier = usize::from(tierkv::env::thread_slow_read_count() != slow_reads);
+            out.gets_by_tier[tier].saturating_record((t.elapsed().as_nanos() as u64).max(1));
+            Some(found)
+        }
         OpKind::Update | OpKind::Insert => {
             let value = sh.values.value(op.id, op.index, op.len as usize);
             if op.ttl_secs > 0 {
@@ -1033,6 +1047,7 @@ fn run_phase(
             final_window: c_end.since(&c_mark),
             hist: all.hist,
             by_kind: OpKind::ALL.into_iter().zip(all.by_kind).collect(),
+            gets_by_tier: all.gets_by_tier,
             reads_found: all.reads_found,
             reads_missing: all.reads_missing,
             writes: all.writes,

@@ -156,6 +156,14 @@ pub struct DeviceModel {
     model: Mutex<Model>,
 }
 
+/// Sleeps until `at` (not at all when it has passed).
+pub(crate) fn sleep_until(at: Instant) {
+    let now = Instant::now();
+    if at > now {
+        std::thread::sleep(at - now);
+    }
+}
+
 impl DeviceModel {
     /// A model enforcing `profile` (nothing at all when it is [`DeviceProfile::none`]).
     pub fn new(profile: DeviceProfile) -> Self {
@@ -210,14 +218,25 @@ impl DeviceModel {
         self.emulated.store(!profile.is_none(), Ordering::Relaxed);
     }
 
-    /// Blocks the caller as long as one I/O of `bytes` takes on this device.
+    /// Runs `io`, one I/O of `bytes`, and blocks the caller until the device would have
+    /// finished it. The model's latency is the emulated device's whole service time, and
+    /// the real disk under it works within that time: the I/O is placed in the queue when
+    /// it starts, as for the reads a [`super::ReadSession`] keeps in flight, so a read of
+    /// an emulated 500 us disk takes 500 us and not the real read's time more.
+    pub fn timed<T>(&self, bytes: u64, io: impl FnOnce() -> T) -> T {
+        let done_at = self.reserve(std::iter::once(bytes));
+        let out = io();
+        if let Some(at) = done_at {
+            sleep_until(at);
+        }
+        out
+    }
+
+    /// Blocks the caller as long as one I/O of `bytes`, already done, takes on this device
+    /// from now: for an I/O whose size is known only once it is done (a whole file's read).
     pub fn charge(&self, bytes: u64) {
-        let Some(done_at) = self.reserve(std::iter::once(bytes)) else {
-            return;
-        };
-        let now = Instant::now();
-        if done_at > now {
-            std::thread::sleep(done_at - now);
+        if let Some(at) = self.reserve(std::iter::once(bytes)) {
+            sleep_until(at);
         }
     }
 
@@ -261,6 +280,28 @@ impl DeviceModel {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Invariant: an emulated I/O's service time runs from its start, so the real disk's own
+    /// time is spent within the model's latency and not added to it (the single read then
+    /// costs what a read a `ReadSession` keeps in flight costs). The I/O must find itself
+    /// already placed in the device's queue when it runs.
+    #[test]
+    fn an_io_is_queued_before_it_runs() {
+        let profile = DeviceProfile {
+            iops: Some(50),
+            bandwidth: None,
+            latency_us: 0,
+        };
+        let start = Instant::now();
+        let model = DeviceModel::starting_at(profile, start);
+        let queued_while_running = model.timed(4096, || model.model.lock().ops_free_at != start);
+        assert!(
+            queued_while_running,
+            "the I/O ran before the model reserved its time"
+        );
+        // Then the caller waited for it: the queue's next free slot has passed.
+        assert!(Instant::now() >= model.model.lock().ops_free_at);
+    }
 
     #[test]
     fn parses_profiles() {

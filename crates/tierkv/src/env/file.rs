@@ -3,7 +3,7 @@
 //! ([`ReadSession`], through `uring.rs` on Linux), and buffered appends. Every syscall is charged to the tier's device model and
 //! counters.
 
-use super::{DeviceProfile, FaultOp, IoCause, TierHandle};
+use super::{DeviceProfile, FaultOp, IoCause, Tier, TierHandle};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -31,6 +31,7 @@ static WARNED_NO_DIRECT: AtomicBool = AtomicBool::new(false);
 
 thread_local! {
     static THREAD_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+    static THREAD_SLOW_READS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
     static MEMORY_ONLY: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
@@ -69,6 +70,20 @@ fn refuse_in_memory_only() -> Result<()> {
 /// whether an operation touched a disk at all (a get served from the block cache did not).
 pub fn thread_read_count() -> u64 {
     THREAD_READS.with(|c| c.get())
+}
+
+/// Of [`thread_read_count`], the reads of the slow tier's files: a caller (the benchmark)
+/// compares two values to learn whether an operation waited on the slow disk.
+pub fn thread_slow_read_count() -> u64 {
+    THREAD_SLOW_READS.with(|c| c.get())
+}
+
+/// Counts one finished read of a file of `tier` for the calling thread.
+fn count_thread_read(tier: Tier) {
+    THREAD_READS.with(|c| c.set(c.get() + 1));
+    if tier == Tier::Slow {
+        THREAD_SLOW_READS.with(|c| c.set(c.get() + 1));
+    }
 }
 
 fn warn_no_direct(path: &Path, why: &std::io::Error) {
@@ -178,9 +193,10 @@ impl RandomAccessFile {
         refuse_in_memory_only()?;
         self.check_range(offset, len)?;
         self.tier.fault(FaultOp::Read, &self.path)?;
-        let data = self.read_now(offset, len)?;
-        self.tier.charge_read(cause, len as u64);
-        THREAD_READS.with(|c| c.set(c.get() + 1));
+        let data = self
+            .tier
+            .timed_read(cause, len as u64, || self.read_now(offset, len))?;
+        count_thread_read(self.tier.tier);
         Ok(data)
     }
 
@@ -730,7 +746,7 @@ impl<H: HoldsFile> ReadSession<H> {
             file.tier
                 .stats
                 .record_read(file.tier.tier, r.cause, r.len as u64);
-            THREAD_READS.with(|c| c.set(c.get() + 1));
+            count_thread_read(file.tier.tier);
         }
         match r.done_at {
             Some(at) if at > std::time::Instant::now() => self.delayed.push((at, r.tag, data)),
@@ -773,10 +789,7 @@ impl<H: HoldsFile> ReadSession<H> {
         }
         if wait && self.ready.is_empty() && self.due_now() == 0 {
             if let Some(at) = self.delayed.iter().map(|d| d.0).min() {
-                let now = std::time::Instant::now();
-                if at > now {
-                    std::thread::sleep(at - now);
-                }
+                super::device::sleep_until(at);
             }
         }
         let now = std::time::Instant::now();
@@ -1009,11 +1022,11 @@ impl WritableFile {
                 return Err(Error::io(&self.path, e));
             }
         }
-        (&self.file)
-            .write_all(data)
-            .map_err(|e| Error::io(&self.path, e))?;
+        let (file, path) = (&self.file, &self.path);
+        self.tier.timed_write(self.cause, data.len() as u64, || {
+            (&*file).write_all(data).map_err(|e| Error::io(path, e))
+        })?;
         self.written += data.len() as u64;
-        self.tier.charge_write(self.cause, data.len() as u64);
         Ok(())
     }
 

@@ -24,7 +24,7 @@ pub(crate) use file::{
     direct_read_span, read_round, read_together, HoldsFile, RandomAccessFile, ReadSession,
     WritableFile,
 };
-pub use file::{thread_read_count, MemoryOnly, RoundRead};
+pub use file::{thread_read_count, thread_slow_read_count, MemoryOnly, RoundRead};
 pub use stats::{CauseIo, IoCause, IoStats, IoStatsSnapshot, TierIo};
 
 use crate::error::{Error, Result};
@@ -149,15 +149,29 @@ impl TierHandle {
         }
     }
 
-    /// Charges one I/O of `bytes` to the device model (sleeping as it says) and the counters.
-    pub(crate) fn charge_read(&self, cause: IoCause, bytes: u64) {
-        self.device.charge(bytes);
+    /// Runs `read`, one read of `bytes` for `cause`, in the device model's time
+    /// ([`DeviceModel::timed`]) and counts it once it succeeded.
+    pub(crate) fn timed_read<T>(
+        &self,
+        cause: IoCause,
+        bytes: u64,
+        read: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let out = self.device.timed(bytes, read)?;
         self.stats.record_read(self.tier, cause, bytes);
+        Ok(out)
     }
 
-    pub(crate) fn charge_write(&self, cause: IoCause, bytes: u64) {
-        self.device.charge(bytes);
+    /// [`TierHandle::timed_read`] for a write.
+    pub(crate) fn timed_write<T>(
+        &self,
+        cause: IoCause,
+        bytes: u64,
+        write: impl FnOnce() -> Result<T>,
+    ) -> Result<T> {
+        let out = self.device.timed(bytes, write)?;
         self.stats.record_write(self.tier, cause, bytes);
+        Ok(out)
     }
 }
 
@@ -310,7 +324,9 @@ impl Env {
         let path = self.path(tier, name);
         self.tier(tier).fault(FaultOp::Read, &path)?;
         let data = std::fs::read(&path).map_err(|e| Error::io(&path, e))?;
-        self.tier(tier).charge_read(cause, data.len() as u64);
+        let handle = self.tier(tier);
+        handle.device.charge(data.len() as u64);
+        handle.stats.record_read(tier, cause, data.len() as u64);
         Ok(data)
     }
 
