@@ -120,7 +120,7 @@ pub fn share_of_bound(ops: f64, bound: f64, bound_is_all_on_fd: bool) -> String 
         format!("at the bound (+{above:.0}%, within noise: {why})")
     } else if bound_is_all_on_fd {
         format!(
-            "above all-on-FD by {above:.0}% (another run: noise of a shared machine and a \
+            "above all-on-FD's bound by {above:.0}% (another run: noise of a shared machine and a \
              short final window, or hot records packed denser than all-on-FD's layout)"
         )
     } else {
@@ -443,13 +443,32 @@ fn whole_run(s: &mut String, res: &BenchResults) {
     let _ = writeln!(s, "\nWhole run phase: {}.", whole.join("; "));
 }
 
-/// A row of the bounds table: a system's slow-disk bound, the all-on-FD ceiling, and the
-/// lower of the two it is held to.
+/// A row of the bounds table: a system's slow-disk bound, the all-on-FD ceiling, the latency
+/// bound, and the lowest of them it is held to.
 struct BoundRow<'a> {
     r: &'a SystemResult,
     sd: f64,
     fd_ceiling: Option<f64>,
+    latency: Option<f64>,
     bound: f64,
+}
+
+/// The latency bound of clients that issue one operation at a time: `threads` over the mean
+/// operation time, which is at least the all-on-FD store's (`threads / fd_ops`) plus the
+/// slow disk's service time for each slow-disk read an operation makes. Where the slow disk's
+/// IOPS are far from used up (a high hit rate), this is the lower bound: the reads of cold
+/// records cost their latency whatever the disk's spare IOPS.
+pub fn latency_bound(
+    threads: usize,
+    fd_ops: f64,
+    sd_reads_per_op: f64,
+    sd_latency_us: u64,
+) -> Option<f64> {
+    if fd_ops <= 0.0 || sd_latency_us == 0 {
+        return None;
+    }
+    let op_us = threads as f64 / fd_ops * 1e6 + sd_reads_per_op * sd_latency_us as f64;
+    Some(threads as f64 / op_us * 1e6)
 }
 
 /// Throughput against the physical bound of the throttled slow disk.
@@ -469,7 +488,9 @@ fn bounds_table(s: &mut String, res: &BenchResults) {
         "\nPhysical bound of the throttled slow disk (`{}`: {} IOPS, {}/s) over the final 10%: \
          IOPS limit / SD I/Os per operation (reads and writes draw on the same limit), or the \
          bandwidth limit / SD bytes per operation if lower; and never above the all-on-FD \
-         throughput measured in the same run.\n",
+         throughput measured in the same run, nor (clients one operation at a time) above the \
+         latency bound: the client threads over the all-on-FD run's mean operation time plus \
+         the modelled latency for each SD read per operation.\n",
         c.sd_profile,
         c.sd_device.iops.map_or("unlimited".to_string(), |i| i.to_string()),
         c.sd_device.bandwidth.map_or("unlimited".to_string(), bytes)
@@ -482,7 +503,16 @@ fn bounds_table(s: &mut String, res: &BenchResults) {
         .iter()
         .find(|r| r.name == "tierkv-fd")
         .map(|r| r.throughput_ops);
-    let columns: [Column<BoundRow>; 8] = [
+    let latency_bound_of = |r: &SystemResult| {
+        let fd = fd_ceiling.filter(|_| c.batch == 1 && r.name != "tierkv-fd")?;
+        latency_bound(
+            c.threads,
+            fd,
+            r.sd_reads_per_op.unwrap_or(0.0),
+            c.sd_device.latency_us,
+        )
+    };
+    let columns: [Column<BoundRow>; 9] = [
         Column::text("system", |b| b.r.name.clone()),
         Column::num("ops/s", |b| rate(b.r.throughput_ops)),
         Column::num("SD reads/op", |b| {
@@ -495,19 +525,28 @@ fn bounds_table(s: &mut String, res: &BenchResults) {
         Column::num("all-on-FD ops/s", |b| {
             b.fd_ceiling.map_or("-".to_string(), rate)
         }),
+        Column::num("latency bound ops/s", |b| {
+            b.latency.map_or("-".to_string(), rate)
+        }),
         Column::num("bound ops/s", |b| rate(b.bound)),
         Column::num("share of bound", |b| {
-            let fd_binds = b.fd_ceiling.is_some_and(|fd| fd < b.sd);
-            share_of_bound(b.r.throughput_ops, b.bound, fd_binds)
+            // The all-on-FD ceiling and the latency bound both come from the all-on-FD run.
+            share_of_bound(b.r.throughput_ops, b.bound, b.bound < b.sd)
         }),
     ];
     let rows = bounded.into_iter().map(|r| {
         let sd = r.sd_bound_ops.unwrap_or(0.0);
+        let latency = latency_bound_of(r);
+        let bound = [fd_ceiling, latency]
+            .into_iter()
+            .flatten()
+            .fold(sd, f64::min);
         BoundRow {
             r,
             sd,
             fd_ceiling,
-            bound: fd_ceiling.map_or(sd, |fd| sd.min(fd)),
+            latency,
+            bound,
         }
     });
     table(s, &columns, rows);
@@ -966,6 +1005,19 @@ pub(crate) mod tests {
         assert!(md.contains(&format!("| {p50} |")), "{md}");
     }
 
+    /// Invariant: with one operation at a time per client, a store that reads the slow disk
+    /// runs no faster than the clients over the all-on-FD mean operation time plus the slow
+    /// disk's latency per slow read; without a latency or an all-on-FD run there is none.
+    #[test]
+    fn the_latency_bound_adds_the_slow_disks_latency_per_slow_read() {
+        // 16 clients at 64,000 ops/s: 250 us an operation; 0.05 slow reads of 500 us: 275.
+        let bound = latency_bound(16, 64_000.0, 0.05, 500).unwrap();
+        assert!((bound - 16.0 / 275e-6).abs() < 1e-6, "{bound}");
+        assert_eq!(latency_bound(16, 64_000.0, 0.0, 500), Some(64_000.0));
+        assert_eq!(latency_bound(16, 64_000.0, 0.05, 0), None);
+        assert_eq!(latency_bound(16, 0.0, 0.05, 500), None);
+    }
+
     #[test]
     fn throughput_above_its_bound_is_called_noise_not_a_share_over_100() {
         assert_eq!(share_of_bound(900.0, 1000.0, true), "90%");
@@ -984,19 +1036,20 @@ pub(crate) mod tests {
         );
         let far_fd = share_of_bound(1230.0, 1000.0, true);
         assert!(
-            far_fd.starts_with("above all-on-FD by 23% (another run"),
+            far_fd.starts_with("above all-on-FD's bound by 23% (another run"),
             "{far_fd}"
         );
         assert!(!far_fd.contains("123%"), "{far_fd}");
         assert_eq!(share_of_bound(10.0, 0.0, false), "-");
 
-        // tierkv measured 10% above tierkv-fd, which is its binding bound here.
+        // tierkv measured 10% above tierkv-fd, whose run gives its binding bound here (the
+        // latency bound: 1,798 ops/s at 0.1 slow reads per operation of gp3's 500 us).
         let dir = tempfile::tempdir().unwrap();
         let mut res = sample_results(dir.path());
         res.systems[2].throughput_ops = res.systems[0].throughput_ops / 1.1;
         let md = markdown(&res);
         assert!(
-            md.contains("at the bound (+10%, within noise: the all-on-FD run is another run)"),
+            md.contains("| 1,818 | 1,798 | 1,798 | at the bound (+11%, within noise: the all-on-FD run is another run)"),
             "{md}"
         );
         assert!(!md.contains("110%"), "{md}");
