@@ -357,69 +357,80 @@ fn systems_table(s: &mut String, res: &BenchResults) {
     table(s, &columns, res.systems.iter().map(|r| (unit, r)));
 }
 
-/// Latency by kind of operation, when a run mixes kinds (a write's tail beside a read's).
-fn latency_by_op_table(s: &mut String, res: &BenchResults) {
-    if res.systems.iter().all(|r| r.latency_by_op.len() < 2) {
+/// A row of a latency table: the unit of the table, the system, one of its latency rows.
+type LatencyRow<'a> = (LatencyUnit, &'a SystemResult, &'a OpLatency);
+
+/// A table of latency rows (`rows_of` each system), under `heading`, with `columns` in the
+/// unit their percentiles share; nothing when no system has two rows.
+fn latency_rows_table(
+    s: &mut String,
+    res: &BenchResults,
+    heading: &str,
+    rows_of: fn(&SystemResult) -> &[OpLatency],
+    columns: impl FnOnce(&str) -> [Column<LatencyRow<'_>>; 7],
+) {
+    if res.systems.iter().all(|r| rows_of(r).len() < 2) {
         return;
     }
     let unit = LatencyUnit::for_values(
         res.systems
             .iter()
-            .flat_map(|r| &r.latency_by_op)
+            .flat_map(rows_of)
             .flat_map(|l| [l.p50_us, l.p99_us, l.p999_us]),
     );
-    let u = unit.name();
-    type Row<'a> = (LatencyUnit, &'a SystemResult, &'a OpLatency);
-    let columns: [Column<Row>; 7] = [
-        Column::text("system", |(_, r, _)| r.name.clone()),
-        Column::text("operation", |(_, _, l)| l.op.to_string()),
-        Column::num("ops", |(_, _, l)| rate(l.ops as f64)),
-        Column::num(format!("p50 {u}"), |(unit, _, l)| unit.format(l.p50_us)),
-        Column::num(format!("p99 {u}"), |(unit, _, l)| unit.format(l.p99_us)),
-        Column::num(format!("p999 {u}"), |(unit, _, l)| unit.format(l.p999_us)),
-        Column::num(format!("max {u}"), |(unit, _, l)| unit.format(l.max_us)),
-    ];
-    let _ = writeln!(s, "\nLatency by operation, over the whole run:\n");
+    let _ = writeln!(s, "\n{heading}\n");
     let rows = res
         .systems
         .iter()
-        .flat_map(|r| r.latency_by_op.iter().map(move |l| (unit, r, l)));
-    table(s, &columns, rows);
+        .flat_map(|r| rows_of(r).iter().map(move |l| (unit, r, l)));
+    table(s, &columns(unit.name()), rows);
+}
+
+/// Latency by kind of operation, when a run mixes kinds (a write's tail beside a read's).
+fn latency_by_op_table(s: &mut String, res: &BenchResults) {
+    let heading = "Latency by operation, over the whole run:";
+    latency_rows_table(
+        s,
+        res,
+        heading,
+        |r| &r.latency_by_op,
+        |u| {
+            [
+                Column::text("system", |(_, r, _)| r.name.clone()),
+                Column::text("operation", |(_, _, l)| l.op.to_string()),
+                Column::num("ops", |(_, _, l)| rate(l.ops as f64)),
+                Column::num(format!("p50 {u}"), |(unit, _, l)| unit.format(l.p50_us)),
+                Column::num(format!("p99 {u}"), |(unit, _, l)| unit.format(l.p99_us)),
+                Column::num(format!("p999 {u}"), |(unit, _, l)| unit.format(l.p999_us)),
+                Column::num(format!("max {u}"), |(unit, _, l)| unit.format(l.max_us)),
+            ]
+        },
+    );
 }
 
 /// The latency of gets that waited on the slow disk beside the others', when some did: a
 /// run of synchronous client threads is bound by the mean latency of a get, and this is
 /// where it goes.
 fn gets_by_tier_table(s: &mut String, res: &BenchResults) {
-    if res.systems.iter().all(|r| r.get_latency_by_tier.len() < 2) {
-        return;
-    }
-    let unit = LatencyUnit::for_values(
-        res.systems
-            .iter()
-            .flat_map(|r| &r.get_latency_by_tier)
-            .flat_map(|l| [l.p50_us, l.p99_us, l.p999_us]),
-    );
-    let u = unit.name();
-    type Row<'a> = (LatencyUnit, &'a SystemResult, &'a OpLatency);
-    let columns: [Column<Row>; 7] = [
-        Column::text("system", |(_, r, _)| r.name.clone()),
-        Column::text("gets", |(_, _, l)| l.op.to_string()),
-        Column::num("count", |(_, _, l)| rate(l.ops as f64)),
-        Column::num(format!("mean {u}"), |(unit, _, l)| unit.format(l.mean_us)),
-        Column::num(format!("p50 {u}"), |(unit, _, l)| unit.format(l.p50_us)),
-        Column::num(format!("p99 {u}"), |(unit, _, l)| unit.format(l.p99_us)),
-        Column::num(format!("p999 {u}"), |(unit, _, l)| unit.format(l.p999_us)),
-    ];
-    let _ = writeln!(
+    let heading =
+        "Gets by whether they read the slow disk (one get at a time), over the whole run:";
+    latency_rows_table(
         s,
-        "\nGets by whether they read the slow disk (one get at a time), over the whole run:\n"
+        res,
+        heading,
+        |r| &r.get_latency_by_tier,
+        |u| {
+            [
+                Column::text("system", |(_, r, _)| r.name.clone()),
+                Column::text("gets", |(_, _, l)| l.op.to_string()),
+                Column::num("count", |(_, _, l)| rate(l.ops as f64)),
+                Column::num(format!("mean {u}"), |(unit, _, l)| unit.format(l.mean_us)),
+                Column::num(format!("p50 {u}"), |(unit, _, l)| unit.format(l.p50_us)),
+                Column::num(format!("p99 {u}"), |(unit, _, l)| unit.format(l.p99_us)),
+                Column::num(format!("p999 {u}"), |(unit, _, l)| unit.format(l.p999_us)),
+            ]
+        },
     );
-    let rows = res
-        .systems
-        .iter()
-        .flat_map(|r| r.get_latency_by_tier.iter().map(move |l| (unit, r, l)));
-    table(s, &columns, rows);
 }
 
 /// Throughput over the whole run phase. The final 10% is a short window that a shared

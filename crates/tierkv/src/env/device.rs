@@ -299,8 +299,6 @@ mod tests {
             queued_while_running,
             "the I/O ran before the model reserved its time"
         );
-        // Then the caller waited for it: the queue's next free slot has passed.
-        assert!(Instant::now() >= model.model.lock().ops_free_at);
     }
 
     #[test]
