@@ -5,7 +5,11 @@
 //! keeps one entry per key: a second access to a buffered key is merged into its entry by
 //! the usual merge rule, so a buffer never holds duplicates and a key accessed again while
 //! buffered is recognisable (the paper's "super hot" key). Entries are found through a
-//! hash index keyed by the same xxh3 hash the bloom filters use.
+//! hash index keyed by the same xxh3 hash the bloom filters use; each entry keeps that hash
+//! for the flush (its filter probes and the admission table), and the keys live in one
+//! arena, so an access to a new key allocates nothing on the reader's thread once the
+//! buffer is sized (every get records an access) and a flush frees one block, not one per
+//! key.
 
 use super::score::{Meta, Scorer};
 use std::collections::HashMap;
@@ -63,10 +67,16 @@ impl Hasher for PassThrough {
 
 const NONE: u32 = u32::MAX;
 
-/// A buffered key.
+/// A buffered key (its bytes are in the buffer's arena: [`Buffer::key`]).
 #[derive(Clone, Debug)]
 pub(crate) struct BufEntry {
-    pub key: Box<[u8]>,
+    /// Offset in the arena: u32 suffices, a buffer's capacity is at most 1 GiB
+    /// (`RaltOptions::validate`) and it freezes once past it. Entries stay the size they
+    /// were with a boxed key, which the buffer's capacity is counted in.
+    key_at: u32,
+    key_len: u32,
+    /// The key's `filter_hash`.
+    pub hash: u64,
     pub meta: Meta,
     /// Accesses merged into this entry while buffered.
     pub count: u32,
@@ -82,6 +92,8 @@ pub(crate) fn entry_cost(key_len: usize) -> usize {
 /// The unsorted buffer.
 pub(crate) struct Buffer {
     entries: Vec<BufEntry>,
+    /// Every entry's key, end to end.
+    keys: Vec<u8>,
     index: HashMap<u64, u32, BuildHasherDefault<PassThrough>>,
     bytes: usize,
     key_bytes: usize,
@@ -103,6 +115,7 @@ impl Buffer {
         let n = bytes / entry_cost(key_len.max(1)) + 1;
         Buffer {
             entries: Vec::with_capacity(n),
+            keys: Vec::with_capacity(n.saturating_mul(key_len)),
             index: HashMap::with_capacity_and_hasher(n, Default::default()),
             bytes: 0,
             key_bytes: 0,
@@ -140,12 +153,17 @@ impl Buffer {
         &self.entries
     }
 
+    /// The key of `e`, an entry of this buffer.
+    pub fn key(&self, e: &BufEntry) -> &[u8] {
+        &self.keys[e.key_at as usize..][..e.key_len as usize]
+    }
+
     /// The entry of `key` (whose filter hash is `hash`).
     pub fn get(&self, hash: u64, key: &[u8]) -> Option<&BufEntry> {
         let mut i = *self.index.get(&hash)?;
         while i != NONE {
             let e = self.entries.get(i as usize)?;
-            if &*e.key == key {
+            if self.key(e) == key {
                 return Some(e);
             }
             i = e.next;
@@ -163,7 +181,7 @@ impl Buffer {
             let Some(e) = self.entries.get_mut(i as usize) else {
                 return false;
             };
-            if &*e.key == key {
+            if &self.keys[e.key_at as usize..][..e.key_len as usize] == key {
                 e.meta = sc.merge(&e.meta, access);
                 e.count = e.count.saturating_add(1);
                 return true;
@@ -182,11 +200,14 @@ impl Buffer {
             None => NONE,
         };
         self.entries.push(BufEntry {
-            key: key.into(),
+            key_at: self.keys.len() as u32,
+            key_len: key.len() as u32,
+            hash,
             meta: access,
             count: earlier.saturating_add(1),
             next,
         });
+        self.keys.extend_from_slice(key);
         self.bytes += entry_cost(key.len());
         self.key_bytes += key.len();
     }

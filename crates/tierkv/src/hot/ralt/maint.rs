@@ -6,7 +6,7 @@
 //! new version.
 
 use super::admit::Admission;
-use super::buffer::Buffer;
+use super::buffer::{BufEntry, Buffer};
 use super::manifest::{self, State, Thresholds};
 use super::options::{
     Params, RaltOptions, EVICT_STEP_FILES, L0_L1_RATIO, L0_MAX_FILES, L0_TRIGGER, MAX_LEVEL,
@@ -582,39 +582,39 @@ impl Ralt {
     }
 
     fn write_level0(&self, m: &mut Maint, buf: &Buffer) -> Result<()> {
-        let mut entries: Vec<_> = buf.entries().iter().collect();
-        entries.sort_by(|a, b| a.key.cmp(&b.key));
+        let mut entries: Vec<(&[u8], &BufEntry)> =
+            buf.entries().iter().map(|e| (buf.key(e), e)).collect();
+        entries.sort_unstable_by(|a, b| a.0.cmp(b.0));
         let v = self.version.load_full();
         let admit = self.opts.admission;
         if admit {
             self.size_admission(m);
         }
         let mut out = Outputs::new(self, 0);
-        for e in entries {
-            // A key accessed again while buffered stays hot after the flush, unless it is
-            // hot below already (then that record answers, and a second hot record would
-            // only count the key twice in range hot sizes).
-            let below = hot_below(&v, 0, &e.key);
+        for (key, e) in entries {
             let mut meta = e.meta;
             if admit {
-                let hash = filter_hash(&e.key);
-                match m.admission.take_merged(hash, &e.meta, &self.scorer) {
+                match m.admission.take_merged(e.hash, &e.meta, &self.scorer) {
                     Some(merged) => meta = merged,
                     // Seen once and no earlier access waiting: park it. A key hot in a
                     // run stays hot there meanwhile; its score lags by this one access.
                     None if e.count < 2 => {
-                        m.admission.park(hash, &e.meta);
+                        m.admission.park(e.hash, &e.meta);
                         continue;
                     }
                     None => {}
                 }
             }
+            // A key accessed again while buffered stays hot after the flush, unless it is
+            // hot below already (then that record answers, and a second hot record would
+            // only count the key twice in range hot sizes).
+            let below = v.may_be_hot(key, e.hash);
             // Hot in a run already: nothing decided before the next eviction reads this
             // access, so it waits in the stage (merged with the key's earlier staged
             // accesses) instead of adding a record at every flush.
             if self.opts.stage && below {
                 let room = self.stage_room(&v);
-                if m.stage.absorb(&e.key, &meta, &self.scorer, room) {
+                if m.stage.absorb(key, &meta, &self.scorer, room) {
                     m.staged_since_l0 += 1;
                     continue;
                 }
@@ -635,7 +635,7 @@ impl Ralt {
                     )?)
                 }
             };
-            w.add(&e.key, &meta, hot, dup)?;
+            w.add(key, &meta, hot, dup)?;
         }
         let added = out.finish()?;
         self.count_written(0, &added);

@@ -650,8 +650,16 @@ impl Ralt {
             let f = self.front.lock();
             std::iter::once(&f.active)
                 .chain(f.frozen.as_deref())
-                .flat_map(|b| b.entries().iter().filter(|e| b.is_hot(e)))
-                .map(|e| (e.key.to_vec(), e.key.len() as u64 + e.meta.value_len as u64))
+                .flat_map(|b| {
+                    b.entries()
+                        .iter()
+                        .filter(|e| b.is_hot(e))
+                        .map(move |e| (b, e))
+                })
+                .map(|(b, e)| {
+                    let key = b.key(e);
+                    (key.to_vec(), key.len() as u64 + e.meta.value_len as u64)
+                })
                 .collect()
         };
         // A key hot in a run is counted by the run's prefix sums already: with a buffer
@@ -690,9 +698,10 @@ impl Ralt {
             // Active first: it is newer, and the stable sort plus dedup keeps it.
             for b in std::iter::once(&f.active).chain(f.frozen.as_deref()) {
                 for e in b.entries() {
-                    if b.is_hot(e) && &*e.key >= lo && &*e.key <= hi {
+                    let key = b.key(e);
+                    if b.is_hot(e) && key >= lo && key <= hi {
                         mem.push(Rec {
-                            key: e.key.to_vec(),
+                            key: key.to_vec(),
                             meta: e.meta,
                             hot: true,
                         });

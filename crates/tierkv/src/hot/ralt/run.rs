@@ -412,7 +412,9 @@ pub(crate) struct RunCursor {
     recs: std::collections::VecDeque<Rec>,
     only_hot: bool,
     start: Option<Vec<u8>>,
-    last_key: Option<Vec<u8>>,
+    /// The last key decoded (empty before the first): keys must rise.
+    last_key: Vec<u8>,
+    decoded_any: bool,
 }
 
 impl RunCursor {
@@ -425,7 +427,8 @@ impl RunCursor {
             recs: Default::default(),
             only_hot,
             start: start.map(|s| s.to_vec()),
-            last_key: None,
+            last_key: Vec::new(),
+            decoded_any: false,
         }
     }
 
@@ -480,13 +483,15 @@ impl RunCursor {
             while p < body.len() {
                 let (key, meta, hot, used) = decode_record(&body[p..])
                     .ok_or_else(|| corrupt(&f.path(), b.offset + p as u64, "malformed record"))?;
-                if self.last_key.as_deref().is_some_and(|l| l >= key)
+                if (self.decoded_any && self.last_key.as_slice() >= key)
                     || (p == 0 && key != &*b.first_key)
                     || key > &*f.largest
                 {
                     return Err(corrupt(&f.path(), b.offset + p as u64, "keys out of order"));
                 }
-                self.last_key = Some(key.to_vec());
+                self.last_key.clear();
+                self.last_key.extend_from_slice(key);
+                self.decoded_any = true;
                 p += used;
                 if (self.only_hot && !hot) || self.start.as_deref().is_some_and(|s| key < s) {
                     continue;

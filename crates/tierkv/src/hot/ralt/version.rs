@@ -159,6 +159,10 @@ impl Source {
     }
 }
 
+fn key_of(head: &Option<Rec>) -> &[u8] {
+    head.as_ref().map_or(&[], |r| r.key.as_slice())
+}
+
 /// Merges sources given newest first; yields, per key, that key's records newest first
 /// with the index of their source.
 pub(crate) struct MergeIter {
@@ -184,21 +188,25 @@ impl MergeIter {
                 self.heads[i] = self.sources[i].next()?;
             }
         }
-        let mut min: Option<&[u8]> = None;
-        for r in self.heads.iter().flatten() {
-            if min.is_none_or(|m| r.key.as_slice() < m) {
-                min = Some(&r.key);
-            }
-        }
-        let Some(min) = min.map(|m| m.to_vec()) else {
+        // The first source holding the smallest key: no source before it holds that key.
+        let heads = &self.heads;
+        let Some(first) = (0..heads.len())
+            .filter(|&i| heads[i].is_some())
+            .min_by(|&a, &b| key_of(&heads[a]).cmp(key_of(&heads[b])))
+        else {
             return Ok(None);
         };
-        let mut group = Vec::new();
-        for i in 0..self.heads.len() {
-            if let Some(r) = self.heads[i].take_if(|r| r.key == min) {
-                self.heads[i] = self.sources[i].next()?;
+        let Some(rec) = self.heads[first].take() else {
+            return Ok(None);
+        };
+        let mut group = vec![(first, rec)];
+        for i in first + 1..self.heads.len() {
+            if let Some(r) = self.heads[i].take_if(|r| r.key == group[0].1.key) {
                 group.push((i, r));
             }
+        }
+        for &(i, _) in &group {
+            self.heads[i] = self.sources[i].next()?;
         }
         Ok(Some(group))
     }
