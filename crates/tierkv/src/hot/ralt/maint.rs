@@ -766,7 +766,7 @@ impl Ralt {
             if from_runs > 0 && group.len() > 1 {
                 repeated += from_runs;
             }
-            let meta = fold(self, &group);
+            let meta = fold(self, group);
             let key = &group[0].1.key;
             let hot = group.iter().any(|(_, r)| r.hot)
                 || self.scorer.rank(&meta, m.th.thr_tick) >= m.th.hot_rank;
@@ -921,7 +921,7 @@ impl Ralt {
             .collect();
         let mut it = MergeIter::new(sources);
         while let Some(group) = it.next_group()? {
-            let meta = fold(self, &group);
+            let meta = fold(self, group);
             let key = &group[0].1.key;
             let h = key.len() as u64 + meta.value_len as u64;
             let p = encoded_len(key.len(), &meta) as u64;
@@ -996,30 +996,30 @@ impl Ralt {
         let mut evicted = 0u64;
         let mut it = MergeIter::new(sources);
         while let Some(group) = it.next_group()? {
-            let key = group[0].1.key.clone();
-            if cut.as_deref().is_some_and(|c| key.as_slice() <= c) {
+            let key = group[0].1.key.as_slice();
+            if cut.as_deref().is_some_and(|c| key <= c) {
                 continue;
             }
-            if last_key.as_deref().is_some_and(|k| key.as_slice() > k) {
+            if last_key.as_deref().is_some_and(|k| key > k) {
                 // Past this step: each upper file's tail is rewritten as it is.
-                for (src, rec) in &group {
+                for (src, rec) in group {
                     if let Some(t) = tails.get_mut(*src) {
                         let hot = self.scorer.rank(&rec.meta, ev.tick) >= ev.hot_rank;
-                        let dup = hot && hot_below(v, src + 1, &key);
-                        t.add(&key, &rec.meta, hot, dup)?;
+                        let dup = hot && hot_below(v, src + 1, key);
+                        t.add(key, &rec.meta, hot, dup)?;
                     }
                 }
                 continue;
             }
-            let meta = fold(self, &group);
+            let meta = fold(self, group);
             let rank = self.scorer.rank(&meta, ev.tick);
             let unstable = ev.drop_unstable && !is_stable(&meta, ev.epoch);
-            if unstable || !at_least(rank, ev.evict_rank, ev.keep_tied, &key) {
+            if unstable || !at_least(rank, ev.evict_rank, ev.keep_tied, key) {
                 evicted += 1;
                 continue;
             }
-            let hot = at_least(rank, ev.hot_rank, ev.hot_tied, &key);
-            out.add(&key, &meta, hot, false)?;
+            let hot = at_least(rank, ev.hot_rank, ev.hot_tied, key);
+            out.add(key, &meta, hot, false)?;
         }
         let mut added = out.finish()?;
         let mut tail_files = Vec::new();

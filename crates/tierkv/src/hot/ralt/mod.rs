@@ -997,14 +997,14 @@ impl Iterator for HotKeys {
             return None;
         }
         match self.merge.next_group() {
-            Ok(Some(mut group)) => {
+            Ok(Some(group)) => {
                 // Sources are newest first: the first record has the newest value length.
-                let (_, r) = group.swap_remove(0);
+                let r = &group[0].1;
                 if r.key > self.hi {
                     self.done = true;
                     return None;
                 }
-                Some(Ok((r.key, r.meta.value_len)))
+                Some(Ok((r.key.clone(), r.meta.value_len)))
             }
             Ok(None) => {
                 self.done = true;

@@ -405,14 +405,21 @@ pub(crate) struct Rec {
     pub hot: bool,
 }
 
-/// Reads a file's records in key order, from the first record >= `start`.
+/// Reads a file's records in key order, from the first record >= `start`. Records are
+/// decoded one at a time from the chunk last read, into a record the caller hands back
+/// ([`RunCursor::next_reusing`]), so a merge allocates no key per record.
 pub(crate) struct RunCursor {
     file: Arc<RunFile>,
     next_block: usize,
-    recs: std::collections::VecDeque<Rec>,
+    /// The chunk last read (its blocks' checksums verified).
+    data: Vec<u8>,
+    /// Blocks of `data` not yet decoded: (block index, start, end) in `data`.
+    loaded: std::collections::VecDeque<(usize, usize, usize)>,
+    /// Decoding position in `data`, inside the first block of `loaded`.
+    pos: usize,
     only_hot: bool,
     start: Option<Vec<u8>>,
-    /// The last key decoded (empty before the first): keys must rise.
+    /// The last key decoded: keys must rise (meaningless before the first).
     last_key: Vec<u8>,
     decoded_any: bool,
 }
@@ -424,7 +431,9 @@ impl RunCursor {
         RunCursor {
             file,
             next_block,
-            recs: Default::default(),
+            data: Vec::new(),
+            loaded: Default::default(),
+            pos: 0,
             only_hot,
             start: start.map(|s| s.to_vec()),
             last_key: Vec::new(),
@@ -432,14 +441,56 @@ impl RunCursor {
         }
     }
 
-    pub fn next(&mut self) -> Result<Option<Rec>> {
+    /// The next record, decoded into the record `spare` holds if any (taken from it: its
+    /// key's allocation is reused; left there when no record is left).
+    pub fn next_reusing(&mut self, spare: &mut Option<Rec>) -> Result<Option<Rec>> {
         loop {
-            if let Some(r) = self.recs.pop_front() {
-                return Ok(Some(r));
+            let Some(&(b, start, end)) = self.loaded.front() else {
+                if !self.load()? {
+                    return Ok(None);
+                }
+                continue;
+            };
+            if self.pos >= end {
+                self.loaded.pop_front();
+                if let Some(&(_, next, _)) = self.loaded.front() {
+                    self.pos = next;
+                }
+                continue;
             }
-            if !self.load()? {
-                return Ok(None);
+            let f = &self.file;
+            let block = &f.blocks[b];
+            let at = block.offset + (self.pos - start) as u64;
+            let (key, meta, hot, used) = decode_record(&self.data[self.pos..end])
+                .ok_or_else(|| corrupt(&f.path(), at, "malformed record"))?;
+            if (self.decoded_any && self.last_key.as_slice() >= key)
+                || (self.pos == start && key != &*block.first_key)
+                || key > &*f.largest
+            {
+                return Err(corrupt(&f.path(), at, "keys out of order"));
             }
+            self.last_key.clear();
+            self.last_key.extend_from_slice(key);
+            self.decoded_any = true;
+            self.pos += used;
+            if (self.only_hot && !hot) || self.start.as_deref().is_some_and(|s| key < s) {
+                continue;
+            }
+            let rec = match spare.take() {
+                Some(mut r) => {
+                    r.key.clear();
+                    r.key.extend_from_slice(key);
+                    r.meta = meta;
+                    r.hot = hot;
+                    r
+                }
+                None => Rec {
+                    key: key.to_vec(),
+                    meta,
+                    hot,
+                },
+            };
+            return Ok(Some(rec));
         }
     }
 
@@ -447,7 +498,8 @@ impl RunCursor {
         self.file.hot_prefix(b + 1) - self.file.hot_prefix(b)
     }
 
-    /// Reads the next run of wanted blocks (one I/O up to [`SCAN_CHUNK`]).
+    /// Reads the next run of wanted blocks (one I/O up to [`SCAN_CHUNK`]) and verifies
+    /// their checksums.
     fn load(&mut self) -> Result<bool> {
         let f = self.file.clone();
         let n = f.blocks.len();
@@ -471,38 +523,27 @@ impl RunCursor {
         }
         self.next_block = last + 1;
         let base = f.blocks[first].offset;
-        let data = f.read(base, span)?;
-        for b in &f.blocks[first..=last] {
-            let s = (b.offset - base) as usize;
-            let body = &data[s..s + b.len as usize];
-            let crc = decode_fixed32(&data[s + b.len as usize..]);
-            if masked_crc(body) != crc {
-                return Err(corrupt(&f.path(), b.offset, "data block checksum mismatch"));
-            }
-            let mut p = 0;
-            while p < body.len() {
-                let (key, meta, hot, used) = decode_record(&body[p..])
-                    .ok_or_else(|| corrupt(&f.path(), b.offset + p as u64, "malformed record"))?;
-                if (self.decoded_any && self.last_key.as_slice() >= key)
-                    || (p == 0 && key != &*b.first_key)
-                    || key > &*f.largest
-                {
-                    return Err(corrupt(&f.path(), b.offset + p as u64, "keys out of order"));
-                }
-                self.last_key.clear();
-                self.last_key.extend_from_slice(key);
-                self.decoded_any = true;
-                p += used;
-                if (self.only_hot && !hot) || self.start.as_deref().is_some_and(|s| key < s) {
-                    continue;
-                }
-                self.recs.push_back(Rec {
-                    key: key.to_vec(),
-                    meta,
-                    hot,
-                });
+        match f.read(base, span)? {
+            Cow::Owned(v) => self.data = v,
+            Cow::Borrowed(b) => {
+                self.data.clear();
+                self.data.extend_from_slice(b);
             }
         }
+        for (i, b) in f.blocks[first..=last].iter().enumerate() {
+            let s = (b.offset - base) as usize;
+            let e = s + b.len as usize;
+            let crc = self
+                .data
+                .get(e..e + 4)
+                .map(decode_fixed32)
+                .ok_or_else(|| corrupt(&f.path(), b.offset, "block past the chunk read"))?;
+            if masked_crc(&self.data[s..e]) != crc {
+                return Err(corrupt(&f.path(), b.offset, "data block checksum mismatch"));
+            }
+            self.loaded.push_back((first + i, s, e));
+        }
+        self.pos = self.loaded.front().map_or(0, |&(_, s, _)| s);
         Ok(true)
     }
 }

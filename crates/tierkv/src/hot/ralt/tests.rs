@@ -1351,7 +1351,7 @@ fn on_disk(r: &Ralt, k: &[u8]) -> Option<Meta> {
     let mut it = version::MergeIter::new(sources);
     while let Some(group) = it.next_group().unwrap() {
         if group[0].1.key == k {
-            return Some(maint::fold(r, &group));
+            return Some(maint::fold(r, group));
         }
     }
     None

@@ -133,7 +133,8 @@ impl Source {
         }
     }
 
-    fn next(&mut self) -> Result<Option<Rec>> {
+    /// The next record, decoded into `spare`'s record where the source decodes.
+    fn next(&mut self, spare: &mut Option<Rec>) -> Result<Option<Rec>> {
         match self {
             Source::Mem(it) => Ok(it.next()),
             Source::Files {
@@ -143,7 +144,7 @@ impl Source {
                 only_hot,
             } => loop {
                 if let Some(c) = cur {
-                    if let Some(r) = c.next()? {
+                    if let Some(r) = c.next_reusing(spare)? {
                         return Ok(Some(r));
                     }
                 }
@@ -164,10 +165,15 @@ fn key_of(head: &Option<Rec>) -> &[u8] {
 }
 
 /// Merges sources given newest first; yields, per key, that key's records newest first
-/// with the index of their source.
+/// with the index of their source. A group's records are decoded again into for the
+/// groups after it, so a merge allocates per key only while its keys grow.
 pub(crate) struct MergeIter {
     sources: Vec<Source>,
     heads: Vec<Option<Rec>>,
+    /// The group last returned.
+    group: Vec<(usize, Rec)>,
+    /// Records to decode into.
+    spare: Vec<Rec>,
     started: bool,
 }
 
@@ -177,15 +183,18 @@ impl MergeIter {
         MergeIter {
             sources,
             heads: (0..n).map(|_| None).collect(),
+            group: Vec::new(),
+            spare: Vec::new(),
             started: false,
         }
     }
 
-    pub fn next_group(&mut self) -> Result<Option<Vec<(usize, Rec)>>> {
+    pub fn next_group(&mut self) -> Result<Option<&[(usize, Rec)]>> {
+        self.spare.extend(self.group.drain(..).map(|(_, r)| r));
         if !self.started {
             self.started = true;
             for i in 0..self.sources.len() {
-                self.heads[i] = self.sources[i].next()?;
+                self.heads[i] = self.sources[i].next(&mut None)?;
             }
         }
         // The first source holding the smallest key: no source before it holds that key.
@@ -199,15 +208,18 @@ impl MergeIter {
         let Some(rec) = self.heads[first].take() else {
             return Ok(None);
         };
-        let mut group = vec![(first, rec)];
+        self.group.push((first, rec));
         for i in first + 1..self.heads.len() {
-            if let Some(r) = self.heads[i].take_if(|r| r.key == group[0].1.key) {
-                group.push((i, r));
+            if let Some(r) = self.heads[i].take_if(|r| r.key == self.group[0].1.key) {
+                self.group.push((i, r));
             }
         }
-        for &(i, _) in &group {
-            self.heads[i] = self.sources[i].next()?;
+        for g in 0..self.group.len() {
+            let i = self.group[g].0;
+            let mut spare = self.spare.pop();
+            self.heads[i] = self.sources[i].next(&mut spare)?;
+            self.spare.extend(spare);
         }
-        Ok(Some(group))
+        Ok(Some(&self.group))
     }
 }
