@@ -212,3 +212,47 @@ impl Buffer {
         self.key_bytes += key.len();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::options::ScoringMethod;
+
+    fn meta(value_len: u32) -> Meta {
+        Meta {
+            value_len,
+            tick: 0,
+            score: 1.0,
+            epoch: 0,
+            counter: 0,
+            tag: false,
+        }
+    }
+
+    /// Keys live in one arena and entries are found by hash, then by the key's bytes
+    /// there: keys of 0 to 40 bytes that all share one hash (a chain through every entry),
+    /// including keys that are prefixes of each other, are each found and merged into
+    /// their own entry, and the arena holds each key exactly once.
+    #[test]
+    fn keys_sharing_a_hash_resolve_by_their_bytes_in_the_arena() {
+        let sc = Scorer::new(ScoringMethod::ExpSmoothing, 0.999, 1.0);
+        let mut b = Buffer::with_capacity(4096, 8, 1);
+        let keys: Vec<Vec<u8>> = (0..=40usize).map(|n| vec![b'k'; n]).collect();
+        for (i, k) in keys.iter().enumerate() {
+            assert!(!b.merge_access(7, k, &meta(i as u32), &sc));
+            b.insert(7, k, meta(i as u32), 0);
+        }
+        for (i, k) in keys.iter().enumerate().rev() {
+            assert!(b.merge_access(7, k, &meta(i as u32), &sc));
+        }
+        assert_eq!(b.len(), keys.len());
+        assert_eq!(b.key_bytes(), (0..=40).sum::<usize>());
+        for (i, k) in keys.iter().enumerate() {
+            let e = b.get(7, k).expect("each key is found");
+            assert_eq!((b.key(e), e.hash, e.count), (&k[..], 7, 2));
+            assert_eq!(e.meta.value_len, i as u32);
+        }
+        assert!(b.get(7, b"x").is_none());
+        assert!(b.get(8, b"k").is_none());
+    }
+}

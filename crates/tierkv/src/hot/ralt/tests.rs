@@ -1357,6 +1357,55 @@ fn on_disk(r: &Ralt, k: &[u8]) -> Option<Meta> {
     None
 }
 
+/// Merges decode each record into one of the group before it (`MergeIter`,
+/// `RunCursor::next_reusing`), so a record that held a long key may decode a short one:
+/// it must keep nothing of the long one. Keys of 1 to 82 bytes, their lengths shuffled,
+/// flushed into many runs and compacted (merges that write what they decode), come back
+/// from `hot_keys` (a merge of every run) byte for byte, each with the value length of
+/// its newest access.
+#[test]
+fn merges_that_reuse_records_return_every_key_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let r = Ralt::open(env(dir.path()), small_opts(10_000_000)).unwrap();
+    let mut rng = StdRng::seed_from_u64(7);
+    let mut expect = std::collections::BTreeMap::new();
+    for round in 0..12u32 {
+        for _ in 0..200 {
+            let id: u32 = rng.gen_range(0..500);
+            // A hex id, then as many '~' (not a hex digit) as the id says: unique keys
+            // whose lengths jump about in key order.
+            let mut k = format!("{id:x}").into_bytes();
+            k.resize(k.len() + (id as usize * 37) % 80, b'~');
+            let vlen = round * 10 + rng.gen_range(0..10);
+            for _ in 0..2 {
+                r.record_access(&k, vlen).unwrap();
+                if r.needs_maintenance() {
+                    drive(&r);
+                }
+            }
+            expect.insert(k, vlen);
+        }
+        r.flush().unwrap();
+        drive(&r);
+    }
+    let s = r.stats();
+    assert_eq!(s.dropped_accesses, 0, "{s:?}");
+    assert!(s.files > 1, "several runs merged: {s:?}");
+    let v = r.version.load_full();
+    assert!(
+        v.levels.iter().skip(1).any(|l| !l.is_empty()),
+        "a compaction wrote a deeper level"
+    );
+    assert_eq!(s.evictions, 0, "no key was evicted: {s:?}");
+    let got: Vec<(Vec<u8>, u32)> = r
+        .hot_keys(b"", &[0xff; 100])
+        .unwrap()
+        .map(|x| x.unwrap())
+        .collect();
+    let expect: Vec<(Vec<u8>, u32)> = expect.into_iter().collect();
+    assert_eq!(got, expect);
+}
+
 /// Issue 20, the hot stage (module `stage`): the accesses of a key hot in a run are
 /// merged in memory instead of written at every flush, the key stays hot throughout, and
 /// when an eviction starts every staged access is on disk: the key's folded record then
