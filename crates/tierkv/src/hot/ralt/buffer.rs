@@ -89,6 +89,11 @@ pub(crate) fn entry_cost(key_len: usize) -> usize {
     key_len + std::mem::size_of::<BufEntry>() + 24
 }
 
+/// `e`'s key in `keys`, the arena of `e`'s buffer.
+fn key_in<'a>(keys: &'a [u8], e: &BufEntry) -> &'a [u8] {
+    &keys[e.key_at as usize..][..e.key_len as usize]
+}
+
 /// The unsorted buffer.
 pub(crate) struct Buffer {
     entries: Vec<BufEntry>,
@@ -155,7 +160,7 @@ impl Buffer {
 
     /// The key of `e`, an entry of this buffer.
     pub fn key(&self, e: &BufEntry) -> &[u8] {
-        &self.keys[e.key_at as usize..][..e.key_len as usize]
+        key_in(&self.keys, e)
     }
 
     /// The entry of `key` (whose filter hash is `hash`).
@@ -181,7 +186,7 @@ impl Buffer {
             let Some(e) = self.entries.get_mut(i as usize) else {
                 return false;
             };
-            if &self.keys[e.key_at as usize..][..e.key_len as usize] == key {
+            if key_in(&self.keys, e) == key {
                 e.meta = sc.merge(&e.meta, access);
                 e.count = e.count.saturating_add(1);
                 return true;

@@ -165,8 +165,8 @@ fn key_of(head: &Option<Rec>) -> &[u8] {
 }
 
 /// Merges sources given newest first; yields, per key, that key's records newest first
-/// with the index of their source. A group's records are decoded again into for the
-/// groups after it, so a merge allocates per key only while its keys grow.
+/// with the index of their source. The groups after a group decode into its records, so
+/// a merge allocates only while its keys grow longer than any before.
 pub(crate) struct MergeIter {
     sources: Vec<Source>,
     heads: Vec<Option<Rec>>,
