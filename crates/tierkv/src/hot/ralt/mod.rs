@@ -646,35 +646,33 @@ impl Ralt {
     /// of once per question.
     pub fn range_hot_sizer(&self) -> RangeHotSizer {
         let version = self.version.load_full();
-        let mut buffered: Vec<(Vec<u8>, u64)> = {
+        // (key, HotRAP size, filter hash): the hash is the buffer's, not computed again.
+        let mut buffered: Vec<(Vec<u8>, u64, u64)> = {
             let f = self.front.lock();
             std::iter::once(&f.active)
                 .chain(f.frozen.as_deref())
                 .flat_map(|b| {
-                    b.entries()
-                        .iter()
-                        .filter(|e| b.is_hot(e))
-                        .map(move |e| (b, e))
-                })
-                .map(|(b, e)| {
-                    let key = b.key(e);
-                    (key.to_vec(), key.len() as u64 + e.meta.value_len as u64)
+                    b.entries().iter().filter(|e| b.is_hot(e)).map(move |e| {
+                        let key = b.key(e);
+                        let size = key.len() as u64 + e.meta.value_len as u64;
+                        (key.to_vec(), size, e.hash)
+                    })
                 })
                 .collect()
         };
         // A key hot in a run is counted by the run's prefix sums already: with a buffer
         // large enough to hold the hot set most buffered hot keys are (30% too much in
-        // the hotspot test before this check).
-        buffered.retain(|(k, _)| !version.may_be_hot(k, filter_hash(k)));
+        // the hotspot test before this check). The filters are probed outside the lock.
+        buffered.retain(|(k, _, hash)| !version.may_be_hot(k, *hash));
         buffered.sort_unstable_by(|a, b| a.0.cmp(&b.0));
         let mut prefix = Vec::with_capacity(buffered.len() + 1);
         prefix.push(0u64);
-        for (_, size) in &buffered {
+        for (_, size, _) in &buffered {
             prefix.push(prefix.last().copied().unwrap_or(0) + size);
         }
         RangeHotSizer {
             version,
-            keys: buffered.into_iter().map(|(k, _)| k).collect(),
+            keys: buffered.into_iter().map(|(k, _, _)| k).collect(),
             prefix,
         }
     }
