@@ -141,6 +141,10 @@ pub struct BenchArgs {
     /// by size only) [default: the engine's, 8].
     #[arg(long)]
     pub block_records: Option<usize>,
+    /// The fast disk's record cache of every two-tier tierkv system
+    /// (`Options::record_cache`): on or off [default: the engine's, off].
+    #[arg(long)]
+    pub record_cache: Option<String>,
     /// Largest data block of the semi-sorted tables of every tierkv system
     /// (`CompactionOptions::semi_block_size`), e.g. 4KiB [default: the engine's, 2 KiB].
     #[arg(long, value_parser = parse_size)]

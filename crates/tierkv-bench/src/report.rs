@@ -250,7 +250,7 @@ pub fn markdown(res: &BenchResults) -> String {
 
 /// The setup list under the command line, one line each; `None` leaves a line out (a
 /// setting at its default).
-const SETUP: [fn(&Config) -> Option<String>; 6] = [
+const SETUP: [fn(&Config) -> Option<String>; 7] = [
     |c| {
         Some(format!(
             "workload: {}, distribution: {}",
@@ -300,6 +300,14 @@ const SETUP: [fn(&Config) -> Option<String>; 6] = [
     |c| {
         c.semi_block_size
             .map(|b| format!("tierkv semi-sorted tables: data blocks of at most {b} bytes"))
+    },
+    |c| {
+        c.record_cache.map(|on| {
+            format!(
+                "tierkv fast-disk record cache: {}",
+                if on { "on" } else { "off" }
+            )
+        })
     },
     |c| {
         let default_filters = tierkv::Options::default().last_level_filters;

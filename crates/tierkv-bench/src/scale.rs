@@ -164,6 +164,8 @@ pub struct Config {
     pub block_records: Option<usize>,
     /// Largest semi-sorted data block of tierkv systems (`None`: the engine's default).
     pub semi_block_size: Option<usize>,
+    /// The fast disk's record cache of tierkv systems (`None`: the engine's default).
+    pub record_cache: Option<bool>,
     /// Bloom filters on tierkv's deepest level.
     pub last_level_filters: tierkv::LastLevelFilters,
     /// tierkv's read path for batches (`Options::read_io`: auto, uring or threads).
@@ -433,6 +435,16 @@ impl Config {
             semi_block_size: a
                 .semi_block_size
                 .map(|b| usize::try_from(b).unwrap_or(usize::MAX)),
+            record_cache: match a.record_cache.as_deref() {
+                None => None,
+                Some("on") => Some(true),
+                Some("off") => Some(false),
+                Some(other) => {
+                    return Err(BenchError::InvalidArgument(format!(
+                        "--record-cache {other}: expected on or off"
+                    )))
+                }
+            },
             last_level_filters,
             read_io,
             interval,

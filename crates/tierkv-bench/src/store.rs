@@ -442,6 +442,12 @@ pub fn tierkv_options(
             }
             c
         },
+        record_cache: tierkv::RecordCacheOptions {
+            enabled: cfg
+                .record_cache
+                .unwrap_or(tierkv::RecordCacheOptions::default().enabled),
+            ..Default::default()
+        },
         ..Default::default()
     }
 }

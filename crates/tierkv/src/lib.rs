@@ -42,6 +42,7 @@ pub mod memory;
 mod memtable;
 pub mod merge;
 mod options;
+mod record_cache;
 #[doc(hidden)]
 pub mod sst;
 #[doc(hidden)]
@@ -65,9 +66,10 @@ pub use hot::cascade::BloomCascadeOptions;
 pub use hot::TrackerKind;
 pub use memory::{MemoryDivision, MemoryShares, MemoryStats};
 pub use options::{
-    CompactionOptions, LastLevelFilters, Options, PromotionOptions, ReadIo, ReadOptions, SlowTier,
-    SlowTierFormat, WriteOptions,
+    CompactionOptions, LastLevelFilters, Options, PromotionOptions, ReadIo, ReadOptions,
+    RecordCacheOptions, SlowTier, SlowTierFormat, WriteOptions,
 };
+pub use record_cache::RecordCacheStats;
 pub use sst::Compression;
 pub use tiers::LevelLayout;
 pub use wal::RecoveryMode;

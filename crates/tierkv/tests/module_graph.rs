@@ -334,7 +334,7 @@ const ENGINE_FLOORS: &[&[&str]] = &[
     &["options"],
     &["wal", "batch", "iter", "tiers"],
     &["sst"],
-    &["memtable", "cache"],
+    &["memtable", "cache", "record_cache"],
     &["hot"],
     &["version"],
     &["compaction"],

@@ -33,6 +33,7 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                         let mut st = inner.state.lock();
                         inner.set_bg_error(&mut st, e);
                     }
+                    inner.fit_record_cache();
                 });
                 st.jobs.flush_running = false;
                 inner.signals.done_cv.notify_all();
@@ -50,6 +51,7 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                     if let Err(e) = promote::run_checker(&inner, &table, &sv, false) {
                         tracing::warn!("promotion by flush failed: {e}");
                     }
+                    inner.fit_record_cache();
                 });
                 st.jobs.checker_running = false;
                 inner.signals.done_cv.notify_all();
@@ -74,6 +76,7 @@ pub(crate) fn thread_loop(inner: Arc<DbInner>) {
                             let mut st = inner.state.lock();
                             inner.set_bg_error(&mut st, e);
                         }
+                        inner.fit_record_cache();
                     });
                     if let Some(claim) = claim {
                         let running = &mut st.jobs.running_compactions;

@@ -1075,6 +1075,21 @@ impl DbInner {
         }
     }
 
+    /// Gives the fast disk's record cache the room the rest of the fast tier leaves now:
+    /// the budget less the fast tier's tables, the WALs' reserve and one memtable's flush
+    /// (so the next L0 table fits before the cache has given its space back). Called
+    /// after every background job, without the state lock: the cache may evict.
+    pub(crate) fn fit_record_cache(&self) {
+        let (Some(records), Some(budget)) = (self.tables.record_cache(), self.opts.fd_budget)
+        else {
+            return;
+        };
+        let held = self.reads.sv.load().version.tier_bytes(Tier::Fast)
+            + self.opts.fast_tier_reserve()
+            + self.opts.write_buffer_size as u64;
+        records.set_room(budget.saturating_sub(held));
+    }
+
     /// Makes the store read-only with `e` (the first background error wins) and wakes
     /// everyone waiting for background work, so they see it.
     pub(crate) fn set_bg_error(&self, st: &mut State, e: Error) -> Arc<Error> {

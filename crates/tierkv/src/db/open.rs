@@ -27,6 +27,7 @@ use crate::hot::ralt::{Ralt, RaltOptions};
 use crate::hot::{HotTracker, TrackerKind};
 use crate::memtable::MemTable;
 use crate::options::Options;
+use crate::record_cache::RecordCache;
 use crate::tiers::LevelLayout;
 use crate::version::{
     manifest_file_name, parse_file_number, wal_file_name, TableCache, VersionEdit, VersionSet,
@@ -162,12 +163,22 @@ fn open_inner(
         0 => crate::env::open_file_budget(),
         n => n,
     };
-    let tables = Arc::new(TableCache::with_limits(
-        env.clone(),
-        open_tables,
-        opts.table_memory_limit,
-        cache,
-    ));
+    let records = if opts.record_cache.enabled && opts.slow.is_some() && !opts.all_on_fast {
+        Some(Arc::new(RecordCache::open(
+            env.clone(),
+            opts.record_cache
+                .max_bytes
+                .unwrap_or(u64::MAX)
+                .min(opts.fd_budget.unwrap_or(0)),
+            opts.record_cache.segment_size,
+        )?))
+    } else {
+        None
+    };
+    let tables = Arc::new(
+        TableCache::with_limits(env.clone(), open_tables, opts.table_memory_limit, cache)
+            .with_record_cache(records),
+    );
     let counters = Counters::default();
     let tree = recover(&env, &opts, &mut versions, &counters, needs)?;
     let hot_tracker = open_tracker(&env, &opts)?;
@@ -222,6 +233,7 @@ fn open_inner(
         _store_lock: store_lock,
         opts,
     });
+    inner.fit_record_cache();
     start(inner)
 }
 

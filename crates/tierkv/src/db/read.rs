@@ -386,7 +386,8 @@ impl DbInner {
                                 }
                             }
                             if !*slow && g.r.split < g.r.last {
-                                *lookup = LevelLookup::new(g.r.split + 1..=g.r.last);
+                                *lookup = LevelLookup::new(g.r.split + 1..=g.r.last)
+                                    .offering_records(g.r.latest);
                                 *slow = true;
                                 continue;
                             }
@@ -795,7 +796,7 @@ impl<'a> DiskGet<'a> {
     fn go_to_levels(&mut self) {
         self.target = seek_key(self.r.key(), self.r.seq);
         self.stage = Stage::Levels {
-            lookup: LevelLookup::new(0..=self.r.split),
+            lookup: LevelLookup::new(0..=self.r.split).offering_records(self.r.latest),
             slow: false,
         };
         self.touched = false;

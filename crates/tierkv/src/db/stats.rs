@@ -305,6 +305,8 @@ pub struct DbStats {
     pub io: IoStatsSnapshot,
     /// Hot-record retention and promotion.
     pub promotion: PromotionStats,
+    /// The fast disk's record cache (`None`: the store keeps none).
+    pub record_cache: Option<crate::record_cache::RecordCacheStats>,
 }
 
 /// Table bytes over the valid ones (1.0 for an empty tier).
@@ -502,6 +504,7 @@ impl DbInner {
             estimated_keys: estimate_keys(&sv),
             io: self.env.stats().snapshot(),
             promotion: self.promotion_stats(ralt_stats, bloom_stats),
+            record_cache: self.tables.record_cache().map(|r| r.stats()),
         }
     }
 

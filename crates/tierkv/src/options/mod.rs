@@ -174,6 +174,9 @@ pub struct Options {
     pub promotion: PromotionOptions,
     /// How compactions save background I/O (HyperDB's ideas within the table format).
     pub compaction: CompactionOptions,
+    /// The fast disk's record cache: copies of warm slow-tier records in the fast
+    /// disk's idle budget (acts only on a two-tier store).
+    pub record_cache: RecordCacheOptions,
     /// Injects I/O faults into every file operation (testing; default none).
     pub fault_injector: Option<std::sync::Arc<crate::env::FaultInjector>>,
     /// The operator behind [`crate::Db::merge`] (default none: `merge` is refused).
@@ -226,6 +229,30 @@ pub struct PromotionOptions {
     /// The bloom-cascade tracker's settings (when `tracker` is `BloomCascade`); its
     /// `fd_bytes` is taken from the fast levels' capacity.
     pub bloom_cascade: BloomCascadeOptions,
+}
+
+/// The fast disk's record cache (`record_cache`, docs/ARCHITECTURE.md): records read from
+/// the slow disk twice within a while are copied to the fast disk, into the part of
+/// `fd_budget` the fast levels and the WALs' reserve leave free, and served from there
+/// until the room is needed or warmer records take it. Not kept across opens.
+#[derive(Clone, Debug)]
+pub struct RecordCacheOptions {
+    /// Keep one (default false).
+    pub enabled: bool,
+    /// Most bytes of records it holds (default `None`: whatever room the budget leaves).
+    pub max_bytes: Option<u64>,
+    /// Bytes of the segments it writes and drops whole (default 256 KiB).
+    pub segment_size: usize,
+}
+
+impl Default for RecordCacheOptions {
+    fn default() -> Self {
+        RecordCacheOptions {
+            enabled: false,
+            max_bytes: None,
+            segment_size: 256 << 10,
+        }
+    }
 }
 
 /// Switches of the compaction's background-traffic savings (HyperDB, docs/DESIGN.md).
@@ -471,6 +498,7 @@ impl Default for Options {
             all_on_fast: false,
             promotion: PromotionOptions::default(),
             compaction: CompactionOptions::default(),
+            record_cache: RecordCacheOptions::default(),
             fault_injector: None,
             merge_operator: None,
             clock: std::sync::Arc::new(crate::expiry::SystemClock),
@@ -616,6 +644,12 @@ impl Options {
         }
         if self.fd_budget == Some(0) {
             return bad("fd_budget must be positive".into());
+        }
+        if !(4 << 10..=64 << 20).contains(&self.record_cache.segment_size) {
+            return bad(format!(
+                "record_cache.segment_size {} is outside 4 KiB..=64 MiB",
+                self.record_cache.segment_size
+            ));
         }
         if !(self.cache.learning_rate.is_finite() && self.cache.learning_rate >= 0.0) {
             return bad(format!(

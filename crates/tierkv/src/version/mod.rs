@@ -183,7 +183,8 @@ pub struct LevelHit {
     pub result: LevelGet,
     /// Level of the file that held it.
     pub level: usize,
-    /// Tier of that file.
+    /// Tier the record was read from: its file's, or the fast tier for a slow table's
+    /// record served by the fast disk's record cache (`crate::record_cache`).
     pub tier: Tier,
     /// Sequence number of the entry found.
     pub seq: SeqNo,
@@ -377,6 +378,9 @@ pub struct LevelLookup {
     best: Option<LevelHit>,
     /// The file whose block the last step asked for, with the table and handle.
     waiting: Option<(usize, Arc<Table>, BlockHandle)>,
+    /// Offer what a slow table's block read finds to the record cache: only a read of
+    /// the latest state may (see `crate::record_cache`).
+    offers_records: bool,
 }
 
 impl LevelLookup {
@@ -390,7 +394,15 @@ impl LevelLookup {
             pos: 0,
             best: None,
             waiting: None,
+            offers_records: false,
         }
+    }
+
+    /// The same lookup, offering the records its slow-table block reads find to the
+    /// fast disk's record cache when `latest` (the read is of the latest state).
+    pub fn offering_records(mut self, latest: bool) -> LevelLookup {
+        self.offers_records = latest;
+        self
     }
 
     /// Goes on with the lookup of `seek_key` in `version` until it is answered or needs a
@@ -411,6 +423,19 @@ impl LevelLookup {
                 return Ok(LevelStep::Read(table, h));
             };
             let found = table.search_block(&block?, h, seek_key)?;
+            let f = &version.levels[self.level][file];
+            if let (true, Some(records), Some((ikey, value))) = (
+                self.offers_records && cause == IoCause::UserGet && f.tier == Tier::Slow,
+                tables.record_cache(),
+                &found,
+            ) {
+                records.offer(
+                    crate::cache::key_hash(user_key(seek_key)),
+                    f.number,
+                    ikey,
+                    value,
+                );
+            }
             self.consider(version, tables, file, found, h)?;
         }
         loop {
@@ -451,6 +476,14 @@ impl LevelLookup {
                     self.consider(version, tables, file, found, h)?;
                 }
                 BlockLookup::Read(h) => {
+                    if let Some(found) = record_cache_answer(tables, f, seek_key, cause) {
+                        let number = f.number;
+                        self.consider(version, tables, file, Some(found), h)?;
+                        if let Some(b) = self.best.as_mut().filter(|b| b.file == number) {
+                            b.tier = Tier::Fast;
+                        }
+                        continue;
+                    }
                     self.waiting = Some((file, table.clone(), h));
                     return Ok(LevelStep::Read(table, h));
                 }
@@ -513,6 +546,23 @@ impl LevelLookup {
         }
         Ok(())
     }
+}
+
+/// What the fast disk's record cache holds for a get's key in slow table `f`, instead of
+/// reading the table's block (the pair the block's search would return).
+fn record_cache_answer(
+    tables: &TableCache,
+    f: &FileMeta,
+    seek_key: &[u8],
+    cause: IoCause,
+) -> Option<(bytes::Bytes, bytes::Bytes)> {
+    if cause != IoCause::UserGet || f.tier != Tier::Slow {
+        return None;
+    }
+    let records = tables.record_cache()?;
+    let key = user_key(seek_key);
+    let read_seq = crate::key::trailer(seek_key) >> 8;
+    records.get(key, crate::cache::key_hash(key), f.number, read_seq)
 }
 
 fn tables_path(_tables: &TableCache, f: &FileMeta) -> std::path::PathBuf {

@@ -7,6 +7,7 @@ use super::FileMeta;
 use crate::cache::Cache;
 use crate::env::{Env, IoCause};
 use crate::error::Result;
+use crate::record_cache::RecordCache;
 use crate::sst::Table;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -55,6 +56,9 @@ pub struct TableCache {
     tables: Tables,
     byte_limit: Option<usize>,
     cache: Option<Arc<Cache>>,
+    /// The fast disk's copies of slow-tier records, consulted before a slow table's
+    /// data block is read for a get (`LevelLookup::step`).
+    records: Option<Arc<RecordCache>>,
     /// Openings and their bytes, by tier (`[fast, slow]`; see [`TableOpenStats`]).
     opens: [AtomicU64; 2],
     open_bytes: [AtomicU64; 2],
@@ -115,9 +119,21 @@ impl TableCache {
             tables,
             byte_limit,
             cache,
+            records: None,
             opens: Default::default(),
             open_bytes: Default::default(),
         }
+    }
+
+    /// The same cache, with the fast disk's record cache in front of slow tables' blocks.
+    pub(crate) fn with_record_cache(mut self, records: Option<Arc<RecordCache>>) -> Self {
+        self.records = records;
+        self
+    }
+
+    /// The fast disk's record cache, if the store keeps one.
+    pub(crate) fn record_cache(&self) -> Option<&Arc<RecordCache>> {
+        self.records.as_ref()
     }
 
     /// Tables opened so far and the bytes their opening read, by tier.
