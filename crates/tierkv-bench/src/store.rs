@@ -443,8 +443,9 @@ pub fn tierkv_options(
             c
         },
         record_cache: tierkv::RecordCacheOptions {
-            enabled: cfg
-                .record_cache
+            enabled: system
+                .record_cache()
+                .or(cfg.record_cache)
                 .unwrap_or(tierkv::RecordCacheOptions::default().enabled),
             ..Default::default()
         },

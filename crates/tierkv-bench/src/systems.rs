@@ -41,6 +41,10 @@ pub enum System {
     TierkvStaticSlow,
     /// tierkv with HyperDB's bloom-filter cascade instead of RALT as the hotness tracker.
     TierkvBloomTracker,
+    /// tierkv with the fast disk's record cache on (`Options::record_cache`).
+    TierkvRecordCache,
+    /// tierkv with the fast disk's record cache off.
+    TierkvNoRecordCache,
     /// tierkv with HyperDB's semi-sorted tables on the slow tier (issue 21).
     TierkvSemi,
     /// tierkv with preemptive pushdown into deeper slow levels (HyperDB §3.4).
@@ -101,6 +105,8 @@ impl FromStr for System {
             "tierkv-semi-score" => System::TierkvSemiScore,
             "tierkv-semi-push-score" => System::TierkvSemiPushScore,
             "tierkv-bloomtracker" => System::TierkvBloomTracker,
+            "tierkv-rcache" => System::TierkvRecordCache,
+            "tierkv-norcache" => System::TierkvNoRecordCache,
             "tierkv-adaptive" => System::Tierkv,
             "tierkv-blockonly" => System::TierkvBlockOnly,
             "tierkv-kvonly" => System::TierkvKvOnly,
@@ -149,7 +155,7 @@ fn parse_split(shares: &str) -> Result<System> {
 
 impl System {
     /// Every system with a fixed name (fixed splits are `tierkv-split:KV:KP:BLOCK`).
-    pub const ALL: [System; 23] = [
+    pub const ALL: [System; 25] = [
         System::Tierkv,
         System::TierkvNoPromo,
         System::TierkvFd,
@@ -163,6 +169,8 @@ impl System {
         System::TierkvNoBatch,
         System::TierkvStaticSlow,
         System::TierkvBloomTracker,
+        System::TierkvRecordCache,
+        System::TierkvNoRecordCache,
         System::TierkvSemi,
         System::TierkvPush,
         System::TierkvSemiPush,
@@ -199,6 +207,8 @@ impl System {
             System::TierkvNoBatch => "tierkv-nobatch",
             System::TierkvStaticSlow => "tierkv-staticslow",
             System::TierkvBloomTracker => "tierkv-bloomtracker",
+            System::TierkvRecordCache => "tierkv-rcache",
+            System::TierkvNoRecordCache => "tierkv-norcache",
             System::TierkvSemi => "tierkv-semi",
             System::TierkvPush => "tierkv-push",
             System::TierkvSemiPush => "tierkv-semi-push",
@@ -252,6 +262,16 @@ impl System {
                 block: block as f64,
             },
             _ => tierkv::CacheMode::Adaptive,
+        }
+    }
+
+    /// Whether a tierkv system keeps the fast disk's record cache regardless of
+    /// `--record-cache` (`None`: the flag's, or the engine's default).
+    pub fn record_cache(self) -> Option<bool> {
+        match self {
+            System::TierkvRecordCache => Some(true),
+            System::TierkvNoRecordCache => Some(false),
+            _ => None,
         }
     }
 

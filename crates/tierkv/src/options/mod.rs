@@ -232,9 +232,9 @@ pub struct PromotionOptions {
 }
 
 /// The fast disk's record cache (`record_cache`, docs/ARCHITECTURE.md): records read from
-/// the slow disk twice within a while are copied to the fast disk, into the part of
-/// `fd_budget` the fast levels and the WALs' reserve leave free, and served from there
-/// until the room is needed or warmer records take it. Not kept across opens.
+/// the slow disk are copied to the fast disk, into the part of `fd_budget` the fast
+/// levels and the WALs' reserve leave free, and served from there until the room is
+/// needed or records whose keys are read more often take it. Not kept across opens.
 #[derive(Clone, Debug)]
 pub struct RecordCacheOptions {
     /// Keep one (default false).

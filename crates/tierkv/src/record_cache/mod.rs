@@ -1,8 +1,8 @@
 //! The fast disk's record cache: copies of records read from the slow tier, kept in the
 //! part of the fast disk's budget that the fast levels and the WALs' reserve leave idle,
-//! and admitted by how often their keys were read from the slow disk (a count-min sketch
-//! of the slow reads, TinyLFU's rule: a key read once is not admitted, one read again
-//! within the sketch's window is). It serves the warm keys that the memory caches cannot
+//! and, once full, admitted by how often their keys were read from the slow tier (a
+//! count-min sketch of those reads, TinyLFU's rule: a candidate displaces an entry only
+//! if its key was read more often lately). It serves the warm keys that the memory caches cannot
 //! hold and HotRAP's tracker does not judge hot: keys read every few million operations
 //! (docs/bench/hyperdb-ycsb.md). It owns its segment files (`NNNNNN.rcs` on the fast tier)
 //! and its in-memory index; it never touches the LSM's tables, versions or manifest.
@@ -42,8 +42,6 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
-/// How many reads from the slow disk within the sketch's window admit a key: the second.
-const ADMIT_AT: u8 = 2;
 /// Bytes of a record's header (table number, key and value lengths) and trailer (CRC).
 const HEADER: usize = 16;
 const TRAILER: usize = 4;
@@ -125,11 +123,32 @@ struct State {
     /// Sealed segments, oldest first, with consecutive ids.
     sealed: VecDeque<Segment>,
     sealed_bytes: u64,
+    /// The next entry of the oldest segment that admission weighs a candidate against
+    /// (an index into its `keys`).
+    victim_at: usize,
 }
 
 impl State {
     fn used(&self) -> u64 {
         self.sealed_bytes + self.open.len() as u64
+    }
+
+    /// The entry the next admission into a full cache displaces: the oldest segment's
+    /// first entry still indexed there and not read since it was written (a read one
+    /// will be kept when its segment goes). `None` when there is none.
+    fn next_victim(&mut self) -> Option<u64> {
+        let oldest = self.sealed.front()?;
+        while let Some(&hash) = oldest.keys.get(self.victim_at) {
+            if self
+                .index
+                .get(&hash)
+                .is_some_and(|s| s.segment == oldest.id && !s.referenced)
+            {
+                return Some(hash);
+            }
+            self.victim_at += 1;
+        }
+        None
     }
 
     fn sealed_index(&self, id: u32) -> Option<usize> {
@@ -212,6 +231,7 @@ impl RecordCache {
                 open_keys: Vec::new(),
                 sealed: VecDeque::new(),
                 sealed_bytes: 0,
+                victim_at: 0,
             }),
             upkeep: Mutex::new(()),
             hits: AtomicU64::new(0),
@@ -253,6 +273,9 @@ impl RecordCache {
             let slot = st.index.get_mut(&hash).filter(|s| s.table == table)?;
             slot.referenced = true;
             let slot = *slot;
+            // A read the cache answers is a read of the slow tier's record all the same:
+            // its key keeps its count against the candidates that would displace it.
+            st.sketch.increment(hash);
             if slot.segment == open_id {
                 let at = slot.offset as usize;
                 let record = st.open.get(at..at + slot.len as usize)?.to_vec();
@@ -302,8 +325,10 @@ impl RecordCache {
     }
 
     /// Offers the newest version of its key in slow-tier table `table`, just read from
-    /// that table by a read of the latest state: admitted when its key has been read
-    /// from the slow disk before within the sketch's window and it is not cached yet.
+    /// that table by a read of the latest state. While the cache has room (more than a
+    /// segment's) it is admitted; once full, only when its key was read from the slow tier more often lately (the
+    /// sketch's estimates) than the entry it would displace (TinyLFU's rule, against the
+    /// oldest segment's next unread entry). A key already cached for the table is not.
     pub(crate) fn offer(&self, hash: u64, table: u64, ikey: &[u8], value: &[u8]) {
         let len = HEADER + ikey.len() + value.len() + TRAILER;
         self.offered.fetch_add(1, Relaxed);
@@ -314,10 +339,20 @@ impl RecordCache {
         }
         let full = {
             let mut st = self.state.lock();
-            if st.sketch.increment(hash) < ADMIT_AT
-                || st.index.get(&hash).is_some_and(|s| s.table == table)
-            {
+            let count = st.sketch.increment(hash);
+            if st.index.get(&hash).is_some_and(|s| s.table == table) {
                 return;
+            }
+            // Within a segment of its room the cache counts as full: each eviction
+            // frees a whole segment, which would otherwise admit the next segment's
+            // worth of records unweighed.
+            if st.used() + (self.segment_size + len) as u64 > room {
+                if let Some(victim) = st.next_victim() {
+                    if st.sketch.estimate(victim) >= count {
+                        return;
+                    }
+                    st.victim_at += 1;
+                }
             }
             let record = encode_record(table, ikey, value);
             st.append(hash, table, &record);
@@ -426,6 +461,7 @@ impl RecordCache {
                 return;
             };
             st.sealed_bytes -= segment.len;
+            st.victim_at = 0;
             let referenced = second_chance
                 && segment.keys.iter().any(|h| {
                     st.index

@@ -52,7 +52,6 @@ impl Sketch {
     }
 
     /// The key's estimated count.
-    #[cfg(test)]
     pub(crate) fn estimate(&self, hash: u64) -> u8 {
         (0..ROWS)
             .map(|r| self.counters[self.slot(hash, r)])

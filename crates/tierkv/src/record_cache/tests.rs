@@ -7,6 +7,8 @@ use crate::cache::key_hash;
 use crate::key::{make_internal_key, ValueKind};
 
 const SEGMENT: usize = 4096;
+/// Bytes of a record [`offer`] makes: an 11-byte key, its trailer and 100 bytes of value.
+const RECORD: usize = HEADER + 19 + 100 + TRAILER;
 
 fn cache(dir: &std::path::Path) -> RecordCache {
     let env = Env::single(dir, false).unwrap();
@@ -25,25 +27,53 @@ fn offer(rc: &RecordCache, i: u64, table: u64, seq: u64) {
     rc.offer(key_hash(&key(i)), table, &ikey, &[i as u8; 100]);
 }
 
+/// Fills the cache with keys from `from` on, each read `reads` times, until it counts as
+/// full (within a segment of its room).
+fn fill(rc: &RecordCache, from: u64, reads: usize) -> u64 {
+    let mut i = from;
+    while rc.stats().bytes + (SEGMENT + RECORD) as u64 <= 16 * SEGMENT as u64 {
+        for _ in 0..reads {
+            offer(rc, i, 1, 1);
+        }
+        i += 1;
+    }
+    i
+}
+
 fn get(rc: &RecordCache, i: u64, table: u64, read_seq: u64) -> Option<(Bytes, Bytes)> {
     rc.get(&key(i), key_hash(&key(i)), table, read_seq)
 }
 
 #[test]
-fn a_key_read_from_the_slow_disk_twice_is_admitted_once_read_once_is_not() {
+fn a_cache_with_room_admits_what_the_slow_tier_returns() {
     let dir = tempfile::tempdir().unwrap();
     let rc = cache(dir.path());
     offer(&rc, 1, 7, 5);
-    assert!(get(&rc, 1, 7, 10).is_none(), "one slow read admits nothing");
-    offer(&rc, 1, 7, 5);
-    let (ikey, value) = get(&rc, 1, 7, 10).expect("the second read admits it");
+    let (ikey, value) = get(&rc, 1, 7, 10).expect("admitted");
     assert_eq!(
         ikey.as_ref(),
         make_internal_key(&key(1), 5, ValueKind::Value)
     );
     assert_eq!(value.as_ref(), &[1u8; 100]);
+    offer(&rc, 1, 7, 5);
     let s = rc.stats();
     assert_eq!((s.offered, s.admitted, s.hits, s.entries), (2, 1, 1, 1));
+}
+
+/// TinyLFU's rule once full: a candidate displaces the oldest unread entry only when its
+/// key was read from the slow tier more often lately than the entry's.
+#[test]
+fn a_full_cache_admits_only_keys_read_more_often_than_what_they_displace() {
+    let dir = tempfile::tempdir().unwrap();
+    let rc = cache(dir.path());
+    let next = fill(&rc, 0, 2);
+    let admitted = rc.stats().admitted;
+    offer(&rc, next, 1, 1);
+    offer(&rc, next, 1, 1);
+    assert!(get(&rc, next, 1, 1).is_none(), "read as often as the victim: refused");
+    assert_eq!(rc.stats().admitted, admitted);
+    offer(&rc, next, 1, 1);
+    assert!(get(&rc, next, 1, 1).is_some(), "read more often: admitted");
 }
 
 /// Invariant 1: the entry answers only for the table it was read from (a table a
@@ -73,23 +103,16 @@ fn an_entry_answers_only_its_table_and_reads_at_or_after_its_version() {
 fn eviction_keeps_the_entries_read_since_they_were_written() {
     let dir = tempfile::tempdir().unwrap();
     let rc = cache(dir.path());
-    let records_per_segment = (SEGMENT / (HEADER + 19 + 100 + TRAILER)) as u64;
-    // Key 0 first, in the oldest segment; read it (from its file, once written).
-    offer(&rc, 0, 1, 1);
-    offer(&rc, 0, 1, 1);
-    offer(&rc, 1, 1, 1);
-    offer(&rc, 1, 1, 1);
-    let mut i = 2;
-    while rc.stats().written_bytes == 0 {
-        offer(&rc, i, 1, 1);
-        offer(&rc, i, 1, 1);
-        i += 1;
-    }
+    let records_per_segment = (SEGMENT / RECORD) as u64;
+    // Keys read once fill it, 0 and 1 first; read 0 back (from its segment's file).
+    let mut i = fill(&rc, 0, 1);
+    assert!(rc.stats().written_bytes > 0);
     assert!(
         get(&rc, 0, 1, 1).is_some(),
         "read back from the segment's file"
     );
-    // Fill past the room until the first segment is evicted: key 0 survives, key 1 not.
+    // Keys read twice displace them until the first segment is evicted: key 0 (read
+    // since written) survives, key 1 not.
     while rc.stats().evicted == 0 {
         offer(&rc, i, 1, 1);
         offer(&rc, i, 1, 1);
@@ -100,9 +123,12 @@ fn eviction_keeps_the_entries_read_since_they_were_written() {
     assert!(get(&rc, 0, 1, 1).is_some(), "read since written: kept");
     assert!(get(&rc, 1, 1, 1).is_none(), "never read: dropped");
     // Much further on, the cache stays within its room and removes what it evicts.
+    let mut reads = 2;
     while i < 40 * records_per_segment {
-        offer(&rc, i, 1, 1);
-        offer(&rc, i, 1, 1);
+        reads = if i % records_per_segment == 0 { reads + 1 } else { reads };
+        for _ in 0..reads.min(15) {
+            offer(&rc, i, 1, 1);
+        }
         i += 1;
     }
     let s = rc.stats();
@@ -119,14 +145,10 @@ fn eviction_keeps_the_entries_read_since_they_were_written() {
 fn a_smaller_room_is_given_back_at_once() {
     let dir = tempfile::tempdir().unwrap();
     let rc = cache(dir.path());
-    for i in 0..400 {
-        offer(&rc, i, 1, 1);
-        offer(&rc, i, 1, 1);
-    }
-    assert!(rc.stats().bytes > 8 * SEGMENT as u64);
+    fill(&rc, 0, 1);
     rc.set_room(5 * SEGMENT as u64);
     let s = rc.stats();
-    assert!(s.bytes <= 5 * SEGMENT as u64 + SEGMENT as u64, "{s:?}");
+    assert!(s.bytes <= 5 * SEGMENT as u64, "{s:?}");
     // With no room for a few segments nothing is admitted.
     rc.set_room(SEGMENT as u64);
     offer(&rc, 10_000, 1, 1);
@@ -139,10 +161,7 @@ fn a_smaller_room_is_given_back_at_once() {
 fn a_damaged_record_is_a_counted_miss() {
     let dir = tempfile::tempdir().unwrap();
     let rc = cache(dir.path());
-    for i in 0..200 {
-        offer(&rc, i, 1, 1);
-        offer(&rc, i, 1, 1);
-    }
+    fill(&rc, 0, 1);
     let name = segment_file_name(1);
     let path = dir.path().join(&name);
     let mut bytes = std::fs::read(&path).unwrap();
