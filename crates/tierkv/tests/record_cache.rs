@@ -138,3 +138,71 @@ fn gets_served_from_the_record_cache_match_the_model() {
         assert!(stats.hits >= floor, "seed {seed}: {stats:?}");
     }
 }
+
+/// Invariant 1 under concurrency: readers hitting the record cache while a writer
+/// overwrites keys, flushes and compacts (segments sealed, written and evicted by the
+/// readers themselves) never see another key's value nor a version older than one they
+/// saw before for the same key.
+#[test]
+fn concurrent_readers_never_go_back_in_time_through_the_record_cache() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let dir = tempfile::tempdir().unwrap();
+    let slow = tempfile::tempdir().unwrap();
+    let mut opts = options(slow.path(), false);
+    opts.record_cache.max_bytes = Some(24 * 1024);
+    let db = Arc::new(Db::open(dir.path(), opts).unwrap());
+    let val = |i: u64, version: u64| {
+        let mut v = format!("{i}:{version}:").into_bytes();
+        v.resize(120, b'x');
+        v
+    };
+    for i in 0..KEYS {
+        db.put(common::key(i), val(i, 0)).unwrap();
+    }
+    db.flush().unwrap();
+    db.wait_for_background().unwrap();
+    let done = Arc::new(AtomicBool::new(false));
+    let readers: Vec<_> = (0..4u64)
+        .map(|t| {
+            let (db, done) = (db.clone(), done.clone());
+            std::thread::spawn(move || {
+                let mut rng = StdRng::seed_from_u64(t);
+                let mut seen = vec![0u64; KEYS as usize];
+                while !done.load(Ordering::Relaxed) {
+                    let i = if rng.gen_bool(0.8) {
+                        rng.gen_range(0..200)
+                    } else {
+                        rng.gen_range(0..KEYS)
+                    };
+                    let v = db.get(common::key(i)).unwrap().expect("never deleted");
+                    let text = String::from_utf8_lossy(&v);
+                    let mut parts = text.split(':');
+                    let key: u64 = parts.next().unwrap().parse().unwrap();
+                    let version: u64 = parts.next().unwrap().parse().unwrap();
+                    assert_eq!(key, i, "another key's value");
+                    assert!(version >= seen[i as usize], "key {i} went back in time");
+                    seen[i as usize] = version;
+                }
+            })
+        })
+        .collect();
+    let mut rng = StdRng::seed_from_u64(99);
+    for version in 1..=3000u64 {
+        let i = if rng.gen_bool(0.5) {
+            rng.gen_range(0..200)
+        } else {
+            rng.gen_range(0..KEYS)
+        };
+        db.put(common::key(i), val(i, version)).unwrap();
+        if version % 500 == 0 {
+            db.compact_range(None, None).unwrap();
+        }
+    }
+    done.store(true, Ordering::Relaxed);
+    for r in readers {
+        r.join().unwrap();
+    }
+    let rc = db.stats().record_cache.unwrap();
+    assert!(rc.hits > 0 && rc.evicted > 0, "{rc:?}");
+}

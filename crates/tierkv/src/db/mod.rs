@@ -1076,17 +1076,22 @@ impl DbInner {
     }
 
     /// Gives the fast disk's record cache the room the rest of the fast tier leaves now:
-    /// the budget less the fast tier's tables, the WALs' reserve and one memtable's flush
-    /// (so the next L0 table fits before the cache has given its space back). Called
-    /// after every background job, without the state lock: the cache may evict.
+    /// the budget less the fast tier's tables, the live WALs, and two memtables' worth
+    /// (the mutable memtable's WAL filling up and the next flush's L0 table, so both fit
+    /// before the cache has given its space back: invariant 4). Called after every
+    /// background job, without the state lock: the cache may evict.
     pub(crate) fn fit_record_cache(&self) {
         let (Some(records), Some(budget)) = (self.tables.record_cache(), self.opts.fd_budget)
         else {
             return;
         };
-        let held = self.reads.sv.load().version.tier_bytes(Tier::Fast)
-            + self.opts.fast_tier_reserve()
-            + self.opts.write_buffer_size as u64;
+        let sv = self.reads.sv.load();
+        let wals: u64 = std::iter::once(&sv.mem)
+            .chain(&sv.imms)
+            .map(|m| m.wal_bytes())
+            .sum();
+        let held =
+            sv.version.tier_bytes(Tier::Fast) + wals + 2 * self.opts.write_buffer_size as u64;
         records.set_room(budget.saturating_sub(held));
     }
 

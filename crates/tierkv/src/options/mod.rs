@@ -233,7 +233,7 @@ pub struct PromotionOptions {
 
 /// The fast disk's record cache (`record_cache`, docs/ARCHITECTURE.md): records read from
 /// the slow disk are copied to the fast disk, into the part of `fd_budget` the fast
-/// levels and the WALs' reserve leave free, and served from there until the room is
+/// tables and WALs leave free, and served from there until the room is
 /// needed or records whose keys are read more often take it. Not kept across opens.
 #[derive(Clone, Debug)]
 pub struct RecordCacheOptions {

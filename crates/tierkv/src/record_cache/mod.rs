@@ -1,5 +1,5 @@
 //! The fast disk's record cache: copies of records read from the slow tier, kept in the
-//! part of the fast disk's budget that the fast levels and the WALs' reserve leave idle,
+//! part of the fast disk's budget that the fast tier's tables and WALs leave idle,
 //! and, once full, admitted by how often their keys were read from the slow tier (a
 //! count-min sketch of those reads, TinyLFU's rule: a candidate displaces an entry only
 //! if its key was read more often lately). It serves the warm keys that the memory caches cannot
@@ -21,8 +21,8 @@
 //! is written to its own file once, without sync: the cache is not kept across opens
 //! (opening removes any segment file left behind), so a crash loses nothing but warmth.
 //! When the segments outgrow the room the store gives ([`RecordCache::set_room`], after
-//! every version install: the budget less the fast levels, the WALs' reserve and one
-//! memtable), the oldest segment goes: entries read since they were written are copied
+//! every background job: the budget less the fast tier's tables, the live WALs and two
+//! memtables' worth), the oldest segment goes: entries read since they were written are copied
 //! into the open segment (a second chance, as in CLOCK), up to half a segment's worth,
 //! and the rest leave the index. So the cache gives its space back as L0 fills.
 //!

@@ -70,7 +70,10 @@ fn a_full_cache_admits_only_keys_read_more_often_than_what_they_displace() {
     let admitted = rc.stats().admitted;
     offer(&rc, next, 1, 1);
     offer(&rc, next, 1, 1);
-    assert!(get(&rc, next, 1, 1).is_none(), "read as often as the victim: refused");
+    assert!(
+        get(&rc, next, 1, 1).is_none(),
+        "read as often as the victim: refused"
+    );
     assert_eq!(rc.stats().admitted, admitted);
     offer(&rc, next, 1, 1);
     assert!(get(&rc, next, 1, 1).is_some(), "read more often: admitted");
@@ -125,7 +128,9 @@ fn eviction_keeps_the_entries_read_since_they_were_written() {
     // Much further on, the cache stays within its room and removes what it evicts.
     let mut reads = 2;
     while i < 40 * records_per_segment {
-        reads = if i % records_per_segment == 0 { reads + 1 } else { reads };
+        if i.is_multiple_of(records_per_segment) {
+            reads += 1;
+        }
         for _ in 0..reads.min(15) {
             offer(&rc, i, 1, 1);
         }
