@@ -114,6 +114,24 @@ const PROCESS: &[Line] = &[
             s.gets, g.memtable, g.block_cache, g.fast, g.slow, g.not_found, s.fd_hit_rate * 100.0
         ))
     }),
+    Field("fast-disk record cache", |s| {
+        s.record_cache.map(|r| {
+            format!(
+                "{} in {} records (room {}), {} gets served; {} of {} offered admitted, {} evicted, {} kept; {} written; {} of memory; {} errors",
+                human(r.bytes),
+                r.entries,
+                human(r.room),
+                r.hits,
+                r.admitted,
+                r.offered,
+                r.evicted,
+                r.kept,
+                human(r.written_bytes),
+                human(r.memory_bytes),
+                r.errors
+            )
+        })
+    }),
     Field("flushes", |s| {
         Some(format!(
             "{} ({} written, {} shadowed versions dropped); compactions: {} ({} trivial moves), read {}, wrote {}",
