@@ -636,6 +636,10 @@ mod tests {
             ("threads", |a| a.threads = Some(0)),
             ("batch", |a| a.batch = Some(5000)),
             ("read io", |a| a.read_io = Some("mmap".into())),
+            ("record cache on", |a| a.record_cache = Some("on".into())),
+            ("bad record cache", |a| {
+                a.record_cache = Some("maybe".into())
+            }),
             ("last level filters", |a| {
                 a.last_level_filters = Some("sometimes".into())
             }),
