@@ -157,16 +157,18 @@ impl State {
         (i < self.sealed.len()).then_some(i)
     }
 
-    /// Appends an encoded record and indexes it (replacing any entry of the same hash).
-    fn append(&mut self, hash: u64, table: u64, record: &[u8]) {
+    /// Appends the record `write` puts at the open segment's end and indexes it
+    /// (replacing any entry of the same hash).
+    fn append(&mut self, hash: u64, table: u64, write: impl FnOnce(&mut Vec<u8>)) {
+        let offset = self.open.len();
+        write(&mut self.open);
         let slot = Slot {
             table,
             segment: self.open_id,
-            offset: self.open.len() as u32,
-            len: record.len() as u32,
+            offset: offset as u32,
+            len: (self.open.len() - offset) as u32,
             referenced: false,
         };
-        self.open.extend_from_slice(record);
         self.open_keys.push(hash);
         self.index.insert(hash, slot);
     }
@@ -279,7 +281,7 @@ impl RecordCache {
             if slot.segment == open_id {
                 let at = slot.offset as usize;
                 let record = st.open.get(at..at + slot.len as usize)?.to_vec();
-                return self.decode(&record, key, table, read_seq);
+                return self.decode(record, key, table, read_seq);
             }
             let i = st.sealed_index(slot.segment)?;
             (st.sealed[i].data.clone(), slot)
@@ -300,35 +302,39 @@ impl RecordCache {
                 }
             }
         };
-        self.decode(&record, key, table, read_seq)
+        self.decode(record, key, table, read_seq)
     }
 
     /// Checks a record read back and splits it; `None` when it is not the key's in this
     /// table (a hash shared with another key), is newer than the read, or is damaged.
     fn decode(
         &self,
-        record: &[u8],
+        record: Vec<u8>,
         key: &[u8],
         table: u64,
         read_seq: SeqNo,
     ) -> Option<(Bytes, Bytes)> {
-        let Some((ikey, value)) = decode_record(record, table) else {
+        let Some(klen) = decode_record(&record, table) else {
             self.errors.fetch_add(1, Relaxed);
             return None;
         };
-        let parsed = parse_internal_key(ikey)?;
+        let record = Bytes::from(record);
+        let ikey = record.slice(HEADER..HEADER + klen);
+        let parsed = parse_internal_key(&ikey)?;
         if parsed.user_key != key || parsed.seq > read_seq {
             return None;
         }
         self.hits.fetch_add(1, Relaxed);
-        Some((Bytes::copy_from_slice(ikey), Bytes::copy_from_slice(value)))
+        let value = record.slice(HEADER + klen..record.len() - TRAILER);
+        Some((ikey, value))
     }
 
     /// Offers the newest version of its key in slow-tier table `table`, just read from
     /// that table by a read of the latest state. While the cache has room (more than a
-    /// segment's) it is admitted; once full, only when its key was read from the slow tier more often lately (the
-    /// sketch's estimates) than the entry it would displace (TinyLFU's rule, against the
-    /// oldest segment's next unread entry). A key already cached for the table is not.
+    /// segment's) it is admitted; once full, only when its key was read from the slow
+    /// tier more often lately (the sketch's estimates) than the entry it would displace
+    /// (TinyLFU's rule, against the oldest segment's next unread entry). A key already
+    /// cached for the table is not.
     pub(crate) fn offer(&self, hash: u64, table: u64, ikey: &[u8], value: &[u8]) {
         let len = HEADER + ikey.len() + value.len() + TRAILER;
         self.offered.fetch_add(1, Relaxed);
@@ -354,8 +360,7 @@ impl RecordCache {
                     st.victim_at += 1;
                 }
             }
-            let record = encode_record(table, ikey, value);
-            st.append(hash, table, &record);
+            st.append(hash, table, |out| encode_record(out, table, ikey, value));
             self.admitted.fetch_add(1, Relaxed);
             if st.open.len() >= self.segment_size {
                 st.seal();
@@ -474,9 +479,9 @@ impl RecordCache {
         // segment now is a miss, as after its eviction).
         let bytes = match (&segment.data, referenced) {
             (_, false) => None,
-            (Data::Memory(b), true) => Some(b.as_slice().to_vec()),
+            (Data::Memory(b), true) => Some(b.clone()),
             (Data::File(f), true) => match f.read_at(0, segment.len as usize, IoCause::Promotion) {
-                Ok(b) => Some(b),
+                Ok(b) => Some(Arc::new(b)),
                 Err(e) => {
                     tracing::warn!("record cache segment read failed: {e}");
                     self.errors.fetch_add(1, Relaxed);
@@ -504,7 +509,7 @@ impl RecordCache {
                     Some(record) => {
                         kept_bytes += record.len();
                         kept += 1;
-                        st.append(hash, slot.table, record);
+                        st.append(hash, slot.table, |out| out.extend_from_slice(record));
                     }
                     None => {
                         evicted += 1;
@@ -545,22 +550,22 @@ impl RecordCache {
 
 /// A record in a segment (docs/FORMAT.md, "Record cache segments"): the table number
 /// (u64), the internal key's and the stored value's lengths (u32 each), both, then a
-/// CRC-32C of everything before it; integers little-endian.
-fn encode_record(table: u64, ikey: &[u8], value: &[u8]) -> Vec<u8> {
-    let mut r = Vec::with_capacity(HEADER + ikey.len() + value.len() + TRAILER);
-    r.extend_from_slice(&table.to_le_bytes());
-    r.extend_from_slice(&(ikey.len() as u32).to_le_bytes());
-    r.extend_from_slice(&(value.len() as u32).to_le_bytes());
-    r.extend_from_slice(ikey);
-    r.extend_from_slice(value);
-    let crc = crc32c::crc32c(&r);
-    r.extend_from_slice(&crc.to_le_bytes());
-    r
+/// CRC-32C of everything before it; integers little-endian. Appended to `out`.
+fn encode_record(out: &mut Vec<u8>, table: u64, ikey: &[u8], value: &[u8]) {
+    let start = out.len();
+    out.extend_from_slice(&table.to_le_bytes());
+    out.extend_from_slice(&(ikey.len() as u32).to_le_bytes());
+    out.extend_from_slice(&(value.len() as u32).to_le_bytes());
+    out.extend_from_slice(ikey);
+    out.extend_from_slice(value);
+    let crc = crc32c::crc32c(&out[start..]);
+    out.extend_from_slice(&crc.to_le_bytes());
 }
 
-/// The internal key and stored value of an encoded record of `table`; `None` when it is
-/// damaged or of another table.
-fn decode_record(r: &[u8], table: u64) -> Option<(&[u8], &[u8])> {
+/// The internal key's length in an encoded record of `table` (the key follows the
+/// header, the value the key, up to the trailer); `None` when it is damaged or of
+/// another table.
+fn decode_record(r: &[u8], table: u64) -> Option<usize> {
     let body = r.get(..r.len().checked_sub(TRAILER)?)?;
     let crc = u32::from_le_bytes(r.get(body.len()..)?.try_into().ok()?);
     if crc32c::crc32c(body) != crc {
@@ -569,10 +574,7 @@ fn decode_record(r: &[u8], table: u64) -> Option<(&[u8], &[u8])> {
     let number = u64::from_le_bytes(body.get(..8)?.try_into().ok()?);
     let klen = u32::from_le_bytes(body.get(8..12)?.try_into().ok()?) as usize;
     let vlen = u32::from_le_bytes(body.get(12..16)?.try_into().ok()?) as usize;
-    if number != table || HEADER + klen + vlen != body.len() {
-        return None;
-    }
-    Some((&body[HEADER..HEADER + klen], &body[HEADER + klen..]))
+    (number == table && HEADER + klen + vlen == body.len()).then_some(klen)
 }
 
 #[cfg(test)]
